@@ -1,0 +1,11 @@
+// Registration of the `strata` subcommands. Each Add*Command attaches its subcommand to `app` and returns
+// the slot where the command's exit code is written when it runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace strata::cli {
+
+void AddContextCommand(CLI::App& app, int* exit_code);
+
+}  // namespace strata::cli

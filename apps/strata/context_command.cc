@@ -1,0 +1,200 @@
+// `strata context ...`: one process per operation on a kimi-cli compatible context file.
+#include <iostream>
+#include <string>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "strata/json/json_writer.h"
+#include "strata/log/context_file_tools.h"
+#include "strata/log/context_log.h"
+#include "strata/message/message_json.h"
+
+namespace strata::cli {
+namespace {
+
+struct ContextArgs {
+  std::string file;
+  std::string input = "-";
+  int64_t number = 0;
+  bool user_message = false;
+  std::string durability = "always";
+};
+
+// Opens and restores FILE, reporting skipped damage as warnings.
+Result<std::unique_ptr<ContextLog>> OpenRestored(const ContextArgs& args, bool read_only) {
+  ContextLogOptions options;
+  options.read_only = read_only;
+  STRATA_ASSIGN_OR_RETURN(options.durability.policy, ParseDurability(args.durability));
+  options.durability.batch_background_sync = false;  // One operation per process: Close() syncs.
+  std::unique_ptr<ContextLog> log = ContextLog::Open(args.file, options);
+  STRATA_ASSIGN_OR_RETURN(bool restored, log->Restore());
+  (void)restored;
+  for (const Damage& d : log->restore_report().scan.damage) {
+    Warn(args.file + ": " + d.ToString() + (d.kind == DamageKind::kInvalidUtf8 ? "" : " (skipped)"));
+  }
+  return log;
+}
+
+std::string StateJson(const ContextLog& log) {
+  std::string out = "{\"history\":[";
+  for (size_t i = 0; i < log.history().size(); ++i) {
+    if (i > 0) out += ",";
+    AppendMessageJson(log.history()[i], &out);
+  }
+  out += "],\"token_count\":" + std::to_string(log.token_count()) +
+         ",\"token_count_with_pending\":" + std::to_string(log.token_count_with_pending()) +
+         ",\"n_checkpoints\":" + std::to_string(log.n_checkpoints()) + ",\"system_prompt\":";
+  if (log.system_prompt()) {
+    json::AppendString(&out, *log.system_prompt());
+  } else {
+    out += "null";
+  }
+  out += "}";
+  return out;
+}
+
+// Runs `op` on the restored log, then closes it (which syncs) and prints `result_json` on success.
+template <typename Op>
+int Mutate(const ContextArgs& args, Op op) {
+  auto log = OpenRestored(args, /*read_only=*/false);
+  if (!log.ok()) return Fail(log.status());
+  Result<std::string> out = op(**log);
+  if (!out.ok()) return Fail(out.status());
+  Status closed = (*log)->Close();
+  if (!closed.ok()) return Fail(closed);
+  std::cout << *out << "\n";
+  return 0;
+}
+
+int RunShow(const ContextArgs& args) {
+  auto log = OpenRestored(args, /*read_only=*/true);
+  if (!log.ok()) return Fail(log.status());
+  std::cout << StateJson(**log) << "\n";
+  return 0;
+}
+
+int RunAppend(const ContextArgs& args) {
+  std::string text;
+  if (args.input == "-") {
+    auto in = ReadStdin();
+    if (!in.ok()) return Fail(in.status());
+    text = std::move(*in);
+  } else {
+    text = args.input;
+  }
+  auto messages = ParseMessages(text);
+  if (!messages.ok()) return Fail(messages.status());
+  return Mutate(args, [&](ContextLog& log) -> Result<std::string> {
+    STRATA_RETURN_IF_ERROR(log.Append(*messages));
+    return "{\"appended\":" + std::to_string(messages->size()) + ",\"history_length\":" +
+           std::to_string(log.history().size()) + "}";
+  });
+}
+
+int RunCheck(const ContextArgs& args) {
+  auto summary = CheckContextFile(PosixFileSystem(), args.file);
+  if (!summary.ok()) return Fail(summary.status());
+  std::cout << ScanSummaryToJson(args.file, *summary) << "\n";
+  return summary->damaged() ? 1 : 0;
+}
+
+int RunRepair(const ContextArgs& args) {
+  auto result = RepairContextFile(PosixFileSystem(), args.file);
+  if (!result.ok()) return Fail(result.status());
+  std::string out = "{\"file\":";
+  json::AppendString(&out, args.file);
+  out += ",\"repaired\":" + std::string(result->backup ? "true" : "false") + ",\"backup\":";
+  if (result->backup) {
+    json::AppendString(&out, *result->backup);
+  } else {
+    out += "null";
+  }
+  out += ",\"removed_lines\":" + std::to_string(result->removed_lines) +
+         ",\"removed_bytes\":" + std::to_string(result->removed_bytes) + "}";
+  std::cout << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void AddContextCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ContextArgs>();
+  CLI::App* context = app.add_subcommand("context", "Operate on a kimi-cli compatible context.jsonl file");
+  context->require_subcommand(1);
+  context->add_option("--durability", args->durability, "Sync policy for writes: none, batch or always")
+      ->check(CLI::IsMember({"none", "batch", "always"}))
+      ->capture_default_str();
+
+  auto add = [&](const char* name, const char* help) {
+    CLI::App* sub = context->add_subcommand(name, help);
+    sub->add_option("FILE", args->file, "The context file")->required();
+    return sub;
+  };
+
+  add("show", "Print {history, token_count, token_count_with_pending, n_checkpoints, system_prompt}")
+      ->callback([=] { *exit_code = RunShow(*args); });
+
+  CLI::App* append = add("append", "Append one message object or an array of them (one batch)");
+  append->add_option("JSON", args->input, "The message JSON, or - for stdin (the default)");
+  append->callback([=] { *exit_code = RunAppend(*args); });
+
+  CLI::App* usage = add("usage", "Record the provider-reported token count");
+  usage->add_option("N", args->number, "Token count")->required()->check(CLI::NonNegativeNumber);
+  usage->callback([=] {
+    *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
+      STRATA_RETURN_IF_ERROR(log.UpdateTokenCount(args->number));
+      return "{\"token_count\":" + std::to_string(log.token_count()) + "}";
+    });
+  });
+
+  CLI::App* checkpoint = add("checkpoint", "Add a checkpoint; prints its id");
+  checkpoint->add_flag("--user-message", args->user_message, "Also add the user message <system>CHECKPOINT n</system>");
+  checkpoint->callback([=] {
+    *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
+      STRATA_ASSIGN_OR_RETURN(int64_t id, log.Checkpoint(args->user_message));
+      return "{\"checkpoint\":" + std::to_string(id) + "}";
+    });
+  });
+
+  CLI::App* revert = add("revert", "Drop checkpoint ID and everything after it (old file kept as <stem>_N.jsonl)");
+  revert->add_option("ID", args->number, "Checkpoint id")->required();
+  revert->callback([=] {
+    *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
+      STRATA_RETURN_IF_ERROR(log.RevertTo(args->number));
+      return "{\"reverted_to\":" + std::to_string(args->number) + ",\"history_length\":" +
+             std::to_string(log.history().size()) + ",\"n_checkpoints\":" + std::to_string(log.n_checkpoints()) + "}";
+    });
+  });
+
+  add("clear", "Empty the context (old file kept as <stem>_N.jsonl)")->callback([=] {
+    *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
+      STRATA_RETURN_IF_ERROR(log.Clear());
+      return std::string("{\"cleared\":true}");
+    });
+  });
+
+  CLI::App* prompt = add("system-prompt", "Set the system prompt record (first line), atomically");
+  prompt->add_option("TEXT", args->input, "The prompt, or - for stdin")->required();
+  prompt->callback([=] {
+    std::string text = args->input;
+    if (text == "-") {
+      auto in = ReadStdin();
+      if (!in.ok()) {
+        *exit_code = Fail(in.status());
+        return;
+      }
+      text = std::move(*in);
+    }
+    *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
+      STRATA_RETURN_IF_ERROR(log.WriteSystemPrompt(text));
+      return std::string("{\"system_prompt_set\":true}");
+    });
+  });
+
+  add("check", "Report damaged lines and a torn tail as JSON; exit 1 when damage is found")
+      ->callback([=] { *exit_code = RunCheck(*args); });
+  add("repair", "Cut damage out into a rotated backup, leaving a clean restorable file")
+      ->callback([=] { *exit_code = RunRepair(*args); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,24 @@
+// The `strata` command-line program: a thin adapter over the library. Each subcommand parses its
+// arguments, calls the library, prints JSON to stdout and reports failures as one line on stderr with the
+// exit code of the error's StatusCode (see strata/util/status.h).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata - a context engine for LLM agents: durable conversation logs, token budgets, memory"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "strata 0.1.0");
+  int exit_code = 0;
+  strata::cli::AddContextCommand(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    // CLI11 uses 0 for --help; any other parse problem is a usage error.
+    return rc == 0 ? 0 : 2;
+  }
+  return exit_code;
+}

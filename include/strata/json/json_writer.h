@@ -1,0 +1,43 @@
+// JSON text output with the exact byte conventions Strata's formats need.
+//
+// Two string styles exist because the files Strata is compatible with use both: kosong and pydantic write
+// raw UTF-8 (`ensure_ascii=False`), while Python's `json.dumps` defaults escape everything outside ASCII as
+// lower-case `\uXXXX` (with surrogate pairs). Both escape `"`, `\`, and control characters the same way.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "strata/util/status.h"
+
+namespace strata::json {
+
+enum class StringStyle {
+  kRawUtf8,      // Non-ASCII copied as UTF-8 bytes (pydantic model_dump_json, json.dumps(ensure_ascii=False)).
+  kAsciiEscape,  // Non-ASCII as \uXXXX, astral planes as surrogate pairs (json.dumps defaults).
+};
+
+// Appends `s` as a quoted JSON string. `s` must be valid UTF-8 for kAsciiEscape; invalid bytes are written
+// as U+FFFD in that style and copied through in kRawUtf8 (validate input at the boundary).
+void AppendString(std::string* out, std::string_view s, StringStyle style = StringStyle::kRawUtf8);
+
+// Appends `value` the way Python's repr(float) writes it (shortest round trip; "1.0", "1e-05", "1e+16").
+void AppendPythonFloat(std::string* out, double value);
+
+// Returns `text` re-written as compact JSON (no whitespace, raw UTF-8 strings, Python float style, key order
+// and duplicate keys as given). Errors name the byte offset of the problem.
+Result<std::string> Canonicalize(std::string_view text);
+
+// Returns a one-line description of why `text` is not valid JSON, naming the byte offset, line and column
+// (e.g. "invalid JSON at byte 12 (line 1, column 13): syntax error ..."). Returns "" if `text` is valid.
+std::string DescribeSyntaxError(std::string_view text);
+
+// Returns whether `s` is valid UTF-8; on failure sets `*bad_offset` to the first invalid byte.
+bool IsValidUtf8(std::string_view s, size_t* bad_offset = nullptr);
+
+// Returns `s` with every invalid UTF-8 sequence replaced by U+FFFD (Python's errors="replace").
+std::string ReplaceInvalidUtf8(std::string_view s);
+
+}  // namespace strata::json

@@ -1,0 +1,112 @@
+#include "json/json_dom.h"
+
+#include <nlohmann/json.hpp>
+
+#include "strata/json/json_writer.h"
+
+namespace strata::json {
+
+void AppendCanonical(std::string* out, simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  switch (e.type()) {
+    case element_type::ARRAY: {
+      out->push_back('[');
+      bool first = true;
+      for (simdjson::dom::element child : AsArray(e)) {
+        if (!first) out->push_back(',');
+        first = false;
+        AppendCanonical(out, child);
+      }
+      out->push_back(']');
+      break;
+    }
+    case element_type::OBJECT: {
+      out->push_back('{');
+      bool first = true;
+      for (simdjson::dom::key_value_pair field : AsObject(e)) {
+        if (!first) out->push_back(',');
+        first = false;
+        AppendString(out, field.key);
+        out->push_back(':');
+        AppendCanonical(out, field.value);
+      }
+      out->push_back('}');
+      break;
+    }
+    case element_type::INT64: out->append(std::to_string(e.get_int64().value_unsafe())); break;
+    case element_type::UINT64: out->append(std::to_string(e.get_uint64().value_unsafe())); break;
+    case element_type::DOUBLE: AppendPythonFloat(out, e.get_double().value_unsafe()); break;
+    case element_type::STRING: AppendString(out, e.get_string().value_unsafe()); break;
+    case element_type::BOOL: out->append(e.get_bool().value_unsafe() ? "true" : "false"); break;
+    case element_type::NULL_VALUE: out->append("null"); break;
+  }
+}
+
+std::string_view TypeName(simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  switch (e.type()) {
+    case element_type::ARRAY: return "array";
+    case element_type::OBJECT: return "object";
+    case element_type::INT64:
+    case element_type::UINT64: return "integer";
+    case element_type::DOUBLE: return "number";
+    case element_type::STRING: return "string";
+    case element_type::BOOL: return "boolean";
+    case element_type::NULL_VALUE: return "null";
+  }
+  return "value";
+}
+
+std::string QuoteForError(std::string_view s, size_t max) {
+  std::string out;
+  if (s.size() <= max) {
+    AppendString(&out, s);
+    return out;
+  }
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // Keep UTF-8 whole.
+  AppendString(&out, s.substr(0, cut));
+  out.insert(out.size() - 1, "...");
+  return out;
+}
+
+Result<std::string> Canonicalize(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  if (parser.parse(padded).get(root) != simdjson::SUCCESS) {
+    return Status::InvalidArgument(DescribeSyntaxError(text));
+  }
+  std::string out;
+  AppendCanonical(&out, root);
+  return out;
+}
+
+std::string DescribeSyntaxError(std::string_view text) {
+  size_t bad = 0;
+  if (!IsValidUtf8(text, &bad)) {
+    return "invalid JSON at byte " + std::to_string(bad) + ": invalid UTF-8";
+  }
+  try {
+    nlohmann::json parsed = nlohmann::json::parse(text.begin(), text.end());
+    (void)parsed;
+  } catch (const nlohmann::json::parse_error& e) {
+    // what() is "[json.exception.parse_error.101] parse error at line L, column C: detail".
+    std::string what = e.what();
+    std::string detail = what;
+    size_t at = what.find("parse error at ");
+    if (at != std::string::npos) detail = what.substr(at + 15);
+    size_t byte = e.byte > 0 ? e.byte - 1 : 0;
+    return "invalid JSON at byte " + std::to_string(byte) + " (" + detail + ")";
+  } catch (const std::exception& e) {
+    return std::string("invalid JSON: ") + e.what();
+  }
+  // nlohmann accepted what simdjson rejected: the only such inputs are too deep or too large.
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  auto err = parser.parse(padded).error();
+  if (err != simdjson::SUCCESS) return std::string("invalid JSON: ") + simdjson::error_message(err);
+  return "";
+}
+
+}  // namespace strata::json

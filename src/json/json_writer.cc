@@ -1,0 +1,176 @@
+#include "strata/json/json_writer.h"
+
+#include <charconv>
+#include <cstring>
+
+namespace strata::json {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+void AppendU16Escape(std::string* out, uint32_t unit) {
+  char buf[6] = {'\\', 'u', kHex[(unit >> 12) & 0xF], kHex[(unit >> 8) & 0xF], kHex[(unit >> 4) & 0xF],
+                 kHex[unit & 0xF]};
+  out->append(buf, 6);
+}
+
+// Decodes one UTF-8 sequence at s[i]; returns its length (0 if invalid) and the code point.
+size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = s.size() - i;
+  if (c < 0x80) { *cp = c; return 1; }
+  if (c >= 0xC2 && c <= 0xDF) {
+    if (n < 2 || (b(i + 1) & 0xC0) != 0x80) return 0;
+    *cp = ((c & 0x1Fu) << 6) | (b(i + 1) & 0x3Fu);
+    return 2;
+  }
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (n < 3 || (b(i + 1) & 0xC0) != 0x80 || (b(i + 2) & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && b(i + 1) < 0xA0) return 0;   // Overlong.
+    if (c == 0xED && b(i + 1) >= 0xA0) return 0;  // Surrogate.
+    *cp = ((c & 0x0Fu) << 12) | ((b(i + 1) & 0x3Fu) << 6) | (b(i + 2) & 0x3Fu);
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (n < 4 || (b(i + 1) & 0xC0) != 0x80 || (b(i + 2) & 0xC0) != 0x80 || (b(i + 3) & 0xC0) != 0x80) return 0;
+    if (c == 0xF0 && b(i + 1) < 0x90) return 0;  // Overlong.
+    if (c == 0xF4 && b(i + 1) >= 0x90) return 0;  // Beyond U+10FFFF.
+    *cp = ((c & 0x07u) << 18) | ((b(i + 1) & 0x3Fu) << 12) | ((b(i + 2) & 0x3Fu) << 6) | (b(i + 3) & 0x3Fu);
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AppendString(std::string* out, std::string_view s, StringStyle style) {
+  out->push_back('"');
+  size_t run_start = 0;
+  auto flush = [&](size_t end) {
+    if (end > run_start) out->append(s.data() + run_start, end - run_start);
+  };
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\' && (c < 0x80 || style == StringStyle::kRawUtf8)) {
+      ++i;
+      continue;
+    }
+    flush(i);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': out->append("\\\""); break;
+        case '\\': out->append("\\\\"); break;
+        case '\n': out->append("\\n"); break;
+        case '\r': out->append("\\r"); break;
+        case '\t': out->append("\\t"); break;
+        case '\b': out->append("\\b"); break;
+        case '\f': out->append("\\f"); break;
+        default: AppendU16Escape(out, c); break;
+      }
+      ++i;
+    } else {
+      uint32_t cp = 0xFFFD;
+      size_t len = DecodeUtf8(s, i, &cp);
+      if (len == 0) {
+        cp = 0xFFFD;
+        len = 1;
+      }
+      if (cp >= 0x10000) {
+        uint32_t v = cp - 0x10000;
+        AppendU16Escape(out, 0xD800 + (v >> 10));
+        AppendU16Escape(out, 0xDC00 + (v & 0x3FF));
+      } else {
+        AppendU16Escape(out, cp);
+      }
+      i += len;
+    }
+    run_start = i;
+  }
+  flush(s.size());
+  out->push_back('"');
+}
+
+void AppendPythonFloat(std::string* out, double value) {
+  if (value != value) { out->append("NaN"); return; }
+  if (value == 1.0 / 0.0) { out->append("Infinity"); return; }
+  if (value == -1.0 / 0.0) { out->append("-Infinity"); return; }
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));  // e.g. "-1.5e-05"
+  bool negative = !sci.empty() && sci[0] == '-';
+  if (negative) sci.remove_prefix(1);
+  size_t e_pos = sci.find('e');
+  std::string digits;
+  for (char ch : sci.substr(0, e_pos)) {
+    if (ch != '.') digits.push_back(ch);
+  }
+  int exp10 = 0;
+  std::from_chars(sci.data() + e_pos + 1 + (sci[e_pos + 1] == '+' ? 1 : 0), sci.data() + sci.size(), exp10);
+  if (negative) out->push_back('-');
+  if (exp10 >= -4 && exp10 < 16) {
+    if (exp10 < 0) {
+      out->append("0.");
+      out->append(static_cast<size_t>(-exp10 - 1), '0');
+      out->append(digits);
+    } else {
+      size_t int_len = static_cast<size_t>(exp10) + 1;
+      if (digits.size() <= int_len) {
+        out->append(digits);
+        out->append(int_len - digits.size(), '0');
+        out->append(".0");
+      } else {
+        out->append(digits, 0, int_len);
+        out->push_back('.');
+        out->append(digits, int_len, std::string::npos);
+      }
+    }
+  } else {
+    out->push_back(digits[0]);
+    if (digits.size() > 1) {
+      out->push_back('.');
+      out->append(digits, 1, std::string::npos);
+    }
+    int magnitude = exp10 < 0 ? -exp10 : exp10;
+    out->push_back('e');
+    out->push_back(exp10 < 0 ? '-' : '+');
+    if (magnitude < 10) out->push_back('0');
+    out->append(std::to_string(magnitude));
+  }
+}
+
+bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    uint32_t cp;
+    size_t len = DecodeUtf8(s, i, &cp);
+    if (len == 0) {
+      if (bad_offset) *bad_offset = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string ReplaceInvalidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    size_t len = DecodeUtf8(s, i, &cp);
+    if (len == 0) {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    } else {
+      out.append(s.data() + i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
+}  // namespace strata::json

@@ -1,0 +1,285 @@
+#include "strata/log/context_log.h"
+
+#include <algorithm>
+
+#include "log/record_format.h"
+#include "strata/json/json_writer.h"
+#include "strata/message/message_json.h"
+#include "strata/util/path.h"
+
+namespace strata {
+
+std::unique_ptr<ContextLog> ContextLog::Open(std::string path, ContextLogOptions options) {
+  return std::unique_ptr<ContextLog>(new ContextLog(std::move(path), options));
+}
+
+ContextLog::ContextLog(std::string path, ContextLogOptions options) : path_(std::move(path)), options_(options) {
+  if (options_.fs == nullptr) options_.fs = PosixFileSystem();
+  if (options_.clock == nullptr) options_.clock = SystemClock();
+  if (options_.estimator == nullptr) options_.estimator = DefaultTokenEstimator();
+}
+
+ContextLog::~ContextLog() { (void)Close(); }
+
+Status ContextLog::EnsureLocked() {
+  if (options_.read_only) {
+    return Status::FailedPrecondition("context " + path_ + " was opened read-only");
+  }
+  if (writer_) {
+    if (writer_->poisoned()) return writer_->Append("");  // Returns the poison status.
+    return Status::Ok();
+  }
+  STRATA_ASSIGN_OR_RETURN(writer_, LogWriter::Open(options_.fs, path_, options_.durability, options_.clock));
+  if (!restored_ && writer_->size() > 0) foreign_bytes_ = true;
+  return Status::Ok();
+}
+
+Status ContextLog::PrepareAppend() {
+  STRATA_RETURN_IF_ERROR(EnsureLocked());
+  if (foreign_bytes_) {
+    return Status::FailedPrecondition("context " + path_ + " already holds " + std::to_string(writer_->size()) +
+                                      " bytes that were not restored; call Restore() before writing to it");
+  }
+  if (torn_tail_) {
+    // Keep the torn bytes in a side file before cutting them, so nothing the user wrote is deleted.
+    uint64_t size = writer_->size();
+    uint64_t torn_len = size > torn_tail_->offset ? size - torn_tail_->offset : 0;
+    STRATA_RETURN_IF_ERROR(record_format::SaveTornTail(options_.fs, path_, torn_tail_->offset, torn_len));
+    STRATA_RETURN_IF_ERROR(writer_->Truncate(torn_tail_->offset));
+    torn_tail_.reset();
+  }
+  if (missing_newline_) {
+    STRATA_RETURN_IF_ERROR(writer_->Append("\n"));
+    missing_newline_ = false;
+  }
+  return Status::Ok();
+}
+
+Result<bool> ContextLog::Restore() {
+  if (restored_) return Status::FailedPrecondition("context " + path_ + " was already restored");
+  if (modified_) return Status::FailedPrecondition("context " + path_ + " is already modified; restore a fresh ContextLog");
+  STRATA_ASSIGN_OR_RETURN(bool exists, options_.fs->FileExists(path_));
+  if (!exists) {
+    restored_ = true;
+    return false;
+  }
+  // Hold the lock while reading so no other writer appends under us.
+  if (!options_.read_only) STRATA_RETURN_IF_ERROR(EnsureLocked());
+
+  auto visit = [this](const LogLine& line, LogRecord& record) -> Status {
+    switch (record.kind) {
+      case LogRecord::Kind::kMessage:
+        history_.push_back(std::move(record.message));
+        break;
+      case LogRecord::Kind::kUsage:
+        token_count_ = record.value;
+        pending_begin_ = history_.size();
+        break;
+      case LogRecord::Kind::kCheckpoint:
+        checkpoints_.push_back(
+            CheckpointMark{record.value, line.offset, history_.size(), token_count_, pending_begin_, next_checkpoint_id_});
+        next_checkpoint_id_ = record.value + 1;
+        break;
+      case LogRecord::Kind::kSystemPrompt:
+        system_prompt_ = record.text;
+        prompts_.push_back(PromptMark{line.offset, std::move(record.text)});
+        break;
+      case LogRecord::Kind::kUnknownInternal:
+        ++report_.unknown_records;
+        break;
+    }
+    return Status::Ok();
+  };
+  STRATA_ASSIGN_OR_RETURN(report_.scan, ScanLog(options_.fs, path_, LogFormat::kContext, visit));
+  restored_ = true;
+  foreign_bytes_ = false;
+  torn_tail_ = report_.scan.torn_tail;
+  missing_newline_ = report_.scan.missing_final_newline && !torn_tail_;
+  InvalidatePending();
+  return report_.scan.size > 0;
+}
+
+Status ContextLog::Append(const Message& message) { return Append(std::span<const Message>(&message, 1)); }
+
+Status ContextLog::Append(std::span<const Message> messages) {
+  if (messages.empty()) return Status::Ok();
+  std::string lines;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    std::string bad = FindInvalidUtf8(messages[i]);
+    if (!bad.empty()) {
+      return Status::InvalidArgument("message " + std::to_string(i) + ": " + bad + " is not valid UTF-8");
+    }
+    AppendMessageJson(messages[i], &lines);
+    lines.push_back('\n');
+  }
+  STRATA_RETURN_IF_ERROR(PrepareAppend());
+  STRATA_RETURN_IF_ERROR(writer_->Append(lines));
+  history_.insert(history_.end(), messages.begin(), messages.end());
+  modified_ = true;
+  InvalidatePending();
+  return Status::Ok();
+}
+
+Status ContextLog::UpdateTokenCount(int64_t token_count) {
+  if (token_count < 0) {
+    return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(token_count));
+  }
+  STRATA_RETURN_IF_ERROR(PrepareAppend());
+  STRATA_RETURN_IF_ERROR(writer_->Append(record_format::UsageLine(token_count)));
+  token_count_ = token_count;
+  pending_begin_ = history_.size();
+  modified_ = true;
+  InvalidatePending();
+  return Status::Ok();
+}
+
+Result<int64_t> ContextLog::Checkpoint(bool add_user_message) {
+  STRATA_RETURN_IF_ERROR(PrepareAppend());
+  int64_t id = next_checkpoint_id_;
+  std::string lines = record_format::CheckpointLine(id);
+  Message marker = Message::User("<system>CHECKPOINT " + std::to_string(id) + "</system>");
+  if (add_user_message) {
+    AppendMessageJson(marker, &lines);
+    lines.push_back('\n');
+  }
+  uint64_t offset = writer_->size();
+  STRATA_RETURN_IF_ERROR(writer_->Append(lines));
+  checkpoints_.push_back(CheckpointMark{id, offset, history_.size(), token_count_, pending_begin_, next_checkpoint_id_});
+  next_checkpoint_id_ = id + 1;
+  if (add_user_message) history_.push_back(std::move(marker));
+  modified_ = true;
+  InvalidatePending();
+  return id;
+}
+
+Status ContextLog::RotateAndRebuild(uint64_t keep_bytes) {
+  STRATA_RETURN_IF_ERROR(writer_->Sync());
+  // 1. Keep the current file under a rotation name: a hard link, so the old bytes are never copied and
+  //    there is no moment without a live file.
+  STRATA_ASSIGN_OR_RETURN(std::string rotation, record_format::LinkToNextRotation(options_.fs, path_));
+  // 2. Build the new live file beside it, locked before it becomes visible, then swap it in.
+  std::string tmp = path_ + ".tmp";
+  auto undo = [&](Status cause) {
+    (void)options_.fs->RemoveFile(tmp);
+    (void)options_.fs->RemoveFile(rotation);
+    return cause;
+  };
+  auto file = options_.fs->NewWritableFile(tmp, {.mode = WritableFileOptions::Mode::kTruncate, .lock = true});
+  if (!file.ok()) return undo(file.status());
+  if (keep_bytes > 0) {
+    Status copied = options_.fs->CopyRange(path_, 0, keep_bytes, file->get());
+    if (!copied.ok()) return undo(copied);
+  }
+  Status synced = (*file)->Sync();
+  if (!synced.ok()) return undo(synced);
+  Status renamed = options_.fs->RenameFile(tmp, path_);
+  if (!renamed.ok()) return undo(renamed);
+  STRATA_RETURN_IF_ERROR(options_.fs->SyncDirectory(Dirname(path_)));
+  (void)writer_->Close();  // The old file (now the rotation) is complete and synced.
+  writer_ = LogWriter::Adopt(std::move(*file), path_, keep_bytes, options_.durability, options_.clock);
+  torn_tail_.reset();
+  missing_newline_ = false;
+  return Status::Ok();
+}
+
+Status ContextLog::RevertTo(int64_t id) {
+  if (id < 0 || id >= next_checkpoint_id_) {
+    return Status::NotFound("checkpoint " + std::to_string(id) + " does not exist in " + path_ + " (it has " +
+                            std::to_string(next_checkpoint_id_) + " checkpoint" +
+                            (next_checkpoint_id_ == 1 ? "" : "s") + ")");
+  }
+  auto mark = std::find_if(checkpoints_.begin(), checkpoints_.end(),
+                           [id](const CheckpointMark& m) { return m.id == id; });
+  if (mark == checkpoints_.end()) {
+    return Status::NotFound("checkpoint " + std::to_string(id) + " has no record in " + path_);
+  }
+  STRATA_RETURN_IF_ERROR(PrepareAppend());
+  CheckpointMark target = *mark;
+  STRATA_RETURN_IF_ERROR(RotateAndRebuild(target.offset));
+  history_.resize(target.history_size);
+  token_count_ = target.token_count;
+  pending_begin_ = std::min(target.pending_begin, history_.size());
+  next_checkpoint_id_ = target.next_id_before;
+  checkpoints_.erase(checkpoints_.begin() + (mark - checkpoints_.begin()), checkpoints_.end());
+  while (!prompts_.empty() && prompts_.back().offset >= target.offset) prompts_.pop_back();
+  system_prompt_ = prompts_.empty() ? std::nullopt : std::optional<std::string>(prompts_.back().prompt);
+  modified_ = true;
+  InvalidatePending();
+  return Status::Ok();
+}
+
+Status ContextLog::Clear() {
+  STRATA_RETURN_IF_ERROR(PrepareAppend());
+  STRATA_RETURN_IF_ERROR(RotateAndRebuild(0));
+  history_.clear();
+  token_count_ = 0;
+  pending_begin_ = 0;
+  next_checkpoint_id_ = 0;
+  checkpoints_.clear();
+  prompts_.clear();
+  system_prompt_.reset();
+  modified_ = true;
+  InvalidatePending();
+  return Status::Ok();
+}
+
+Status ContextLog::WriteSystemPrompt(std::string_view prompt) {
+  size_t bad = 0;
+  if (!json::IsValidUtf8(prompt, &bad)) {
+    return Status::InvalidArgument("system prompt is not valid UTF-8 at byte " + std::to_string(bad));
+  }
+  STRATA_RETURN_IF_ERROR(EnsureLocked());
+  STRATA_RETURN_IF_ERROR(writer_->Sync());
+  uint64_t size = writer_->size();
+  // Replace an existing first-line prompt record instead of stacking a second one.
+  STRATA_ASSIGN_OR_RETURN(uint64_t skip, record_format::SystemPromptFirstLineLength(options_.fs, path_, size));
+  std::string line = record_format::SystemPromptLine(prompt);
+  std::string tmp = path_ + ".tmp";
+  auto file = options_.fs->NewWritableFile(tmp, {.mode = WritableFileOptions::Mode::kTruncate, .lock = true});
+  if (!file.ok()) return file.status();
+  auto fail = [&](Status cause) {
+    (void)options_.fs->RemoveFile(tmp);
+    return cause;
+  };
+  Status s = (*file)->Append(line);
+  if (s.ok() && size > skip) s = options_.fs->CopyRange(path_, skip, size - skip, file->get());
+  if (s.ok()) s = (*file)->Sync();
+  if (s.ok()) s = options_.fs->RenameFile(tmp, path_);
+  if (!s.ok()) return fail(s);
+  STRATA_RETURN_IF_ERROR(options_.fs->SyncDirectory(Dirname(path_)));
+  (void)writer_->Close();
+  uint64_t new_size = line.size() + (size - skip);
+  writer_ = LogWriter::Adopt(std::move(*file), path_, new_size, options_.durability, options_.clock);
+
+  // Every recorded offset moves by the size difference of the first line.
+  int64_t delta = static_cast<int64_t>(line.size()) - static_cast<int64_t>(skip);
+  if (skip > 0 && !prompts_.empty() && prompts_.front().offset == 0) prompts_.erase(prompts_.begin());
+  for (CheckpointMark& m : checkpoints_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
+  for (PromptMark& m : prompts_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
+  if (torn_tail_) torn_tail_->offset = static_cast<uint64_t>(static_cast<int64_t>(torn_tail_->offset) + delta);
+  prompts_.insert(prompts_.begin(), PromptMark{0, std::string(prompt)});
+  system_prompt_ = prompts_.back().prompt;
+  return Status::Ok();
+}
+
+Status ContextLog::Sync() {
+  if (!writer_) return Status::Ok();
+  return writer_->Sync();
+}
+
+Status ContextLog::Close() {
+  if (!writer_) return Status::Ok();
+  Status s = writer_->Close();
+  writer_.reset();
+  return s;
+}
+
+int64_t ContextLog::token_count_with_pending() const {
+  if (!pending_cache_) {
+    std::span<const Message> pending(history_);
+    pending_cache_ = token_count_ + options_.estimator->CountMessages(pending.subspan(std::min(pending_begin_, history_.size())));
+  }
+  return *pending_cache_;
+}
+
+}  // namespace strata

@@ -1,0 +1,85 @@
+#include "log/record_format.h"
+
+#include <algorithm>
+
+#include "strata/json/json_writer.h"
+#include "strata/log/log_reader.h"
+#include "strata/util/path.h"
+
+namespace strata::record_format {
+
+std::string UsageLine(int64_t token_count) {
+  return "{\"role\": \"_usage\", \"token_count\": " + std::to_string(token_count) + "}\n";
+}
+
+std::string CheckpointLine(int64_t id) { return "{\"role\": \"_checkpoint\", \"id\": " + std::to_string(id) + "}\n"; }
+
+std::string SystemPromptLine(std::string_view prompt) {
+  std::string line = "{\"role\": \"_system_prompt\", \"content\": ";
+  json::AppendString(&line, prompt, json::StringStyle::kAsciiEscape);
+  line += "}\n";
+  return line;
+}
+
+std::string LinearUsageLine(int64_t token_count) {
+  return "{\"role\":\"_usage\",\"token_count\":" + std::to_string(token_count) + "}\n";
+}
+
+Result<uint64_t> SystemPromptFirstLineLength(FileSystem* fs, const std::string& path, uint64_t size) {
+  if (size == 0) return uint64_t{0};
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> file, fs->NewSequentialFile(path));
+  LineReader reader(std::move(file), 1 << 16);
+  LogLine line;
+  STRATA_ASSIGN_OR_RETURN(bool any, reader.Next(&line));
+  if (!any || !line.terminated) return uint64_t{0};
+  RecordParser parser(LogFormat::kContext);
+  LogRecord record;
+  bool replaced = false;
+  if (!parser.Parse(line, &record, &replaced).ok() || record.kind != LogRecord::Kind::kSystemPrompt) {
+    return uint64_t{0};
+  }
+  return static_cast<uint64_t>(line.text.size() + 1);
+}
+
+Result<std::string> LinkToNextRotation(FileSystem* fs, const std::string& path) {
+  std::string dir = Dirname(path);
+  auto [stem, ext] = SplitExtension(Basename(path));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs->ListDirectory(dir));
+  int64_t highest = 0;
+  std::string prefix = stem + "_";
+  for (const std::string& name : names) {
+    if (name.size() <= prefix.size() + ext.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
+      continue;
+    }
+    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
+    if (!digits.empty() && digits.size() <= 12 &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      highest = std::max<int64_t>(highest, std::stoll(digits));
+    }
+  }
+  for (int64_t n = highest + 1; n <= highest + 10000; ++n) {
+    std::string candidate = JoinPath(dir, prefix + std::to_string(n) + ext);
+    Status linked = fs->LinkFile(path, candidate);
+    if (linked.ok()) return candidate;
+    if (linked.code() != StatusCode::kFailedPrecondition) return linked;  // Taken: try the next number.
+  }
+  return Status::ResourceExhausted("no free rotation name for " + path);
+}
+
+Status SaveTornTail(FileSystem* fs, const std::string& path, uint64_t offset, uint64_t length) {
+  for (int n = 1; n < 10000; ++n) {
+    auto file = fs->NewWritableFile(path + ".torn-" + std::to_string(n), {.mode = WritableFileOptions::Mode::kCreateNew});
+    if (!file.ok()) {
+      if (file.status().code() == StatusCode::kFailedPrecondition) continue;  // Taken: try the next number.
+      return file.status().WithContext("saving torn tail of " + path);
+    }
+    STRATA_RETURN_IF_ERROR(fs->CopyRange(path, offset, length, file->get()));
+    STRATA_RETURN_IF_ERROR((*file)->Sync());
+    STRATA_RETURN_IF_ERROR((*file)->Close());
+    return fs->SyncDirectory(Dirname(path));
+  }
+  return Status::ResourceExhausted("no free .torn-N name for " + path);
+}
+
+}  // namespace strata::record_format

@@ -1,0 +1,74 @@
+#include "strata/message/message.h"
+
+namespace strata {
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kSystem: return "system";
+    case Role::kUser: return "user";
+    case Role::kAssistant: return "assistant";
+    case Role::kTool: return "tool";
+  }
+  return "user";
+}
+
+std::string_view PartTypeName(const ContentPart& part) {
+  struct Visitor {
+    std::string_view operator()(const TextPart&) const { return "text"; }
+    std::string_view operator()(const ThinkPart&) const { return "think"; }
+    std::string_view operator()(const MediaPart& m) const {
+      switch (m.kind) {
+        case MediaKind::kImage: return "image_url";
+        case MediaKind::kAudio: return "audio_url";
+        case MediaKind::kVideo: return "video_url";
+      }
+      return "image_url";
+    }
+    std::string_view operator()(const CustomPart& c) const { return c.type; }
+  };
+  return std::visit(Visitor{}, part);
+}
+
+std::string Message::ExtractText(std::string_view sep) const {
+  std::string out;
+  bool first = true;
+  for (const ContentPart& part : content) {
+    if (const auto* text = std::get_if<TextPart>(&part)) {
+      if (!first) out.append(sep);
+      out.append(text->text);
+      first = false;
+    }
+  }
+  return out;
+}
+
+Message Message::System(std::string text) {
+  Message m;
+  m.role = Role::kSystem;
+  m.content.emplace_back(TextPart{std::move(text)});
+  return m;
+}
+
+Message Message::User(std::string text) {
+  Message m;
+  m.role = Role::kUser;
+  m.content.emplace_back(TextPart{std::move(text)});
+  return m;
+}
+
+Message Message::Assistant(std::string text) {
+  Message m;
+  m.role = Role::kAssistant;
+  m.content.emplace_back(TextPart{std::move(text)});
+  return m;
+}
+
+Message Message::ToolResult(std::string tool_call_id, std::string text) {
+  Message m;
+  m.role = Role::kTool;
+  m.tool_call_id = std::move(tool_call_id);
+  m.content.emplace_back(TextPart{std::move(text)});
+  return m;
+}
+
+}  // namespace strata

@@ -1,0 +1,291 @@
+// POSIX implementation of the FileSystem seam.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "strata/util/file_system.h"
+#include "strata/util/path.h"
+
+namespace strata {
+namespace {
+
+Status ErrnoStatus(std::string_view what, const std::string& path, int err) {
+  std::string msg(what);
+  msg += " ";
+  msg += path;
+  msg += ": ";
+  msg += std::strerror(err);
+  switch (err) {
+    case ENOENT: return Status::NotFound(std::move(msg));
+    case EEXIST:
+    case EACCES:
+    case EPERM:
+    case EROFS: return Status::FailedPrecondition(std::move(msg));
+    case ENOSPC:
+    case EDQUOT:
+    case EMFILE:
+    case ENFILE: return Status::ResourceExhausted(std::move(msg));
+    case EISDIR:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+    case EINVAL: return Status::InvalidArgument(std::move(msg));
+    case EWOULDBLOCK: return Status::Unavailable(std::move(msg));
+    case EIO: return Status::DataLoss(std::move(msg));
+    default: return Status::Internal(std::move(msg));
+  }
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : WritableFile(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);  // Also releases the flock.
+  }
+
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return Status::FailedPrecondition("append to closed file " + path());
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("write", path(), errno);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return Status::FailedPrecondition("sync of closed file " + path());
+    if (::fdatasync(fd_) != 0) {
+      Status s = ErrnoStatus("fdatasync", path(), errno);
+      return Status::DataLoss(s.message());
+    }
+    return Status::Ok();
+  }
+
+  Status Truncate(uint64_t size) override {
+    if (fd_ < 0) return Status::FailedPrecondition("truncate of closed file " + path());
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return ErrnoStatus("ftruncate", path(), errno);
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::FailedPrecondition("file already closed: " + path());
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return ErrnoStatus("close", path(), errno);
+    return Status::Ok();
+  }
+
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+class PosixSequentialFile final : public SequentialFile {
+ public:
+  PosixSequentialFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+  Result<size_t> Read(char* buf, size_t n) override {
+    while (true) {
+      ssize_t got = ::read(fd_, buf, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) return ErrnoStatus("read", path_, errno);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+  Result<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
+    size_t total = 0;
+    while (total < n) {
+      ssize_t got = ::pread(fd_, buf + total, n - total, static_cast<off_t>(offset + total));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("pread", path_, errno);
+      }
+      if (got == 0) break;
+      total += static_cast<size_t>(got);
+    }
+    return total;
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PosixFileSystemImpl final : public FileSystem {
+ public:
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return std::unique_ptr<SequentialFile>(new PosixSequentialFile(path, fd));
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
+  }
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                        WritableFileOptions options) override {
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+    switch (options.mode) {
+      case WritableFileOptions::Mode::kAppend: flags |= O_APPEND; break;
+      case WritableFileOptions::Mode::kTruncate: flags |= O_TRUNC; break;
+      case WritableFileOptions::Mode::kCreateNew: flags |= O_EXCL; break;
+    }
+    // A lock must be on the file that the path names *after* we hold it: another process may have renamed
+    // a new file over the path between our open() and flock(). Retry until both agree.
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      int fd = ::open(path.c_str(), flags, 0644);
+      if (fd < 0) {
+        if (errno == EEXIST) return Status::FailedPrecondition("file already exists: " + path);
+        return ErrnoStatus("open", path, errno);
+      }
+      if (!options.lock) return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        ::close(fd);
+        if (err == EWOULDBLOCK) {
+          return Status::Unavailable(path + " is locked by another writer (another strata process or "
+                                            "ContextLog has it open); retry when it has finished");
+        }
+        return ErrnoStatus("flock", path, err);
+      }
+      struct stat by_fd, by_name;
+      if (::fstat(fd, &by_fd) == 0 && ::stat(path.c_str(), &by_name) == 0 && by_fd.st_ino == by_name.st_ino &&
+          by_fd.st_dev == by_name.st_dev) {
+        return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+      }
+      ::close(fd);  // Replaced under us; lock the file that is there now.
+      flags &= ~O_TRUNC;
+    }
+    return Status::Unavailable("could not lock " + path + ": it keeps being replaced by another process");
+  }
+
+  Result<bool> FileExists(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return S_ISREG(st.st_mode);
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    return ErrnoStatus("stat", path, errno);
+  }
+
+  Result<uint64_t> GetFileSize(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus("rename to " + to + " from", from, errno);
+    return Status::Ok();
+  }
+
+  Status LinkFile(const std::string& from, const std::string& to) override {
+    if (::link(from.c_str(), to.c_str()) != 0) {
+      if (errno == EEXIST) return Status::FailedPrecondition("file already exists: " + to);
+      return ErrnoStatus("link to " + to + " from", from, errno);
+    }
+    return Status::Ok();
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus("unlink", path, errno);
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListDirectory(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return ErrnoStatus("opendir", dir, errno);
+    std::vector<std::string> names;
+    while (struct dirent* entry = ::readdir(d)) {
+      std::string_view name(entry->d_name);
+      if (name == "." || name == "..") continue;
+      names.emplace_back(name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  Status CreateDirectories(const std::string& dir) override {
+    if (dir.empty() || dir == "." || dir == "/") return Status::Ok();
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return Status::Ok();
+      return Status::InvalidArgument("not a directory: " + dir);
+    }
+    STRATA_RETURN_IF_ERROR(CreateDirectories(Dirname(dir)));
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", dir, errno);
+    return Status::Ok();
+  }
+
+  Status SyncDirectory(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open directory", dir, errno);
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) return Status::DataLoss(ErrnoStatus("fsync directory", dir, err).message());
+    return Status::Ok();
+  }
+
+  Status CopyRange(const std::string& src, uint64_t offset, uint64_t length, WritableFile* dst) override {
+    auto* posix_dst = dynamic_cast<PosixWritableFile*>(dst);
+    if (posix_dst == nullptr) return FileSystem::CopyRange(src, offset, length, dst);
+    int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) return ErrnoStatus("open", src, errno);
+    loff_t in_off = static_cast<loff_t>(offset);
+    Status status;
+    while (length > 0) {
+      // The destination is O_APPEND, so copy_file_range (which needs a positional output) is not an option;
+      // splice through the page cache with sendfile-like chunks via pread + write.
+      char buf[1 << 16];
+      size_t want = static_cast<size_t>(std::min<uint64_t>(length, sizeof(buf)));
+      ssize_t got = ::pread(in, buf, want, in_off);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        status = ErrnoStatus("pread", src, errno);
+        break;
+      }
+      if (got == 0) {
+        status = Status::DataLoss("copy from " + src + ": file ended early");
+        break;
+      }
+      status = posix_dst->Append(std::string_view(buf, static_cast<size_t>(got)));
+      if (!status.ok()) break;
+      in_off += got;
+      length -= static_cast<uint64_t>(got);
+    }
+    ::close(in);
+    return status;
+  }
+};
+
+}  // namespace
+
+FileSystem* PosixFileSystem() {
+  static PosixFileSystemImpl* fs = new PosixFileSystemImpl();  // Never destroyed.
+  return fs;
+}
+
+}  // namespace strata

@@ -1,0 +1,63 @@
+#include "strata/json/json_writer.h"
+
+#include <gtest/gtest.h>
+
+namespace strata::json {
+namespace {
+
+std::string Str(std::string_view s, StringStyle style) {
+  std::string out;
+  AppendString(&out, s, style);
+  return out;
+}
+
+std::string Float(double v) {
+  std::string out;
+  AppendPythonFloat(&out, v);
+  return out;
+}
+
+TEST(JsonWriterTest, RawUtf8KeepsNonAsciiAndEscapesControls) {
+  EXPECT_EQ(Str("Héllo 世界", StringStyle::kRawUtf8), "\"Héllo 世界\"");
+  EXPECT_EQ(Str("a\"b\\c\n\t\x01\x7f", StringStyle::kRawUtf8), "\"a\\\"b\\\\c\\n\\t\\u0001\x7f\"");
+}
+
+TEST(JsonWriterTest, AsciiEscapeMatchesPythonJsonDumps) {
+  // json.dumps("You are 助手 😀") == '"You are \\u52a9\\u624b \\ud83d\\ude00"'
+  EXPECT_EQ(Str("You are 助手 😀", StringStyle::kAsciiEscape), "\"You are \\u52a9\\u624b \\ud83d\\ude00\"");
+  EXPECT_EQ(Str("é", StringStyle::kAsciiEscape), "\"\\u00e9\"");
+}
+
+TEST(JsonWriterTest, PythonFloatRepr) {
+  EXPECT_EQ(Float(1.0), "1.0");
+  EXPECT_EQ(Float(0.1), "0.1");
+  EXPECT_EQ(Float(-2.5), "-2.5");
+  EXPECT_EQ(Float(1e16), "1e+16");
+  EXPECT_EQ(Float(1e15), "1000000000000000.0");
+  EXPECT_EQ(Float(0.0001), "0.0001");
+  EXPECT_EQ(Float(0.00001), "1e-05");
+  EXPECT_EQ(Float(1.5e-7), "1.5e-07");
+  EXPECT_EQ(Float(123456.789), "123456.789");
+  EXPECT_EQ(Float(0.0), "0.0");
+}
+
+TEST(JsonWriterTest, CanonicalizeIsCompactAndNamesErrors) {
+  auto c = Canonicalize(" { \"b\" : [1, 2.50, true, null, \"\\u00e9\"], \"a\": {} } ");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, "{\"b\":[1,2.5,true,null,\"é\"],\"a\":{}}");
+  auto bad = Canonicalize("{\"a\": tru}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("byte"), std::string::npos) << bad.status().message();
+}
+
+TEST(JsonWriterTest, Utf8Validation) {
+  size_t bad = 0;
+  EXPECT_TRUE(IsValidUtf8("ok 世界"));
+  EXPECT_FALSE(IsValidUtf8("ab\xe4\xb8", &bad));
+  EXPECT_EQ(bad, 2u);
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));  // A UTF-16 surrogate encoded in UTF-8.
+  EXPECT_EQ(ReplaceInvalidUtf8("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+}
+
+}  // namespace
+}  // namespace strata::json

@@ -1,0 +1,278 @@
+#include "strata/log/context_log.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/log/context_file_tools.h"
+#include "strata/message/message_json.h"
+#include "strata/util/memory_file_system.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+class ContextLogTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ContextLog> Open(ContextLogOptions options = {}) {
+    options.fs = &fs_;
+    return ContextLog::Open("ctx/context.jsonl", options);
+  }
+  std::string Contents(const std::string& path = "ctx/context.jsonl") { return fs_.GetContents(path).value(); }
+
+  void SetUp() override { ASSERT_OK(fs_.CreateDirectories("ctx")); }
+  FaultInjectionFileSystem fs_;
+};
+
+TEST_F(ContextLogTest, RestoreSkipsDamageAndReportsLineAndOffset) {
+  std::string good1 = "{\"role\":\"user\",\"content\":\"a\"}\n";
+  std::string bad = "{\"role\":\"user\",\"content\":\n";
+  std::string bad_record = "{\"role\":\"user\",\"content\":[{\"type\":\"nope\"}]}\n";
+  std::string good2 = "{\"role\":\"assistant\",\"content\":\"b\"}\n";
+  fs_.SetFileDurably("ctx/context.jsonl", good1 + bad + "\n" + bad_record + good2);
+  auto log = Open();
+  auto restored = log->Restore();
+  ASSERT_OK(restored);
+  EXPECT_TRUE(*restored);
+  ASSERT_EQ(log->history().size(), 2u);
+  const auto& damage = log->restore_report().scan.damage;
+  ASSERT_EQ(damage.size(), 2u);
+  EXPECT_EQ(damage[0].line, 2u);
+  EXPECT_EQ(damage[0].offset, good1.size());
+  EXPECT_EQ(damage[0].kind, DamageKind::kInvalidJson);
+  EXPECT_EQ(damage[1].line, 4u);
+  EXPECT_EQ(damage[1].kind, DamageKind::kInvalidRecord);
+  EXPECT_NE(damage[1].reason.find("content[0].type"), std::string::npos) << damage[1].reason;
+  EXPECT_FALSE(log->restore_report().scan.torn_tail.has_value());
+  // Middle damage is left in place: appending does not rewrite the file.
+  ASSERT_OK(log->Append(Message::User("c")));
+  EXPECT_EQ(Contents(), good1 + bad + "\n" + bad_record + good2 + "{\"role\":\"user\",\"content\":\"c\"}\n");
+}
+
+TEST_F(ContextLogTest, TornTailIsCutIntoABackupBeforeTheNextAppend) {
+  std::string good = "{\"role\":\"user\",\"content\":\"a\"}\n";
+  fs_.SetFileDurably("ctx/context.jsonl", good + "{\"role\":\"assis");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_TRUE(log->restore_report().scan.torn_tail.has_value());
+  EXPECT_EQ(log->restore_report().scan.torn_tail->offset, good.size());
+  EXPECT_EQ(Contents(), good + "{\"role\":\"assis") << "restore alone changes nothing";
+  ASSERT_OK(log->Append(Message::Assistant("b")));
+  EXPECT_EQ(Contents(), good + "{\"role\":\"assistant\",\"content\":\"b\"}\n");
+  EXPECT_EQ(Contents("ctx/context.jsonl.torn-1"), "{\"role\":\"assis");
+}
+
+TEST_F(ContextLogTest, CompleteLastRecordWithoutNewlineIsKept) {
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\":\"user\",\"content\":\"a\"}");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  EXPECT_EQ(log->history().size(), 1u);
+  ASSERT_OK(log->UpdateTokenCount(5));
+  EXPECT_EQ(Contents(), "{\"role\":\"user\",\"content\":\"a\"}\n{\"role\": \"_usage\", \"token_count\": 5}\n");
+}
+
+TEST_F(ContextLogTest, SecondWriterIsRefused) {
+  auto first = Open();
+  ASSERT_OK(first->Restore());
+  ASSERT_OK(first->Append(Message::User("a")));
+  auto second = Open();
+  auto r = second->Restore();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("locked"), std::string::npos);
+  ASSERT_OK(first->Close());
+  auto third = Open();
+  ASSERT_OK(third->Restore());
+  EXPECT_EQ(third->history().size(), 1u);
+}
+
+TEST_F(ContextLogTest, RestoreTwiceOrAfterWritingIsRefused) {
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  EXPECT_EQ(log->Restore().status().code(), StatusCode::kFailedPrecondition);
+  auto other = ContextLog::Open("ctx/other.jsonl", {.fs = &fs_});
+  ASSERT_OK(other->Append(Message::User("x")));
+  EXPECT_EQ(other->Restore().status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ContextLogTest, WritingToUnrestoredContentIsRefused) {
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\": \"_checkpoint\", \"id\": 0}\n");
+  auto log = Open();
+  Status s = log->Checkpoint(false).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("Restore()"), std::string::npos);
+  EXPECT_EQ(Contents(), "{\"role\": \"_checkpoint\", \"id\": 0}\n");
+}
+
+TEST_F(ContextLogTest, RevertKeepsPrefixAndRotatesWithoutCopyingTheBackup) {
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_OK(log->WriteSystemPrompt("sys"));
+  ASSERT_OK(log->Append(Message::User("one")));
+  ASSERT_OK(log->UpdateTokenCount(10));
+  ASSERT_EQ(*log->Checkpoint(true), 0);
+  ASSERT_OK(log->Append(Message::Assistant("two")));
+  ASSERT_OK(log->WriteSystemPrompt("sys2"));  // Shifts every offset; revert must still cut at the right byte.
+  ASSERT_EQ(*log->Checkpoint(false), 1);
+  ASSERT_OK(log->Append(Message::User("three")));
+  std::string before = Contents();
+
+  EXPECT_EQ(log->RevertTo(7).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Contents(), before);
+  EXPECT_FALSE(*fs_.FileExists("ctx/context_1.jsonl")) << "a failed revert touches nothing";
+
+  ASSERT_OK(log->RevertTo(1));
+  EXPECT_EQ(Contents("ctx/context_1.jsonl"), before);
+  EXPECT_EQ(log->history().size(), 3u);
+  EXPECT_EQ(log->n_checkpoints(), 1);
+  EXPECT_EQ(log->token_count(), 10);
+  EXPECT_EQ(log->system_prompt(), "sys2");
+  EXPECT_EQ(Contents(), before.substr(0, before.find("{\"role\": \"_checkpoint\", \"id\": 1}")));
+
+  ASSERT_OK(log->RevertTo(0));
+  EXPECT_EQ(log->history().size(), 1u);
+  EXPECT_EQ(log->n_checkpoints(), 0);
+  EXPECT_TRUE(*fs_.FileExists("ctx/context_2.jsonl"));
+
+  // The state rebuilt from offsets equals what a fresh restore reads.
+  ASSERT_OK(log->Close());
+  auto fresh = Open();
+  ASSERT_OK(fresh->Restore());
+  EXPECT_EQ(fresh->history(), log->history());
+  EXPECT_EQ(fresh->token_count(), log->token_count());
+  EXPECT_EQ(fresh->n_checkpoints(), log->n_checkpoints());
+  EXPECT_EQ(fresh->system_prompt(), log->system_prompt());
+  EXPECT_EQ(fresh->token_count_with_pending(), log->token_count_with_pending());
+}
+
+TEST_F(ContextLogTest, ClearRotatesAndLeavesAnEmptyFile) {
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_OK(log->Append(Message::User("x")));
+  ASSERT_OK(log->Checkpoint(false));
+  ASSERT_OK(log->Clear());
+  EXPECT_EQ(Contents(), "");
+  EXPECT_EQ(Contents("ctx/context_1.jsonl"), "{\"role\":\"user\",\"content\":\"x\"}\n{\"role\": \"_checkpoint\", \"id\": 0}\n");
+  EXPECT_TRUE(log->history().empty());
+  EXPECT_EQ(log->n_checkpoints(), 0);
+  ASSERT_EQ(*log->Checkpoint(false), 0);
+}
+
+TEST_F(ContextLogTest, WriteSystemPromptReplacesTheFirstLineRecord) {
+  auto log = Open();
+  ASSERT_OK(log->WriteSystemPrompt("first"));
+  ASSERT_OK(log->Append(Message::User("u")));
+  ASSERT_OK(log->WriteSystemPrompt("second 助手"));
+  EXPECT_EQ(Contents(), "{\"role\": \"_system_prompt\", \"content\": \"second \\u52a9\\u624b\"}\n{\"role\":\"user\",\"content\":\"u\"}\n");
+  EXPECT_EQ(log->system_prompt(), "second 助手");
+}
+
+TEST_F(ContextLogTest, FailedFsyncPoisonsTheLog) {
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_OK(log->Append(Message::User("a")));
+  fs_.FailNextSyncs(1);
+  Status failed = log->Append(Message::User("b"));
+  EXPECT_EQ(failed.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(log->history().size(), 1u) << "a failed append is not in memory";
+  Status after = log->Append(Message::User("c"));
+  EXPECT_EQ(after.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(after.message().find("poisoned"), std::string::npos);
+}
+
+TEST_F(ContextLogTest, InvalidInputCostsNothing) {
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_OK(log->Append(Message::User("a")));
+  std::string before = Contents();
+  Message bad = Message::User("bad \xff");
+  Status s = log->Append(std::vector<Message>{Message::User("fine"), bad});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("message 1: content[0].text: byte 4"), std::string::npos) << s.message();
+  EXPECT_EQ(log->UpdateTokenCount(-1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Contents(), before);
+  EXPECT_EQ(log->history().size(), 1u);
+}
+
+TEST_F(ContextLogTest, BatchPolicyGroupsSyncsByWindow) {
+  ManualClock clock;
+  ContextLogOptions options;
+  options.clock = &clock;
+  options.durability = {.policy = Durability::kBatch, .batch_window_micros = 1000, .batch_background_sync = false};
+  auto log = Open(options);
+  ASSERT_OK(log->Restore());
+  int base = fs_.sync_count();
+  for (int i = 0; i < 5; ++i) ASSERT_OK(log->Append(Message::User("m")));
+  EXPECT_EQ(fs_.sync_count(), base) << "appends inside one window share a sync";
+  clock.Advance(1500);
+  ASSERT_OK(log->Append(Message::User("m")));
+  EXPECT_EQ(fs_.sync_count(), base + 1);
+  ASSERT_OK(log->Close());
+  EXPECT_EQ(fs_.sync_count(), base + 1) << "nothing left to sync";
+}
+
+TEST_F(ContextLogTest, ReadOnlyNeverWrites) {
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\":\"user\",\"content\":\"a\"}\n{\"broken");
+  auto log = Open({.read_only = true});
+  ASSERT_OK(log->Restore());
+  EXPECT_EQ(log->Append(Message::User("b")).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Contents(), "{\"role\":\"user\",\"content\":\"a\"}\n{\"broken");
+}
+
+TEST_F(ContextLogTest, RepairCutsDamageIntoARotatedBackup) {
+  std::string a = "{\"role\":\"user\",\"content\":\"a\"}\n";
+  std::string b = "{\"role\":\"user\",\"content\":\"b\"}\n";
+  std::string original = a + "garbage\n" + b + "{\"role\":\"us";
+  fs_.SetFileDurably("ctx/context.jsonl", original);
+  auto check = CheckContextFile(&fs_, "ctx/context.jsonl");
+  ASSERT_OK(check);
+  EXPECT_TRUE(check->damaged());
+  auto repaired = RepairContextFile(&fs_, "ctx/context.jsonl");
+  ASSERT_OK(repaired);
+  EXPECT_EQ(repaired->removed_lines, 2u);
+  EXPECT_EQ(repaired->backup, "ctx/context_1.jsonl");
+  EXPECT_EQ(Contents(), a + b);
+  EXPECT_EQ(Contents("ctx/context_1.jsonl"), original);
+  auto again = CheckContextFile(&fs_, "ctx/context.jsonl");
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->damaged());
+  auto noop = RepairContextFile(&fs_, "ctx/context.jsonl");
+  ASSERT_OK(noop);
+  EXPECT_FALSE(noop->backup.has_value()) << "a clean file is left alone";
+}
+
+TEST_F(ContextLogTest, InvalidUtf8IsReplacedLikeKimiCli) {
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\":\"user\",\"content\":\"a\xff\"}\n");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_EQ(log->history().size(), 1u);
+  EXPECT_EQ(log->history()[0].ExtractText(), "a\xEF\xBF\xBD");
+  ASSERT_EQ(log->restore_report().scan.damage.size(), 1u);
+  EXPECT_EQ(log->restore_report().scan.damage[0].kind, DamageKind::kInvalidUtf8);
+}
+
+TEST_F(ContextLogTest, UnknownInternalRecordsAreKeptAndCounted) {
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\": \"_meta\", \"x\": 1}\n{\"role\":\"user\",\"content\":\"a\"}\n");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  EXPECT_EQ(log->history().size(), 1u);
+  EXPECT_EQ(log->restore_report().unknown_records, 1u);
+  EXPECT_FALSE(log->restore_report().scan.damaged());
+}
+
+TEST(ContextLogPosixTest, TwoLogsOnOneRealFileConflict) {
+  testing::TempDir dir;
+  auto a = ContextLog::Open(dir.File("c.jsonl"));
+  ASSERT_OK(a->Append(Message::User("x")));
+  auto b = ContextLog::Open(dir.File("c.jsonl"));
+  EXPECT_EQ(b->Restore().status().code(), StatusCode::kUnavailable);
+  ASSERT_OK(a->Checkpoint(false));
+  ASSERT_OK(a->RevertTo(0));  // Swaps in a new file, locked before it becomes visible.
+  auto c = ContextLog::Open(dir.File("c.jsonl"));
+  EXPECT_EQ(c->Restore().status().code(), StatusCode::kUnavailable);
+  ASSERT_OK(a->Close());
+  auto d = ContextLog::Open(dir.File("c.jsonl"));
+  ASSERT_OK(d->Restore());
+  EXPECT_EQ(d->history().size(), 1u);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,93 @@
+#include "strata/util/memory_file_system.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+TEST(MemoryFileSystemTest, UnsyncedBytesAndNamesVanishInACrash) {
+  FaultInjectionFileSystem fs;
+  ASSERT_OK(fs.CreateDirectories("d"));
+  {
+    auto f = fs.NewWritableFile("d/a", {});
+    ASSERT_OK(f);
+    ASSERT_OK((*f)->Append("durable"));
+    ASSERT_OK((*f)->Sync());
+    ASSERT_OK((*f)->Append("-lost"));
+  }
+  ASSERT_OK(fs.SyncDirectory("d"));
+  {
+    auto f = fs.NewWritableFile("d/b", {});  // Name never made durable.
+    ASSERT_OK(f);
+    ASSERT_OK((*f)->Append("x"));
+    ASSERT_OK((*f)->Sync());
+  }
+  fs.SimulateCrash();
+  EXPECT_EQ(*fs.GetContents("d/a"), "durable");
+  EXPECT_FALSE(*fs.FileExists("d/b"));
+}
+
+TEST(MemoryFileSystemTest, CrashCanKeepAPrefixOfTheUnsyncedTail) {
+  FaultInjectionFileSystem fs;
+  fs.SetFileDurably("f", "abc");
+  {
+    auto f = fs.NewWritableFile("f", {});
+    ASSERT_OK(f);
+    ASSERT_OK((*f)->Append("defgh"));
+  }
+  fs.SimulateCrash([](const std::string&, size_t n) { return n - 2; });
+  EXPECT_EQ(*fs.GetContents("f"), "abcdef");
+}
+
+TEST(MemoryFileSystemTest, FailedSyncAndTornWrite) {
+  FaultInjectionFileSystem fs;
+  auto f = fs.NewWritableFile("f", {});
+  ASSERT_OK(f);
+  fs.FailNextSyncs(1);
+  ASSERT_OK((*f)->Append("abc"));
+  EXPECT_EQ((*f)->Sync().code(), StatusCode::kDataLoss);
+  EXPECT_OK((*f)->Sync());
+  fs.SetWriteBudget(2);
+  EXPECT_FALSE((*f)->Append("xyz").ok());
+  EXPECT_EQ(*fs.GetContents("f"), "abcxy");
+}
+
+TEST(MemoryFileSystemTest, LockIsExclusiveAndReleasedOnClose) {
+  MemoryFileSystem fs;
+  auto a = fs.NewWritableFile("f", {.lock = true});
+  ASSERT_OK(a);
+  auto b = fs.NewWritableFile("f", {.lock = true});
+  EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
+  ASSERT_OK((*a)->Close());
+  EXPECT_OK(fs.NewWritableFile("f", {.lock = true}));
+}
+
+TEST(MemoryFileSystemTest, HardLinkSharesContentAndSurvivesRenameOver) {
+  MemoryFileSystem fs;
+  fs.SetFileDurably("live", "old");
+  ASSERT_OK(fs.LinkFile("live", "backup"));
+  EXPECT_EQ(fs.LinkFile("live", "backup").code(), StatusCode::kFailedPrecondition);
+  fs.SetFileDurably("tmp", "new");
+  ASSERT_OK(fs.RenameFile("tmp", "live"));
+  EXPECT_EQ(*fs.GetContents("live"), "new");
+  EXPECT_EQ(*fs.GetContents("backup"), "old");
+}
+
+TEST(PosixFileSystemTest, SecondLockIsRefused) {
+  testing::TempDir dir;
+  FileSystem* fs = PosixFileSystem();
+  auto a = fs->NewWritableFile(dir.File("f"), {.lock = true});
+  ASSERT_OK(a);
+  auto b = fs->NewWritableFile(dir.File("f"), {.lock = true});
+  ASSERT_EQ(b.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("locked by another writer"), std::string::npos);
+  auto names = fs->ListDirectory(dir.path());
+  ASSERT_OK(names);
+  EXPECT_EQ(*names, std::vector<std::string>{"f"});
+  EXPECT_EQ(fs->NewSequentialFile(dir.File("missing")).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace strata

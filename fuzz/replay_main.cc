@@ -1,8 +1,9 @@
 // A driver for fuzz targets built without libFuzzer: runs every seed file, then `iterations` random
 // mutations of them (deterministic seed), so the targets' invariants are checked in every test run.
-// Usage: <target>_replay CORPUS_DIR [ITERATIONS]
+// Usage: <target>_replay CORPUS_DIR [ITERATIONS]   (STRATA_FUZZ_REPLAY_ITERATIONS overrides ITERATIONS)
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   long iterations = argc > 2 ? std::stol(argv[2]) : 10000;
+  if (const char* env = std::getenv("STRATA_FUZZ_REPLAY_ITERATIONS")) iterations = std::stol(env);
   std::vector<std::string> seeds;
   for (const auto& entry : std::filesystem::directory_iterator(argv[1])) {
     std::ifstream in(entry.path(), std::ios::binary);

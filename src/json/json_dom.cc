@@ -93,11 +93,17 @@ std::string DescribeSyntaxError(std::string_view text) {
   } catch (const nlohmann::json::parse_error& e) {
     // what() is "[json.exception.parse_error.101] parse error at line L, column C: detail".
     std::string what = e.what();
-    std::string detail = what;
+    std::string where, detail = what;
     size_t at = what.find("parse error at ");
-    if (at != std::string::npos) detail = what.substr(at + 15);
+    size_t colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+    if (colon != std::string::npos) {
+      where = what.substr(at + 15, colon - at - 15);
+      detail = what.substr(colon + 2);
+    }
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
-    return "invalid JSON at byte " + std::to_string(byte) + " (" + detail + ")";
+    std::string out = "invalid JSON at byte " + std::to_string(byte);
+    if (text.find('\n') != std::string_view::npos && !where.empty()) out += " (" + where + ")";
+    return out + ": " + detail;
   } catch (const std::exception& e) {
     return std::string("invalid JSON: ") + e.what();
   }

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "json/json_dom.h"
@@ -13,8 +14,12 @@ namespace strata {
 static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "lines must carry simdjson's padding");
 
 LineReader::LineReader(std::unique_ptr<SequentialFile> file, size_t chunk_bytes)
-    : file_(std::move(file)), buf_(new char[chunk_bytes + kLinePadding]), cap_(chunk_bytes) {
-  std::memset(buf_.get(), 0, cap_ + kLinePadding);
+    : file_(std::move(file)),
+      max_chunk_(std::max<size_t>(chunk_bytes, 4096)),
+      // Start small (most logs are small) and double the read size per refill up to max_chunk_.
+      buf_(new char[std::min<size_t>(max_chunk_, 64 << 10) + kLinePadding]),
+      cap_(std::min<size_t>(max_chunk_, 64 << 10)) {
+  std::memset(buf_.get(), 0, kLinePadding);
 }
 
 Result<bool> LineReader::Next(LogLine* line) {
@@ -42,8 +47,9 @@ Result<bool> LineReader::Next(LogLine* line) {
       begin_ = 0;
       end_ = pending;
     }
-    if (end_ == cap_) {
-      size_t new_cap = cap_ * 2;
+    if (end_ == cap_ || (cap_ < max_chunk_ && end_ < cap_ / 2)) {
+      // Full (a line longer than the buffer), or mostly consumed while still below the read-ahead size.
+      size_t new_cap = end_ == cap_ ? cap_ * 2 : std::min(cap_ * 2, max_chunk_);
       std::unique_ptr<char[]> bigger(new char[new_cap + kLinePadding]);
       std::memcpy(bigger.get(), buf_.get(), end_);
       buf_ = std::move(bigger);

@@ -251,33 +251,28 @@ class PosixFileSystemImpl final : public FileSystem {
 
   Status CopyRange(const std::string& src, uint64_t offset, uint64_t length, WritableFile* dst) override {
     auto* posix_dst = dynamic_cast<PosixWritableFile*>(dst);
-    if (posix_dst == nullptr) return FileSystem::CopyRange(src, offset, length, dst);
+    if (posix_dst == nullptr || posix_dst->fd() < 0) return FileSystem::CopyRange(src, offset, length, dst);
     int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
     if (in < 0) return ErrnoStatus("open", src, errno);
+    // copy_file_range copies inside the kernel, and shares extents (reflink) on file systems that can
+    // (XFS, btrfs). It refuses O_APPEND destinations; those, and old kernels, take the read/write path.
     loff_t in_off = static_cast<loff_t>(offset);
-    Status status;
     while (length > 0) {
-      // The destination is O_APPEND, so copy_file_range (which needs a positional output) is not an option;
-      // splice through the page cache with sendfile-like chunks via pread + write.
-      char buf[1 << 16];
-      size_t want = static_cast<size_t>(std::min<uint64_t>(length, sizeof(buf)));
-      ssize_t got = ::pread(in, buf, want, in_off);
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        status = ErrnoStatus("pread", src, errno);
-        break;
+      ssize_t n = ::copy_file_range(in, &in_off, posix_dst->fd(), nullptr, static_cast<size_t>(length), 0);
+      if (n > 0) {
+        length -= static_cast<uint64_t>(n);
+        continue;
       }
-      if (got == 0) {
-        status = Status::DataLoss("copy from " + src + ": file ended early");
-        break;
+      if (n == 0) {
+        ::close(in);
+        return Status::DataLoss("copy from " + src + ": file ended before offset " + std::to_string(in_off + length));
       }
-      status = posix_dst->Append(std::string_view(buf, static_cast<size_t>(got)));
-      if (!status.ok()) break;
-      in_off += got;
-      length -= static_cast<uint64_t>(got);
+      if (errno == EINTR) continue;
+      break;  // EXDEV, EBADF (O_APPEND), EINVAL, ENOSYS, EOPNOTSUPP: fall back below.
     }
     ::close(in);
-    return status;
+    if (length == 0) return Status::Ok();
+    return FileSystem::CopyRange(src, static_cast<uint64_t>(in_off), length, dst);
   }
 };
 

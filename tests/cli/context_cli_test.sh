@@ -28,7 +28,7 @@ check "unknown checkpoint exit" 3 "$rc"
 check "unknown checkpoint message" 1 "$(echo "$err" | grep -c 'checkpoint 9 does not exist')"
 err=$("$STRATA" context append "$f" '{"role":"user","content":' 2>&1 >/dev/null); rc=$?
 check "invalid json exit" 2 "$rc"
-check "invalid json names position" 1 "$(echo "$err" | grep -c 'invalid JSON at byte 25 (line 1, column 26')"
+check "invalid json names position" 1 "$(echo "$err" | grep -c 'invalid JSON at byte 25: syntax error')"
 check "invalid json one line" 1 "$(echo "$err" | wc -l)"
 err=$("$STRATA" context append "$f" '{"role":"user","content":[{"type":"file"}]}' 2>&1 >/dev/null); rc=$?
 check "unknown part exit" 2 "$rc"

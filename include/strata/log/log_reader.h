@@ -40,6 +40,7 @@ class LineReader {
 
  private:
   std::unique_ptr<SequentialFile> file_;
+  size_t max_chunk_;    // Largest read; the buffer grows beyond it only for longer lines.
   std::unique_ptr<char[]> buf_;
   size_t cap_;          // Usable capacity; kLinePadding more bytes are allocated.
   size_t begin_ = 0;    // First unconsumed byte.

@@ -1,0 +1,171 @@
+// Context-log benchmarks: restore throughput (vs. a straightforward nlohmann-json reader), append
+// throughput per durability policy, revert time near the end of logs of different sizes, and peak memory
+// of a restore (`--rss`). Data: a generated ~100 MB kimi-cli style log (bench_data.h) under
+// $STRATA_BENCH_DIR (default /tmp/strata-bench). See docs/PERFORMANCE.md.
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench_data.h"
+#include "strata/log/context_log.h"
+#include "strata/message/message_json.h"
+
+namespace strata::bench {
+namespace {
+
+constexpr uint64_t kLogBytes = 100ull << 20;
+
+std::string BenchDir() {
+  const char* env = std::getenv("STRATA_BENCH_DIR");
+  std::string dir = env ? env : "/tmp/strata-bench";
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+struct BigLog {
+  std::string path;
+  uint64_t bytes = 0;
+  uint64_t messages = 0;
+};
+
+const BigLog& Log100MB() {
+  static BigLog* log = [] {
+    auto* l = new BigLog;
+    l->path = BenchDir() + "/context-100mb.jsonl";
+    l->bytes = EnsureContextLog(l->path, kLogBytes, &l->messages);
+    return l;
+  }();
+  return *log;
+}
+
+void BM_Restore_Strata(benchmark::State& state) {
+  const BigLog& log = Log100MB();
+  for (auto _ : state) {
+    auto ctx = ContextLog::Open(log.path, {.read_only = true});
+    auto restored = ctx->Restore();
+    if (!restored.ok() || ctx->history().size() != log.messages) state.SkipWithError("restore failed");
+    benchmark::DoNotOptimize(ctx->history().data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(log.bytes * state.iterations()));
+  state.SetItemsProcessed(static_cast<int64_t>(log.messages * state.iterations()));
+}
+BENCHMARK(BM_Restore_Strata)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Peer: what a straightforward C++ implementation does - getline + nlohmann::json::parse per line.
+void BM_Restore_NlohmannPeer(benchmark::State& state) {
+  const BigLog& log = Log100MB();
+  for (auto _ : state) {
+    std::ifstream in(log.path);
+    std::string line;
+    std::vector<nlohmann::json> history;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j.value("role", "").rfind('_', 0) != 0) history.push_back(std::move(j));
+    }
+    if (history.size() != log.messages) state.SkipWithError("peer restore disagrees");
+    benchmark::DoNotOptimize(history.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(log.bytes * state.iterations()));
+  state.SetItemsProcessed(static_cast<int64_t>(log.messages * state.iterations()));
+}
+BENCHMARK(BM_Restore_NlohmannPeer)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Appends one realistic message per iteration to a fresh log on the real file system.
+void BM_Append(benchmark::State& state) {
+  Durability policy = static_cast<Durability>(state.range(0));
+  std::string path = BenchDir() + "/append-" + std::string(DurabilityName(policy)) + ".jsonl";
+  std::filesystem::remove(path);
+  std::mt19937_64 rng(7);
+  std::vector<Message> messages;
+  for (int t = 0; messages.size() < 1000; ++t) {
+    for (Message& m : MakeTurn(rng, t)) messages.push_back(std::move(m));
+  }
+  uint64_t bytes_per_round = 0;
+  for (const Message& m : messages) bytes_per_round += MessageToJson(m).size() + 1;
+  ContextLogOptions options;
+  options.durability.policy = policy;
+  auto ctx = ContextLog::Open(path, options);
+  if (!ctx->Restore().ok()) state.SkipWithError("restore failed");
+  size_t i = 0;
+  for (auto _ : state) {
+    if (!ctx->Append(messages[i++ % messages.size()]).ok()) state.SkipWithError("append failed");
+  }
+  if (!ctx->Close().ok()) state.SkipWithError("close failed");
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes_per_round * state.iterations() / messages.size()));
+  state.SetLabel(std::string(DurabilityName(policy)));
+  std::filesystem::remove(path);
+}
+BENCHMARK(BM_Append)->Arg(static_cast<int>(Durability::kNone))->Arg(static_cast<int>(Durability::kBatch))
+    ->Arg(static_cast<int>(Durability::kAlways))->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Reverts to a checkpoint 10 messages before the end of a log whose kept prefix is range(0) MB.
+void BM_RevertNearEnd(benchmark::State& state) {
+  uint64_t prefix = static_cast<uint64_t>(state.range(0)) << 20;
+  std::string dir = BenchDir() + "/revert-" + std::to_string(state.range(0));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  uint64_t messages = 0;
+  std::string source = BenchDir() + "/prefix-" + std::to_string(state.range(0)) + "mb.jsonl";
+  EnsureContextLog(source, prefix, &messages);
+  std::string path = dir + "/context.jsonl";
+  std::filesystem::copy_file(source, path);
+  auto ctx = ContextLog::Open(path);
+  if (!ctx->Restore().ok()) state.SkipWithError("restore failed");
+  std::mt19937_64 rng(9);
+  std::vector<Message> tail;
+  while (tail.size() < 10) {
+    for (Message& m : MakeTurn(rng, 0)) tail.push_back(std::move(m));
+  }
+  tail.resize(10);
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto id = ctx->Checkpoint(true);
+    if (!id.ok() || !ctx->Append(tail).ok()) state.SkipWithError("setup failed");
+    state.ResumeTiming();
+    if (!ctx->RevertTo(*id).ok()) state.SkipWithError("revert failed");
+    state.PauseTiming();
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().filename() != "context.jsonl") std::filesystem::remove(entry.path());
+    }
+    state.ResumeTiming();
+  }
+  state.counters["prefix_MB"] = static_cast<double>(state.range(0));
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_RevertNearEnd)->Arg(1)->Arg(10)->Arg(100)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+
+int MeasureRss() {
+  const BigLog& log = Log100MB();
+  struct rusage before;
+  ::getrusage(RUSAGE_SELF, &before);
+  auto ctx = ContextLog::Open(log.path, {.read_only = true});
+  if (!ctx->Restore().ok()) return 1;
+  struct rusage after;
+  ::getrusage(RUSAGE_SELF, &after);
+  double file_mb = static_cast<double>(log.bytes) / (1 << 20);
+  double peak_mb = static_cast<double>(after.ru_maxrss) / 1024;
+  double base_mb = static_cast<double>(before.ru_maxrss) / 1024;
+  std::printf("restore of %.1f MB (%llu messages): peak RSS %.1f MB (%.1f MB before restore), %.2fx the file size\n",
+              file_mb, static_cast<unsigned long long>(log.messages), peak_mb, base_mb, (peak_mb - base_mb) / file_mb);
+  return 0;
+}
+
+}  // namespace
+}  // namespace strata::bench
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--rss") return strata::bench::MeasureRss();
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,48 @@
+# Shared by scripts/run and scripts/test: install what is missing, configure and build.
+# Sourced, not executed.
+
+STRATA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Debian packages the build and tests need.
+STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
+  libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev)
+# Only the test script needs these (libFuzzer runs under clang).
+STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev)
+
+strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# strata_install PACKAGE... installs the packages that are not installed yet.
+strata_install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  strata_log "installing: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# strata_build PRESET [TARGET...] configures (once) and builds.
+strata_build() {
+  local preset=$1; shift
+  local dir
+  case "$preset" in
+    dev) dir=build ;;
+    *) dir=build-$preset ;;
+  esac
+  export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/strata-ccache}
+  if [ ! -f "$STRATA_ROOT/$dir/build.ninja" ]; then
+    strata_log "configuring ($preset)"
+    cmake --preset "$preset" -S "$STRATA_ROOT" >/dev/null
+  fi
+  strata_log "building ($preset)"
+  cmake --build "$STRATA_ROOT/$dir" -- "$@"
+}

@@ -1,7 +1,10 @@
 #include "strata/json/json_writer.h"
 
+#include <array>
 #include <charconv>
 #include <cstring>
+
+#include <simdjson.h>
 
 namespace strata::json {
 namespace {
@@ -44,19 +47,27 @@ size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
 
 }  // namespace
 
+// kNeedsEscape[c] is 1 for bytes that cannot be copied verbatim into a raw-UTF-8 JSON string.
+constexpr auto kNeedsEscape = [] {
+  std::array<uint8_t, 256> table{};
+  for (int c = 0; c < 0x20; ++c) table[c] = 1;
+  table['"'] = 1;
+  table['\\'] = 1;
+  return table;
+}();
+
 void AppendString(std::string* out, std::string_view s, StringStyle style) {
+  out->reserve(out->size() + s.size() + 2);
   out->push_back('"');
+  const bool ascii_only = style == StringStyle::kAsciiEscape;
   size_t run_start = 0;
-  auto flush = [&](size_t end) {
-    if (end > run_start) out->append(s.data() + run_start, end - run_start);
-  };
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\' && (c < 0x80 || style == StringStyle::kRawUtf8)) {
+    if (!kNeedsEscape[c] && (c < 0x80 || !ascii_only)) {
       ++i;
       continue;
     }
-    flush(i);
+    out->append(s.data() + run_start, i - run_start);
     if (c < 0x80) {
       switch (c) {
         case '"': out->append("\\\""); break;
@@ -87,7 +98,7 @@ void AppendString(std::string* out, std::string_view s, StringStyle style) {
     }
     run_start = i;
   }
-  flush(s.size());
+  out->append(s.data() + run_start, s.size() - run_start);
   out->push_back('"');
 }
 
@@ -140,6 +151,7 @@ void AppendPythonFloat(std::string* out, double value) {
 }
 
 bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
+  if (simdjson::validate_utf8(s.data(), s.size())) return true;  // SIMD fast path; locate the error below.
   for (size_t i = 0; i < s.size();) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {
       ++i;

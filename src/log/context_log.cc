@@ -90,6 +90,11 @@ Result<bool> ContextLog::Restore() {
     }
     return Status::Ok();
   };
+  // Reserve for the most messages the file could hold at a realistic minimum line size: capacity that is
+  // never used is never touched, so it costs address space, not memory, and it spares the history the
+  // repeated reallocation (and page faults) of growing one message at a time.
+  STRATA_ASSIGN_OR_RETURN(uint64_t size, options_.fs->GetFileSize(path_));
+  history_.reserve(static_cast<size_t>(std::min<uint64_t>(size / 64 + 16, 64u << 20)));
   STRATA_ASSIGN_OR_RETURN(report_.scan, ScanLog(options_.fs, path_, LogFormat::kContext, visit));
   restored_ = true;
   foreign_bytes_ = false;
@@ -99,10 +104,7 @@ Result<bool> ContextLog::Restore() {
   return report_.scan.size > 0;
 }
 
-Status ContextLog::Append(const Message& message) { return Append(std::span<const Message>(&message, 1)); }
-
-Status ContextLog::Append(std::span<const Message> messages) {
-  if (messages.empty()) return Status::Ok();
+Status ContextLog::WriteMessages(std::span<const Message> messages) {
   std::string lines;
   for (size_t i = 0; i < messages.size(); ++i) {
     std::string bad = FindInvalidUtf8(messages[i]);
@@ -114,9 +116,30 @@ Status ContextLog::Append(std::span<const Message> messages) {
   }
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   STRATA_RETURN_IF_ERROR(writer_->Append(lines));
-  history_.insert(history_.end(), messages.begin(), messages.end());
   modified_ = true;
   InvalidatePending();
+  return Status::Ok();
+}
+
+Status ContextLog::Append(const Message& message) { return Append(std::span<const Message>(&message, 1)); }
+
+Status ContextLog::Append(std::span<const Message> messages) {
+  if (messages.empty()) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(WriteMessages(messages));
+  history_.insert(history_.end(), messages.begin(), messages.end());
+  return Status::Ok();
+}
+
+Status ContextLog::Append(Message&& message) {
+  STRATA_RETURN_IF_ERROR(WriteMessages(std::span<const Message>(&message, 1)));
+  history_.push_back(std::move(message));
+  return Status::Ok();
+}
+
+Status ContextLog::Append(std::vector<Message>&& messages) {
+  if (messages.empty()) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(WriteMessages(messages));
+  history_.insert(history_.end(), std::make_move_iterator(messages.begin()), std::make_move_iterator(messages.end()));
   return Status::Ok();
 }
 

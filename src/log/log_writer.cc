@@ -56,7 +56,16 @@ Status LogWriter::Poison(Status cause) {
   return cause;
 }
 
+Status LogWriter::FlushLocked() {
+  if (buffer_.empty()) return Status::Ok();
+  Status s = file_->Append(buffer_);
+  buffer_.clear();
+  if (!s.ok()) return Poison(s);
+  return Status::Ok();
+}
+
 Status LogWriter::SyncLocked() {
+  STRATA_RETURN_IF_ERROR(FlushLocked());
   if (unsynced_bytes_ == 0) return Status::Ok();
   Status s = file_->Sync();
   if (!s.ok()) return Poison(s);
@@ -68,10 +77,17 @@ Status LogWriter::Append(std::string_view lines) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!poison_.ok()) return poison_;
   if (!file_) return Status::FailedPrecondition("log writer for " + path_ + " is closed");
+  if (options_.policy == Durability::kNone && options_.write_buffer_bytes > 0) {
+    buffer_.append(lines);
+    size_ += lines.size();
+    unsynced_bytes_ += lines.size();
+    return buffer_.size() >= options_.write_buffer_bytes ? FlushLocked() : Status::Ok();
+  }
   Status s = file_->Append(lines);
   if (!s.ok()) return Poison(s);
   size_ += lines.size();
-  if (unsynced_bytes_ == 0) first_unsynced_micros_ = clock_->NowMicros();
+  bool window_opened = unsynced_bytes_ == 0;
+  if (window_opened) first_unsynced_micros_ = clock_->NowMicros();
   unsynced_bytes_ += lines.size();
   switch (options_.policy) {
     case Durability::kNone: return Status::Ok();
@@ -82,7 +98,7 @@ Status LogWriter::Append(std::string_view lines) {
         return SyncLocked();
       }
       lock.unlock();
-      cv_.notify_one();
+      if (window_opened) cv_.notify_one();  // The flusher only needs to learn when a window opens.
       return Status::Ok();
   }
   return Status::Ok();
@@ -92,6 +108,7 @@ Status LogWriter::Sync() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!poison_.ok()) return poison_;
   if (!file_) return Status::FailedPrecondition("log writer for " + path_ + " is closed");
+  STRATA_RETURN_IF_ERROR(FlushLocked());
   if (unsynced_bytes_ == 0) {
     // Still sync: the caller may have written through another path (e.g. a truncation).
     Status s = file_->Sync();
@@ -105,6 +122,7 @@ Status LogWriter::Truncate(uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!poison_.ok()) return poison_;
   if (!file_) return Status::FailedPrecondition("log writer for " + path_ + " is closed");
+  STRATA_RETURN_IF_ERROR(FlushLocked());
   Status s = file_->Truncate(size);
   if (!s.ok()) return Poison(s);
   s = file_->Sync();
@@ -124,7 +142,7 @@ Status LogWriter::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!file_) return Status::Ok();
   Status result;
-  if (poison_.ok() && options_.policy != Durability::kNone) result = SyncLocked();
+  if (poison_.ok()) result = options_.policy == Durability::kNone ? FlushLocked() : SyncLocked();
   Status closed = file_->Close();
   file_.reset();
   return result.ok() ? closed : result;

@@ -15,18 +15,37 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 using simdjson::dom::object;
 
-Status TypeError(const std::string& path, std::string_view expected, element got) {
-  return Status::InvalidArgument(path + ": expected " + std::string(expected) + ", got " +
+// A location inside the message being parsed ("content[2].image_url.url"), built into a string only when
+// an error is reported: the success path allocates nothing for it.
+struct Path {
+  Path(const char* k) : key(k) {}  // NOLINT: implicit for top-level names.
+  Path(const Path* p, std::string_view k, int i = -1) : parent(p), key(k), index(i) {}
+  std::string str() const {
+    std::string s = parent ? parent->str() : std::string();
+    if (!key.empty()) {
+      if (!s.empty()) s += '.';
+      s.append(key);
+    }
+    if (index >= 0) s += "[" + std::to_string(index) + "]";
+    return s;
+  }
+  const Path* parent = nullptr;
+  std::string_view key;
+  int index = -1;
+};
+
+Status TypeError(const Path& path, std::string_view expected, element got) {
+  return Status::InvalidArgument(path.str() + ": expected " + std::string(expected) + ", got " +
                                  std::string(json::TypeName(got)));
 }
 
-Status ReadString(element e, const std::string& path, std::string* out) {
+Status ReadString(element e, const Path& path, std::string* out) {
   if (e.type() != element_type::STRING) return TypeError(path, "string", e);
   out->assign(e.get_string().value_unsafe());
   return Status::Ok();
 }
 
-Status ReadOptionalString(element e, const std::string& path, std::optional<std::string>* out) {
+Status ReadOptionalString(element e, const Path& path, std::optional<std::string>* out) {
   if (e.type() == element_type::NULL_VALUE) {
     out->reset();
     return Status::Ok();
@@ -36,21 +55,19 @@ Status ReadOptionalString(element e, const std::string& path, std::optional<std:
   return Status::Ok();
 }
 
-Status MissingKey(const std::string& path, std::string_view key) {
-  return Status::InvalidArgument(path + (path.empty() ? "" : ".") + std::string(key) + ": required field missing");
+Status MissingKey(const Path& path, std::string_view key) {
+  return Status::InvalidArgument(Path(&path, key).str() + ": required field missing");
 }
 
-std::string Sub(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
+Path Sub(const Path& path, std::string_view key) { return Path(&path, key); }
 
-Status MediaFromObject(object obj, MediaKind kind, std::string_view key, const std::string& path,
+Status MediaFromObject(object obj, MediaKind kind, std::string_view key, const Path& path,
                        MediaPart* out) {
   out->kind = kind;
   bool seen = false;
   for (auto field : obj) {
     if (field.key != key) continue;
-    std::string sub = Sub(path, key);
+    Path sub = Sub(path, key);
     if (field.value.type() != element_type::OBJECT) return TypeError(sub, "object", field.value);
     bool have_url = false;
     out->id.reset();
@@ -69,7 +86,7 @@ Status MediaFromObject(object obj, MediaKind kind, std::string_view key, const s
   return Status::Ok();
 }
 
-Status PartFromElement(element e, const std::string& path, ContentPart* out) {
+Status PartFromElement(element e, const Path& path, ContentPart* out) {
   if (e.type() != element_type::OBJECT) return TypeError(path, "object (a content part)", e);
   object obj = json::AsObject(e);
   std::string_view type;
@@ -120,19 +137,19 @@ Status PartFromElement(element e, const std::string& path, ContentPart* out) {
   if (!IsKnownContentPartType(type)) {
     std::string known;
     for (const std::string& t : KnownContentPartTypes()) known += (known.empty() ? "" : ", ") + t;
-    return Status::InvalidArgument(Sub(path, "type") + ": unknown content part type " + json::QuoteForError(type) +
+    return Status::InvalidArgument(Sub(path, "type").str() + ": unknown content part type " + json::QuoteForError(type) +
                                    " (known: " + known + ")");
   }
   CustomPart part;
   part.type.assign(type);
   json::AppendCanonical(&part.json, e);
   Status valid = ValidateCustomPart(part.type, part.json);
-  if (!valid.ok()) return Status::InvalidArgument(path + ": " + valid.message());
+  if (!valid.ok()) return Status::InvalidArgument(path.str() + ": " + valid.message());
   *out = std::move(part);
   return Status::Ok();
 }
 
-Status FunctionFromElement(element e, const std::string& path, FunctionCall* out) {
+Status FunctionFromElement(element e, const Path& path, FunctionCall* out) {
   if (e.type() != element_type::OBJECT) return TypeError(path, "object", e);
   bool have_name = false;
   out->arguments.reset();
@@ -148,7 +165,7 @@ Status FunctionFromElement(element e, const std::string& path, FunctionCall* out
   return Status::Ok();
 }
 
-Status ReadIndex(element e, const std::string& path, std::optional<int>* out) {
+Status ReadIndex(element e, const Path& path, std::optional<int>* out) {
   if (e.type() == element_type::NULL_VALUE) {
     out->reset();
     return Status::Ok();
@@ -156,12 +173,12 @@ Status ReadIndex(element e, const std::string& path, std::optional<int>* out) {
   if (e.type() != element_type::INT64 && e.type() != element_type::UINT64) return TypeError(path, "integer", e);
   int64_t v = e.type() == element_type::INT64 ? e.get_int64().value_unsafe()
                                               : static_cast<int64_t>(e.get_uint64().value_unsafe());
-  if (v < 0 || v > 1'000'000) return Status::InvalidArgument(path + ": index out of range: " + std::to_string(v));
+  if (v < 0 || v > 1'000'000) return Status::InvalidArgument(path.str() + ": index out of range: " + std::to_string(v));
   *out = static_cast<int>(v);
   return Status::Ok();
 }
 
-Status ToolCallFromElement(element e, const std::string& path, ToolCall* out) {
+Status ToolCallFromElement(element e, const Path& path, ToolCall* out) {
   if (e.type() != element_type::OBJECT) return TypeError(path, "object (a tool call)", e);
   bool have_id = false, have_function = false;
   for (auto field : json::AsObject(e)) {
@@ -169,7 +186,7 @@ Status ToolCallFromElement(element e, const std::string& path, ToolCall* out) {
       std::string type;
       STRATA_RETURN_IF_ERROR(ReadString(field.value, Sub(path, "type"), &type));
       if (type != "function") {
-        return Status::InvalidArgument(Sub(path, "type") + ": expected \"function\", got " + json::QuoteForError(type));
+        return Status::InvalidArgument(Sub(path, "type").str() + ": expected \"function\", got " + json::QuoteForError(type));
       }
     } else if (field.key == "id") {
       STRATA_RETURN_IF_ERROR(ReadString(field.value, Sub(path, "id"), &out->id));
@@ -231,7 +248,7 @@ Status MessageFromElement(element e, Message* out) {
         size_t i = 0;
         for (element part : json::AsArray(v)) {
           ContentPart parsed;
-          STRATA_RETURN_IF_ERROR(PartFromElement(part, "content[" + std::to_string(i) + "]", &parsed));
+          STRATA_RETURN_IF_ERROR(PartFromElement(part, Path(nullptr, "content", static_cast<int>(i)), &parsed));
           out->content.push_back(std::move(parsed));
           ++i;
         }
@@ -250,7 +267,7 @@ Status MessageFromElement(element e, Message* out) {
         size_t i = 0;
         for (element call : json::AsArray(v)) {
           ToolCall parsed;
-          STRATA_RETURN_IF_ERROR(ToolCallFromElement(call, "tool_calls[" + std::to_string(i) + "]", &parsed));
+          STRATA_RETURN_IF_ERROR(ToolCallFromElement(call, Path(nullptr, "tool_calls", static_cast<int>(i)), &parsed));
           parsed.index.reset();  // Stream-only metadata never lives in a stored message.
           out->tool_calls->push_back(std::move(parsed));
           ++i;
@@ -416,11 +433,6 @@ void AppendMessage(const Message& message, bool collapse_single_text, std::strin
   out->push_back('}');
 }
 
-std::string CheckUtf8(std::string_view s, const std::string& path) {
-  size_t bad = 0;
-  if (json::IsValidUtf8(s, &bad)) return "";
-  return path + ": byte " + std::to_string(bad);
-}
 
 }  // namespace
 
@@ -485,34 +497,37 @@ std::string ContentPartToJson(const ContentPart& part) {
 }
 
 std::string FindInvalidUtf8(const Message& message) {
+  // Validation runs on every append: the path of a bad string is only built once one is found.
   std::string bad;
-  auto check = [&](std::string_view s, const std::string& path) {
-    if (bad.empty()) bad = CheckUtf8(s, path);
+  auto check = [&](std::string_view s, auto&& path) {
+    size_t offset = 0;
+    if (bad.empty() && !json::IsValidUtf8(s, &offset)) bad = path() + ": byte " + std::to_string(offset);
   };
-  if (message.name) check(*message.name, "name");
+  auto at = [](const char* field, size_t i, const char* sub) {
+    return std::string(field) + "[" + std::to_string(i) + "]." + sub;
+  };
+  if (message.name) check(*message.name, [] { return std::string("name"); });
   for (size_t i = 0; i < message.content.size(); ++i) {
-    std::string p = "content[" + std::to_string(i) + "]";
     const ContentPart& part = message.content[i];
-    if (const auto* t = std::get_if<TextPart>(&part)) check(t->text, p + ".text");
+    if (const auto* t = std::get_if<TextPart>(&part)) check(t->text, [&] { return at("content", i, "text"); });
     if (const auto* t = std::get_if<ThinkPart>(&part)) {
-      check(t->think, p + ".think");
-      if (t->encrypted) check(*t->encrypted, p + ".encrypted");
+      check(t->think, [&] { return at("content", i, "think"); });
+      if (t->encrypted) check(*t->encrypted, [&] { return at("content", i, "encrypted"); });
     }
     if (const auto* m = std::get_if<MediaPart>(&part)) {
-      check(m->url, p + ".url");
-      if (m->id) check(*m->id, p + ".id");
+      check(m->url, [&] { return at("content", i, "url"); });
+      if (m->id) check(*m->id, [&] { return at("content", i, "id"); });
     }
   }
   if (message.tool_calls) {
     for (size_t i = 0; i < message.tool_calls->size(); ++i) {
       const ToolCall& c = (*message.tool_calls)[i];
-      std::string p = "tool_calls[" + std::to_string(i) + "]";
-      check(c.id, p + ".id");
-      check(c.function.name, p + ".function.name");
-      if (c.function.arguments) check(*c.function.arguments, p + ".function.arguments");
+      check(c.id, [&] { return at("tool_calls", i, "id"); });
+      check(c.function.name, [&] { return at("tool_calls", i, "function.name"); });
+      if (c.function.arguments) check(*c.function.arguments, [&] { return at("tool_calls", i, "function.arguments"); });
     }
   }
-  if (message.tool_call_id) check(*message.tool_call_id, "tool_call_id");
+  if (message.tool_call_id) check(*message.tool_call_id, [] { return std::string("tool_call_id"); });
   return bad;
 }
 

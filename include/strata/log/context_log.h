@@ -70,6 +70,9 @@ class ContextLog {
   // Appends one message, or a batch written with one write and one sync.
   Status Append(const Message& message);
   Status Append(std::span<const Message> messages);
+  // As above, moving the messages into the history instead of copying them.
+  Status Append(Message&& message);
+  Status Append(std::vector<Message>&& messages);
   // Records the provider-reported token count of the whole context (a `_usage` record).
   Status UpdateTokenCount(int64_t token_count);
   // Writes a `_checkpoint` record and, if `add_user_message`, the user message
@@ -113,6 +116,8 @@ class ContextLog {
   };
 
   ContextLog(std::string path, ContextLogOptions options);
+  // Validates, serialises and writes `messages` (one write); the caller then adds them to history_.
+  Status WriteMessages(std::span<const Message> messages);
   // Opens the writer (taking the file lock) if it is not open.
   Status EnsureLocked();
   // EnsureLocked, refuses unrestored existing content, and repairs the tail (cuts a torn tail into

@@ -1,7 +1,8 @@
 // LogWriter: appends complete lines to a log file under a durability policy, holding the file's writer lock.
 //
 // Policies (DurabilityOptions::policy), default kAlways:
-//   kNone   - write(2) only: survives a process crash, not a power loss.
+//   kNone   - write(2) only: survives a process crash, not a power loss (unless write_buffer_bytes
+//             buffers appends in memory; then a process crash can lose the buffer).
 //   kBatch  - group commit: appends within `batch_window_micros` (or until `batch_max_bytes`) share one
 //             fdatasync; a background thread syncs a window that received no further append. A power loss
 //             can lose at most one window of acknowledged appends.
@@ -41,6 +42,10 @@ struct DurabilityOptions {
   uint64_t batch_max_bytes = 4u << 20;
   // kBatch: run a background thread that syncs idle windows. Off only in tests that drive time by hand.
   bool batch_background_sync = true;
+  // kNone only: collect appends in memory and write(2) them once this many bytes are pending (0: write
+  // every append through at once, the default). Pending bytes are written by Sync(), Close() and before any
+  // truncation; a process crash loses them, and other processes do not see them until then.
+  size_t write_buffer_bytes = 0;
 };
 
 class LogWriter {
@@ -75,6 +80,7 @@ class LogWriter {
   LogWriter(std::unique_ptr<WritableFile> file, std::string path, uint64_t size, DurabilityOptions options,
             Clock* clock);
   Status SyncLocked();
+  Status FlushLocked();  // Writes the user-space buffer.
   Status Poison(Status cause);
   void BackgroundLoop();
 
@@ -85,7 +91,8 @@ class LogWriter {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::unique_ptr<WritableFile> file_;  // Guarded by mu_. Null once closed.
-  uint64_t size_ = 0;                   // Guarded by mu_.
+  uint64_t size_ = 0;                   // Guarded by mu_. Includes buffered bytes.
+  std::string buffer_;                  // Guarded by mu_. Appends not yet written (kNone buffering).
   uint64_t unsynced_bytes_ = 0;         // Guarded by mu_.
   int64_t first_unsynced_micros_ = 0;   // Guarded by mu_.
   Status poison_;                       // Guarded by mu_. Non-OK once poisoned.

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -105,6 +106,8 @@ struct Message {
 
   bool operator==(const Message&) const = default;
 };
+
+static_assert(std::is_nothrow_move_constructible_v<Message>, "vectors of messages must move, not copy, them");
 
 // Token usage as providers report it. `input_other` excludes cached input.
 struct TokenUsage {

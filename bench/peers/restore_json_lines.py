@@ -3,16 +3,17 @@
 role dispatch). kimi-cli also validates every message with pydantic, so its real restore is slower than this.
 Usage: restore_json_lines.py FILE [REPEATS]"""
 import json
+import os
 import sys
 import time
 
 path = sys.argv[1]
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-size = 0
-best = None
+size = os.path.getsize(path)
+times = []
 for _ in range(repeats):
     start = time.perf_counter()
-    history, token_count, next_checkpoint = [], 0, 0
+    history, token_count, next_checkpoint, system_prompt = [], 0, 0, None
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if not line.strip():
@@ -24,13 +25,13 @@ for _ in range(repeats):
             elif role == "_checkpoint":
                 next_checkpoint = record["id"] + 1
             elif role == "_system_prompt":
-                pass
+                system_prompt = record["content"]
             else:
                 history.append(record)
-    elapsed = time.perf_counter() - start
-    best = elapsed if best is None else min(best, elapsed)
-    size = f.tell() if hasattr(f, "tell") else size
-import os
-size = os.path.getsize(path)
-print(f"python json.loads restore: {size / best / 2**20:.1f} MB/s, {len(history) / best:,.0f} messages/s "
-      f"({best * 1000:.0f} ms best of {repeats})")
+    times.append(time.perf_counter() - start)
+    n = len(history)
+    del history
+first, best = times[0], min(times)
+print(f"python json.loads restore of {size / 2**20:.1f} MB, {n} messages: first {first * 1000:.0f} ms "
+      f"= {size / first / 2**20:.0f} MB/s; best of {repeats} {best * 1000:.0f} ms = {size / best / 2**20:.0f} MB/s, "
+      f"{n / best:,.0f} messages/s")

@@ -25,13 +25,42 @@ Status ContextLog::EnsureLocked() {
   if (options_.read_only) {
     return Status::FailedPrecondition("context " + path_ + " was opened read-only");
   }
+  if (!broken_.ok()) return broken_;
   if (writer_) {
-    if (writer_->poisoned()) return writer_->Append("");  // Returns the poison status.
+    if (writer_->poisoned()) {
+      broken_ = Status::FailedPrecondition("context " + path_ + " had a failed write or fsync; its state on disk is " +
+                                           "unknown: open a new ContextLog and Restore() it");
+      return broken_;
+    }
     return Status::Ok();
   }
   STRATA_ASSIGN_OR_RETURN(writer_, LogWriter::Open(options_.fs, path_, options_.durability, options_.clock));
+  if (closed_at_) {
+    auto id = options_.fs->GetFileId(path_);
+    if (!id.ok() || *id != closed_at_->first || writer_->size() != closed_at_->second) {
+      writer_.reset();
+      broken_ = Status::FailedPrecondition("context " + path_ + " was changed by another writer since this " +
+                                           "ContextLog closed it: open a new ContextLog and Restore() it");
+      return broken_;
+    }
+    closed_at_.reset();
+  }
   if (!restored_ && writer_->size() > 0) foreign_bytes_ = true;
   return Status::Ok();
+}
+
+void ContextLog::ResetState() {
+  history_.clear();
+  token_count_ = 0;
+  pending_begin_ = 0;
+  next_checkpoint_id_ = 0;
+  system_prompt_.reset();
+  checkpoints_.clear();
+  prompts_.clear();
+  report_ = RestoreReport();
+  torn_tail_.reset();
+  missing_newline_ = false;
+  InvalidatePending();
 }
 
 Status ContextLog::PrepareAppend() {
@@ -65,6 +94,7 @@ Result<bool> ContextLog::Restore() {
   }
   // Hold the lock while reading so no other writer appends under us.
   if (!options_.read_only) STRATA_RETURN_IF_ERROR(EnsureLocked());
+  ResetState();  // WriteSystemPrompt may have run before: the file is the whole truth.
 
   auto visit = [this](const LogLine& line, LogRecord& record) -> Status {
     switch (record.kind) {
@@ -94,8 +124,13 @@ Result<bool> ContextLog::Restore() {
   // never used is never touched, so it costs address space, not memory, and it spares the history the
   // repeated reallocation (and page faults) of growing one message at a time.
   STRATA_ASSIGN_OR_RETURN(uint64_t size, options_.fs->GetFileSize(path_));
-  history_.reserve(static_cast<size_t>(std::min<uint64_t>(size / 64 + 16, 64u << 20)));
-  STRATA_ASSIGN_OR_RETURN(report_.scan, ScanLog(options_.fs, path_, LogFormat::kContext, visit));
+  history_.reserve(static_cast<size_t>(std::min<uint64_t>(size / 256 + 16, 1u << 20)));
+  auto scan = ScanLog(options_.fs, path_, LogFormat::kContext, visit);
+  if (!scan.ok()) {
+    ResetState();
+    return scan.status();
+  }
+  report_.scan = std::move(*scan);
   restored_ = true;
   foreign_bytes_ = false;
   torn_tail_ = report_.scan.torn_tail;
@@ -125,6 +160,10 @@ Status ContextLog::Append(const Message& message) { return Append(std::span<cons
 
 Status ContextLog::Append(std::span<const Message> messages) {
   if (messages.empty()) return Status::Ok();
+  if (messages.data() >= history_.data() && messages.data() < history_.data() + history_.size()) {
+    // The messages live in history_ itself, which the insert below may reallocate: copy them first.
+    return Append(std::vector<Message>(messages.begin(), messages.end()));
+  }
   STRATA_RETURN_IF_ERROR(WriteMessages(messages));
   history_.insert(history_.end(), messages.begin(), messages.end());
   return Status::Ok();
@@ -175,7 +214,19 @@ Result<int64_t> ContextLog::Checkpoint(bool add_user_message) {
   return id;
 }
 
-Status ContextLog::RotateAndRebuild(uint64_t keep_bytes) {
+void ContextLog::AdoptSwappedFile(std::unique_ptr<WritableFile> file, uint64_t size, const Status& dir_sync) {
+  (void)writer_->Close();  // The old file is complete and synced (or already poisoned).
+  writer_ = LogWriter::Adopt(std::move(file), path_, size, options_.durability, options_.clock);
+  if (!dir_sync.ok()) {
+    // The new file is live but its name may not survive a crash: nothing more may be written on top.
+    writer_->MarkPoisoned(dir_sync);
+    broken_ = Status::FailedPrecondition("context " + path_ + ": directory sync failed after replacing the file (" +
+                                         dir_sync.ToString() + "); open a new ContextLog and Restore() it");
+  }
+}
+
+Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped) {
+  *swapped = false;
   STRATA_RETURN_IF_ERROR(writer_->Sync());
   // 1. Keep the current file under a rotation name: a hard link, so the old bytes are never copied and
   //    there is no moment without a live file.
@@ -197,12 +248,13 @@ Status ContextLog::RotateAndRebuild(uint64_t keep_bytes) {
   if (!synced.ok()) return undo(synced);
   Status renamed = options_.fs->RenameFile(tmp, path_);
   if (!renamed.ok()) return undo(renamed);
-  STRATA_RETURN_IF_ERROR(options_.fs->SyncDirectory(Dirname(path_)));
-  (void)writer_->Close();  // The old file (now the rotation) is complete and synced.
-  writer_ = LogWriter::Adopt(std::move(*file), path_, keep_bytes, options_.durability, options_.clock);
+  // From here on the new file is the live one, whatever else fails.
+  *swapped = true;
+  Status dir_sync = options_.fs->SyncDirectory(Dirname(path_));
+  AdoptSwappedFile(std::move(*file), keep_bytes, dir_sync);
   torn_tail_.reset();
   missing_newline_ = false;
-  return Status::Ok();
+  return dir_sync;
 }
 
 Status ContextLog::RevertTo(int64_t id) {
@@ -218,7 +270,9 @@ Status ContextLog::RevertTo(int64_t id) {
   }
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   CheckpointMark target = *mark;
-  STRATA_RETURN_IF_ERROR(RotateAndRebuild(target.offset));
+  bool swapped = false;
+  Status rotated = RotateAndRebuild(target.offset, &swapped);
+  if (!swapped) return rotated;
   history_.resize(target.history_size);
   token_count_ = target.token_count;
   pending_begin_ = std::min(target.pending_begin, history_.size());
@@ -228,22 +282,19 @@ Status ContextLog::RevertTo(int64_t id) {
   system_prompt_ = prompts_.empty() ? std::nullopt : std::optional<std::string>(prompts_.back().prompt);
   modified_ = true;
   InvalidatePending();
-  return Status::Ok();
+  return rotated;
 }
 
 Status ContextLog::Clear() {
   STRATA_RETURN_IF_ERROR(PrepareAppend());
-  STRATA_RETURN_IF_ERROR(RotateAndRebuild(0));
-  history_.clear();
-  token_count_ = 0;
-  pending_begin_ = 0;
-  next_checkpoint_id_ = 0;
-  checkpoints_.clear();
-  prompts_.clear();
-  system_prompt_.reset();
+  bool swapped = false;
+  Status rotated = RotateAndRebuild(0, &swapped);
+  if (!swapped) return rotated;
+  RestoreReport report = std::move(report_);
+  ResetState();
+  report_ = std::move(report);
   modified_ = true;
-  InvalidatePending();
-  return Status::Ok();
+  return rotated;
 }
 
 Status ContextLog::WriteSystemPrompt(std::string_view prompt) {
@@ -269,10 +320,10 @@ Status ContextLog::WriteSystemPrompt(std::string_view prompt) {
   if (s.ok()) s = (*file)->Sync();
   if (s.ok()) s = options_.fs->RenameFile(tmp, path_);
   if (!s.ok()) return fail(s);
-  STRATA_RETURN_IF_ERROR(options_.fs->SyncDirectory(Dirname(path_)));
-  (void)writer_->Close();
+  Status dir_sync = options_.fs->SyncDirectory(Dirname(path_));
   uint64_t new_size = line.size() + (size - skip);
-  writer_ = LogWriter::Adopt(std::move(*file), path_, new_size, options_.durability, options_.clock);
+  AdoptSwappedFile(std::move(*file), new_size, dir_sync);
+  if (skip == size) missing_newline_ = false;  // The replaced first line was the whole (unterminated) file.
 
   // Every recorded offset moves by the size difference of the first line.
   int64_t delta = static_cast<int64_t>(line.size()) - static_cast<int64_t>(skip);
@@ -282,7 +333,7 @@ Status ContextLog::WriteSystemPrompt(std::string_view prompt) {
   if (torn_tail_) torn_tail_->offset = static_cast<uint64_t>(static_cast<int64_t>(torn_tail_->offset) + delta);
   prompts_.insert(prompts_.begin(), PromptMark{0, std::string(prompt)});
   system_prompt_ = prompts_.back().prompt;
-  return Status::Ok();
+  return dir_sync;
 }
 
 Status ContextLog::Sync() {
@@ -292,8 +343,19 @@ Status ContextLog::Sync() {
 
 Status ContextLog::Close() {
   if (!writer_) return Status::Ok();
+  bool poisoned = writer_->poisoned();
+  uint64_t size = writer_->size();
   Status s = writer_->Close();
   writer_.reset();
+  if (poisoned || !s.ok()) {
+    if (broken_.ok()) {
+      broken_ = Status::FailedPrecondition("context " + path_ + " had a failed write or fsync (" + s.ToString() +
+                                           "); open a new ContextLog and Restore() it");
+    }
+    return s.ok() ? broken_ : s;
+  }
+  auto id = options_.fs->GetFileId(path_);
+  if (id.ok()) closed_at_ = std::make_pair(*id, size);
   return s;
 }
 

@@ -49,8 +49,9 @@ Result<bool> JsonlLinearStorage::Restore() {
 Status JsonlLinearStorage::Write(const std::string& line) {
   if (!writer_) {
     STRATA_ASSIGN_OR_RETURN(writer_, LogWriter::Open(options_.fs, path_, options_.durability, options_.clock));
-    if (!tail_checked_ && writer_->size() > 0 && summary_.size == 0) {
-      // Appending to a file that was never restored: scan it once so we never glue onto a torn tail.
+    if (!tail_checked_ && writer_->size() != summary_.size) {
+      // Never restored, or changed since the scan (another writer may have repaired and extended it):
+      // rescan under the lock so only a tail that is torn now is ever cut.
       STRATA_ASSIGN_OR_RETURN(summary_, ScanLog(options_.fs, path_, LogFormat::kLinear, nullptr));
     }
   }

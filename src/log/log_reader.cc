@@ -13,9 +13,10 @@ namespace strata {
 
 static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "lines must carry simdjson's padding");
 
-LineReader::LineReader(std::unique_ptr<SequentialFile> file, size_t chunk_bytes)
+LineReader::LineReader(std::unique_ptr<SequentialFile> file, size_t chunk_bytes, size_t max_line_bytes)
     : file_(std::move(file)),
       max_chunk_(std::max<size_t>(chunk_bytes, 4096)),
+      max_line_(std::max<size_t>(max_line_bytes, 16)),
       // Start small (most logs are small) and double the read size per refill up to max_chunk_.
       buf_(new char[std::min<size_t>(max_chunk_, 64 << 10) + kLinePadding]),
       cap_(std::min<size_t>(max_chunk_, 64 << 10)) {
@@ -28,17 +29,19 @@ Result<bool> LineReader::Next(LogLine* line) {
     const char* nl = static_cast<const char*>(std::memchr(buf_.get() + scan_from, '\n', end_ - scan_from));
     if (nl != nullptr) {
       size_t len = static_cast<size_t>(nl - (buf_.get() + begin_));
-      *line = LogLine{std::string_view(buf_.get() + begin_, len), base_ + begin_, ++line_no_, true};
+      *line = LogLine{std::string_view(buf_.get() + begin_, len), base_ + begin_, ++line_no_, true, false, len};
       begin_ += len + 1;
       return true;
     }
     if (eof_) {
       if (begin_ == end_) return false;
       std::memset(buf_.get() + end_, 0, kLinePadding);
-      *line = LogLine{std::string_view(buf_.get() + begin_, end_ - begin_), base_ + begin_, ++line_no_, false};
+      size_t len = end_ - begin_;
+      *line = LogLine{std::string_view(buf_.get() + begin_, len), base_ + begin_, ++line_no_, false, false, len};
       begin_ = end_;
       return true;
     }
+    if (end_ - begin_ > max_line_) return SkipLongLine(line);
     // Need more bytes: move the partial line to the front, growing the buffer if it is already full.
     size_t pending = end_ - begin_;
     if (begin_ > 0) {
@@ -61,6 +64,38 @@ Result<bool> LineReader::Next(LogLine* line) {
     end_ += got;
     std::memset(buf_.get() + end_, 0, kLinePadding);
   }
+}
+
+Result<bool> LineReader::SkipLongLine(LogLine* line) {
+  // Discard the line chunk by chunk up to its newline (or the end of the file), keeping only its extent.
+  uint64_t offset = base_ + begin_;
+  uint64_t length = end_ - begin_;
+  uint64_t next = base_ + end_;  // File offset of the next byte to read.
+  bool terminated = false;
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(size_t got, file_->Read(buf_.get(), cap_));
+    if (got == 0) {
+      eof_ = true;
+      base_ = next;
+      begin_ = end_ = 0;
+      break;
+    }
+    const char* nl = static_cast<const char*>(std::memchr(buf_.get(), '\n', got));
+    if (nl != nullptr) {
+      size_t len = static_cast<size_t>(nl - buf_.get());
+      length += len;
+      base_ = next;
+      begin_ = len + 1;
+      end_ = got;
+      terminated = true;
+      break;
+    }
+    length += got;
+    next += got;
+  }
+  std::memset(buf_.get() + end_, 0, kLinePadding);
+  *line = LogLine{std::string_view(), offset, ++line_no_, terminated, true, length};
+  return true;
 }
 
 std::string_view DamageKindName(DamageKind kind) {
@@ -98,7 +133,13 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
+// Counts and ids beyond 2^53 are not plausible and would overflow later arithmetic (id + 1, count + pending).
+constexpr int64_t kMaxRecordValue = (int64_t{1} << 53) - 1;
+
 Status ReadNonNegative(element v, std::string_view what, int64_t* out) {
+  if (v.type() == element_type::INT64 && v.get_int64().value_unsafe() > kMaxRecordValue) {
+    return Status::InvalidArgument(std::string(what) + " is too large: " + std::to_string(v.get_int64().value_unsafe()));
+  }
   if (v.type() == element_type::INT64 && v.get_int64().value_unsafe() >= 0) {
     *out = v.get_int64().value_unsafe();
     return Status::Ok();
@@ -215,7 +256,15 @@ Result<ScanSummary> ScanLog(FileSystem* fs, const std::string& path, LogFormat f
     STRATA_ASSIGN_OR_RETURN(bool more, reader.Next(&line));
     if (!more) break;
     ++summary.lines;
-    summary.size = line.offset + line.text.size() + (line.terminated ? 1 : 0);
+    summary.size = line.offset + line.length + (line.terminated ? 1 : 0);
+    if (line.too_long) {
+      Damage d{line.terminated ? DamageKind::kInvalidRecord : DamageKind::kTornTail, line.number, line.offset,
+               line.length, "line of " + std::to_string(line.length) + " bytes exceeds the " +
+                                std::to_string(kMaxLineBytes) + "-byte limit for one record"};
+      if (!line.terminated) summary.torn_tail = d;
+      summary.damage.push_back(std::move(d));
+      continue;
+    }
     if (IsBlank(line.text)) {
       if (!line.terminated) summary.missing_final_newline = true;
       continue;

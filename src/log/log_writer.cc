@@ -138,14 +138,22 @@ Status LogWriter::Close() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (background_.joinable()) background_.join();
+  std::call_once(join_once_, [this] {
+    if (background_.joinable()) background_.join();
+  });
   std::lock_guard<std::mutex> lock(mu_);
-  if (!file_) return Status::Ok();
+  if (!file_) return poison_;
   Status result;
   if (poison_.ok()) result = options_.policy == Durability::kNone ? FlushLocked() : SyncLocked();
   Status closed = file_->Close();
   file_.reset();
+  if (!poison_.ok()) return poison_;
   return result.ok() ? closed : result;
+}
+
+void LogWriter::MarkPoisoned(const Status& cause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (poison_.ok()) (void)Poison(cause);
 }
 
 uint64_t LogWriter::size() const {

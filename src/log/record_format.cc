@@ -31,14 +31,14 @@ Result<uint64_t> SystemPromptFirstLineLength(FileSystem* fs, const std::string& 
   LineReader reader(std::move(file), 1 << 16);
   LogLine line;
   STRATA_ASSIGN_OR_RETURN(bool any, reader.Next(&line));
-  if (!any || !line.terminated) return uint64_t{0};
+  if (!any) return uint64_t{0};
   RecordParser parser(LogFormat::kContext);
   LogRecord record;
   bool replaced = false;
   if (!parser.Parse(line, &record, &replaced).ok() || record.kind != LogRecord::Kind::kSystemPrompt) {
     return uint64_t{0};
   }
-  return static_cast<uint64_t>(line.text.size() + 1);
+  return static_cast<uint64_t>(line.text.size() + (line.terminated ? 1 : 0));
 }
 
 Result<std::string> LinkToNextRotation(FileSystem* fs, const std::string& path) {
@@ -62,7 +62,7 @@ Result<std::string> LinkToNextRotation(FileSystem* fs, const std::string& path) 
     std::string candidate = JoinPath(dir, prefix + std::to_string(n) + ext);
     Status linked = fs->LinkFile(path, candidate);
     if (linked.ok()) return candidate;
-    if (linked.code() != StatusCode::kFailedPrecondition) return linked;  // Taken: try the next number.
+    if (linked.code() != StatusCode::kAlreadyExists) return linked;  // Taken: try the next number.
   }
   return Status::ResourceExhausted("no free rotation name for " + path);
 }
@@ -71,7 +71,7 @@ Status SaveTornTail(FileSystem* fs, const std::string& path, uint64_t offset, ui
   for (int n = 1; n < 10000; ++n) {
     auto file = fs->NewWritableFile(path + ".torn-" + std::to_string(n), {.mode = WritableFileOptions::Mode::kCreateNew});
     if (!file.ok()) {
-      if (file.status().code() == StatusCode::kFailedPrecondition) continue;  // Taken: try the next number.
+      if (file.status().code() == StatusCode::kAlreadyExists) continue;  // Taken: try the next number.
       return file.status().WithContext("saving torn tail of " + path);
     }
     STRATA_RETURN_IF_ERROR(fs->CopyRange(path, offset, length, file->get()));

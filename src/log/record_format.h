@@ -20,8 +20,8 @@ std::string SystemPromptLine(std::string_view p);  // {"role": "_system_prompt",
 // kosong's linear storage writes its usage mark compactly: {"role":"_usage","token_count":N}\n
 std::string LinearUsageLine(int64_t token_count);
 
-// Returns the length (with its '\n') of the first line of `path` if that line is a `_system_prompt`
-// record, else 0. `size` is the file size (0 means no file content).
+// Returns the length (with its '\n', if it has one) of the first line of `path` if that line is a
+// `_system_prompt` record, else 0. `size` is the file size (0 means no file content).
 Result<uint64_t> SystemPromptFirstLineLength(FileSystem* fs, const std::string& path, uint64_t size);
 
 // Keeps the current `path` under the next rotation name `<stem>_N<ext>` (N = highest existing + 1) as a

@@ -42,32 +42,24 @@ std::string Message::ExtractText(std::string_view sep) const {
   return out;
 }
 
-Message Message::System(std::string text) {
+namespace {
+
+Message TextMessage(Role role, std::string text) {
   Message m;
-  m.role = Role::kSystem;
+  m.role = role;
   m.content.emplace_back(TextPart{std::move(text)});
   return m;
 }
 
-Message Message::User(std::string text) {
-  Message m;
-  m.role = Role::kUser;
-  m.content.emplace_back(TextPart{std::move(text)});
-  return m;
-}
+}  // namespace
 
-Message Message::Assistant(std::string text) {
-  Message m;
-  m.role = Role::kAssistant;
-  m.content.emplace_back(TextPart{std::move(text)});
-  return m;
-}
+Message Message::System(std::string text) { return TextMessage(Role::kSystem, std::move(text)); }
+Message Message::User(std::string text) { return TextMessage(Role::kUser, std::move(text)); }
+Message Message::Assistant(std::string text) { return TextMessage(Role::kAssistant, std::move(text)); }
 
 Message Message::ToolResult(std::string tool_call_id, std::string text) {
-  Message m;
-  m.role = Role::kTool;
+  Message m = TextMessage(Role::kTool, std::move(text));
   m.tool_call_id = std::move(tool_call_id);
-  m.content.emplace_back(TextPart{std::move(text)});
   return m;
 }
 

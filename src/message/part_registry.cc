@@ -34,7 +34,7 @@ Status RegisterContentPartType(std::string type, ContentPartValidator validator)
   Registry& r = GlobalRegistry();
   std::unique_lock lock(r.mu);
   for (const auto& [name, v] : r.types) {
-    if (name == type) return Status::FailedPrecondition("content part type \"" + type + "\" is already registered");
+    if (name == type) return Status::AlreadyExists("content part type \"" + type + "\" is already registered");
   }
   r.types.emplace_back(std::move(type), std::move(validator));
   return Status::Ok();

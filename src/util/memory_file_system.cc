@@ -120,7 +120,7 @@ Result<std::unique_ptr<WritableFile>> MemoryFileSystem::NewWritableFile(const st
   if (!dirs_.count(Dirname(path))) return Status::NotFound("open " + path + ": No such file or directory");
   auto it = files_.find(path);
   if (it != files_.end() && options.mode == WritableFileOptions::Mode::kCreateNew) {
-    return Status::FailedPrecondition("file already exists: " + path);
+    return Status::AlreadyExists("file already exists: " + path);
   }
   std::shared_ptr<Node> node;
   if (it == files_.end()) {
@@ -152,6 +152,13 @@ Result<uint64_t> MemoryFileSystem::GetFileSize(const std::string& path) {
   return static_cast<uint64_t>(it->second->data.size());
 }
 
+Result<uint64_t> MemoryFileSystem::GetFileId(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::NotFound("stat " + path + ": No such file or directory");
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(it->second.get()));
+}
+
 Status MemoryFileSystem::RenameFile(const std::string& from, const std::string& to) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(from);
@@ -167,7 +174,7 @@ Status MemoryFileSystem::LinkFile(const std::string& from, const std::string& to
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(from);
   if (it == files_.end()) return Status::NotFound("link " + from + ": No such file or directory");
-  if (files_.count(to)) return Status::FailedPrecondition("file already exists: " + to);
+  if (files_.count(to)) return Status::AlreadyExists("file already exists: " + to);
   files_[to] = it->second;
   return Status::Ok();
 }

@@ -23,7 +23,7 @@ Status ErrnoStatus(std::string_view what, const std::string& path, int err) {
   msg += std::strerror(err);
   switch (err) {
     case ENOENT: return Status::NotFound(std::move(msg));
-    case EEXIST:
+    case EEXIST: return Status::AlreadyExists(std::move(msg));
     case EACCES:
     case EPERM:
     case EROFS: return Status::FailedPrecondition(std::move(msg));
@@ -158,7 +158,7 @@ class PosixFileSystemImpl final : public FileSystem {
     for (int attempt = 0; attempt < 16; ++attempt) {
       int fd = ::open(path.c_str(), flags, 0644);
       if (fd < 0) {
-        if (errno == EEXIST) return Status::FailedPrecondition("file already exists: " + path);
+        if (errno == EEXIST) return Status::AlreadyExists("file already exists: " + path);
         return ErrnoStatus("open", path, errno);
       }
       if (!options.lock) return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
@@ -195,6 +195,12 @@ class PosixFileSystemImpl final : public FileSystem {
     return static_cast<uint64_t>(st.st_size);
   }
 
+  Result<uint64_t> GetFileId(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 48);
+  }
+
   Status RenameFile(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus("rename to " + to + " from", from, errno);
     return Status::Ok();
@@ -202,7 +208,7 @@ class PosixFileSystemImpl final : public FileSystem {
 
   Status LinkFile(const std::string& from, const std::string& to) override {
     if (::link(from.c_str(), to.c_str()) != 0) {
-      if (errno == EEXIST) return Status::FailedPrecondition("file already exists: " + to);
+      if (errno == EEXIST) return Status::AlreadyExists("file already exists: " + to);
       return ErrnoStatus("link to " + to + " from", from, errno);
     }
     return Status::Ok();

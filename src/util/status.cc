@@ -13,6 +13,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss: return "data_loss";
     case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kDeadlineExceeded: return "deadline_exceeded";
+    case StatusCode::kAlreadyExists: return "already_exists";
     case StatusCode::kInternal: return "internal";
   }
   return "unknown";
@@ -45,6 +46,7 @@ int ExitCodeFor(StatusCode code) {
     case StatusCode::kDataLoss: return 7;
     case StatusCode::kCancelled: return 8;
     case StatusCode::kDeadlineExceeded: return 9;
+    case StatusCode::kAlreadyExists: return 11;
     case StatusCode::kInternal: return 10;
   }
   return 10;
@@ -61,6 +63,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kDataLoss: return 500;
     case StatusCode::kCancelled: return 499;
     case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kAlreadyExists: return 409;
     case StatusCode::kInternal: return 500;
   }
   return 500;

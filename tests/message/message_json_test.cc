@@ -71,7 +71,7 @@ TEST(MessageJsonTest, RegisteredPartTypeIsKeptVerbatim) {
     return json.find("\"file_id\"") == std::string_view::npos ? Status::InvalidArgument("file_ref needs file_id")
                                                                : Status::Ok();
   }));
-  EXPECT_EQ(RegisterContentPartType("file_ref").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RegisterContentPartType("file_ref").code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(RegisterContentPartType("text").code(), StatusCode::kFailedPrecondition);
   auto m = ParseMessage(R"({"role":"user","content":[{"type":"file_ref", "file_id":"f1","meta":{"n":1.50}}]})");
   ASSERT_OK(m);

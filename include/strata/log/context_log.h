@@ -88,7 +88,8 @@ class ContextLog {
   Status WriteSystemPrompt(std::string_view prompt);
   // Makes everything written durable now (useful with kNone / kBatch).
   Status Sync();
-  // Syncs and releases the file lock. Later mutations reacquire it.
+  // Syncs and releases the file lock. Later mutations reacquire it, and fail with kFailedPrecondition if
+  // another writer changed the file in between (restore it in a new ContextLog then).
   Status Close();
 
   const std::vector<Message>& history() const { return history_; }
@@ -123,7 +124,13 @@ class ContextLog {
   // EnsureLocked, refuses unrestored existing content, and repairs the tail (cuts a torn tail into
   // `<file>.torn-N`, adds a missing final newline) so the next line never glues onto damage.
   Status PrepareAppend();
-  Status RotateAndRebuild(uint64_t keep_bytes);
+  // Keeps the current file as a rotation and swaps in a file holding its first `keep_bytes`. Sets
+  // `*swapped` once the new file is in place (state must then follow it, even if a later step fails).
+  Status RotateAndRebuild(uint64_t keep_bytes, bool* swapped);
+  // Makes `file` (of `size` bytes, renamed over path_) the writer's file; a failed directory sync poisons it.
+  void AdoptSwappedFile(std::unique_ptr<WritableFile> file, uint64_t size, const Status& dir_sync);
+  // Clears all restored state.
+  void ResetState();
   void InvalidatePending() { pending_cache_.reset(); }
 
   const std::string path_;
@@ -141,6 +148,11 @@ class ContextLog {
   bool restored_ = false;
   bool modified_ = false;
   bool foreign_bytes_ = false;  // The file had content this log neither restored nor wrote.
+  // Non-OK once a write failed in a way that leaves the file's state unknown: every later mutation fails
+  // until a new ContextLog restores the file.
+  Status broken_;
+  // Identity and size of the file when Close() released it; a later mutation checks nobody changed it.
+  std::optional<std::pair<uint64_t, uint64_t>> closed_at_;
   RestoreReport report_;
   // Tail repair owed before the next append (from Restore's scan).
   std::optional<Damage> torn_tail_;

@@ -28,19 +28,29 @@ struct LogLine {
   uint64_t offset = 0;    // Byte offset of the line's first byte in the file.
   uint64_t number = 0;    // 1-based line number.
   bool terminated = true; // False only for a last line without '\n'.
+  // Set for a line longer than the reader's limit: `text` is empty and `length` is the line's true length.
+  bool too_long = false;
+  uint64_t length = 0;    // Bytes of the line without its '\n' (== text.size() unless too_long).
 };
 
 inline constexpr size_t kLinePadding = 64;
+// Lines longer than this are reported as damage instead of being held in memory (a message this large is
+// not plausible; a file of zeros without newlines is).
+inline constexpr size_t kMaxLineBytes = 256u << 20;
 
 class LineReader {
  public:
-  explicit LineReader(std::unique_ptr<SequentialFile> file, size_t chunk_bytes = 4u << 20);
+  explicit LineReader(std::unique_ptr<SequentialFile> file, size_t chunk_bytes = 4u << 20,
+                      size_t max_line_bytes = kMaxLineBytes);
   // Reads the next line into `*line` (valid until the next call). Returns false at end of file.
   Result<bool> Next(LogLine* line);
 
  private:
+  Result<bool> SkipLongLine(LogLine* line);
+
   std::unique_ptr<SequentialFile> file_;
   size_t max_chunk_;    // Largest read; the buffer grows beyond it only for longer lines.
+  size_t max_line_;     // Longer lines are skipped (reported too_long), never buffered whole.
   std::unique_ptr<char[]> buf_;
   size_t cap_;          // Usable capacity; kLinePadding more bytes are allocated.
   size_t begin_ = 0;    // First unconsumed byte.

@@ -68,8 +68,10 @@ class LogWriter {
   Status Sync();
   // Cuts the file to `size` bytes and makes the cut durable.
   Status Truncate(uint64_t size);
-  // Syncs (unless kNone) and releases the file and its lock.
+  // Syncs (unless kNone) and releases the file and its lock. Returns the poison status if poisoned.
   Status Close();
+  // Poisons the writer from outside (e.g. a directory fsync failed after the file was swapped in).
+  void MarkPoisoned(const Status& cause);
 
   // Returns the file size as written through this writer.
   uint64_t size() const;
@@ -97,6 +99,7 @@ class LogWriter {
   int64_t first_unsynced_micros_ = 0;   // Guarded by mu_.
   Status poison_;                       // Guarded by mu_. Non-OK once poisoned.
   bool stop_ = false;                   // Guarded by mu_.
+  std::once_flag join_once_;            // Close may race with Close: join the thread once.
   std::thread background_;              // Runs BackgroundLoop for kBatch.
 };
 

@@ -20,7 +20,8 @@ namespace strata {
 // status (its message is reported with the part's location) to reject it.
 using ContentPartValidator = std::function<Status(std::string_view part_json)>;
 
-// Registers `type`. Returns kFailedPrecondition if `type` is built in or already registered, and
+// Registers `type`. Returns kFailedPrecondition if `type` is built in, kAlreadyExists if it is already
+// registered, and
 // kInvalidArgument if it is empty.
 Status RegisterContentPartType(std::string type, ContentPartValidator validator = nullptr);
 

@@ -63,7 +63,7 @@ struct WritableFileOptions {
   enum class Mode {
     kAppend,     // Create if missing, keep existing bytes, write at the end.
     kTruncate,   // Create if missing, discard existing bytes.
-    kCreateNew,  // Fail with kFailedPrecondition if the file exists (atomic name reservation).
+    kCreateNew,  // Fail with kAlreadyExists if the file exists (atomic name reservation).
   };
   Mode mode = Mode::kAppend;
   // Takes an exclusive advisory lock held until Close(). If another handle (in this or another process)
@@ -83,9 +83,12 @@ class FileSystem {
   // Returns whether `path` names an existing file.
   virtual Result<bool> FileExists(const std::string& path) = 0;
   virtual Result<uint64_t> GetFileSize(const std::string& path) = 0;
+  // Returns an identifier of the file `path` names now (its inode): equal ids mean the same file, so a
+  // file replaced by rename gets a new id.
+  virtual Result<uint64_t> GetFileId(const std::string& path) = 0;
   // Renames `from` to `to`, atomically replacing `to` if it exists.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
-  // Makes `to` a second name of `from` (hard link). Fails with kFailedPrecondition if `to` exists.
+  // Makes `to` a second name of `from` (hard link). Fails with kAlreadyExists if `to` exists.
   virtual Status LinkFile(const std::string& from, const std::string& to) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
   // Returns the names (not paths) of the files in `dir`, sorted.

@@ -31,6 +31,7 @@ class MemoryFileSystem : public FileSystem {
                                                         WritableFileOptions options) override;
   Result<bool> FileExists(const std::string& path) override;
   Result<uint64_t> GetFileSize(const std::string& path) override;
+  Result<uint64_t> GetFileId(const std::string& path) override;
   Status RenameFile(const std::string& from, const std::string& to) override;
   Status LinkFile(const std::string& from, const std::string& to) override;
   Status RemoveFile(const std::string& path) override;

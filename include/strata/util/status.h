@@ -27,6 +27,7 @@ enum class StatusCode {
   kDataLoss,            // Stored data is damaged or durability could not be guaranteed.
   kCancelled,           // The caller cancelled the operation.
   kDeadlineExceeded,    // A timeout expired.
+  kAlreadyExists,       // The name is taken (a file created exclusively, a registered type): pick another.
   kInternal,            // A bug or an unexpected operating-system failure.
 };
 
@@ -48,6 +49,7 @@ class [[nodiscard]] Status {
   static Status DataLoss(std::string msg) { return {StatusCode::kDataLoss, std::move(msg)}; }
   static Status Cancelled(std::string msg) { return {StatusCode::kCancelled, std::move(msg)}; }
   static Status DeadlineExceeded(std::string msg) { return {StatusCode::kDeadlineExceeded, std::move(msg)}; }
+  static Status AlreadyExists(std::string msg) { return {StatusCode::kAlreadyExists, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }

@@ -7,5 +7,6 @@
 namespace strata::cli {
 
 void AddContextCommand(CLI::App& app, int* exit_code);
+void AddTokensCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "strata 0.1.0");
   int exit_code = 0;
   strata::cli::AddContextCommand(app, &exit_code);
+  strata::cli::AddTokensCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,107 @@
+// `strata tokens encode|count|decode`: the tokenizer on files or stdin.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "strata/json/json_writer.h"
+#include "strata/tokenizer/encoding.h"
+
+namespace strata::cli {
+namespace {
+
+struct TokensArgs {
+  std::string encoding = "o200k_base";
+  std::string input = "-";
+  bool special = false;
+};
+
+Result<std::string> ReadInput(const std::string& input) {
+  if (input == "-") return ReadStdin();
+  std::ifstream in(input, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read " + input);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+template <typename Fn>
+int Run(const TokensArgs& args, Fn fn) {
+  auto encoding = tokenizer::Encoding::Load(args.encoding);
+  if (!encoding.ok()) return Fail(encoding.status());
+  auto text = ReadInput(args.input);
+  if (!text.ok()) return Fail(text.status());
+  return fn(**encoding, *text);
+}
+
+}  // namespace
+
+void AddTokensCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<TokensArgs>();
+  CLI::App* tokens = app.add_subcommand("tokens", "Tokenise text with tiktoken-compatible encodings");
+  tokens->require_subcommand(1);
+  auto add = [&](const char* name, const char* help) {
+    CLI::App* sub = tokens->add_subcommand(name, help);
+    sub->add_option("--encoding", args->encoding, "cl100k_base or o200k_base")
+        ->check(CLI::IsMember({"cl100k_base", "o200k_base"}))
+        ->capture_default_str();
+    sub->add_option("FILE", args->input, "Input file, or - for stdin (the default)");
+    return sub;
+  };
+  CLI::App* encode = add("encode", "Print the token ids of the text as a JSON array (ordinary encoding)");
+  encode->add_flag("--special", args->special, "Recognise special tokens such as <|endoftext|>");
+  encode->callback([=] {
+    *exit_code = Run(*args, [&](const tokenizer::Encoding& e, const std::string& text) {
+      std::vector<tokenizer::Token> ids = args->special ? e.EncodeWithSpecialTokens(text) : e.Encode(text);
+      std::string out = "[";
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i > 0) out += ',';
+        out += std::to_string(ids[i]);
+      }
+      out += "]\n";
+      std::cout << out;
+      return 0;
+    });
+  });
+  add("count", "Print the number of tokens of the text")->callback([=] {
+    *exit_code = Run(*args, [&](const tokenizer::Encoding& e, const std::string& text) {
+      std::cout << e.Count(text) << "\n";
+      return 0;
+    });
+  });
+  add("decode", "Read a JSON array of token ids and print the text")->callback([=] {
+    *exit_code = Run(*args, [&](const tokenizer::Encoding& e, const std::string& text) {
+      std::vector<tokenizer::Token> ids;
+      size_t i = 0;
+      auto skip = [&] { while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i; };
+      skip();
+      if (i >= text.size() || text[i] != '[') return Fail(Status::InvalidArgument("expected a JSON array of token ids at byte " + std::to_string(i)));
+      ++i;
+      skip();
+      while (i < text.size() && text[i] != ']') {
+        size_t start = i;
+        uint64_t v = 0;
+        while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v < (1ull << 32)) v = v * 10 + static_cast<uint64_t>(text[i++] - '0');
+        if (i == start || v >= (1ull << 32)) {
+          return Fail(Status::InvalidArgument("expected a token id (non-negative integer) at byte " + std::to_string(start)));
+        }
+        ids.push_back(static_cast<tokenizer::Token>(v));
+        skip();
+        if (i < text.size() && text[i] == ',') {
+          ++i;
+          skip();
+        } else if (i < text.size() && text[i] != ']') {
+          return Fail(Status::InvalidArgument("expected ',' or ']' at byte " + std::to_string(i)));
+        }
+      }
+      if (i >= text.size()) return Fail(Status::InvalidArgument("unterminated JSON array of token ids"));
+      auto decoded = e.Decode(ids);
+      if (!decoded.ok()) return Fail(decoded.status());
+      std::cout << *decoded;
+      return 0;
+    });
+  });
+}
+
+}  // namespace strata::cli

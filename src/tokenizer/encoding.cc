@@ -1,0 +1,431 @@
+#include "strata/tokenizer/encoding.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <queue>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "tokenizer/pretokenize.h"
+
+namespace strata::tokenizer {
+
+namespace {
+
+constexpr uint32_t kNoRank = UINT32_MAX;
+
+inline uint64_t Load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// A fast hash for short byte strings (most tokens are 1-8 bytes).
+inline uint64_t HashBytes(const uint8_t* p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+  while (n >= 8) {
+    h = (h ^ Load64(p)) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  if (n > 0) {
+    uint64_t tail = 0;
+    std::memcpy(&tail, p, n);
+    h = (h ^ tail) * 0x94D049BB133111EBull;
+  }
+  h ^= h >> 32;
+  h *= 0xD6E8FEB86659FD93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+}  // namespace
+
+struct Encoding::Data {
+  std::string name;
+  SplitPattern pattern = SplitPattern::kCl100k;
+  std::string blob;               // Token bytes, by rank.
+  std::vector<uint32_t> offsets;  // Token r is blob[offsets[r], offsets[r+1]); empty for unused ranks.
+  std::vector<uint64_t> table;    // Open addressing: (hash >> 32) << 32 | (rank + 1); 0 = empty.
+  uint64_t mask = 0;
+  uint32_t byte_rank[256];        // Rank of each single byte.
+  std::vector<std::pair<std::string, Token>> specials;
+
+  uint32_t Rank(const uint8_t* p, size_t n) const {
+    if (n == 1) return byte_rank[p[0]];
+    uint64_t h = HashBytes(p, n);
+    uint64_t tag = h >> 32;
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+      uint64_t e = table[i];
+      if (e == 0) return kNoRank;
+      if ((e >> 32) == tag) {
+        uint32_t r = static_cast<uint32_t>(e) - 1;
+        uint32_t len = offsets[r + 1] - offsets[r];
+        if (len == n && std::memcmp(blob.data() + offsets[r], p, n) == 0) return r;
+      }
+    }
+  }
+
+  void Insert(uint32_t rank) {
+    const auto* p = reinterpret_cast<const uint8_t*>(blob.data()) + offsets[rank];
+    size_t n = offsets[rank + 1] - offsets[rank];
+    uint64_t h = HashBytes(p, n);
+    uint64_t i = h & mask;
+    while (table[i] != 0) i = (i + 1) & mask;
+    table[i] = ((h >> 32) << 32) | (static_cast<uint64_t>(rank) + 1);
+  }
+};
+
+namespace {
+
+// Merges the bytes of one piece by rank (tiktoken's byte-pair merge) and emits the ranks. Short pieces use
+// a linear scan for the lowest-ranked adjacent pair; long ones a heap, so a huge piece (a long run of
+// spaces, a base64 blob) costs O(n log n) rather than O(n^2).
+template <typename Emit>
+void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit) {
+  if (n == 1) {
+    emit(d.byte_rank[p[0]]);
+    return;
+  }
+  uint32_t whole = d.Rank(p, n);
+  if (whole != kNoRank) {
+    emit(whole);
+    return;
+  }
+  if (n <= 128) {
+    // parts[i] = start of the i-th part; ranks[i] = rank of parts i and i+1 merged.
+    uint32_t starts[130];
+    uint32_t ranks[130];
+    size_t count = n + 1;  // Part starts plus the end sentinel.
+    for (size_t i = 0; i <= n; ++i) starts[i] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i + 1 < n; ++i) ranks[i] = d.Rank(p + i, 2);
+    ranks[n - 1] = kNoRank;
+    auto pair_rank = [&](size_t i) -> uint32_t {  // Rank of parts i and i+1 together.
+      if (i + 2 >= count) return kNoRank;
+      return d.Rank(p + starts[i], starts[i + 2] - starts[i]);
+    };
+    while (count > 2) {
+      uint32_t best = kNoRank;
+      size_t at = 0;
+      for (size_t i = 0; i + 2 < count; ++i) {
+        if (ranks[i] < best) {
+          best = ranks[i];
+          at = i;
+        }
+      }
+      if (best == kNoRank) break;
+      std::memmove(starts + at + 1, starts + at + 2, (count - at - 2) * sizeof(uint32_t));
+      std::memmove(ranks + at + 1, ranks + at + 2, (count - at - 2) * sizeof(uint32_t));
+      --count;
+      ranks[at] = pair_rank(at);
+      if (at > 0) ranks[at - 1] = pair_rank(at - 1);
+    }
+    for (size_t i = 0; i + 1 < count; ++i) emit(d.Rank(p + starts[i], starts[i + 1] - starts[i]));
+    return;
+  }
+  // Heap version: a doubly linked list of parts and a min-heap of (rank, start) with lazy deletion.
+  std::vector<uint32_t> next(n + 1), prev(n + 1);
+  std::vector<uint32_t> rank_at(n + 1, kNoRank);  // Current rank of the pair starting at part i.
+  for (size_t i = 0; i <= n; ++i) {
+    next[i] = static_cast<uint32_t>(i + 1);
+    prev[i] = static_cast<uint32_t>(i == 0 ? 0 : i - 1);
+  }
+  using Item = std::pair<uint32_t, uint32_t>;  // (rank, start): ties go to the leftmost pair.
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+  auto pair_rank = [&](uint32_t i) -> uint32_t {
+    if (i >= n) return kNoRank;
+    uint32_t j = next[i];
+    if (j >= n) return kNoRank;
+    return d.Rank(p + i, next[j] - i);
+  };
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    rank_at[i] = d.Rank(p + i, 2);
+    if (rank_at[i] != kNoRank) heap.emplace(rank_at[i], i);
+  }
+  std::vector<bool> alive(n + 1, true);
+  while (!heap.empty()) {
+    auto [r, i] = heap.top();
+    heap.pop();
+    if (!alive[i] || rank_at[i] != r) continue;  // Stale entry.
+    uint32_t j = next[i];
+    alive[j] = false;
+    next[i] = next[j];
+    if (next[j] <= n) prev[next[j]] = i;
+    rank_at[i] = pair_rank(i);
+    if (rank_at[i] != kNoRank) heap.emplace(rank_at[i], i);
+    if (i > 0) {
+      uint32_t h = prev[i];
+      rank_at[h] = pair_rank(h);
+      if (rank_at[h] != kNoRank) heap.emplace(rank_at[h], h);
+    }
+  }
+  for (uint32_t i = 0; i < n; i = next[i]) emit(d.Rank(p + i, next[i] - i));
+}
+
+template <typename Emit>
+void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit) {
+  const auto* base = reinterpret_cast<const uint8_t*>(text.data());
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = NextPiece(d.pattern, text, pos);
+    MergePiece(d, base + pos, end - pos, emit);
+    pos = end;
+  }
+}
+
+std::string Base64Decode(std::string_view in, bool* ok) {
+  static const auto table = [] {
+    std::array<int8_t, 256> t;
+    t.fill(-1);
+    const char* chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) t[static_cast<unsigned char>(chars[i])] = static_cast<int8_t>(i);
+    return t;
+  }();
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  *ok = true;
+  for (char ch : in) {
+    if (ch == '=') break;
+    int8_t v = table[static_cast<unsigned char>(ch)];
+    if (v < 0) {
+      *ok = false;
+      return out;
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Encoding::Encoding(std::unique_ptr<Data> data) : data_(std::move(data)) {}
+Encoding::~Encoding() = default;
+
+std::vector<std::string> Encoding::SearchPath() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("STRATA_VOCAB_DIR"); env && *env) dirs.emplace_back(env);
+  if (const char* cache = std::getenv("STRATA_NPM_CACHE"); cache && *cache) {
+    dirs.push_back(std::string(cache) + "/node_modules/tiktoken/encoders");
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    dirs.push_back(std::string(home) + "/.cache/strata/npm/node_modules/tiktoken/encoders");
+  }
+  return dirs;
+}
+
+Result<std::shared_ptr<const Encoding>> Encoding::Load(std::string_view name) {
+  if (name != "cl100k_base" && name != "o200k_base") {
+    return Status::InvalidArgument("unknown encoding \"" + std::string(name) + "\" (known: cl100k_base, o200k_base)");
+  }
+  std::string tried;
+  for (const std::string& dir : SearchPath()) {
+    std::string path = dir + "/" + std::string(name) + ".json";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      tried += (tried.empty() ? "" : ", ") + path;
+      continue;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto encoding = FromTiktokenJson(name, ss.str());
+    if (!encoding.ok()) return encoding.status().WithContext(path);
+    return encoding;
+  }
+  return Status::NotFound("vocabulary " + std::string(name) + ".json not found (looked in: " + tried +
+                          "); run scripts/run or scripts/test once to fetch the tiktoken npm package, or set "
+                          "STRATA_VOCAB_DIR");
+}
+
+Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_view name, std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  if (parser.parse(padded).get(root) != simdjson::SUCCESS) {
+    return Status::InvalidArgument("vocabulary is not valid JSON");
+  }
+  std::string_view ranks_text, pat;
+  simdjson::dom::object specials;
+  if (root["bpe_ranks"].get(ranks_text) != simdjson::SUCCESS || root["pat_str"].get(pat) != simdjson::SUCCESS ||
+      root["special_tokens"].get(specials) != simdjson::SUCCESS) {
+    return Status::InvalidArgument("vocabulary JSON lacks bpe_ranks, pat_str or special_tokens");
+  }
+  auto d = std::make_unique<Data>();
+  d->name = std::string(name);
+  if (pat.find("\\p{Lu}") != std::string_view::npos) {
+    d->pattern = SplitPattern::kO200k;
+  } else if (pat.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)|") == 0) {
+    d->pattern = SplitPattern::kCl100k;
+  } else {
+    return Status::InvalidArgument("unsupported split pattern (only the cl100k_base and o200k_base patterns are built in)");
+  }
+  // bpe_ranks: lines of "<label> <first rank> <base64 token> <base64 token> ...", ranks consecutive.
+  std::vector<std::pair<uint32_t, std::string>> tokens;
+  size_t line_start = 0;
+  while (line_start < ranks_text.size()) {
+    size_t line_end = ranks_text.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = ranks_text.size();
+    std::string_view line = ranks_text.substr(line_start, line_end - line_start);
+    line_start = line_end + 1;
+    if (line.empty()) continue;
+    size_t sp1 = line.find(' ');
+    size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos) return Status::InvalidArgument("malformed bpe_ranks line");
+    uint32_t rank = static_cast<uint32_t>(std::strtoul(std::string(line.substr(sp1 + 1, sp2 - sp1 - 1)).c_str(), nullptr, 10));
+    size_t pos = sp2 + 1;
+    while (pos <= line.size()) {
+      size_t end = line.find(' ', pos);
+      if (end == std::string_view::npos) end = line.size();
+      if (end > pos) {
+        bool ok = false;
+        std::string bytes = Base64Decode(line.substr(pos, end - pos), &ok);
+        if (!ok || bytes.empty()) return Status::InvalidArgument("malformed base64 token in bpe_ranks");
+        tokens.emplace_back(rank++, std::move(bytes));
+      }
+      pos = end + 1;
+    }
+  }
+  uint32_t max_rank = 0;
+  for (const auto& [rank, bytes] : tokens) max_rank = std::max(max_rank, rank);
+  std::vector<const std::string*> by_rank(max_rank + 1, nullptr);
+  for (const auto& [rank, bytes] : tokens) by_rank[rank] = &bytes;
+  d->offsets.resize(max_rank + 2);
+  for (uint32_t r = 0; r <= max_rank; ++r) {
+    d->offsets[r] = static_cast<uint32_t>(d->blob.size());
+    if (by_rank[r]) d->blob += *by_rank[r];
+  }
+  d->offsets[max_rank + 1] = static_cast<uint32_t>(d->blob.size());
+  size_t capacity = 1;
+  while (capacity < tokens.size() * 2) capacity <<= 1;
+  d->table.assign(capacity, 0);
+  d->mask = capacity - 1;
+  std::fill(std::begin(d->byte_rank), std::end(d->byte_rank), kNoRank);
+  for (uint32_t r = 0; r <= max_rank; ++r) {
+    uint32_t len = d->offsets[r + 1] - d->offsets[r];
+    if (len == 0) continue;
+    d->Insert(r);
+    if (len == 1) d->byte_rank[static_cast<unsigned char>(d->blob[d->offsets[r]])] = r;
+  }
+  for (uint32_t b : d->byte_rank) {
+    if (b == kNoRank) return Status::InvalidArgument("vocabulary lacks a token for some single byte");
+  }
+  for (auto field : specials) {
+    int64_t id = 0;
+    if (field.value.get(id) != simdjson::SUCCESS || id < 0) return Status::InvalidArgument("malformed special token id");
+    d->specials.emplace_back(std::string(field.key), static_cast<Token>(id));
+  }
+  // Longest first, so that a special token that is a prefix of another never wins.
+  std::sort(d->specials.begin(), d->specials.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  return std::shared_ptr<const Encoding>(new Encoding(std::move(d)));
+}
+
+std::vector<Token> Encoding::Encode(std::string_view text) const {
+  std::vector<Token> out;
+  EncodeTo(text, &out);
+  return out;
+}
+
+void Encoding::EncodeTo(std::string_view text, std::vector<Token>* out) const {
+  out->reserve(out->size() + text.size() / 4 + 4);
+  EncodeOrdinary(*data_, text, [out](uint32_t r) { out->push_back(r); });
+}
+
+size_t Encoding::Count(std::string_view text) const {
+  size_t n = 0;
+  EncodeOrdinary(*data_, text, [&n](uint32_t) { ++n; });
+  return n;
+}
+
+std::vector<Token> Encoding::EncodeWithSpecialTokens(std::string_view text) const {
+  std::vector<Token> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    // The leftmost special token from here (longest at equal positions).
+    size_t best = std::string_view::npos;
+    const std::pair<std::string, Token>* which = nullptr;
+    for (const auto& special : data_->specials) {
+      size_t at = text.find(special.first, pos);
+      if (at != std::string_view::npos && (at < best)) {
+        best = at;
+        which = &special;
+      }
+    }
+    if (which == nullptr) break;
+    EncodeTo(text.substr(pos, best - pos), &out);
+    out.push_back(which->second);
+    pos = best + which->first.size();
+  }
+  EncodeTo(text.substr(pos), &out);
+  return out;
+}
+
+std::vector<std::vector<Token>> Encoding::EncodeBatch(std::span<const std::string_view> texts, int threads) const {
+  std::vector<std::vector<Token>> out(texts.size());
+  size_t n_threads = static_cast<size_t>(std::max(1, threads));
+  n_threads = std::min(n_threads, std::max<size_t>(1, texts.size()));
+  if (n_threads == 1) {
+    for (size_t i = 0; i < texts.size(); ++i) out[i] = Encode(texts[i]);
+    return out;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < texts.size(); i = next++) out[i] = Encode(texts[i]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+Result<std::string> Encoding::Decode(std::span<const Token> tokens) const {
+  std::string out;
+  const Data& d = *data_;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    Token t = tokens[i];
+    if (t + 1 < d.offsets.size() && d.offsets[t + 1] > d.offsets[t]) {
+      out.append(d.blob, d.offsets[t], d.offsets[t + 1] - d.offsets[t]);
+      continue;
+    }
+    auto special = std::find_if(d.specials.begin(), d.specials.end(), [t](const auto& s) { return s.second == t; });
+    if (special == d.specials.end()) {
+      return Status::InvalidArgument("token " + std::to_string(t) + " at index " + std::to_string(i) +
+                                     " is not in " + d.name);
+    }
+    out += special->first;
+  }
+  return out;
+}
+
+const std::string& Encoding::name() const { return data_->name; }
+
+size_t Encoding::vocab_size() const {
+  size_t n = 0;
+  for (size_t r = 0; r + 1 < data_->offsets.size(); ++r) n += data_->offsets[r + 1] > data_->offsets[r];
+  return n + data_->specials.size();
+}
+
+size_t Encoding::memory_bytes() const {
+  const Data& d = *data_;
+  size_t specials = 0;
+  for (const auto& s : d.specials) specials += s.first.capacity() + sizeof(s);
+  return sizeof(Data) + d.blob.capacity() + d.offsets.capacity() * sizeof(uint32_t) +
+         d.table.capacity() * sizeof(uint64_t) + specials;
+}
+
+std::string_view Encoding::UnicodeVersion() { return ClassTablesUnicodeVersion(); }
+
+}  // namespace strata::tokenizer

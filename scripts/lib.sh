@@ -5,10 +5,16 @@ STRATA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian packages the build and tests need.
 STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
-  libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev)
+  libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm)
 # Only the test script needs these (libFuzzer runs under clang).
 STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev)
+
+# npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json) and the reference tokenizers the
+# tests and benchmarks compare against. Installed into a cache outside the repository, pinned.
+STRATA_NPM_CACHE=${STRATA_NPM_CACHE:-$HOME/.cache/strata/npm}
+STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0)
+export STRATA_NPM_CACHE
 
 strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -28,6 +34,21 @@ strata_install() {
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update -qq
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# strata_npm_setup installs the pinned npm packages into $STRATA_NPM_CACHE unless they are there.
+strata_npm_setup() {
+  local missing=0
+  for spec in "${STRATA_NPM_PACKAGES[@]}"; do
+    local name=${spec%@*} version=${spec##*@}
+    local pkg="$STRATA_NPM_CACHE/node_modules/$name/package.json"
+    if [ ! -f "$pkg" ] || ! grep -q "\"version\": \"$version\"" "$pkg"; then missing=1; fi
+  done
+  [ $missing -eq 0 ] && return 0
+  strata_log "installing npm packages into $STRATA_NPM_CACHE: ${STRATA_NPM_PACKAGES[*]}"
+  mkdir -p "$STRATA_NPM_CACHE"
+  [ -f "$STRATA_NPM_CACHE/package.json" ] || echo '{"private": true, "type": "module"}' > "$STRATA_NPM_CACHE/package.json"
+  (cd "$STRATA_NPM_CACHE" && npm install --save-exact --no-audit --no-fund --silent "${STRATA_NPM_PACKAGES[@]}" >/dev/null)
 }
 
 # strata_build PRESET [TARGET...] configures (once) and builds.

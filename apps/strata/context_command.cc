@@ -8,6 +8,7 @@
 #include "strata/log/context_file_tools.h"
 #include "strata/log/context_log.h"
 #include "strata/message/message_json.h"
+#include "strata/tokenizer/message_counter.h"
 
 namespace strata::cli {
 namespace {
@@ -18,6 +19,7 @@ struct ContextArgs {
   int64_t number = 0;
   bool user_message = false;
   std::string durability = "always";
+  std::string tokenizer = "o200k_base";
 };
 
 // Opens and restores FILE, reporting skipped damage as warnings.
@@ -26,6 +28,17 @@ Result<std::unique_ptr<ContextLog>> OpenRestored(const ContextArgs& args, bool r
   options.read_only = read_only;
   STRATA_ASSIGN_OR_RETURN(options.durability.policy, ParseDurability(args.durability));
   options.durability.batch_background_sync = false;  // One operation per process: Close() syncs.
+  // The pending estimate (messages after the last usage mark) uses a real tokenizer when one is available.
+  static std::unique_ptr<tokenizer::EncodingMessageCounter> counter;
+  if (args.tokenizer != "chars") {
+    auto encoding = tokenizer::Encoding::Load(args.tokenizer);
+    if (encoding.ok()) {
+      counter = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
+      options.estimator = counter.get();
+    } else {
+      Warn(encoding.status().message() + "; estimating pending tokens as characters / 4");
+    }
+  }
   std::unique_ptr<ContextLog> log = ContextLog::Open(args.file, options);
   STRATA_ASSIGN_OR_RETURN(bool restored, log->Restore());
   (void)restored;
@@ -123,6 +136,10 @@ void AddContextCommand(CLI::App& app, int* exit_code) {
   context->require_subcommand(1);
   context->add_option("--durability", args->durability, "Sync policy for writes: none, batch or always")
       ->check(CLI::IsMember({"none", "batch", "always"}))
+      ->capture_default_str();
+  context->add_option("--tokenizer", args->tokenizer,
+                      "Counter for token_count_with_pending: o200k_base, cl100k_base, or chars (kimi-cli's chars/4)")
+      ->check(CLI::IsMember({"o200k_base", "cl100k_base", "chars"}))
       ->capture_default_str();
 
   auto add = [&](const char* name, const char* help) {

@@ -19,7 +19,11 @@ check "append stdin" '{"appended":1,"history_length":1}' "$(echo '{"role":"user"
 check "append batch" '{"appended":2,"history_length":3}' "$("$STRATA" context append "$f" '[{"role":"assistant","content":"a"},{"role":"user","content":"b"}]')"
 check "usage" '{"token_count":50}' "$("$STRATA" context usage "$f" 50)"
 check "checkpoint with message" '{"checkpoint":1}' "$("$STRATA" context checkpoint "$f" --user-message)"
-check "show" '{"history":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"<system>CHECKPOINT 1</system>"}],"token_count":50,"token_count_with_pending":57,"n_checkpoints":2,"system_prompt":"You are 助手"}' "$("$STRATA" context show "$f")"
+check "show (kimi-cli estimate)" '{"history":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"<system>CHECKPOINT 1</system>"}],"token_count":50,"token_count_with_pending":57,"n_checkpoints":2,"system_prompt":"You are 助手"}' "$("$STRATA" context --tokenizer chars show "$f")"
+# With the default o200k_base counter: 3 tokens of overhead + role + text per pending message (one here).
+pending=$("$STRATA" context show "$f" | sed -E 's/.*"token_count_with_pending":([0-9]+).*/\1/')
+expected=$((50 + 3 + $(printf 'user' | "$STRATA" tokens count) + $(printf '<system>CHECKPOINT 1</system>' | "$STRATA" tokens count)))
+check "show (o200k pending)" "$expected" "$pending"
 
 # Failures: one line on stderr, a distinct exit code, nothing touched.
 before=$(snapshot)

@@ -1,0 +1,206 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "strata/tokenizer/encoding.h"
+#include "strata/tokenizer/message_counter.h"
+#include "test_util.h"
+#include "tokenizer/pretokenize.h"
+
+namespace strata::tokenizer {
+namespace {
+
+std::shared_ptr<const Encoding> Get(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<const Encoding>> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  auto loaded = Encoding::Load(name);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  if (!loaded.ok()) return nullptr;
+  return cache[name] = *loaded;
+}
+
+// The obviously-correct merger: repeatedly merge the adjacent pair whose concatenation has the lowest rank
+// (leftmost on ties), with ranks looked up in a std::map built from Decode() of every id.
+class SlowReference {
+ public:
+  explicit SlowReference(const Encoding& e) {
+    for (Token t = 0; t < 300000; ++t) {
+      auto bytes = e.Decode(std::vector<Token>{t});
+      if (bytes.ok() && !ranks_.count(*bytes)) ranks_[*bytes] = t;
+    }
+  }
+  std::vector<Token> Merge(const std::string& piece) const {
+    std::vector<std::string> parts;
+    for (char c : piece) parts.emplace_back(1, c);
+    while (parts.size() > 1) {
+      size_t best_at = 0;
+      Token best = UINT32_MAX;
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        auto it = ranks_.find(parts[i] + parts[i + 1]);
+        if (it != ranks_.end() && it->second < best) {
+          best = it->second;
+          best_at = i;
+        }
+      }
+      if (best == UINT32_MAX) break;
+      parts[best_at] += parts[best_at + 1];
+      parts.erase(parts.begin() + static_cast<long>(best_at) + 1);
+    }
+    std::vector<Token> out;
+    for (const std::string& p : parts) out.push_back(ranks_.at(p));
+    return out;
+  }
+
+ private:
+  std::map<std::string, Token> ranks_;
+};
+
+std::string RandomUtf8(std::mt19937& rng, size_t max_chars) {
+  static const std::vector<std::string> pool = {
+      "a", "Z", "q", "e", "7", "0", " ", " ", "\t", "\n", "\r\n", "'", "s", "ll", ".", ",", "!", "/", "#",
+      "é", "ß", "中", "文", "字", "あ", "カ", "한", "ع", "ह", "्", "\xCC\x81", "😀", "👍🏽", "\xE2\x80\x8D", "½", "٣",
+      "\xC2\xA0", "\xE3\x80\x80", "ſ", "Ǆ"};
+  std::string s;
+  size_t n = 1 + rng() % max_chars;
+  for (size_t i = 0; i < n; ++i) {
+    if (rng() % 50 == 0) {
+      s += std::string(20 + rng() % 300, rng() % 2 ? ' ' : 'x');  // Long pieces take the heap path.
+    } else {
+      s += pool[rng() % pool.size()];
+    }
+  }
+  return s;
+}
+
+class TokenizerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerTest, FastMergerAgreesWithSlowReferenceOnRandomUtf8) {
+  auto enc = Get(GetParam());
+  ASSERT_NE(enc, nullptr);
+  static std::map<std::string, std::unique_ptr<SlowReference>> refs;
+  auto& ref = refs[GetParam()];
+  if (!ref) ref = std::make_unique<SlowReference>(*enc);
+  std::mt19937 rng(1234);
+  SplitPattern pattern = GetParam() == "cl100k_base" ? SplitPattern::kCl100k : SplitPattern::kO200k;
+  for (int iter = 0; iter < 400; ++iter) {
+    std::string text = RandomUtf8(rng, 40);
+    std::vector<Token> expected;
+    for (size_t pos = 0; pos < text.size();) {
+      size_t end = NextPiece(pattern, text, pos);
+      ASSERT_GT(end, pos);
+      for (Token t : ref->Merge(text.substr(pos, end - pos))) expected.push_back(t);
+      pos = end;
+    }
+    ASSERT_EQ(enc->Encode(text), expected) << "text: " << text;
+    ASSERT_EQ(enc->Count(text), expected.size());
+    auto decoded = enc->Decode(expected);
+    ASSERT_TRUE(decoded.ok());
+    ASSERT_EQ(*decoded, text);
+  }
+}
+
+TEST_P(TokenizerTest, InvalidUtf8BytesRoundTrip) {
+  auto enc = Get(GetParam());
+  ASSERT_NE(enc, nullptr);
+  std::mt19937 rng(99);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string bytes;
+    size_t n = 1 + rng() % 60;
+    for (size_t i = 0; i < n; ++i) bytes.push_back(static_cast<char>(rng() % 256));
+    std::vector<Token> ids = enc->Encode(bytes);
+    auto decoded = enc->Decode(ids);
+    ASSERT_TRUE(decoded.ok());
+    ASSERT_EQ(*decoded, bytes);
+  }
+  // A truncated multi-byte character: its bytes are pieces of their own, and nothing is lost.
+  EXPECT_EQ(*enc->Decode(enc->Encode("ab\xE4\xB8")), "ab\xE4\xB8");
+}
+
+TEST_P(TokenizerTest, SpecialTokensOnlyWhenAsked) {
+  auto enc = Get(GetParam());
+  ASSERT_NE(enc, nullptr);
+  Token eot = GetParam() == "cl100k_base" ? 100257 : 199999;
+  std::vector<Token> ordinary = enc->Encode("a<|endoftext|>b");
+  EXPECT_EQ(std::count(ordinary.begin(), ordinary.end(), eot), 0);
+  std::vector<Token> special = enc->EncodeWithSpecialTokens("a<|endoftext|>b");
+  ASSERT_EQ(std::count(special.begin(), special.end(), eot), 1);
+  EXPECT_EQ(*enc->Decode(special), "a<|endoftext|>b");
+  auto bad = enc->Decode(std::vector<Token>{1, 4000000});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("index 1"), std::string::npos);
+}
+
+TEST_P(TokenizerTest, BatchEqualsSequential) {
+  auto enc = Get(GetParam());
+  ASSERT_NE(enc, nullptr);
+  std::mt19937 rng(5);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i) texts.push_back(RandomUtf8(rng, 200));
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  auto batch = enc->EncodeBatch(views, 2);
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(batch[i], enc->Encode(texts[i]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Encodings, TokenizerTest, ::testing::Values("cl100k_base", "o200k_base"));
+
+TEST(TokenizerLoadTest, UnknownEncodingIsAClearError) {
+  auto missing = Encoding::Load("p50k_base");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Encoding::FromTiktokenJson("x", "{\"bpe_ranks\": 3}").ok());
+}
+
+TEST(MessageCounterTest, CountsTextToolCallsAndOverhead) {
+  auto enc = Get("o200k_base");
+  ASSERT_NE(enc, nullptr);
+  EncodingMessageCounter counter(enc);
+  Message user = Message::User("Hello, world!");
+  int64_t text = static_cast<int64_t>(enc->Count("Hello, world!"));
+  EXPECT_EQ(counter.CountMessage(user), 3 + static_cast<int64_t>(enc->Count("user")) + text);
+  Message call;
+  call.role = Role::kAssistant;
+  call.tool_calls = std::vector<ToolCall>{ToolCall{"c1", {"search", "{\"q\":\"strata\"}"}, std::nullopt, std::nullopt}};
+  EXPECT_EQ(counter.CountMessage(call), 3 + static_cast<int64_t>(enc->Count("assistant") + enc->Count("search") +
+                                                                 enc->Count("{\"q\":\"strata\"}")));
+  std::vector<Message> both = {user, call};
+  EXPECT_EQ(counter.CountMessages(both), counter.CountMessage(user) + counter.CountMessage(call));
+  EXPECT_EQ(counter.CountPrompt(both), counter.CountMessages(both) + 3);
+}
+
+// Compares with ids produced by the npm `tiktoken` package (tests/tokenizer/reference_test.sh writes them and
+// sets STRATA_TOKENIZER_REFERENCE). Run through ctest's tokenizer_reference test.
+TEST(TokenizerReference, MatchesTiktokenNpm) {
+  const char* path = std::getenv("STRATA_TOKENIZER_REFERENCE");
+  if (path == nullptr) GTEST_SKIP() << "run via ctest -R tokenizer_reference (needs Node and the npm cache)";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    nlohmann::json row = nlohmann::json::parse(line);
+    std::string text = row["text"];
+    for (const char* name : {"cl100k_base", "o200k_base"}) {
+      auto enc = Get(name);
+      ASSERT_NE(enc, nullptr);
+      std::vector<Token> expected = row[name].get<std::vector<Token>>();
+      std::vector<Token> actual = enc->Encode(text);
+      if (actual != expected) {
+        size_t i = 0;
+        while (i < actual.size() && i < expected.size() && actual[i] == expected[i]) ++i;
+        FAIL() << row["name"] << " (" << name << "): first difference at token " << i << " of " << expected.size()
+               << "; text: " << nlohmann::json(text).dump();
+      }
+    }
+    ++rows;
+  }
+  EXPECT_GT(rows, 10);
+  std::printf("%d texts agree with tiktoken for cl100k_base and o200k_base\n", rows);
+}
+
+}  // namespace
+}  // namespace strata::tokenizer

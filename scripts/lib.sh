@@ -6,7 +6,7 @@ STRATA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian packages the build and tests need.
 STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm)
+  libgtest-dev libgmock-dev libbenchmark-dev)
 # Only the test script needs these (libFuzzer runs under clang).
 STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev)
 
@@ -38,6 +38,9 @@ strata_install() {
 
 # strata_npm_setup installs the pinned npm packages into $STRATA_NPM_CACHE unless they are there.
 strata_npm_setup() {
+  # Node and npm may come from elsewhere than Debian (as on the project's machines): only install Debian's
+  # when the commands are missing.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then strata_install nodejs npm; fi
   local missing=0
   for spec in "${STRATA_NPM_PACKAGES[@]}"; do
     local name=${spec%@*} version=${spec##*@}

@@ -27,49 +27,68 @@ inline uint64_t Load64(const uint8_t* p) {
   return v;
 }
 
-// A fast hash for short byte strings (most tokens are 1-8 bytes).
-inline uint64_t HashBytes(const uint8_t* p, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-  while (n >= 8) {
-    h = (h ^ Load64(p)) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n > 0) {
-    uint64_t tail = 0;
-    std::memcpy(&tail, p, n);
-    h = (h ^ tail) * 0x94D049BB133111EBull;
-  }
+inline uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Returns the first min(n, 8) bytes of p as a zero-padded little-endian word, without a variable-length
+// copy and without reading outside [p, p + n): short keys are read with overlapping fixed-size loads.
+inline uint64_t Head(const uint8_t* p, size_t n) {
+  if (n >= 8) return Load64(p);
+  if (n >= 4) return static_cast<uint64_t>(Load32(p)) | (static_cast<uint64_t>(Load32(p + n - 4)) << (8 * (n - 4)));
+  if (n == 0) return 0;
+  return static_cast<uint64_t>(p[0]) | (static_cast<uint64_t>(p[n / 2]) << (8 * (n / 2))) |
+         (static_cast<uint64_t>(p[n - 1]) << (8 * (n - 1)));
+}
+
+inline uint64_t Mix(uint64_t h) {
   h ^= h >> 32;
   h *= 0xD6E8FEB86659FD93ull;
   h ^= h >> 32;
   return h;
 }
 
+// A fast hash for byte strings whose first 8 bytes are `head` (most tokens are 1-8 bytes).
+inline uint64_t HashBytes(uint64_t head, const uint8_t* p, size_t n) {
+  uint64_t h = (head ^ (n * 0xC2B2AE3D27D4EB4Full)) * 0xBF58476D1CE4E5B9ull;
+  for (size_t i = 8; i < n; i += 8) {
+    uint64_t chunk = i + 8 <= n ? Load64(p + i) : Load64(p + n - 8);  // The last chunk may overlap.
+    h = ((h ^ (h >> 29)) ^ chunk) * 0x94D049BB133111EBull;
+  }
+  return Mix(h);
+}
+
 }  // namespace
 
 struct Encoding::Data {
+  // One slot of the open-addressing table. The first 8 bytes of the token are stored in the slot, so the
+  // common case (tokens of at most 8 bytes) is decided with one cache line and no pointer chase.
+  struct Slot {
+    uint64_t head = 0;  // First min(len, 8) bytes, zero-padded.
+    uint32_t rank = kNoRank;
+    uint32_t len = 0;   // 0 = empty.
+  };
+
   std::string name;
   SplitPattern pattern = SplitPattern::kCl100k;
   std::string blob;               // Token bytes, by rank.
   std::vector<uint32_t> offsets;  // Token r is blob[offsets[r], offsets[r+1]); empty for unused ranks.
-  std::vector<uint64_t> table;    // Open addressing: (hash >> 32) << 32 | (rank + 1); 0 = empty.
+  std::vector<Slot> table;
   uint64_t mask = 0;
   uint32_t byte_rank[256];        // Rank of each single byte.
   std::vector<std::pair<std::string, Token>> specials;
 
   uint32_t Rank(const uint8_t* p, size_t n) const {
     if (n == 1) return byte_rank[p[0]];
-    uint64_t h = HashBytes(p, n);
-    uint64_t tag = h >> 32;
-    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
-      uint64_t e = table[i];
-      if (e == 0) return kNoRank;
-      if ((e >> 32) == tag) {
-        uint32_t r = static_cast<uint32_t>(e) - 1;
-        uint32_t len = offsets[r + 1] - offsets[r];
-        if (len == n && std::memcmp(blob.data() + offsets[r], p, n) == 0) return r;
+    uint64_t head = Head(p, n);
+    for (uint64_t i = HashBytes(head, p, n) & mask;; i = (i + 1) & mask) {
+      const Slot& slot = table[i];
+      if (slot.len == 0) return kNoRank;
+      if (slot.head == head && slot.len == n &&
+          (n <= 8 || std::memcmp(blob.data() + offsets[slot.rank] + 8, p + 8, n - 8) == 0)) {
+        return slot.rank;
       }
     }
   }
@@ -77,10 +96,9 @@ struct Encoding::Data {
   void Insert(uint32_t rank) {
     const auto* p = reinterpret_cast<const uint8_t*>(blob.data()) + offsets[rank];
     size_t n = offsets[rank + 1] - offsets[rank];
-    uint64_t h = HashBytes(p, n);
-    uint64_t i = h & mask;
-    while (table[i] != 0) i = (i + 1) & mask;
-    table[i] = ((h >> 32) << 32) | (static_cast<uint64_t>(rank) + 1);
+    uint64_t i = HashBytes(Head(p, n), p, n) & mask;
+    while (table[i].len != 0) i = (i + 1) & mask;
+    table[i] = Slot{Head(p, n), rank, static_cast<uint32_t>(n)};
   }
 };
 
@@ -309,7 +327,7 @@ Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_v
   d->offsets[max_rank + 1] = static_cast<uint32_t>(d->blob.size());
   size_t capacity = 1;
   while (capacity < tokens.size() * 2) capacity <<= 1;
-  d->table.assign(capacity, 0);
+  d->table.assign(capacity, Data::Slot{});
   d->mask = capacity - 1;
   std::fill(std::begin(d->byte_rank), std::end(d->byte_rank), kNoRank);
   for (uint32_t r = 0; r <= max_rank; ++r) {
@@ -423,7 +441,7 @@ size_t Encoding::memory_bytes() const {
   size_t specials = 0;
   for (const auto& s : d.specials) specials += s.first.capacity() + sizeof(s);
   return sizeof(Data) + d.blob.capacity() + d.offsets.capacity() * sizeof(uint32_t) +
-         d.table.capacity() * sizeof(uint64_t) + specials;
+         d.table.capacity() * sizeof(Data::Slot) + specials;
 }
 
 std::string_view Encoding::UnicodeVersion() { return ClassTablesUnicodeVersion(); }

@@ -24,13 +24,15 @@ struct Char {
 };
 
 inline uint8_t Flags(uint32_t cp) { return kUnicodeStage2[kUnicodeStage1[cp >> 8]][cp & 0xFF]; }
+// Block 0 covers ASCII: one lookup for the common case.
+inline const unsigned char* const kAsciiFlags = kUnicodeStage2[kUnicodeStage1[0]];
 
 // Decodes the character at `pos`; an invalid sequence yields one byte flagged kInvalid.
 inline Char At(std::string_view s, size_t pos) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + pos;
   size_t left = s.size() - pos;
   unsigned char c = p[0];
-  if (c < 0x80) return {c, 1, Flags(c)};
+  if (c < 0x80) return {c, 1, kAsciiFlags[c]};
   uint32_t cp;
   uint8_t len;
   if (c >= 0xC2 && c <= 0xDF) {

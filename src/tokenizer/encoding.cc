@@ -78,10 +78,12 @@ struct Encoding::Data {
   std::vector<Slot> table;
   uint64_t mask = 0;
   uint32_t byte_rank[256];        // Rank of each single byte.
+  std::vector<uint32_t> pair_rank;  // 65,536 entries: rank of each 2-byte string (kNoRank if none).
   std::vector<std::pair<std::string, Token>> specials;
 
   uint32_t Rank(const uint8_t* p, size_t n) const {
     if (n == 1) return byte_rank[p[0]];
+    if (n == 2) return pair_rank[(static_cast<uint32_t>(p[0]) << 8) | p[1]];
     uint64_t head = Head(p, n);
     for (uint64_t i = HashBytes(head, p, n) & mask;; i = (i + 1) & mask) {
       const Slot& slot = table[i];
@@ -122,8 +124,10 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
     // parts[i] = start of the i-th part; ranks[i] = rank of parts i and i+1 merged.
     uint32_t starts[130];
     uint32_t ranks[130];
+    uint32_t tokens[130];  // tokens[i] = the rank of part i itself.
     size_t count = n + 1;  // Part starts plus the end sentinel.
     for (size_t i = 0; i <= n; ++i) starts[i] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i < n; ++i) tokens[i] = d.byte_rank[p[i]];
     for (size_t i = 0; i + 1 < n; ++i) ranks[i] = d.Rank(p + i, 2);
     ranks[n - 1] = kNoRank;
     auto pair_rank = [&](size_t i) -> uint32_t {  // Rank of parts i and i+1 together.
@@ -142,11 +146,13 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
       if (best == kNoRank) break;
       std::memmove(starts + at + 1, starts + at + 2, (count - at - 2) * sizeof(uint32_t));
       std::memmove(ranks + at + 1, ranks + at + 2, (count - at - 2) * sizeof(uint32_t));
+      std::memmove(tokens + at + 1, tokens + at + 2, (count - at - 3) * sizeof(uint32_t));
+      tokens[at] = best;
       --count;
       ranks[at] = pair_rank(at);
       if (at > 0) ranks[at - 1] = pair_rank(at - 1);
     }
-    for (size_t i = 0; i + 1 < count; ++i) emit(d.Rank(p + starts[i], starts[i + 1] - starts[i]));
+    for (size_t i = 0; i + 1 < count; ++i) emit(tokens[i]);
     return;
   }
   // Heap version: a doubly linked list of parts and a min-heap of (rank, start) with lazy deletion.
@@ -336,6 +342,13 @@ Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_v
     d->Insert(r);
     if (len == 1) d->byte_rank[static_cast<unsigned char>(d->blob[d->offsets[r]])] = r;
   }
+  d->pair_rank.assign(65536, kNoRank);
+  for (uint32_t r = 0; r <= max_rank; ++r) {
+    if (d->offsets[r + 1] - d->offsets[r] == 2) {
+      const auto* t = reinterpret_cast<const uint8_t*>(d->blob.data()) + d->offsets[r];
+      d->pair_rank[(static_cast<uint32_t>(t[0]) << 8) | t[1]] = r;
+    }
+  }
   for (uint32_t b : d->byte_rank) {
     if (b == kNoRank) return Status::InvalidArgument("vocabulary lacks a token for some single byte");
   }
@@ -441,6 +454,7 @@ size_t Encoding::memory_bytes() const {
   size_t specials = 0;
   for (const auto& s : d.specials) specials += s.first.capacity() + sizeof(s);
   return sizeof(Data) + d.blob.capacity() + d.offsets.capacity() * sizeof(uint32_t) +
+         d.pair_rank.capacity() * sizeof(uint32_t) +
          d.table.capacity() * sizeof(Data::Slot) + specials;
 }
 

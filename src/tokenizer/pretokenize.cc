@@ -28,7 +28,7 @@ inline uint8_t Flags(uint32_t cp) { return kUnicodeStage2[kUnicodeStage1[cp >> 8
 inline const unsigned char* const kAsciiFlags = kUnicodeStage2[kUnicodeStage1[0]];
 
 // Decodes the character at `pos`; an invalid sequence yields one byte flagged kInvalid.
-inline Char At(std::string_view s, size_t pos) {
+[[gnu::always_inline]] inline Char At(std::string_view s, size_t pos) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + pos;
   size_t left = s.size() - pos;
   unsigned char c = p[0];
@@ -58,7 +58,7 @@ inline Char At(std::string_view s, size_t pos) {
 inline bool IsNewline(uint32_t cp) { return cp == '\r' || cp == '\n'; }
 
 // Advances over characters whose flags contain any of `want` (and none of `kInvalid`).
-inline size_t SkipRun(std::string_view s, size_t pos, uint8_t want) {
+[[gnu::always_inline]] inline size_t SkipRun(std::string_view s, size_t pos, uint8_t want) {
   while (pos < s.size()) {
     Char c = At(s, pos);
     if (!(c.flags & want) || (c.flags & kInvalid)) break;

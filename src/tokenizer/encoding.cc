@@ -72,6 +72,7 @@ struct Encoding::Data {
   };
 
   std::string name;
+  uint64_t generation = 0;  // Unique per loaded vocabulary: keys the per-thread piece cache.
   SplitPattern pattern = SplitPattern::kCl100k;
   std::string blob;               // Token bytes, by rank.
   std::vector<uint32_t> offsets;  // Token r is blob[offsets[r], offsets[r+1]); empty for unused ranks.
@@ -144,9 +145,12 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
         }
       }
       if (best == kNoRank) break;
-      std::memmove(starts + at + 1, starts + at + 2, (count - at - 2) * sizeof(uint32_t));
-      std::memmove(ranks + at + 1, ranks + at + 2, (count - at - 2) * sizeof(uint32_t));
-      std::memmove(tokens + at + 1, tokens + at + 2, (count - at - 3) * sizeof(uint32_t));
+      // Drop part at+1 (plain loops: the arrays are short, a memmove call costs more than the copy).
+      for (size_t i = at + 1; i + 1 < count; ++i) {
+        starts[i] = starts[i + 1];
+        ranks[i] = ranks[i + 1];
+        tokens[i] = tokens[i + 1];
+      }
       tokens[at] = best;
       --count;
       ranks[at] = pair_rank(at);
@@ -194,13 +198,70 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
   for (uint32_t i = 0; i < n; i = next[i]) emit(d.Rank(p + i, next[i] - i));
 }
 
+// A per-thread, direct-mapped memo of short pieces (2-24 bytes) and their tokens. Text repeats its words,
+// so most pieces are answered from a table that stays in the core's cache instead of the vocabulary's
+// multi-megabyte hash table, and multi-token pieces skip the merge entirely.
+struct PieceCache {
+  static constexpr size_t kEntries = 4096;
+  static constexpr uint32_t kMaxTokens = 8;
+  struct Entry {
+    uint64_t generation = 0;  // 0 = empty.
+    uint64_t head = 0;        // Bytes 0-7 of the piece, zero-padded.
+    uint64_t mid = 0;         // Bytes 8-15, zero-padded.
+    uint64_t tail = 0;        // Bytes 16-23, zero-padded.
+    uint32_t len = 0;
+    uint32_t count = 0;
+    Token tokens[kMaxTokens];
+  };
+  Entry entries[kEntries];
+};
+
+PieceCache& ThreadPieceCache() {
+  thread_local std::unique_ptr<PieceCache> cache(new PieceCache());
+  return *cache;
+}
+
+std::atomic<uint64_t> g_next_generation{1};
+
 template <typename Emit>
 void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit) {
   const auto* base = reinterpret_cast<const uint8_t*>(text.data());
+  PieceCache& cache = ThreadPieceCache();
   for (size_t pos = 0; pos < text.size();) {
     size_t end = NextPiece(d.pattern, text, pos);
-    MergePiece(d, base + pos, end - pos, emit);
+    size_t n = end - pos;
+    const uint8_t* p = base + pos;
     pos = end;
+    if (n < 2 || n > 24) {
+      MergePiece(d, p, n, emit);
+      continue;
+    }
+    uint64_t head = Head(p, n);
+    uint64_t mid = n > 8 ? Head(p + 8, n - 8) : 0;
+    uint64_t tail = n > 16 ? Head(p + 16, n - 16) : 0;
+    PieceCache::Entry& e =
+        cache.entries[Mix((head * 0x9E3779B97F4A7C15ull) ^ (mid * 0xC2B2AE3D27D4EB4Full) ^ (tail + n)) &
+                      (PieceCache::kEntries - 1)];
+    if (e.generation == d.generation && e.head == head && e.mid == mid && e.tail == tail && e.len == n) {
+      for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
+      continue;
+    }
+    Token found[PieceCache::kMaxTokens];
+    uint32_t count = 0;
+    MergePiece(d, p, n, [&](uint32_t t) {
+      if (count < PieceCache::kMaxTokens) found[count] = t;
+      ++count;
+      emit(t);
+    });
+    if (count <= PieceCache::kMaxTokens) {
+      e.generation = d.generation;
+      e.head = head;
+      e.mid = mid;
+      e.tail = tail;
+      e.len = static_cast<uint32_t>(n);
+      e.count = count;
+      std::copy(found, found + count, e.tokens);
+    }
   }
 }
 
@@ -288,6 +349,7 @@ Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_v
   }
   auto d = std::make_unique<Data>();
   d->name = std::string(name);
+  d->generation = g_next_generation++;
   if (pat.find("\\p{Lu}") != std::string_view::npos) {
     d->pattern = SplitPattern::kO200k;
   } else if (pat.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)|") == 0) {
@@ -370,7 +432,8 @@ std::vector<Token> Encoding::Encode(std::string_view text) const {
 }
 
 void Encoding::EncodeTo(std::string_view text, std::vector<Token>* out) const {
-  out->reserve(out->size() + text.size() / 4 + 4);
+  // Real text averages 2.5-4.5 bytes per token; capacity that is never used is never touched.
+  out->reserve(out->size() + text.size() / 2 + 4);
   EncodeOrdinary(*data_, text, [out](uint32_t r) { out->push_back(r); });
 }
 

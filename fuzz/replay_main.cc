@@ -21,7 +21,8 @@ void Run(const std::string& input) {
 
 std::string Mutate(std::string s, const std::vector<std::string>& seeds, std::mt19937_64& rng) {
   static const char* kTokens[] = {"\n", "\"", "{", "}", "[", "]", ",", ":", "null", "\\u00e9", "\xe4\xb8",
-                                  "\"role\":\"_checkpoint\"", "\"type\":\"text\"", "\"tool_calls\":[", "\xff"};
+                                  "\"role\":\"_checkpoint\"", "\"type\":\"text\"", "\"tool_calls\":[", "\xff",
+                                  "'s", "  ", "\r\n", "\xe4\xbd\xa0", "\xf0\x9f\x98\x80", "\xcc\x81", "123"};
   int edits = 1 + static_cast<int>(rng() % 4);
   for (int i = 0; i < edits; ++i) {
     size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);

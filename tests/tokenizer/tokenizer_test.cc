@@ -172,6 +172,39 @@ TEST(MessageCounterTest, CountsTextToolCallsAndOverhead) {
   EXPECT_EQ(counter.CountPrompt(both), counter.CountMessages(both) + 3);
 }
 
+TEST(MessageCounterTest, CachingCounterCountsEachMessageOnce) {
+  auto enc = Get("o200k_base");
+  ASSERT_NE(enc, nullptr);
+  EncodingMessageCounter exact(enc);
+  CachingMessageCounter cached(&exact);
+  std::vector<Message> history;
+  for (int turn = 0; turn < 20; ++turn) {
+    history.push_back(Message::User("question " + std::to_string(turn)));
+    history.push_back(Message::Assistant("answer number " + std::to_string(turn) + " 你好"));
+    EXPECT_EQ(cached.CountMessages(history), exact.CountMessages(history));
+  }
+  EXPECT_EQ(cached.misses(), 40u) << "every message was tokenised exactly once";
+  EXPECT_EQ(cached.hits(), 2u * (0 + 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10 + 11 + 12 + 13 + 14 + 15 + 16 + 17 + 18 + 19));
+}
+
+TEST(MessageCounterTest, ToolSchemasAreCounted) {
+  auto enc = Get("o200k_base");
+  ASSERT_NE(enc, nullptr);
+  EncodingMessageCounter counter(enc);
+  auto none = counter.CountToolSchemas("[]");
+  ASSERT_OK(none);
+  EXPECT_EQ(*none, 0);
+  auto one = counter.CountToolSchemas(
+      R"([{"type":"function","function":{"name":"read_file","description":"Read a file.","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}}])");
+  ASSERT_OK(one);
+  int64_t expected = EncodingMessageCounter::kToolsPreamble + EncodingMessageCounter::kTokensPerTool +
+                     static_cast<int64_t>(enc->Count("read_file") + enc->Count("Read a file.") +
+                                          enc->Count(R"({"type":"object","properties":{"path":{"type":"string"}}})"));
+  EXPECT_EQ(*one, expected);
+  EXPECT_EQ(counter.CountToolSchemas("{").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(counter.CountToolSchemas(R"([{"description":"no name"}])").status().code(), StatusCode::kInvalidArgument);
+}
+
 // Compares with ids produced by the npm `tiktoken` package (tests/tokenizer/reference_test.sh writes them and
 // sets STRATA_TOKENIZER_REFERENCE). Run through ctest's tokenizer_reference test.
 TEST(TokenizerReference, MatchesTiktokenNpm) {

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
 
 #include "strata/message/token_estimator.h"
 #include "strata/tokenizer/encoding.h"
@@ -27,11 +30,44 @@ class EncodingMessageCounter final : public MessageTokenCounter {
   int64_t CountMessage(const Message& message) const;
   // Returns CountMessages(messages) plus the reply priming the provider adds to a prompt.
   int64_t CountPrompt(std::span<const Message> messages) const;
+  // Returns an estimate of the tokens the tool definitions add to a prompt. `tools_json` is a JSON array
+  // of {"name","description","parameters"} objects (OpenAI's function shape, with or without the
+  // {"type":"function","function":{...}} wrapper). Providers do not publish the exact rendering; this
+  // counts each tool's name, description and compact parameter schema plus kTokensPerTool, and
+  // kToolsPreamble once. Invalid JSON is kInvalidArgument.
+  Result<int64_t> CountToolSchemas(std::string_view tools_json) const;
+  static constexpr int64_t kTokensPerTool = 8;
+  static constexpr int64_t kToolsPreamble = 12;
 
   const Encoding& encoding() const { return *encoding_; }
 
  private:
   std::shared_ptr<const Encoding> encoding_;
+};
+
+// Caches another counter's per-message counts, so recounting a growing history only counts the new
+// messages. Messages are keyed by a 64-bit hash of their JSON plus its length (a collision, ~1e-9 at a
+// million distinct messages, would only misreport one message's count). Only for counters whose count of a
+// list is the sum of its messages' counts (EncodingMessageCounter, ScriptRatioEstimator; not
+// CharRatioEstimator). When `max_entries` is reached the cache is cleared and starts over.
+// Thread safety: thread-safe (one internal mutex).
+class CachingMessageCounter final : public MessageTokenCounter {
+ public:
+  // `inner` is borrowed and must outlive this counter.
+  explicit CachingMessageCounter(const MessageTokenCounter* inner, size_t max_entries = 1u << 20)
+      : inner_(inner), max_entries_(max_entries) {}
+  int64_t CountMessages(std::span<const Message> messages) const override;
+  // Returns how many per-message counts were answered from the cache / computed.
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  const MessageTokenCounter* inner_;
+  size_t max_entries_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<uint64_t, int64_t> counts_;  // Guarded by mu_.
+  mutable uint64_t hits_ = 0;                              // Guarded by mu_.
+  mutable uint64_t misses_ = 0;                            // Guarded by mu_.
 };
 
 }  // namespace strata::tokenizer

@@ -1,6 +1,10 @@
 #include "strata/tokenizer/encoding.h"
 
+#include <fcntl.h>
 #include <simdjson.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -74,13 +78,31 @@ struct Encoding::Data {
   std::string name;
   uint64_t generation = 0;  // Unique per loaded vocabulary: keys the per-thread piece cache.
   SplitPattern pattern = SplitPattern::kCl100k;
-  std::string blob;               // Token bytes, by rank.
-  std::vector<uint32_t> offsets;  // Token r is blob[offsets[r], offsets[r+1]); empty for unused ranks.
-  std::vector<Slot> table;
-  uint64_t mask = 0;
-  uint32_t byte_rank[256];        // Rank of each single byte.
-  std::vector<uint32_t> pair_rank;  // 65,536 entries: rank of each 2-byte string (kNoRank if none).
-  std::vector<std::pair<std::string, Token>> specials;
+
+  // Views used on the hot path. They point into the owned vectors below (a vocabulary built from JSON) or
+  // into a memory-mapped vocabulary image (docs/formats/vocab-image.md).
+  const char* blob = nullptr;         // Token bytes, by rank.
+  const uint32_t* offsets = nullptr;  // Token r is blob[offsets[r], offsets[r+1]); empty for unused ranks.
+  size_t n_offsets = 0;               // max rank + 2.
+  const Slot* table = nullptr;        // Open addressing over token bytes.
+  uint64_t mask = 0;                  // Table slots - 1.
+  const uint32_t* pair_rank = nullptr;  // 65,536 entries: rank of each 2-byte string (kNoRank if none).
+  uint32_t byte_rank[256];              // Rank of each single byte.
+  std::vector<std::pair<std::string, Token>> specials;  // Longest first.
+
+  std::string own_blob;
+  std::vector<uint32_t> own_offsets;
+  std::vector<Slot> own_table;
+  std::vector<uint32_t> own_pairs;
+  void* map = nullptr;  // A mapped image, unmapped on destruction.
+  size_t map_size = 0;
+
+  Data() = default;
+  Data(const Data&) = delete;  // Views point into this object's storage.
+  Data& operator=(const Data&) = delete;
+  ~Data() {
+    if (map != nullptr) ::munmap(map, map_size);
+  }
 
   uint32_t Rank(const uint8_t* p, size_t n) const {
     if (n == 1) return byte_rank[p[0]];
@@ -90,18 +112,35 @@ struct Encoding::Data {
       const Slot& slot = table[i];
       if (slot.len == 0) return kNoRank;
       if (slot.head == head && slot.len == n &&
-          (n <= 8 || std::memcmp(blob.data() + offsets[slot.rank] + 8, p + 8, n - 8) == 0)) {
+          (n <= 8 || std::memcmp(blob + offsets[slot.rank] + 8, p + 8, n - 8) == 0)) {
         return slot.rank;
       }
     }
   }
 
-  void Insert(uint32_t rank) {
-    const auto* p = reinterpret_cast<const uint8_t*>(blob.data()) + offsets[rank];
-    size_t n = offsets[rank + 1] - offsets[rank];
-    uint64_t i = HashBytes(Head(p, n), p, n) & mask;
-    while (table[i].len != 0) i = (i + 1) & mask;
-    table[i] = Slot{Head(p, n), rank, static_cast<uint32_t>(n)};
+  // Builds the table and the pair/byte ranks from own_blob and own_offsets, and points the views at them.
+  void BuildIndexes(size_t tokens) {
+    size_t capacity = 1;
+    while (capacity < tokens * 2) capacity <<= 1;
+    own_table.assign(capacity, Slot{});
+    mask = capacity - 1;
+    own_pairs.assign(65536, kNoRank);
+    std::fill(std::begin(byte_rank), std::end(byte_rank), kNoRank);
+    for (uint32_t r = 0; r + 1 < own_offsets.size(); ++r) {
+      const auto* t = reinterpret_cast<const uint8_t*>(own_blob.data()) + own_offsets[r];
+      size_t n = own_offsets[r + 1] - own_offsets[r];
+      if (n == 0) continue;
+      uint64_t i = HashBytes(Head(t, n), t, n) & mask;
+      while (own_table[i].len != 0) i = (i + 1) & mask;
+      own_table[i] = Slot{Head(t, n), r, static_cast<uint32_t>(n)};
+      if (n == 1) byte_rank[t[0]] = r;
+      if (n == 2) own_pairs[(static_cast<uint32_t>(t[0]) << 8) | t[1]] = r;
+    }
+    blob = own_blob.data();
+    offsets = own_offsets.data();
+    n_offsets = own_offsets.size();
+    table = own_table.data();
+    pair_rank = own_pairs.data();
   }
 };
 
@@ -311,30 +350,10 @@ std::vector<std::string> Encoding::SearchPath() {
   return dirs;
 }
 
-Result<std::shared_ptr<const Encoding>> Encoding::Load(std::string_view name) {
-  if (name != "cl100k_base" && name != "o200k_base") {
-    return Status::InvalidArgument("unknown encoding \"" + std::string(name) + "\" (known: cl100k_base, o200k_base)");
-  }
-  std::string tried;
-  for (const std::string& dir : SearchPath()) {
-    std::string path = dir + "/" + std::string(name) + ".json";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      tried += (tried.empty() ? "" : ", ") + path;
-      continue;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto encoding = FromTiktokenJson(name, ss.str());
-    if (!encoding.ok()) return encoding.status().WithContext(path);
-    return encoding;
-  }
-  return Status::NotFound("vocabulary " + std::string(name) + ".json not found (looked in: " + tried +
-                          "); run scripts/run or scripts/test once to fetch the tiktoken npm package, or set "
-                          "STRATA_VOCAB_DIR");
-}
+namespace {
 
-Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_view name, std::string_view json) {
+Result<std::unique_ptr<Encoding::Data>> ParseTiktokenJson(std::string_view name, std::string_view json) {
+  using Data = Encoding::Data;
   simdjson::dom::parser parser;
   simdjson::padded_string padded(json);
   simdjson::dom::element root;
@@ -387,30 +406,13 @@ Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_v
   for (const auto& [rank, bytes] : tokens) max_rank = std::max(max_rank, rank);
   std::vector<const std::string*> by_rank(max_rank + 1, nullptr);
   for (const auto& [rank, bytes] : tokens) by_rank[rank] = &bytes;
-  d->offsets.resize(max_rank + 2);
+  d->own_offsets.resize(max_rank + 2);
   for (uint32_t r = 0; r <= max_rank; ++r) {
-    d->offsets[r] = static_cast<uint32_t>(d->blob.size());
-    if (by_rank[r]) d->blob += *by_rank[r];
+    d->own_offsets[r] = static_cast<uint32_t>(d->own_blob.size());
+    if (by_rank[r]) d->own_blob += *by_rank[r];
   }
-  d->offsets[max_rank + 1] = static_cast<uint32_t>(d->blob.size());
-  size_t capacity = 1;
-  while (capacity < tokens.size() * 2) capacity <<= 1;
-  d->table.assign(capacity, Data::Slot{});
-  d->mask = capacity - 1;
-  std::fill(std::begin(d->byte_rank), std::end(d->byte_rank), kNoRank);
-  for (uint32_t r = 0; r <= max_rank; ++r) {
-    uint32_t len = d->offsets[r + 1] - d->offsets[r];
-    if (len == 0) continue;
-    d->Insert(r);
-    if (len == 1) d->byte_rank[static_cast<unsigned char>(d->blob[d->offsets[r]])] = r;
-  }
-  d->pair_rank.assign(65536, kNoRank);
-  for (uint32_t r = 0; r <= max_rank; ++r) {
-    if (d->offsets[r + 1] - d->offsets[r] == 2) {
-      const auto* t = reinterpret_cast<const uint8_t*>(d->blob.data()) + d->offsets[r];
-      d->pair_rank[(static_cast<uint32_t>(t[0]) << 8) | t[1]] = r;
-    }
-  }
+  d->own_offsets[max_rank + 1] = static_cast<uint32_t>(d->own_blob.size());
+  d->BuildIndexes(tokens.size());
   for (uint32_t b : d->byte_rank) {
     if (b == kNoRank) return Status::InvalidArgument("vocabulary lacks a token for some single byte");
   }
@@ -422,8 +424,187 @@ Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_v
   // Longest first, so that a special token that is a prefix of another never wins.
   std::sort(d->specials.begin(), d->specials.end(),
             [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  return d;
+}
+
+// The vocabulary image: the built indexes laid out for mmap (docs/formats/vocab-image.md).
+constexpr char kImageMagic[8] = {'S', 'T', 'R', 'V', 'O', 'C', 'A', 'B'};
+constexpr uint32_t kImageVersion = 1;
+
+struct ImageHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t pattern;          // 0 cl100k, 1 o200k.
+  uint64_t source_size;      // Size and modification time of the JSON it was built from.
+  int64_t source_mtime_ns;
+  uint64_t n_offsets;
+  uint64_t blob_size;
+  uint64_t table_slots;
+  uint64_t specials_size;
+  uint32_t byte_rank[256];
+};
+
+size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+std::string SerializeImage(const Encoding::Data& d, uint64_t source_size, int64_t source_mtime_ns) {
+  std::string specials;
+  for (const auto& [text, id] : d.specials) {
+    uint32_t fields[2] = {id, static_cast<uint32_t>(text.size())};
+    specials.append(reinterpret_cast<const char*>(fields), sizeof(fields));
+    specials += text;
+  }
+  ImageHeader h{};
+  std::memcpy(h.magic, kImageMagic, 8);
+  h.version = kImageVersion;
+  h.pattern = d.pattern == SplitPattern::kO200k ? 1 : 0;
+  h.source_size = source_size;
+  h.source_mtime_ns = source_mtime_ns;
+  h.n_offsets = d.n_offsets;
+  h.blob_size = d.offsets[d.n_offsets - 1];
+  h.table_slots = d.mask + 1;
+  h.specials_size = specials.size();
+  std::memcpy(h.byte_rank, d.byte_rank, sizeof(h.byte_rank));
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  auto section = [&out](const void* data, size_t bytes) {
+    out.resize(Align8(out.size()), '\0');
+    out.append(static_cast<const char*>(data), bytes);
+  };
+  section(d.offsets, d.n_offsets * sizeof(uint32_t));
+  section(d.blob, h.blob_size);
+  section(d.table, h.table_slots * sizeof(Encoding::Data::Slot));
+  section(d.pair_rank, 65536 * sizeof(uint32_t));
+  section(specials.data(), specials.size());
+  return out;
+}
+
+// Maps an image; NotFound if absent, DataLoss if it does not match its header or its source.
+Result<std::unique_ptr<Encoding::Data>> MapImage(const std::string& path, std::string_view name,
+                                                 uint64_t source_size, int64_t source_mtime_ns) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("no vocabulary image at " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(ImageHeader)) {
+    ::close(fd);
+    return Status::DataLoss("vocabulary image " + path + " is truncated");
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return Status::Internal("cannot map " + path);
+  auto d = std::make_unique<Encoding::Data>();
+  d->map = map;
+  d->map_size = size;
+  const char* base = static_cast<const char*>(map);
+  ImageHeader h;
+  std::memcpy(&h, base, sizeof(h));
+  if (std::memcmp(h.magic, kImageMagic, 8) != 0 || h.version != kImageVersion || h.source_size != source_size ||
+      h.source_mtime_ns != source_mtime_ns || h.n_offsets < 2 || h.table_slots == 0 ||
+      (h.table_slots & (h.table_slots - 1)) != 0) {
+    return Status::DataLoss("vocabulary image " + path + " is stale or not an image");
+  }
+  size_t pos = sizeof(ImageHeader);
+  auto section = [&](size_t bytes) -> const char* {
+    pos = Align8(pos);
+    if (pos + bytes > size) return nullptr;
+    const char* at = base + pos;
+    pos += bytes;
+    return at;
+  };
+  const char* offsets = section(h.n_offsets * sizeof(uint32_t));
+  const char* blob = section(h.blob_size);
+  const char* table = section(h.table_slots * sizeof(Encoding::Data::Slot));
+  const char* pairs = section(65536 * sizeof(uint32_t));
+  const char* specials = section(h.specials_size);
+  if (!offsets || !blob || !table || !pairs || !specials) return Status::DataLoss("vocabulary image " + path + " is truncated");
+  d->name = std::string(name);
+  d->generation = g_next_generation++;
+  d->pattern = h.pattern == 1 ? SplitPattern::kO200k : SplitPattern::kCl100k;
+  d->offsets = reinterpret_cast<const uint32_t*>(offsets);
+  d->n_offsets = h.n_offsets;
+  if (d->offsets[h.n_offsets - 1] != h.blob_size) return Status::DataLoss("vocabulary image " + path + " is inconsistent");
+  d->blob = blob;
+  d->table = reinterpret_cast<const Encoding::Data::Slot*>(table);
+  d->mask = h.table_slots - 1;
+  d->pair_rank = reinterpret_cast<const uint32_t*>(pairs);
+  std::memcpy(d->byte_rank, h.byte_rank, sizeof(h.byte_rank));
+  for (size_t at = 0; at + 8 <= h.specials_size;) {
+    uint32_t fields[2];
+    std::memcpy(fields, specials + at, sizeof(fields));
+    at += sizeof(fields);
+    if (at + fields[1] > h.specials_size) return Status::DataLoss("vocabulary image " + path + " is inconsistent");
+    d->specials.emplace_back(std::string(specials + at, fields[1]), fields[0]);
+    at += fields[1];
+  }
+  return d;
+}
+
+std::string ImageCacheDir() {
+  if (const char* env = std::getenv("STRATA_VOCAB_CACHE"); env && *env) return env;
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/strata/vocab";
+  return "";
+}
+
+// Writes the image beside others atomically (temp + rename). Failure only costs the next load's speed.
+void WriteImage(const std::string& dir, const std::string& path, const std::string& image) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
+  }
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  size_t done = 0;
+  while (done < image.size()) {
+    ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  bool ok = done == image.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Encoding>> Encoding::FromTiktokenJson(std::string_view name, std::string_view json) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Data> d, ParseTiktokenJson(name, json));
   return std::shared_ptr<const Encoding>(new Encoding(std::move(d)));
 }
+
+Result<std::shared_ptr<const Encoding>> Encoding::Load(std::string_view name) {
+  if (name != "cl100k_base" && name != "o200k_base") {
+    return Status::InvalidArgument("unknown encoding \"" + std::string(name) + "\" (known: cl100k_base, o200k_base)");
+  }
+  std::string tried;
+  for (const std::string& dir : SearchPath()) {
+    std::string path = dir + "/" + std::string(name) + ".json";
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      tried += (tried.empty() ? "" : ", ") + path;
+      continue;
+    }
+    uint64_t size = static_cast<uint64_t>(st.st_size);
+    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    // Fast path: the image built from this very JSON on an earlier load, memory-mapped.
+    std::string cache_dir = ImageCacheDir();
+    std::string image_path = cache_dir + "/" + std::string(name) + "-" + std::to_string(size) + "-" +
+                             std::to_string(mtime) + ".bin";
+    if (!cache_dir.empty()) {
+      auto mapped = MapImage(image_path, name, size, mtime);
+      if (mapped.ok()) return std::shared_ptr<const Encoding>(new Encoding(std::move(*mapped)));
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto data = ParseTiktokenJson(name, ss.str());
+    if (!data.ok()) return data.status().WithContext(path);
+    if (!cache_dir.empty()) WriteImage(cache_dir, image_path, SerializeImage(**data, size, mtime));
+    return std::shared_ptr<const Encoding>(new Encoding(std::move(*data)));
+  }
+  return Status::NotFound("vocabulary " + std::string(name) + ".json not found (looked in: " + tried +
+                          "); run scripts/run or scripts/test once to fetch the tiktoken npm package, or set "
+                          "STRATA_VOCAB_DIR");
+}
+
 
 std::vector<Token> Encoding::Encode(std::string_view text) const {
   std::vector<Token> out;
@@ -490,8 +671,8 @@ Result<std::string> Encoding::Decode(std::span<const Token> tokens) const {
   const Data& d = *data_;
   for (size_t i = 0; i < tokens.size(); ++i) {
     Token t = tokens[i];
-    if (t + 1 < d.offsets.size() && d.offsets[t + 1] > d.offsets[t]) {
-      out.append(d.blob, d.offsets[t], d.offsets[t + 1] - d.offsets[t]);
+    if (t + 1 < d.n_offsets && d.offsets[t + 1] > d.offsets[t]) {
+      out.append(d.blob + d.offsets[t], d.offsets[t + 1] - d.offsets[t]);
       continue;
     }
     auto special = std::find_if(d.specials.begin(), d.specials.end(), [t](const auto& s) { return s.second == t; });
@@ -508,7 +689,7 @@ const std::string& Encoding::name() const { return data_->name; }
 
 size_t Encoding::vocab_size() const {
   size_t n = 0;
-  for (size_t r = 0; r + 1 < data_->offsets.size(); ++r) n += data_->offsets[r + 1] > data_->offsets[r];
+  for (size_t r = 0; r + 1 < data_->n_offsets; ++r) n += data_->offsets[r + 1] > data_->offsets[r];
   return n + data_->specials.size();
 }
 
@@ -516,9 +697,8 @@ size_t Encoding::memory_bytes() const {
   const Data& d = *data_;
   size_t specials = 0;
   for (const auto& s : d.specials) specials += s.first.capacity() + sizeof(s);
-  return sizeof(Data) + d.blob.capacity() + d.offsets.capacity() * sizeof(uint32_t) +
-         d.pair_rank.capacity() * sizeof(uint32_t) +
-         d.table.capacity() * sizeof(Data::Slot) + specials;
+  return sizeof(Data) + d.offsets[d.n_offsets - 1] + d.n_offsets * sizeof(uint32_t) +
+         (d.mask + 1) * sizeof(Data::Slot) + 65536 * sizeof(uint32_t) + specials;
 }
 
 std::string_view Encoding::UnicodeVersion() { return ClassTablesUnicodeVersion(); }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -147,6 +148,30 @@ TEST_P(TokenizerTest, BatchEqualsSequential) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, TokenizerTest, ::testing::Values("cl100k_base", "o200k_base"));
+
+TEST(TokenizerLoadTest, VocabularyImageIsBuiltOnceThenMappedAndRebuiltWhenDamaged) {
+  testing::TempDir dir;
+  ::setenv("STRATA_VOCAB_CACHE", dir.path().c_str(), 1);
+  auto built = Encoding::Load("cl100k_base");  // Parses the JSON and writes the image.
+  ASSERT_OK(built);
+  std::vector<std::string> images;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) images.push_back(entry.path().string());
+  ASSERT_EQ(images.size(), 1u);
+  auto mapped = Encoding::Load("cl100k_base");  // Maps the image.
+  ASSERT_OK(mapped);
+  std::string text = "Images must agree with the JSON: 你好, ſ'S, 12345, \r\n  spaces <|endoftext|>";
+  EXPECT_EQ((*mapped)->Encode(text), (*built)->Encode(text));
+  EXPECT_EQ((*mapped)->EncodeWithSpecialTokens(text), (*built)->EncodeWithSpecialTokens(text));
+  EXPECT_EQ((*mapped)->vocab_size(), (*built)->vocab_size());
+  // A damaged image is ignored (and replaced), never trusted.
+  std::string bytes = testing::ReadFileOrDie(images[0]);
+  testing::WriteFileOrDie(images[0], bytes.substr(0, bytes.size() / 2));
+  auto rebuilt = Encoding::Load("cl100k_base");
+  ASSERT_OK(rebuilt);
+  EXPECT_EQ((*rebuilt)->Encode(text), (*built)->Encode(text));
+  EXPECT_EQ(testing::ReadFileOrDie(images[0]).size(), bytes.size());
+  ::unsetenv("STRATA_VOCAB_CACHE");
+}
 
 TEST(TokenizerLoadTest, UnknownEncodingIsAClearError) {
   auto missing = Encoding::Load("p50k_base");

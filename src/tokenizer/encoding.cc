@@ -170,10 +170,6 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
     for (size_t i = 0; i < n; ++i) tokens[i] = d.byte_rank[p[i]];
     for (size_t i = 0; i + 1 < n; ++i) ranks[i] = d.Rank(p + i, 2);
     ranks[n - 1] = kNoRank;
-    auto pair_rank = [&](size_t i) -> uint32_t {  // Rank of parts i and i+1 together.
-      if (i + 2 >= count) return kNoRank;
-      return d.Rank(p + starts[i], starts[i + 2] - starts[i]);
-    };
     while (count > 2) {
       uint32_t best = kNoRank;
       size_t at = 0;
@@ -192,8 +188,8 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
       }
       tokens[at] = best;
       --count;
-      ranks[at] = pair_rank(at);
-      if (at > 0) ranks[at - 1] = pair_rank(at - 1);
+      ranks[at] = at + 2 < count ? d.Rank(p + starts[at], starts[at + 2] - starts[at]) : kNoRank;
+      if (at > 0) ranks[at - 1] = d.Rank(p + starts[at - 1], starts[at + 1] - starts[at - 1]);
     }
     for (size_t i = 0; i + 1 < count; ++i) emit(tokens[i]);
     return;
@@ -253,6 +249,20 @@ struct PieceCache {
     Token tokens[kMaxTokens];
   };
   Entry entries[kEntries];
+
+  // Longer pieces (rare words, identifiers, runs of CJK) go to a smaller second table that keeps their
+  // bytes, since their merges are the expensive ones.
+  static constexpr size_t kLongEntries = 1024;
+  static constexpr size_t kLongMaxBytes = 96;
+  static constexpr uint32_t kLongMaxTokens = 32;
+  struct LongEntry {
+    uint64_t generation = 0;
+    uint32_t len = 0;
+    uint32_t count = 0;
+    uint8_t bytes[kLongMaxBytes];
+    Token tokens[kLongMaxTokens];
+  };
+  LongEntry long_entries[kLongEntries];
 };
 
 PieceCache& ThreadPieceCache() {
@@ -271,7 +281,33 @@ void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit)
     size_t n = end - pos;
     const uint8_t* p = base + pos;
     pos = end;
-    if (n < 2 || n > 24) {
+    if (n > 24) {
+      if (n > PieceCache::kLongMaxBytes) {
+        MergePiece(d, p, n, emit);
+        continue;
+      }
+      PieceCache::LongEntry& e = cache.long_entries[HashBytes(Head(p, n), p, n) & (PieceCache::kLongEntries - 1)];
+      if (e.generation == d.generation && e.len == n && std::memcmp(e.bytes, p, n) == 0) {
+        for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
+        continue;
+      }
+      uint32_t count = 0;
+      Token found[PieceCache::kLongMaxTokens];
+      MergePiece(d, p, n, [&](uint32_t t) {
+        if (count < PieceCache::kLongMaxTokens) found[count] = t;
+        ++count;
+        emit(t);
+      });
+      if (count <= PieceCache::kLongMaxTokens) {
+        e.generation = d.generation;
+        e.len = static_cast<uint32_t>(n);
+        e.count = count;
+        std::memcpy(e.bytes, p, n);
+        std::copy(found, found + count, e.tokens);
+      }
+      continue;
+    }
+    if (n < 2) {
       MergePiece(d, p, n, emit);
       continue;
     }

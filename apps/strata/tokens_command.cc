@@ -91,11 +91,17 @@ void AddTokensCommand(CLI::App& app, int* exit_code) {
         if (i < text.size() && text[i] == ',') {
           ++i;
           skip();
+          if (i < text.size() && text[i] == ']') {
+            return Fail(Status::InvalidArgument("expected a token id after ',' at byte " + std::to_string(i)));
+          }
         } else if (i < text.size() && text[i] != ']') {
           return Fail(Status::InvalidArgument("expected ',' or ']' at byte " + std::to_string(i)));
         }
       }
       if (i >= text.size()) return Fail(Status::InvalidArgument("unterminated JSON array of token ids"));
+      ++i;
+      skip();
+      if (i < text.size()) return Fail(Status::InvalidArgument("unexpected text after the array at byte " + std::to_string(i)));
       auto decoded = e.Decode(ids);
       if (!decoded.ok()) return Fail(decoded.status());
       std::cout << *decoded;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,8 @@ namespace strata::tokenizer {
 namespace {
 
 constexpr uint32_t kNoRank = UINT32_MAX;
+// Vocabularies have ~10^5 ranks; anything near 2^24 is not a tiktoken vocabulary.
+constexpr uint64_t kMaxRanks = uint64_t{1} << 24;
 
 inline uint64_t Load64(const uint8_t* p) {
   uint64_t v;
@@ -169,7 +172,8 @@ void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit
     for (size_t i = 0; i <= n; ++i) starts[i] = static_cast<uint32_t>(i);
     for (size_t i = 0; i < n; ++i) tokens[i] = d.byte_rank[p[i]];
     for (size_t i = 0; i + 1 < n; ++i) ranks[i] = d.Rank(p + i, 2);
-    ranks[n - 1] = kNoRank;
+    ranks[n - 1] = ranks[n] = kNoRank;
+    tokens[n] = kNoRank;  // Sentinels: shifted down by merges, never read as values.
     while (count > 2) {
       uint32_t best = kNoRank;
       size_t at = 0;
@@ -424,7 +428,13 @@ Result<std::unique_ptr<Encoding::Data>> ParseTiktokenJson(std::string_view name,
     size_t sp1 = line.find(' ');
     size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
     if (sp2 == std::string_view::npos) return Status::InvalidArgument("malformed bpe_ranks line");
-    uint32_t rank = static_cast<uint32_t>(std::strtoul(std::string(line.substr(sp1 + 1, sp2 - sp1 - 1)).c_str(), nullptr, 10));
+    uint64_t first = 0;
+    std::string_view first_text = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    auto parsed = std::from_chars(first_text.data(), first_text.data() + first_text.size(), first);
+    if (parsed.ec != std::errc() || parsed.ptr != first_text.data() + first_text.size() || first >= kMaxRanks) {
+      return Status::InvalidArgument("malformed first rank in bpe_ranks: \"" + std::string(first_text) + "\"");
+    }
+    uint32_t rank = static_cast<uint32_t>(first);
     size_t pos = sp2 + 1;
     while (pos <= line.size()) {
       size_t end = line.find(' ', pos);
@@ -433,6 +443,7 @@ Result<std::unique_ptr<Encoding::Data>> ParseTiktokenJson(std::string_view name,
         bool ok = false;
         std::string bytes = Base64Decode(line.substr(pos, end - pos), &ok);
         if (!ok || bytes.empty()) return Status::InvalidArgument("malformed base64 token in bpe_ranks");
+        if (rank >= kMaxRanks) return Status::InvalidArgument("bpe_ranks has more than 2^24 ranks");
         tokens.emplace_back(rank++, std::move(bytes));
       }
       pos = end + 1;
@@ -454,7 +465,10 @@ Result<std::unique_ptr<Encoding::Data>> ParseTiktokenJson(std::string_view name,
   }
   for (auto field : specials) {
     int64_t id = 0;
-    if (field.value.get(id) != simdjson::SUCCESS || id < 0) return Status::InvalidArgument("malformed special token id");
+    if (field.value.get(id) != simdjson::SUCCESS || id < 0 || id > UINT32_MAX - 1) {
+      return Status::InvalidArgument("malformed special token id");
+    }
+    if (field.key.empty()) return Status::InvalidArgument("empty special token text");
     d->specials.emplace_back(std::string(field.key), static_cast<Token>(id));
   }
   // Longest first, so that a special token that is a prefix of another never wins.
@@ -538,10 +552,15 @@ Result<std::unique_ptr<Encoding::Data>> MapImage(const std::string& path, std::s
       (h.table_slots & (h.table_slots - 1)) != 0) {
     return Status::DataLoss("vocabulary image " + path + " is stale or not an image");
   }
+  // Counts bounded before multiplying, sizes compared by subtraction: no overflow can pass a check.
+  if (h.n_offsets < 2 || h.n_offsets > kMaxRanks + 1 || h.table_slots > (kMaxRanks << 2) ||
+      h.blob_size > size || h.specials_size > size) {
+    return Status::DataLoss("vocabulary image " + path + " is invalid: counts out of range");
+  }
   size_t pos = sizeof(ImageHeader);
   auto section = [&](size_t bytes) -> const char* {
     pos = Align8(pos);
-    if (pos + bytes > size) return nullptr;
+    if (pos > size || bytes > size - pos) return nullptr;
     const char* at = base + pos;
     pos += bytes;
     return at;
@@ -552,22 +571,50 @@ Result<std::unique_ptr<Encoding::Data>> MapImage(const std::string& path, std::s
   const char* pairs = section(65536 * sizeof(uint32_t));
   const char* specials = section(h.specials_size);
   if (!offsets || !blob || !table || !pairs || !specials) return Status::DataLoss("vocabulary image " + path + " is truncated");
+
+  auto bad = [&](const char* what) { return Status::DataLoss("vocabulary image " + path + " is invalid: " + what); };
+  if (h.pattern > 1) return bad("unknown split pattern");
   d->name = std::string(name);
   d->generation = g_next_generation++;
   d->pattern = h.pattern == 1 ? SplitPattern::kO200k : SplitPattern::kCl100k;
   d->offsets = reinterpret_cast<const uint32_t*>(offsets);
   d->n_offsets = h.n_offsets;
-  if (d->offsets[h.n_offsets - 1] != h.blob_size) return Status::DataLoss("vocabulary image " + path + " is inconsistent");
   d->blob = blob;
   d->table = reinterpret_cast<const Encoding::Data::Slot*>(table);
   d->mask = h.table_slots - 1;
   d->pair_rank = reinterpret_cast<const uint32_t*>(pairs);
   std::memcpy(d->byte_rank, h.byte_rank, sizeof(h.byte_rank));
-  for (size_t at = 0; at + 8 <= h.specials_size;) {
+  // One pass over everything the hot path trusts, so that no image, however damaged or hostile, can make
+  // a lookup read outside the mapping or loop forever.
+  const uint64_t n_ranks = h.n_offsets - 1;
+  if (d->offsets[0] != 0 || d->offsets[n_ranks] != h.blob_size) return bad("offsets do not span the blob");
+  for (uint64_t r = 0; r < n_ranks; ++r) {
+    if (d->offsets[r + 1] < d->offsets[r]) return bad("offsets decrease");
+  }
+  uint64_t empty_slots = 0;
+  for (uint64_t i = 0; i < h.table_slots; ++i) {
+    const Encoding::Data::Slot& slot = d->table[i];
+    if (slot.len == 0) {
+      ++empty_slots;
+      continue;
+    }
+    if (slot.rank >= n_ranks || slot.len != d->offsets[slot.rank + 1] - d->offsets[slot.rank]) {
+      return bad("table slot disagrees with the offsets");
+    }
+  }
+  if (empty_slots == 0) return bad("table has no empty slot");
+  for (uint32_t r : d->byte_rank) {
+    if (r >= n_ranks) return bad("a single byte has no token");
+  }
+  for (size_t i = 0; i < 65536; ++i) {
+    if (d->pair_rank[i] != kNoRank && d->pair_rank[i] >= n_ranks) return bad("pair table names an unknown rank");
+  }
+  for (size_t at = 0; at < h.specials_size;) {
     uint32_t fields[2];
+    if (h.specials_size - at < sizeof(fields)) return bad("specials truncated");
     std::memcpy(fields, specials + at, sizeof(fields));
     at += sizeof(fields);
-    if (at + fields[1] > h.specials_size) return Status::DataLoss("vocabulary image " + path + " is inconsistent");
+    if (fields[1] == 0 || fields[1] > h.specials_size - at) return bad("special token text out of range");
     d->specials.emplace_back(std::string(specials + at, fields[1]), fields[0]);
     at += fields[1];
   }
@@ -585,9 +632,10 @@ void WriteImage(const std::string& dir, const std::string& path, const std::stri
   for (size_t i = 1; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
   }
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string tmp = path + ".tmp.XXXXXX";  // Unique per writer: threads and processes may race here.
+  int fd = ::mkstemp(tmp.data());
   if (fd < 0) return;
+  ::fchmod(fd, 0644);
   size_t done = 0;
   while (done < image.size()) {
     ssize_t n = ::write(fd, image.data() + done, image.size() - done);
@@ -662,22 +710,29 @@ size_t Encoding::Count(std::string_view text) const {
 
 std::vector<Token> Encoding::EncodeWithSpecialTokens(std::string_view text) const {
   std::vector<Token> out;
+  const auto& specials = data_->specials;
+  // next[i] = where specials[i] next occurs at or after the scan position (npos: never again). Each
+  // special's occurrences are searched once in total, not once per match.
+  std::vector<size_t> next(specials.size(), 0);
+  std::vector<bool> known(specials.size(), false);
   size_t pos = 0;
   while (pos < text.size()) {
-    // The leftmost special token from here (longest at equal positions).
     size_t best = std::string_view::npos;
-    const std::pair<std::string, Token>* which = nullptr;
-    for (const auto& special : data_->specials) {
-      size_t at = text.find(special.first, pos);
-      if (at != std::string_view::npos && (at < best)) {
-        best = at;
-        which = &special;
+    size_t which = 0;
+    for (size_t i = 0; i < specials.size(); ++i) {
+      if (!known[i] || (next[i] != std::string_view::npos && next[i] < pos)) {
+        next[i] = text.find(specials[i].first, pos);
+        known[i] = true;
+      }
+      if (next[i] < best) {  // Specials are sorted longest first, so ties go to the longest.
+        best = next[i];
+        which = i;
       }
     }
-    if (which == nullptr) break;
+    if (best == std::string_view::npos) break;
     EncodeTo(text.substr(pos, best - pos), &out);
-    out.push_back(which->second);
-    pos = best + which->first.size();
+    out.push_back(specials[which].second);
+    pos = best + specials[which].first.size();
   }
   EncodeTo(text.substr(pos), &out);
   return out;
@@ -707,7 +762,7 @@ Result<std::string> Encoding::Decode(std::span<const Token> tokens) const {
   const Data& d = *data_;
   for (size_t i = 0; i < tokens.size(); ++i) {
     Token t = tokens[i];
-    if (t + 1 < d.n_offsets && d.offsets[t + 1] > d.offsets[t]) {
+    if (size_t{t} + 1 < d.n_offsets && d.offsets[t + 1] > d.offsets[t]) {
       out.append(d.blob + d.offsets[t], d.offsets[t + 1] - d.offsets[t]);
       continue;
     }

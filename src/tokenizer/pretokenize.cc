@@ -150,9 +150,9 @@ size_t NextCl100k(std::string_view s, size_t pos) {
   return pos + c0.len;
 }
 
-// [^\r\n\p{L}\p{N}]?[U]*[W]+C? | [^\r\n\p{L}\p{N}]?[U]+[W]*C? starting exactly at `j`; 0 if neither.
-size_t O200kWord(std::string_view s, size_t j) {
-  // Alternative 1: the longest U-run prefix after which a W character follows, then the W-run.
+// [U]*[W]+C? starting exactly at `j` (U = kUpperish, W = kLowerish, C = a contraction); 0 if no match.
+// U* is greedy with backtracking: it stops at the last position of its run where a W character follows.
+size_t O200kUpperThenLower(std::string_view s, size_t j) {
   size_t u_end = j, best = std::string::npos;
   while (u_end < s.size()) {
     Char c = At(s, u_end);
@@ -161,26 +161,33 @@ size_t O200kWord(std::string_view s, size_t j) {
     if (!(c.flags & kUpperish)) break;
     u_end += c.len;
   }
-  if (best != std::string::npos) {
-    size_t end = SkipRun(s, best, kLowerish);
-    return end + MatchContraction(s, end);
-  }
-  // Alternative 2: U+ then W*.
-  if (u_end > j) {
-    size_t end = SkipRun(s, u_end, kLowerish);
-    return end + MatchContraction(s, end);
-  }
-  return 0;
+  if (best == std::string::npos) return 0;
+  size_t end = SkipRun(s, best, kLowerish);
+  return end + MatchContraction(s, end);
+}
+
+// [U]+[W]*C? starting exactly at `j`; 0 if no match.
+size_t O200kUpperRun(std::string_view s, size_t j) {
+  size_t u_end = SkipRun(s, j, kUpperish);
+  if (u_end == j) return 0;
+  size_t end = SkipRun(s, u_end, kLowerish);
+  return end + MatchContraction(s, end);
 }
 
 size_t NextO200k(std::string_view s, size_t pos) {
   Char c0 = At(s, pos);
   if (c0.flags & kInvalid) return pos + 1;
-  // Words, with the optional prefix character tried first (greedy), then without it.
-  if (IsPrefix(c0) && pos + c0.len < s.size()) {
-    if (size_t end = O200kWord(s, pos + c0.len)) return end;
+  // The two word alternatives, each tried with the optional prefix character first (greedy) and then
+  // without it, in the regex's order. Only a combining mark can be both a prefix and a word character.
+  bool prefix = IsPrefix(c0) && pos + c0.len < s.size();
+  if (prefix) {
+    if (size_t end = O200kUpperThenLower(s, pos + c0.len)) return end;
   }
-  if (size_t end = O200kWord(s, pos)) return end;
+  if (size_t end = O200kUpperThenLower(s, pos)) return end;
+  if (prefix) {
+    if (size_t end = O200kUpperRun(s, pos + c0.len)) return end;
+  }
+  if (size_t end = O200kUpperRun(s, pos)) return end;
   if (c0.flags & kNumber) return Digits(s, pos);
   if (size_t end = Punctuation(s, pos, true)) return end;
   if (c0.flags & kSpace) return Whitespace(s, pos);

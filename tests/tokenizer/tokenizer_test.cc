@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <cstring>
 #include <random>
 
 #include "strata/tokenizer/encoding.h"
@@ -170,6 +171,55 @@ TEST(TokenizerLoadTest, VocabularyImageIsBuiltOnceThenMappedAndRebuiltWhenDamage
   ASSERT_OK(rebuilt);
   EXPECT_EQ((*rebuilt)->Encode(text), (*built)->Encode(text));
   EXPECT_EQ(testing::ReadFileOrDie(images[0]).size(), bytes.size());
+  ::unsetenv("STRATA_VOCAB_CACHE");
+}
+
+std::vector<std::string> Pieces(SplitPattern pattern, const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = NextPiece(pattern, text, pos);
+    out.push_back(text.substr(pos, end - pos));
+    pos = end;
+  }
+  return out;
+}
+
+TEST(PretokenizerTest, SplitsLikeTheRegexes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Pieces(SplitPattern::kCl100k, "Hello world's  123456 !!\n\n  x"),
+            (V{"Hello", " world", "'s", " ", " ", "123", "456", " !!\n\n", " ", " x"}));
+  EXPECT_EQ(Pieces(SplitPattern::kO200k, "HELLOWorld don't   "), (V{"HELLOWorld", " don't", "   "}));
+  // A leading combining mark: alternative 1 without the prefix beats alternative 2 with it.
+  EXPECT_EQ(Pieces(SplitPattern::kO200k, "\u0301ABC"), (V{"\u0301", "ABC"}));
+  EXPECT_EQ(Pieces(SplitPattern::kO200k, "1\u0301NASA"), (V{"1", "\u0301", "NASA"}));
+  EXPECT_EQ(Pieces(SplitPattern::kO200k, "path/to/file\r\n"), (V{"path", "/to", "/file", "\r\n"}));
+}
+
+TEST(TokenizerLoadTest, HostileInputsAreErrorsNotCrashes) {
+  auto enc = Get("cl100k_base");
+  ASSERT_NE(enc, nullptr);
+  auto decoded = enc->Decode(std::vector<Token>{4294967295u});
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Encoding::FromTiktokenJson("x", R"({"pat_str":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|x","special_tokens":{},"bpe_ranks":"! 4294967295 QUI="})").ok());
+  EXPECT_FALSE(Encoding::FromTiktokenJson("x", R"({"pat_str":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|x","special_tokens":{"":3},"bpe_ranks":"! 0 QQ=="})").ok());
+}
+
+TEST(TokenizerLoadTest, HostileImageIsRejectedAndRebuilt) {
+  testing::TempDir dir;
+  ::setenv("STRATA_VOCAB_CACHE", dir.path().c_str(), 1);
+  ASSERT_OK(Encoding::Load("cl100k_base"));
+  std::string image;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) image = entry.path().string();
+  std::string bytes = testing::ReadFileOrDie(image);
+  // table_slots (at byte 48 of the header) set to 2^60: a power of two whose byte size overflows.
+  std::string hostile = bytes;
+  uint64_t huge = uint64_t{1} << 60;
+  std::memcpy(hostile.data() + 48, &huge, 8);
+  testing::WriteFileOrDie(image, hostile);
+  auto loaded = Encoding::Load("cl100k_base");
+  ASSERT_OK(loaded);
+  EXPECT_EQ((*loaded)->Encode("still correct"), Get("cl100k_base")->Encode("still correct"));
   ::unsetenv("STRATA_VOCAB_CACHE");
 }
 

@@ -276,6 +276,20 @@ PieceCache& ThreadPieceCache() {
 
 std::atomic<uint64_t> g_next_generation{1};
 
+// Merges a piece, emitting its tokens and recording the first `capacity` of them in `record`; returns how
+// many tokens the piece has (more than `capacity` means the record is incomplete and must not be used).
+template <typename Emit>
+uint32_t MergeRecording(const Encoding::Data& d, const uint8_t* p, size_t n, Emit& emit, Token* record,
+                        uint32_t capacity) {
+  uint32_t count = 0;
+  MergePiece(d, p, n, [&](uint32_t t) {
+    if (count < capacity) record[count] = t;
+    ++count;
+    emit(t);
+  });
+  return count;
+}
+
 template <typename Emit>
 void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit) {
   const auto* base = reinterpret_cast<const uint8_t*>(text.data());
@@ -295,19 +309,13 @@ void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit)
         for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
         continue;
       }
-      uint32_t count = 0;
-      Token found[PieceCache::kLongMaxTokens];
-      MergePiece(d, p, n, [&](uint32_t t) {
-        if (count < PieceCache::kLongMaxTokens) found[count] = t;
-        ++count;
-        emit(t);
-      });
+      e.generation = 0;  // Invalid while its tokens are being rewritten.
+      uint32_t count = MergeRecording(d, p, n, emit, e.tokens, PieceCache::kLongMaxTokens);
       if (count <= PieceCache::kLongMaxTokens) {
         e.generation = d.generation;
         e.len = static_cast<uint32_t>(n);
         e.count = count;
         std::memcpy(e.bytes, p, n);
-        std::copy(found, found + count, e.tokens);
       }
       continue;
     }
@@ -325,13 +333,8 @@ void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit)
       for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
       continue;
     }
-    Token found[PieceCache::kMaxTokens];
-    uint32_t count = 0;
-    MergePiece(d, p, n, [&](uint32_t t) {
-      if (count < PieceCache::kMaxTokens) found[count] = t;
-      ++count;
-      emit(t);
-    });
+    e.generation = 0;  // Invalid while its tokens are being rewritten.
+    uint32_t count = MergeRecording(d, p, n, emit, e.tokens, PieceCache::kMaxTokens);
     if (count <= PieceCache::kMaxTokens) {
       e.generation = d.generation;
       e.head = head;
@@ -339,7 +342,6 @@ void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit)
       e.tail = tail;
       e.len = static_cast<uint32_t>(n);
       e.count = count;
-      std::copy(found, found + count, e.tokens);
     }
   }
 }

@@ -290,6 +290,27 @@ uint32_t MergeRecording(const Encoding::Data& d, const uint8_t* p, size_t n, Emi
   return count;
 }
 
+// Emits the tokens of piece p[0, n) from cache entry `e` if it holds them (same vocabulary, same length,
+// `matches` its key), otherwise merges the piece and refills `e` (`store_key` writes the key). Both piece
+// caches share this; they differ only in how an entry holds its key.
+template <typename Entry, typename Emit, typename Matches, typename StoreKey>
+void CachedMerge(const Encoding::Data& d, const uint8_t* p, size_t n, Emit& emit, Entry& e, Matches&& matches,
+                 StoreKey&& store_key) {
+  constexpr uint32_t kCapacity = static_cast<uint32_t>(std::size(Entry{}.tokens));
+  if (e.generation == d.generation && e.len == n && matches(e)) {
+    for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
+    return;
+  }
+  e.generation = 0;  // Invalid while its tokens are being rewritten.
+  uint32_t count = MergeRecording(d, p, n, emit, e.tokens, kCapacity);
+  if (count <= kCapacity) {
+    e.generation = d.generation;
+    e.len = static_cast<uint32_t>(n);
+    e.count = count;
+    store_key(e);
+  }
+}
+
 template <typename Emit>
 void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit) {
   const auto* base = reinterpret_cast<const uint8_t*>(text.data());
@@ -305,18 +326,9 @@ void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit)
         continue;
       }
       PieceCache::LongEntry& e = cache.long_entries[HashBytes(Head(p, n), p, n) & (PieceCache::kLongEntries - 1)];
-      if (e.generation == d.generation && e.len == n && std::memcmp(e.bytes, p, n) == 0) {
-        for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
-        continue;
-      }
-      e.generation = 0;  // Invalid while its tokens are being rewritten.
-      uint32_t count = MergeRecording(d, p, n, emit, e.tokens, PieceCache::kLongMaxTokens);
-      if (count <= PieceCache::kLongMaxTokens) {
-        e.generation = d.generation;
-        e.len = static_cast<uint32_t>(n);
-        e.count = count;
-        std::memcpy(e.bytes, p, n);
-      }
+      CachedMerge(
+          d, p, n, emit, e, [&](const PieceCache::LongEntry& x) { return std::memcmp(x.bytes, p, n) == 0; },
+          [&](PieceCache::LongEntry& x) { std::memcpy(x.bytes, p, n); });
       continue;
     }
     if (n < 2) {
@@ -329,20 +341,14 @@ void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit)
     PieceCache::Entry& e =
         cache.entries[Mix((head * 0x9E3779B97F4A7C15ull) ^ (mid * 0xC2B2AE3D27D4EB4Full) ^ (tail + n)) &
                       (PieceCache::kEntries - 1)];
-    if (e.generation == d.generation && e.head == head && e.mid == mid && e.tail == tail && e.len == n) {
-      for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
-      continue;
-    }
-    e.generation = 0;  // Invalid while its tokens are being rewritten.
-    uint32_t count = MergeRecording(d, p, n, emit, e.tokens, PieceCache::kMaxTokens);
-    if (count <= PieceCache::kMaxTokens) {
-      e.generation = d.generation;
-      e.head = head;
-      e.mid = mid;
-      e.tail = tail;
-      e.len = static_cast<uint32_t>(n);
-      e.count = count;
-    }
+    CachedMerge(
+        d, p, n, emit, e,
+        [&](const PieceCache::Entry& x) { return x.head == head && x.mid == mid && x.tail == tail; },
+        [&](PieceCache::Entry& x) {
+          x.head = head;
+          x.mid = mid;
+          x.tail = tail;
+        });
   }
 }
 

@@ -10,6 +10,16 @@ namespace {
 constexpr std::string_view kBuiltIn[] = {"text", "think", "image_url", "audio_url", "video_url"};
 
 struct Registry {
+  Registry() {
+    // Anthropic's redacted thinking: an opaque `data` blob that must be sent back unchanged. Registered
+    // from the start so conversation logs holding it always parse.
+    types.emplace_back("redacted_thinking", [](std::string_view part_json) {
+      if (part_json.find("\"data\":\"") == std::string_view::npos) {
+        return Status::InvalidArgument("redacted_thinking needs a string \"data\"");
+      }
+      return Status::Ok();
+    });
+  }
   std::shared_mutex mu;
   std::vector<std::pair<std::string, ContentPartValidator>> types;  // Guarded by mu.
 };

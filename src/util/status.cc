@@ -32,7 +32,39 @@ Status Status::WithContext(std::string_view context) const {
   std::string msg(context);
   msg += ": ";
   msg += message_;
-  return Status(code_, std::move(msg));
+  Status out(code_, std::move(msg));
+  out.payloads_ = payloads_;
+  return out;
+}
+
+void Status::SetPayload(std::string_view key, std::string value) {
+  if (ok()) return;
+  auto next = payloads_ ? std::make_shared<Payloads>(*payloads_) : std::make_shared<Payloads>();
+  for (auto& [k, v] : *next) {
+    if (k == key) {
+      v = std::move(value);
+      payloads_ = std::move(next);
+      return;
+    }
+  }
+  next->emplace_back(std::string(key), std::move(value));
+  payloads_ = std::move(next);
+}
+
+std::optional<std::string_view> Status::GetPayload(std::string_view key) const {
+  if (!payloads_) return std::nullopt;
+  for (const auto& [k, v] : *payloads_) {
+    if (k == key) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+bool Status::operator==(const Status& other) const {
+  if (code_ != other.code_ || message_ != other.message_) return false;
+  static const Payloads kNone;
+  const Payloads& a = payloads_ ? *payloads_ : kNone;
+  const Payloads& b = other.payloads_ ? *other.payloads_ : kNone;
+  return a == b;
 }
 
 int ExitCodeFor(StatusCode code) {

@@ -12,30 +12,15 @@
 #include "strata/log/linear_storage.h"
 #include "strata/message/message_json.h"
 #include "strata/message/stream_merge.h"
+#include "conformance/conformance_cases.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using testing::LoadCases;
 namespace fs = std::filesystem;
-
-std::vector<Json> LoadCases(const std::string& area) {
-  std::vector<Json> cases;
-  fs::path dir = fs::path(STRATA_CONFORMANCE_DIR) / "kosong";
-  EXPECT_TRUE(fs::is_directory(dir)) << "conformance cases not found at " << dir;
-  if (!fs::is_directory(dir)) return cases;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& file : files) {
-    std::ifstream in(file);
-    Json c = Json::parse(in);
-    if (c.value("area", "") == area) cases.push_back(std::move(c));
-  }
-  EXPECT_FALSE(cases.empty()) << "no cases for area " << area;
-  return cases;
-}
 
 std::string Base64Decode(const std::string& in) {
   static const std::string kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

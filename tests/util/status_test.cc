@@ -31,6 +31,22 @@ TEST(StatusTest, ResultCarriesValueOrError) {
   EXPECT_EQ(s.WithContext("line 4").message(), "line 4: odd: 3");
 }
 
+TEST(StatusTest, PayloadsSurviveCopiesAndContext) {
+  Status s = Status::Unavailable("busy");
+  s.SetPayload("k", "1");
+  Status copy = s;
+  copy.SetPayload("k", "2");  // Copy-on-write: the original keeps its value.
+  EXPECT_EQ(s.GetPayload("k"), "1");
+  EXPECT_EQ(copy.GetPayload("k"), "2");
+  EXPECT_NE(s, copy);
+  EXPECT_EQ(s.WithContext("ctx").GetPayload("k"), "1");
+  EXPECT_FALSE(s.GetPayload("other").has_value());
+  Status ok;
+  ok.SetPayload("k", "1");
+  EXPECT_FALSE(ok.GetPayload("k").has_value());
+  EXPECT_EQ(ok, Status::Ok());
+}
+
 TEST(StatusTest, EveryCodeMapsToDistinctExitCode) {
   std::set<int> seen;
   for (StatusCode c : {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kFailedPrecondition,

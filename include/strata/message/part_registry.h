@@ -3,6 +3,8 @@
 //
 // A registered type is parsed into a CustomPart that keeps the whole part object (as canonical JSON) and is
 // written back unchanged. Registration is process-wide; register at start-up, before parsing.
+// "redacted_thinking" (Anthropic's opaque `{"type":"redacted_thinking","data":...}` block, which the
+// Anthropic provider round-trips) is registered from the start.
 //
 // Thread safety: all functions are thread-safe.
 #pragma once

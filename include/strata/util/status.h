@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cassert>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace strata {
 
@@ -62,11 +64,20 @@ class [[nodiscard]] Status {
   // Returns a copy whose message is "`context`: original message"; OK stays OK.
   Status WithContext(std::string_view context) const;
 
-  bool operator==(const Status&) const = default;
+  // Payloads: typed details attached by the layer that knows them (e.g. the LLM layer's error kind, HTTP
+  // status and Retry-After), keyed by a namespaced name such as "strata.llm.kind". Setting on an OK status
+  // does nothing. WithContext keeps them.
+  void SetPayload(std::string_view key, std::string value);
+  // Returns the payload under `key`, or nullopt.
+  std::optional<std::string_view> GetPayload(std::string_view key) const;
+
+  bool operator==(const Status& other) const;
 
  private:
+  using Payloads = std::vector<std::pair<std::string, std::string>>;
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::shared_ptr<const Payloads> payloads_;  // Shared, copy-on-write: Status stays cheap to copy.
 };
 
 // Returns the process exit code for `code`: 0 for OK, 2 for invalid arguments, 3.. for the others.

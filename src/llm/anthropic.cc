@@ -1,0 +1,286 @@
+// Anthropic Messages.
+//
+// Request: the system prompt is the `system` field (one text block); a system message inside the history
+// becomes a user turn "<system>text</system>" (text parts joined by "\n"); every message is a block list;
+// empty text blocks are never sent; thinking is sent only when signed (the API rejects unsigned thinking),
+// redacted thinking as such; tool calls are tool_use blocks with the parsed arguments; tool results are
+// tool_result blocks in a user turn, and consecutive tool-result turns are merged into one (parallel calls
+// answered together). A message left with no blocks is dropped. Prompt caching: cache_control ephemeral
+// on the system block, the last tool and the last block of the last message (unless that block is
+// thinking). `tools` is always sent.
+//
+// Response events: message_start (id, usage), content_block_start/delta (text, thinking, signature,
+// redacted thinking, tool_use + input_json_delta), message_delta (every non-null usage field replaces the
+// running value), message_stop, error.
+#include "json/json_dom.h"
+#include "llm/wire_internal.h"
+#include "strata/json/json_writer.h"
+#include "strata/llm/chat_error.h"
+
+namespace strata::llm::internal {
+namespace {
+
+constexpr std::string_view kKnownOptions[] = {
+    "max_tokens", "thinking_budget", "tool_message_conversion", "prompt_cache", "temperature", "top_p", "top_k",
+    "stop_sequences", "tool_choice", "thinking", "metadata"};
+constexpr const char* kSamplingKeys[] = {"temperature", "top_p", "top_k", "stop_sequences",
+                                                              "tool_choice", "thinking", "metadata"};
+constexpr int64_t kDefaultMaxTokens = 8192;
+
+Json Ephemeral() { return Json{{"type", "ephemeral"}}; }
+
+// Appends the blocks of user-visible parts (text, images, documents).
+void AppendMediaBlocks(const ContentPart& part, Json* blocks) {
+  if (const std::string* text = TextOf(part)) {
+    if (!text->empty()) blocks->push_back({{"type", "text"}, {"text", *text}});
+    return;
+  }
+  const auto* media = std::get_if<MediaPart>(&part);
+  if (media == nullptr || media->kind != MediaKind::kImage) return;
+  std::string media_type, data;
+  if (SplitDataUrl(media->url, &media_type, &data)) {
+    blocks->push_back({{"type", "image"},
+                       {"source", {{"type", "base64"}, {"media_type", media_type}, {"data", data}}}});
+  } else {
+    blocks->push_back({{"type", "image"}, {"source", {{"type", "url"}, {"url", media->url}}}});
+  }
+}
+
+Json ToolResultBlock(const Message& m, bool extract_text) {
+  Json block{{"type", "tool_result"}, {"tool_use_id", m.tool_call_id.value_or("")}};
+  if (extract_text) {
+    block["content"] = m.ExtractText("\n");
+    return block;
+  }
+  Json content = Json::array();
+  for (const ContentPart& part : m.content) AppendMediaBlocks(part, &content);
+  if (!content.empty()) block["content"] = std::move(content);
+  return block;
+}
+
+Json AssistantBlocks(const Message& m) {
+  Json blocks = Json::array();
+  for (const ContentPart& part : m.content) {
+    if (const auto* think = std::get_if<ThinkPart>(&part)) {
+      if (think->encrypted) {
+        blocks.push_back({{"type", "thinking"}, {"thinking", think->think}, {"signature", *think->encrypted}});
+      }
+    } else if (const auto* custom = std::get_if<CustomPart>(&part)) {
+      if (custom->type == "redacted_thinking") blocks.push_back(Json::parse(custom->json));
+    } else {
+      AppendMediaBlocks(part, &blocks);
+    }
+  }
+  if (m.tool_calls) {
+    for (const ToolCall& call : *m.tool_calls) {
+      blocks.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.function.name},
+                        {"input", ArgumentsObject(call.function.arguments)}});
+    }
+  }
+  return blocks;
+}
+
+bool IsToolResultTurn(const Json& message) {
+  if (message["role"] != "user") return false;
+  for (const Json& block : message["content"]) {
+    if (block["type"] != "tool_result") return false;
+  }
+  return !message["content"].empty();
+}
+
+TokenUsage ReadUsage(simdjson::dom::element usage, TokenUsage current) {
+  auto update = [&](std::string_view key, int64_t* field) {
+    if (Has(usage, key)) *field = GetInt(usage, key);
+  };
+  update("input_tokens", &current.input_other);
+  update("output_tokens", &current.output);
+  update("cache_read_input_tokens", &current.input_cache_read);
+  update("cache_creation_input_tokens", &current.input_cache_creation);
+  return current;
+}
+
+std::string RedactedPartJson(std::string_view data) {
+  std::string out = "{\"data\":";
+  json::AppendString(&out, data);
+  out += ",\"type\":\"redacted_thinking\"}";
+  return out;
+}
+
+int StatusForErrorType(std::string_view type) {
+  if (type == "overloaded_error") return 529;
+  if (type == "rate_limit_error") return 429;
+  if (type == "api_error") return 500;
+  if (type == "authentication_error") return 401;
+  if (type == "permission_error") return 403;
+  if (type == "not_found_error") return 404;
+  if (type == "request_too_large") return 413;
+  return 400;
+}
+
+class AnthropicDecoder final : public StreamDecoder {
+ public:
+  Status OnEvent(std::string_view event, std::string_view data, std::vector<StreamedPart>* out) override {
+    STRATA_ASSIGN_OR_RETURN(simdjson::dom::element e, ParsePayload(parser_, data, "anthropic"));
+    std::string_view type = GetString(e, "type", event);
+    simdjson::dom::element message, block, delta, usage;
+    if (type == "content_block_delta") {
+      if (!Get(e, "delta", &delta)) return Status::Ok();
+      std::string_view delta_type = GetString(delta, "type");
+      if (delta_type == "text_delta") {
+        out->push_back(ContentPart(TextPart{std::string(GetString(delta, "text"))}));
+      } else if (delta_type == "thinking_delta") {
+        out->push_back(ContentPart(ThinkPart{std::string(GetString(delta, "thinking")), std::nullopt}));
+      } else if (delta_type == "signature_delta") {
+        out->push_back(ContentPart(ThinkPart{"", std::string(GetString(delta, "signature"))}));
+      } else if (delta_type == "input_json_delta") {
+        out->push_back(ToolCallPart{std::string(GetString(delta, "partial_json")), std::nullopt});
+      }
+    } else if (type == "content_block_start") {
+      if (Get(e, "content_block", &block)) AppendBlock(block, /*streaming=*/true, out);
+    } else if (type == "message_start") {
+      if (Get(e, "message", &message)) {
+        id_ = std::string(GetString(message, "id"));
+        if (Get(message, "usage", &usage) && usage.is_object()) usage_ = ReadUsage(usage, TokenUsage{});
+      }
+    } else if (type == "message_delta") {
+      if (Get(e, "usage", &usage) && usage.is_object()) usage_ = ReadUsage(usage, usage_.value_or(TokenUsage{}));
+    } else if (type == "message_stop") {
+      complete_ = true;
+    } else if (type == "error") {
+      return ErrorFrom(e);
+    }
+    return Status::Ok();
+  }
+
+  Status OnResponse(std::string_view body, std::vector<StreamedPart>* out) override {
+    STRATA_ASSIGN_OR_RETURN(simdjson::dom::element message, ParsePayload(parser_, body, "anthropic"));
+    if (GetString(message, "type") == "error") return ErrorFrom(message);
+    id_ = std::string(GetString(message, "id"));
+    simdjson::dom::element usage, content;
+    if (Get(message, "usage", &usage) && usage.is_object()) usage_ = ReadUsage(usage, TokenUsage{});
+    if (!Get(message, "content", &content) || !content.is_array()) {
+      return InvalidResponseError("anthropic: response has no content list");
+    }
+    simdjson::dom::array blocks = json::AsArray(content);
+    for (simdjson::dom::element block : blocks) AppendBlock(block, /*streaming=*/false, out);
+    complete_ = true;
+    return Status::Ok();
+  }
+
+  Status Finish() override {
+    if (complete_) return Status::Ok();
+    return InvalidResponseError("anthropic: stream ended before message_stop (truncated response)");
+  }
+
+ private:
+  // A content block from content_block_start (streaming: tool input arrives as deltas) or a whole response.
+  static void AppendBlock(simdjson::dom::element block, bool streaming, std::vector<StreamedPart>* out) {
+    std::string_view type = GetString(block, "type");
+    if (type == "text") {
+      out->push_back(ContentPart(TextPart{std::string(GetString(block, "text"))}));
+    } else if (type == "thinking") {
+      std::optional<std::string> signature;
+      if (Has(block, "signature") && !GetString(block, "signature").empty()) {
+        signature = std::string(GetString(block, "signature"));
+      }
+      out->push_back(ContentPart(ThinkPart{std::string(GetString(block, "thinking")), std::move(signature)}));
+    } else if (type == "redacted_thinking") {
+      out->push_back(ContentPart(CustomPart{"redacted_thinking", RedactedPartJson(GetString(block, "data"))}));
+    } else if (type == "tool_use") {
+      std::string arguments;
+      simdjson::dom::element input;
+      if (!streaming && Get(block, "input", &input)) arguments = ToJsonText(input);
+      out->push_back(ToolCall{.id = std::string(GetString(block, "id")),
+                              .function = {std::string(GetString(block, "name")), std::move(arguments)}});
+    }
+  }
+
+  static Status ErrorFrom(simdjson::dom::element e) {
+    simdjson::dom::element error;
+    std::string_view type;
+    if (Get(e, "error", &error)) type = GetString(error, "type");
+    return HttpStatusError(StatusForErrorType(type), ToJsonText(e));
+  }
+
+  simdjson::dom::parser parser_;
+};
+
+}  // namespace
+
+Result<std::string> BuildAnthropicBody(const ChatRequest& request) {
+  STRATA_ASSIGN_OR_RETURN(Json options, ParseOptions(request.options, "anthropic", kKnownOptions));
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, OptionalInt(options, "max_tokens"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> budget, OptionalInt(options, "thinking_budget"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> conversion, OptionalString(options, "tool_message_conversion"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<bool> prompt_cache, OptionalBool(options, "prompt_cache"));
+  if (conversion && *conversion != "extract_text" && *conversion != "blocks") {
+    return Status::InvalidArgument("options.tool_message_conversion: expected \"extract_text\" or \"blocks\", got \"" +
+                                   *conversion + "\"");
+  }
+  bool extract_text = conversion == "extract_text";
+  bool cache = prompt_cache.value_or(true);
+
+  Json messages = Json::array();
+  for (const Message& m : request.history) {
+    Json turn;
+    switch (m.role) {
+      case Role::kSystem:
+        turn = {{"role", "user"},
+                {"content", Json::array({{{"type", "text"}, {"text", "<system>" + m.ExtractText("\n") + "</system>"}}})}};
+        break;
+      case Role::kUser: {
+        Json blocks = Json::array();
+        for (const ContentPart& part : m.content) AppendMediaBlocks(part, &blocks);
+        turn = {{"role", "user"}, {"content", std::move(blocks)}};
+        break;
+      }
+      case Role::kAssistant: turn = {{"role", "assistant"}, {"content", AssistantBlocks(m)}}; break;
+      case Role::kTool: {
+        turn = {{"role", "user"}, {"content", Json::array({ToolResultBlock(m, extract_text)})}};
+        if (!messages.empty() && IsToolResultTurn(messages.back())) {
+          messages.back()["content"].push_back(std::move(turn["content"][0]));
+          continue;
+        }
+        break;
+      }
+    }
+    if (turn["content"].empty()) continue;
+    messages.push_back(std::move(turn));
+  }
+  if (cache && !messages.empty()) {
+    Json& last = messages.back()["content"].back();
+    std::string type = last.value("type", "");
+    if (type != "thinking" && type != "redacted_thinking") last["cache_control"] = Ephemeral();
+  }
+
+  Json tools = Json::array();
+  for (const ToolDeclaration& tool : request.tools) {
+    STRATA_ASSIGN_OR_RETURN(Json parameters, ParseToolParameters(tool));
+    tools.push_back({{"name", tool.name}, {"description", tool.description}, {"input_schema", std::move(parameters)}});
+  }
+  if (cache && !tools.empty()) tools.back()["cache_control"] = Ephemeral();
+
+  Json body = Json::object();
+  body["model"] = request.model;
+  int64_t default_max = budget ? std::max<int64_t>(kDefaultMaxTokens, *budget + 4096) : kDefaultMaxTokens;
+  body["max_tokens"] = max_tokens.value_or(default_max);
+  body["messages"] = std::move(messages);
+  if (!request.system_prompt.empty()) {
+    Json block{{"type", "text"}, {"text", request.system_prompt}};
+    if (cache) block["cache_control"] = Ephemeral();
+    body["system"] = Json::array({std::move(block)});
+  }
+  body["tools"] = std::move(tools);
+  if (request.stream) body["stream"] = true;
+  if (budget) body["thinking"] = {{"type", "enabled"}, {"budget_tokens", *budget}};
+  CopyKeys(options, kSamplingKeys, &body);
+  STRATA_RETURN_IF_ERROR(MergeExtraBody(options, &body));
+  return DumpBody(body);
+}
+
+Result<std::unique_ptr<StreamDecoder>> NewAnthropicDecoder(std::string_view options) {
+  STRATA_RETURN_IF_ERROR(ParseOptions(options, "anthropic", kKnownOptions).status());
+  return std::unique_ptr<StreamDecoder>(new AnthropicDecoder());
+}
+
+}  // namespace strata::llm::internal

@@ -1,0 +1,372 @@
+// OpenAI chat completions (and compatibles) and Kimi/Moonshot.
+//
+// Request: the system prompt is a leading {role:system} message; a content list of exactly one text part is
+// sent as a string; thinking goes to the `reasoning_key` field of the assistant message (Kimi:
+// "reasoning_content" by default, joined, an empty one kept); tool calls as `tool_calls`; tool results as
+// {role:tool, tool_call_id}. Kimi omits `content` on tool-call-only assistant turns, always sends `tools`,
+// sends "$name" tools as builtin functions and fills missing schema `type`s; OpenAI keeps `content: []` and
+// omits an empty `tools` (the API rejects it). With a reasoning_key and no explicit effort, a history that
+// contains thinking sets `reasoning_effort: "medium"`.
+//
+// Response: `reasoning_key` deltas (non-empty) are think parts, non-empty `content` deltas text parts,
+// tool-call deltas carry their `index` so interleaved parallel calls never cross-wire. Usage: OpenAI reads
+// the top-level chunk `usage` (cached input from prompt_tokens_details.cached_tokens); Kimi also reads
+// `choices[0].usage` and prefers its top-level `cached_tokens`.
+#include <algorithm>
+
+#include "json/json_dom.h"
+#include "llm/wire_internal.h"
+#include "strata/llm/chat_error.h"
+
+namespace strata::llm::internal {
+namespace {
+
+constexpr std::string_view kKnownOptions[] = {
+    "reasoning_key", "reasoning_effort", "stream_usage",      "temperature",      "top_p",
+    "max_tokens",    "max_completion_tokens", "seed",         "stop",             "presence_penalty",
+    "frequency_penalty", "tool_choice", "parallel_tool_calls", "response_format"};
+constexpr const char* kSamplingKeys[] = {
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "presence_penalty",
+    "frequency_penalty", "tool_choice", "parallel_tool_calls", "response_format"};
+
+// The JSON type of an enum/const value, as a JSON Schema type name.
+std::string_view ValueType(const Json& v) {
+  if (v.is_string()) return "string";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+  if (v.is_number_float()) return "number";
+  if (v.is_array()) return "array";
+  if (v.is_object()) return "object";
+  return "null";
+}
+
+// Fills a missing `type` (Kimi requires one on every property schema): from enum/const values, else from
+// structural keywords, else "string". Combinator and $ref nodes are left alone, their children are not.
+void FillSchemaTypes(Json& node, bool is_root) {
+  if (!node.is_object()) return;
+  bool combinator = node.contains("anyOf") || node.contains("oneOf") || node.contains("allOf");
+  if (!is_root && !node.contains("type") && !combinator && !node.contains("$ref")) {
+    std::string type;
+    std::vector<const Json*> values;
+    if (auto it = node.find("enum"); it != node.end() && it->is_array()) {
+      for (const Json& v : *it) values.push_back(&v);
+    } else if (auto c = node.find("const"); c != node.end()) {
+      values.push_back(&*c);
+    }
+    if (!values.empty()) {
+      std::string_view first = ValueType(*values.front());
+      bool same = true, numeric = true;
+      for (const Json* v : values) {
+        std::string_view t = ValueType(*v);
+        same = same && t == first;
+        numeric = numeric && (t == "integer" || t == "number");
+      }
+      if (same) type = first;
+      else if (numeric) type = "number";
+    }
+    if (type.empty()) {
+      if (node.contains("properties") || node.contains("additionalProperties") || node.contains("required")) {
+        type = "object";
+      } else if (node.contains("items") || node.contains("minItems") || node.contains("maxItems")) {
+        type = "array";
+      } else if (node.contains("minimum") || node.contains("maximum") || node.contains("exclusiveMinimum") ||
+                 node.contains("exclusiveMaximum") || node.contains("multipleOf")) {
+        type = "number";
+      } else if (values.empty()) {
+        type = "string";
+      }
+    }
+    if (!type.empty()) node["type"] = type;
+  }
+  if (auto it = node.find("properties"); it != node.end() && it->is_object()) {
+    for (auto& [name, child] : it->items()) FillSchemaTypes(child, false);
+  }
+  for (const char* key : {"items", "additionalProperties", "not"}) {
+    if (auto it = node.find(key); it != node.end() && it->is_object()) FillSchemaTypes(*it, false);
+  }
+  if (auto it = node.find("items"); it != node.end() && it->is_array()) {
+    for (Json& child : *it) FillSchemaTypes(child, false);
+  }
+  for (const char* key : {"anyOf", "oneOf", "allOf"}) {
+    if (auto it = node.find(key); it != node.end() && it->is_array()) {
+      for (Json& child : *it) FillSchemaTypes(child, false);
+    }
+  }
+  for (const char* key : {"$defs", "definitions"}) {
+    if (auto it = node.find(key); it != node.end() && it->is_object()) {
+      for (auto& [name, child] : it->items()) FillSchemaTypes(child, false);
+    }
+  }
+}
+
+// One non-think content part in the chat-completions format; false to skip the part.
+bool PartJson(const ContentPart& part, Json* out) {
+  if (const auto* text = std::get_if<TextPart>(&part)) {
+    *out = Json{{"type", "text"}, {"text", text->text}};
+    return true;
+  }
+  if (const auto* media = std::get_if<MediaPart>(&part)) {
+    std::string media_type, data;
+    if (media->kind == MediaKind::kAudio && SplitDataUrl(media->url, &media_type, &data)) {
+      std::string format = media_type.substr(media_type.find('/') + 1);
+      if (format == "mpeg") format = "mp3";
+      *out = Json{{"type", "input_audio"}, {"input_audio", {{"data", data}, {"format", format}}}};
+      return true;
+    }
+    const char* key = media->kind == MediaKind::kImage ? "image_url"
+                      : media->kind == MediaKind::kAudio ? "audio_url" : "video_url";
+    Json url{{"url", media->url}};
+    if (media->id) url["id"] = *media->id;
+    *out = Json{{"type", key}, {key, url}};
+    return true;
+  }
+  if (const auto* custom = std::get_if<CustomPart>(&part)) {
+    if (custom->type == "redacted_thinking") return false;  // Anthropic-only; meaningless here.
+    *out = Json::parse(custom->json);
+    return true;
+  }
+  return false;
+}
+
+// The content value: a string for exactly one text part, else a list of parts.
+Json ContentJson(const std::vector<const ContentPart*>& parts) {
+  if (parts.size() == 1) {
+    if (const std::string* text = TextOf(*parts[0])) return *text;
+  }
+  Json list = Json::array();
+  for (const ContentPart* part : parts) {
+    Json j;
+    if (PartJson(*part, &j)) list.push_back(std::move(j));
+  }
+  return list;
+}
+
+Result<Json> MessageJson(const Message& m, bool kimi, const std::optional<std::string>& reasoning_key) {
+  Json out = Json::object();
+  out["role"] = std::string(RoleName(m.role));
+  if (m.name) out["name"] = *m.name;
+  std::vector<const ContentPart*> visible;
+  std::string reasoning;
+  bool has_think = false;
+  for (const ContentPart& part : m.content) {
+    if (const auto* think = std::get_if<ThinkPart>(&part)) {
+      has_think = true;
+      reasoning += think->think;
+    } else {
+      visible.push_back(&part);
+    }
+  }
+  bool tool_call_only = m.role == Role::kAssistant && visible.empty() && m.tool_calls && !m.tool_calls->empty();
+  if (!(kimi && tool_call_only)) out["content"] = ContentJson(visible);
+  if (m.tool_calls && !m.tool_calls->empty()) {
+    Json calls = Json::array();
+    for (const ToolCall& call : *m.tool_calls) {
+      calls.push_back({{"type", "function"},
+                       {"id", call.id},
+                       {"function", {{"name", call.function.name},
+                                     {"arguments", call.function.arguments.value_or("{}")}}}});
+    }
+    out["tool_calls"] = std::move(calls);
+  }
+  if (m.tool_call_id) out["tool_call_id"] = *m.tool_call_id;
+  if (m.role == Role::kAssistant && has_think && reasoning_key) out[*reasoning_key] = reasoning;
+  return out;
+}
+
+bool HistoryHasThinking(const std::vector<Message>& history) {
+  for (const Message& m : history) {
+    for (const ContentPart& p : m.content) {
+      if (std::holds_alternative<ThinkPart>(p)) return true;
+    }
+  }
+  return false;
+}
+
+TokenUsage UsageFrom(simdjson::dom::element usage, bool kimi) {
+  int64_t prompt = GetInt(usage, "prompt_tokens");
+  int64_t cached = 0;
+  simdjson::dom::element details;
+  if (kimi && Has(usage, "cached_tokens")) {
+    cached = GetInt(usage, "cached_tokens");
+  } else if (Get(usage, "prompt_tokens_details", &details)) {
+    cached = GetInt(details, "cached_tokens");
+  }
+  return TokenUsage{.input_other = prompt - cached, .output = GetInt(usage, "completion_tokens"),
+                    .input_cache_read = cached};
+}
+
+class OpenAIChatDecoder final : public StreamDecoder {
+ public:
+  OpenAIChatDecoder(bool kimi, std::optional<std::string> reasoning_key)
+      : kimi_(kimi), reasoning_key_(std::move(reasoning_key)) {}
+
+  Status OnEvent(std::string_view, std::string_view data, std::vector<StreamedPart>* out) override {
+    std::string_view trimmed = data;
+    while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\n')) trimmed.remove_suffix(1);
+    if (trimmed == "[DONE]") {
+      complete_ = true;
+      return Status::Ok();
+    }
+    STRATA_ASSIGN_OR_RETURN(simdjson::dom::element chunk, ParsePayload(parser_, data, Format()));
+    STRATA_RETURN_IF_ERROR(CheckError(chunk));
+    std::string_view id = GetString(chunk, "id");
+    if (!id.empty()) id_ = std::string(id);
+    simdjson::dom::element usage;
+    if (Get(chunk, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
+    simdjson::dom::element choices, choice;
+    if (!Get(chunk, "choices", &choices) || !choices.is_array()) return Status::Ok();
+    if (choices.at(0).get(choice) != simdjson::SUCCESS) return Status::Ok();
+    if (kimi_ && Get(choice, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
+    simdjson::dom::element delta;
+    if (Get(choice, "delta", &delta) && delta.is_object()) {
+      if (reasoning_key_) {
+        std::string_view reasoning = GetString(delta, *reasoning_key_);
+        if (!reasoning.empty()) out->push_back(ContentPart(ThinkPart{std::string(reasoning), std::nullopt}));
+      }
+      std::string_view content = GetString(delta, "content");
+      if (!content.empty()) out->push_back(ContentPart(TextPart{std::string(content)}));
+      simdjson::dom::element calls;
+      if (Get(delta, "tool_calls", &calls) && calls.is_array()) {
+        for (simdjson::dom::element call : json::AsArray(calls)) AppendCallDelta(call, out);
+      }
+    }
+    if (Has(choice, "finish_reason")) complete_ = true;
+    return Status::Ok();
+  }
+
+  Status OnResponse(std::string_view body, std::vector<StreamedPart>* out) override {
+    STRATA_ASSIGN_OR_RETURN(simdjson::dom::element response, ParsePayload(parser_, body, Format()));
+    STRATA_RETURN_IF_ERROR(CheckError(response));
+    id_ = std::string(GetString(response, "id"));
+    simdjson::dom::element usage, choices, choice, message;
+    if (Get(response, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
+    if (!Get(response, "choices", &choices) || !choices.is_array() || choices.at(0).get(choice) ||
+        !Get(choice, "message", &message) || !message.is_object()) {
+      return InvalidResponseError(std::string(Format()) + ": response has no choices[0].message");
+    }
+    if (reasoning_key_ && Has(message, *reasoning_key_)) {
+      out->push_back(ContentPart(ThinkPart{std::string(GetString(message, *reasoning_key_)), std::nullopt}));
+    }
+    std::string_view content = GetString(message, "content");
+    if (!content.empty()) out->push_back(ContentPart(TextPart{std::string(content)}));
+    simdjson::dom::element calls;
+    if (Get(message, "tool_calls", &calls) && calls.is_array()) {
+      for (simdjson::dom::element call : json::AsArray(calls)) {
+        simdjson::dom::element function;
+        if (GetString(call, "type", "function") != "function" || !Get(call, "function", &function)) continue;
+        std::string_view call_id = GetString(call, "id");
+        out->push_back(ToolCall{.id = call_id.empty() ? NewCallId("call_") : std::string(call_id),
+                                .function = {std::string(GetString(function, "name")),
+                                             std::string(GetString(function, "arguments"))}});
+      }
+    }
+    complete_ = true;
+    return Status::Ok();
+  }
+
+  Status Finish() override {
+    if (complete_) return Status::Ok();
+    return InvalidResponseError(std::string(Format()) +
+                                ": stream ended before a finish_reason or [DONE] (truncated response)");
+  }
+
+ private:
+  static simdjson::dom::array json_array(simdjson::dom::element e) {
+    simdjson::dom::array a = json::AsArray(e);
+    return a;
+  }
+
+  std::string_view Format() const { return kimi_ ? "kimi" : "openai"; }
+
+  // A mid-stream or body-level {"error": {...}} object.
+  Status CheckError(simdjson::dom::element e) const {
+    simdjson::dom::element error;
+    if (!Get(e, "error", &error) || error.is_null()) return Status::Ok();
+    int64_t code = GetInt(error, "code", 0);
+    if (code < 400 || code > 599) code = GetInt(error, "status", 500);
+    if (code < 400 || code > 599) code = 500;
+    return HttpStatusError(static_cast<int>(code), ToJsonText(e));
+  }
+
+  void AppendCallDelta(simdjson::dom::element call, std::vector<StreamedPart>* out) {
+    std::optional<int> index;
+    simdjson::dom::element function, index_value;
+    if (Get(call, "index", &index_value) && index_value.is_int64()) {
+      index = static_cast<int>(int64_t(index_value));
+    }
+    if (!Get(call, "function", &function)) return;
+    std::string_view name = GetString(function, "name");
+    simdjson::dom::element arguments;
+    bool has_arguments = Get(function, "arguments", &arguments) && arguments.is_string();
+    if (!name.empty()) {
+      std::string_view call_id = GetString(call, "id");
+      ToolCall tc{.id = call_id.empty() ? NewCallId("call_") : std::string(call_id),
+                  .function = {std::string(name), std::nullopt}, .index = index};
+      if (has_arguments) tc.function.arguments = std::string(std::string_view(arguments));
+      out->push_back(std::move(tc));
+    } else if (has_arguments && !std::string_view(arguments).empty()) {
+      out->push_back(ToolCallPart{std::string(std::string_view(arguments)), index});
+    }
+  }
+
+  bool kimi_;
+  std::optional<std::string> reasoning_key_;
+  simdjson::dom::parser parser_;
+};
+
+}  // namespace
+
+Result<std::string> BuildOpenAIChatBody(bool kimi, const ChatRequest& request) {
+  std::string_view format = kimi ? "kimi" : "openai";
+  STRATA_ASSIGN_OR_RETURN(Json options, ParseOptions(request.options, format, kKnownOptions));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> reasoning_key, OptionalString(options, "reasoning_key"));
+  if (kimi && !options.contains("reasoning_key")) reasoning_key = "reasoning_content";
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> effort, OptionalString(options, "reasoning_effort"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<bool> stream_usage, OptionalBool(options, "stream_usage"));
+
+  Json body = Json::object();
+  body["model"] = request.model;
+  Json messages = Json::array();
+  if (!request.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", request.system_prompt}});
+  for (size_t i = 0; i < request.history.size(); ++i) {
+    auto m = MessageJson(request.history[i], kimi, reasoning_key);
+    if (!m.ok()) return m.status().WithContext("history[" + std::to_string(i) + "]");
+    messages.push_back(std::move(*m));
+  }
+  body["messages"] = std::move(messages);
+
+  Json tools = Json::array();
+  for (const ToolDeclaration& tool : request.tools) {
+    if (kimi && tool.name.starts_with("$")) {
+      tools.push_back({{"type", "builtin_function"}, {"function", {{"name", tool.name}}}});
+      continue;
+    }
+    STRATA_ASSIGN_OR_RETURN(Json parameters, ParseToolParameters(tool));
+    if (kimi) FillSchemaTypes(parameters, true);
+    tools.push_back({{"type", "function"},
+                     {"function", {{"name", tool.name}, {"description", tool.description},
+                                   {"parameters", std::move(parameters)}}}});
+  }
+  if (kimi || !tools.empty()) body["tools"] = std::move(tools);
+  if (request.stream) {
+    body["stream"] = true;
+    if (!kimi && stream_usage.value_or(true)) body["stream_options"] = {{"include_usage", true}};
+  }
+  if (effort) {
+    body["reasoning_effort"] = *effort;
+  } else if (!kimi && reasoning_key && HistoryHasThinking(request.history)) {
+    body["reasoning_effort"] = "medium";
+  }
+  CopyKeys(options, kSamplingKeys, &body);
+  STRATA_RETURN_IF_ERROR(MergeExtraBody(options, &body));
+  return DumpBody(body);
+}
+
+Result<std::unique_ptr<StreamDecoder>> NewOpenAIChatDecoder(bool kimi, std::string_view options_text) {
+  STRATA_ASSIGN_OR_RETURN(Json options, ParseOptions(options_text, kimi ? "kimi" : "openai", kKnownOptions));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> reasoning_key, OptionalString(options, "reasoning_key"));
+  if (kimi && !options.contains("reasoning_key")) reasoning_key = "reasoning_content";
+  return std::unique_ptr<StreamDecoder>(new OpenAIChatDecoder(kimi, std::move(reasoning_key)));
+}
+
+}  // namespace strata::llm::internal

@@ -1,0 +1,259 @@
+#include "strata/llm/wire.h"
+
+#include <random>
+
+#include "llm/wire_internal.h"
+#include "strata/llm/chat_error.h"
+#include "strata/llm/sse.h"
+#include "strata/message/stream_merge.h"
+
+namespace strata::llm {
+
+Result<ProviderKind> ParseProviderKind(std::string_view name) {
+  if (name == "openai" || name == "openai_legacy" || name == "openai-chat" || name == "deepseek" ||
+      name == "ollama" || name == "vllm" || name == "llamacpp" || name == "llama.cpp") {
+    return ProviderKind::kOpenAIChat;
+  }
+  if (name == "kimi" || name == "moonshot") return ProviderKind::kKimi;
+  if (name == "openai-responses" || name == "openai_responses") return ProviderKind::kOpenAIResponses;
+  if (name == "anthropic") return ProviderKind::kAnthropic;
+  if (name == "gemini" || name == "google_genai") return ProviderKind::kGemini;
+  return Status::InvalidArgument("unknown provider \"" + std::string(name) +
+                                 "\"; expected one of kimi, openai, openai-responses, anthropic, gemini "
+                                 "(or deepseek, ollama, vllm, llamacpp)");
+}
+
+std::string_view ProviderKindName(ProviderKind kind) {
+  switch (kind) {
+    case ProviderKind::kOpenAIChat: return "openai";
+    case ProviderKind::kKimi: return "kimi";
+    case ProviderKind::kOpenAIResponses: return "openai-responses";
+    case ProviderKind::kAnthropic: return "anthropic";
+    case ProviderKind::kGemini: return "gemini";
+  }
+  return "unknown";
+}
+
+Result<std::string> BuildRequestBody(ProviderKind kind, const ChatRequest& request) {
+  switch (kind) {
+    case ProviderKind::kOpenAIChat: return internal::BuildOpenAIChatBody(false, request);
+    case ProviderKind::kKimi: return internal::BuildOpenAIChatBody(true, request);
+    case ProviderKind::kOpenAIResponses: return internal::BuildResponsesBody(request);
+    case ProviderKind::kAnthropic: return internal::BuildAnthropicBody(request);
+    case ProviderKind::kGemini: return internal::BuildGeminiBody(request);
+  }
+  return Status::Internal("unhandled provider kind");
+}
+
+std::string RequestPath(ProviderKind kind, std::string_view model, bool stream) {
+  switch (kind) {
+    case ProviderKind::kOpenAIChat:
+    case ProviderKind::kKimi: return "/chat/completions";
+    case ProviderKind::kOpenAIResponses: return "/responses";
+    case ProviderKind::kAnthropic: return "/messages";
+    case ProviderKind::kGemini:
+      return "/models/" + std::string(model) + (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
+  }
+  return "/";
+}
+
+Result<std::unique_ptr<StreamDecoder>> NewStreamDecoder(ProviderKind kind, std::string_view options) {
+  switch (kind) {
+    case ProviderKind::kOpenAIChat: return internal::NewOpenAIChatDecoder(false, options);
+    case ProviderKind::kKimi: return internal::NewOpenAIChatDecoder(true, options);
+    case ProviderKind::kOpenAIResponses: return internal::NewResponsesDecoder(options);
+    case ProviderKind::kAnthropic: return internal::NewAnthropicDecoder(options);
+    case ProviderKind::kGemini: return internal::NewGeminiDecoder(options);
+  }
+  return Status::Internal("unhandled provider kind");
+}
+
+namespace {
+
+Result<DecodedResponse> MergeDecoded(const StreamDecoder& decoder, const std::vector<StreamedPart>& parts) {
+  auto message = MergeStream(parts);
+  if (!message.ok()) return EmptyResponseError(message.status().message());
+  return DecodedResponse{decoder.id(), std::move(*message), decoder.usage()};
+}
+
+}  // namespace
+
+Result<DecodedResponse> DecodeSseText(ProviderKind kind, std::string_view options, std::string_view sse_text) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<StreamDecoder> decoder, NewStreamDecoder(kind, options));
+  std::vector<StreamedPart> parts;
+  Status status;
+  SseParser parser;
+  auto on_event = [&](const SseEvent& event) {
+    if (status.ok()) status = decoder->OnEvent(event.type, event.data, &parts);
+  };
+  parser.Feed(sse_text, on_event);
+  parser.Finish(on_event, /*dispatch_incomplete=*/true);
+  STRATA_RETURN_IF_ERROR(status);
+  STRATA_RETURN_IF_ERROR(decoder->Finish());
+  return MergeDecoded(*decoder, parts);
+}
+
+Result<DecodedResponse> DecodeResponseBody(ProviderKind kind, std::string_view options, std::string_view body) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<StreamDecoder> decoder, NewStreamDecoder(kind, options));
+  std::vector<StreamedPart> parts;
+  STRATA_RETURN_IF_ERROR(decoder->OnResponse(body, &parts));
+  return MergeDecoded(*decoder, parts);
+}
+
+namespace internal {
+
+Result<Json> ParseOptions(std::string_view options, std::string_view format,
+                          std::span<const std::string_view> known) {
+  Json parsed = Json::parse(options.empty() ? std::string_view("{}") : options, nullptr, false);
+  if (parsed.is_discarded()) return Status::InvalidArgument("options: not valid JSON");
+  if (parsed.is_null()) return Json::object();
+  if (!parsed.is_object()) return Status::InvalidArgument("options: expected a JSON object");
+  for (const auto& [key, value] : parsed.items()) {
+    bool ok = key == "extra_body";
+    for (std::string_view k : known) ok = ok || key == k;
+    if (!ok) {
+      std::string list;
+      for (std::string_view k : known) list += std::string(k) + ", ";
+      list += "extra_body";
+      return Status::InvalidArgument("options." + key + ": unknown option for " + std::string(format) +
+                                     " (known: " + list + ")");
+    }
+  }
+  const Json* extra = parsed.contains("extra_body") ? &parsed["extra_body"] : nullptr;
+  if (extra != nullptr && !extra->is_object() && !extra->is_null()) {
+    return Status::InvalidArgument("options.extra_body: expected an object");
+  }
+  return parsed;
+}
+
+Result<std::optional<std::string>> OptionalString(const Json& options, const char* key) {
+  auto it = options.find(key);
+  if (it == options.end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_string()) return Status::InvalidArgument(std::string("options.") + key + ": expected a string");
+  return std::optional<std::string>(it->get<std::string>());
+}
+
+Result<std::optional<int64_t>> OptionalInt(const Json& options, const char* key) {
+  auto it = options.find(key);
+  if (it == options.end() || it->is_null()) return std::optional<int64_t>();
+  if (!it->is_number_integer()) {
+    return Status::InvalidArgument(std::string("options.") + key + ": expected an integer");
+  }
+  return std::optional<int64_t>(it->get<int64_t>());
+}
+
+Result<std::optional<bool>> OptionalBool(const Json& options, const char* key) {
+  auto it = options.find(key);
+  if (it == options.end() || it->is_null()) return std::optional<bool>();
+  if (!it->is_boolean()) return Status::InvalidArgument(std::string("options.") + key + ": expected true or false");
+  return std::optional<bool>(it->get<bool>());
+}
+
+void CopyKeys(const Json& options, std::span<const char* const> keys, Json* body) {
+  for (const char* key : keys) {
+    auto it = options.find(key);
+    if (it != options.end() && !it->is_null()) (*body)[key] = *it;
+  }
+}
+
+Status MergeExtraBody(const Json& options, Json* body) {
+  auto it = options.find("extra_body");
+  if (it == options.end() || it->is_null()) return Status::Ok();
+  for (const auto& [key, value] : it->items()) (*body)[key] = value;
+  return Status::Ok();
+}
+
+std::string DumpBody(const Json& body) { return body.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Result<Json> ParseToolParameters(const ToolDeclaration& tool) {
+  if (tool.name.empty()) return Status::InvalidArgument("tools: a tool has an empty name");
+  Json schema = Json::parse(tool.parameters.empty() ? std::string_view("{}") : std::string_view(tool.parameters),
+                            nullptr, false);
+  if (schema.is_discarded()) {
+    return Status::InvalidArgument("tools[" + tool.name + "].parameters: not valid JSON");
+  }
+  if (!schema.is_object()) {
+    return Status::InvalidArgument("tools[" + tool.name + "].parameters: expected a JSON Schema object");
+  }
+  return schema;
+}
+
+Json ArgumentsObject(const std::optional<std::string>& arguments) {
+  if (!arguments.has_value() || arguments->empty()) return Json::object();
+  Json parsed = Json::parse(*arguments, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) return Json::object();
+  return parsed;
+}
+
+const std::string* TextOf(const ContentPart& part) {
+  const auto* text = std::get_if<TextPart>(&part);
+  return text == nullptr ? nullptr : &text->text;
+}
+
+std::string NewCallId(std::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  uint64_t bits = rng();
+  for (int i = 0; i < 16; ++i) id += kHex[(bits >> (i * 4)) & 0xf];
+  return id;
+}
+
+bool SplitDataUrl(std::string_view url, std::string* media_type, std::string* data) {
+  if (url.substr(0, 5) != "data:") return false;
+  size_t comma = url.find(',');
+  if (comma == std::string_view::npos) return false;
+  std::string_view header = url.substr(5, comma - 5);
+  constexpr std::string_view kBase64 = ";base64";
+  if (header.size() < kBase64.size() || header.substr(header.size() - kBase64.size()) != kBase64) return false;
+  *media_type = std::string(header.substr(0, header.size() - kBase64.size()));
+  *data = std::string(url.substr(comma + 1));
+  return true;
+}
+
+std::string_view GetString(simdjson::dom::element e, std::string_view key, std::string_view fallback) {
+  std::string_view out;
+  if (e.is_object() && e[key].get(out) == simdjson::SUCCESS) return out;
+  return fallback;
+}
+
+int64_t GetInt(simdjson::dom::element e, std::string_view key, int64_t fallback) {
+  if (!e.is_object()) return fallback;
+  simdjson::dom::element v;
+  if (e[key].get(v) != simdjson::SUCCESS) return fallback;
+  int64_t i;
+  if (v.get(i) == simdjson::SUCCESS) return i;
+  uint64_t u;
+  if (v.get(u) == simdjson::SUCCESS) return static_cast<int64_t>(u);
+  double d;
+  if (v.get(d) == simdjson::SUCCESS) return static_cast<int64_t>(d);
+  return fallback;
+}
+
+bool Has(simdjson::dom::element e, std::string_view key) {
+  simdjson::dom::element v;
+  return e.is_object() && e[key].get(v) == simdjson::SUCCESS && !v.is_null();
+}
+
+bool Get(simdjson::dom::element e, std::string_view key, simdjson::dom::element* out) {
+  return e.is_object() && e[key].get(*out) == simdjson::SUCCESS;
+}
+
+Result<simdjson::dom::element> ParsePayload(simdjson::dom::parser& parser, std::string_view data,
+                                            std::string_view format) {
+  simdjson::dom::element root;
+  if (parser.parse(data.data(), data.size(), true).get(root) != simdjson::SUCCESS) {
+    std::string head(data.substr(0, 80));
+    return InvalidResponseError(std::string(format) + ": response is not valid JSON: " + head);
+  }
+  if (!root.is_object()) {
+    return InvalidResponseError(std::string(format) + ": expected a JSON object, got: " +
+                                std::string(data.substr(0, 80)));
+  }
+  return root;
+}
+
+std::string ToJsonText(simdjson::dom::element e) { return simdjson::minify(e); }
+
+}  // namespace internal
+}  // namespace strata::llm

@@ -1,0 +1,19 @@
+// Loads the data-driven cases in ../shared/conformance/kosong/ for one area. A missing directory or an area
+// with no cases is a test failure, not a skip.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace strata::testing {
+
+std::vector<nlohmann::ordered_json> LoadCases(const std::string& area);
+
+// Compares `actual` with `expected` under the conformance "subset" rule: every expected key must be present
+// with an equal value (objects recursively), lists equal in length and matched element by element. Keys in
+// `exact_keys` (top level only) must be equal as a whole. Returns "" on a match, else where it differs.
+std::string SubsetMismatch(const nlohmann::ordered_json& expected, const nlohmann::ordered_json& actual,
+                           const std::vector<std::string>& exact_keys = {});
+
+}  // namespace strata::testing

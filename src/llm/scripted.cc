@@ -1,0 +1,140 @@
+#include "strata/llm/scripted.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "strata/json/json_writer.h"
+#include "strata/llm/chat_error.h"
+#include "strata/message/message_json.h"
+
+namespace strata::llm {
+namespace {
+
+using Json = nlohmann::json;
+
+class ScriptedStream final : public ChatStream {
+ public:
+  explicit ScriptedStream(ScriptedReply reply) : reply_(std::move(reply)) {}
+
+  Result<bool> Next(StreamedPart* part) override {
+    if (next_ < reply_.parts.size()) {
+      *part = reply_.parts[next_++];
+      return true;
+    }
+    STRATA_RETURN_IF_ERROR(reply_.stream_error);
+    return false;
+  }
+  std::string id() const override { return reply_.id; }
+  std::optional<TokenUsage> usage() const override { return reply_.usage; }
+
+ private:
+  ScriptedReply reply_;
+  size_t next_ = 0;
+};
+
+// Sets *error to the error `e` describes; fails if `e` is malformed.
+Status ErrorFromJson(const Json& e, const std::string& where, Status* error) {
+  if (!e.is_object()) return Status::InvalidArgument(where + ": expected an object");
+  std::string kind = e.value("kind", "http_status");
+  std::string message = e.value("message", kind);
+  if (kind == "http_status") {
+    int status = e.value("status", 500);
+    std::optional<std::chrono::milliseconds> retry_after;
+    if (e.contains("retry_after_ms")) retry_after = std::chrono::milliseconds(e["retry_after_ms"].get<int64_t>());
+    *error = HttpStatusError(status, Json{{"error", {{"message", message}}}}.dump(), retry_after);
+  } else if (kind == "connection") {
+    *error = ConnectionError(message);
+  } else if (kind == "timeout") {
+    *error = TimeoutError(message);
+  } else if (kind == "empty_response") {
+    *error = EmptyResponseError(message);
+  } else if (kind == "invalid_response") {
+    *error = InvalidResponseError(message);
+  } else {
+    return Status::InvalidArgument(where + ".kind: unknown error kind \"" + kind +
+                                 "\" (expected http_status, connection, timeout, empty_response, invalid_response)");
+  }
+  return Status::Ok();
+}
+
+Result<ScriptedReply> ReplyFromJson(const Json& r, const std::string& where) {
+  if (!r.is_object()) return Status::InvalidArgument(where + ": expected an object");
+  ScriptedReply reply;
+  reply.id = r.value("id", "");
+  if (r.contains("text")) {
+    if (!r["text"].is_string()) return Status::InvalidArgument(where + ".text: expected a string");
+    reply.parts.push_back(ContentPart(TextPart{r["text"].get<std::string>()}));
+  }
+  if (r.contains("parts")) {
+    if (!r["parts"].is_array()) return Status::InvalidArgument(where + ".parts: expected a list");
+    for (size_t i = 0; i < r["parts"].size(); ++i) {
+      auto part = ParseStreamedPart(r["parts"][i].dump());
+      if (!part.ok()) return part.status().WithContext(where + ".parts[" + std::to_string(i) + "]");
+      reply.parts.push_back(std::move(*part));
+    }
+  }
+  if (r.contains("usage")) {
+    const Json& u = r["usage"];
+    if (!u.is_object()) return Status::InvalidArgument(where + ".usage: expected an object");
+    reply.usage = TokenUsage{u.value("input_other", int64_t{0}), u.value("output", int64_t{0}),
+                             u.value("input_cache_read", int64_t{0}), u.value("input_cache_creation", int64_t{0})};
+  }
+  if (r.contains("error")) {
+    STRATA_RETURN_IF_ERROR(ErrorFromJson(r["error"], where + ".error", &reply.error));
+  }
+  if (r.contains("stream_error")) {
+    STRATA_RETURN_IF_ERROR(ErrorFromJson(r["stream_error"], where + ".stream_error", &reply.stream_error));
+  }
+  return reply;
+}
+
+}  // namespace
+
+ScriptedProvider::ScriptedProvider(std::string model, std::vector<ScriptedReply> replies)
+    : model_(std::move(model)), replies_(std::move(replies)) {}
+
+Result<std::unique_ptr<ScriptedProvider>> ScriptedProvider::FromJson(std::string_view script) {
+  Json j = Json::parse(script, nullptr, false);
+  if (j.is_discarded()) return Status::InvalidArgument("script: not valid JSON: " + json::DescribeSyntaxError(script));
+  std::string model = "scripted";
+  if (j.is_object()) {
+    model = j.value("model", model);
+    if (!j.contains("replies")) return Status::InvalidArgument("script: expected a \"replies\" list");
+    j = j["replies"];
+  }
+  if (!j.is_array()) return Status::InvalidArgument("script: expected a list of replies");
+  std::vector<ScriptedReply> replies;
+  for (size_t i = 0; i < j.size(); ++i) {
+    STRATA_ASSIGN_OR_RETURN(ScriptedReply reply, ReplyFromJson(j[i], "script.replies[" + std::to_string(i) + "]"));
+    replies.push_back(std::move(reply));
+  }
+  return std::make_unique<ScriptedProvider>(std::move(model), std::move(replies));
+}
+
+Result<std::unique_ptr<ChatStream>> ScriptedProvider::Generate(std::string_view system_prompt,
+                                                               std::span<const ToolDeclaration> tools,
+                                                               std::span<const Message> history,
+                                                               const GenerateOptions& options) {
+  if (options.cancel != nullptr && options.cancel->cancelled()) return CancelledError("generation cancelled");
+  std::lock_guard lock(mu_);
+  requests_.push_back({std::string(system_prompt), {tools.begin(), tools.end()}, {history.begin(), history.end()}});
+  if (next_ >= replies_.size()) {
+    return Status::FailedPrecondition("scripted provider: the script has no reply left (it had " +
+                                      std::to_string(replies_.size()) + ")");
+  }
+  ScriptedReply reply = replies_[next_++];
+  STRATA_RETURN_IF_ERROR(reply.error);
+  return std::unique_ptr<ChatStream>(new ScriptedStream(std::move(reply)));
+}
+
+std::vector<ScriptedProvider::Request> ScriptedProvider::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+size_t ScriptedProvider::remaining() const {
+  std::lock_guard lock(mu_);
+  return replies_.size() - next_;
+}
+
+}  // namespace strata::llm

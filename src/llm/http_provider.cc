@@ -48,7 +48,7 @@ class HttpChatStream final : public ChatStream {
       STRATA_ASSIGN_OR_RETURN(bool more, response_->Read(&chunk_));
       Status status;
       auto on_event = [&](const SseEvent& event) {
-        if (status.ok() && !decoder_->complete()) status = decoder_->OnEvent(event.type, event.data, &parts);
+        if (status.ok()) status = decoder_->OnEvent(event.type, event.data, &parts);
       };
       if (more) {
         sse_.Feed(chunk_, on_event);

@@ -14,9 +14,10 @@ using Json = nlohmann::json;
 
 class ScriptedStream final : public ChatStream {
  public:
-  explicit ScriptedStream(ScriptedReply reply) : reply_(std::move(reply)) {}
+  ScriptedStream(ScriptedReply reply, const Canceller* cancel) : reply_(std::move(reply)), cancel_(cancel) {}
 
   Result<bool> Next(StreamedPart* part) override {
+    if (cancel_ != nullptr && cancel_->cancelled()) return CancelledError("generation cancelled");
     if (next_ < reply_.parts.size()) {
       *part = reply_.parts[next_++];
       return true;
@@ -29,6 +30,7 @@ class ScriptedStream final : public ChatStream {
 
  private:
   ScriptedReply reply_;
+  const Canceller* cancel_;
   size_t next_ = 0;
 };
 
@@ -124,7 +126,7 @@ Result<std::unique_ptr<ChatStream>> ScriptedProvider::Generate(std::string_view 
   }
   ScriptedReply reply = replies_[next_++];
   STRATA_RETURN_IF_ERROR(reply.error);
-  return std::unique_ptr<ChatStream>(new ScriptedStream(std::move(reply)));
+  return std::unique_ptr<ChatStream>(new ScriptedStream(std::move(reply), options.cancel));
 }
 
 std::vector<ScriptedProvider::Request> ScriptedProvider::requests() const {

@@ -142,9 +142,10 @@ class HttpProvider final : public ChatProvider {
       default:
         if (!config_.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + config_.api_key);
     }
-    for (const auto& [name, value] : config_.headers) {
-      std::erase_if(headers, [&](const auto& h) { return !FindHeader({h}, name).empty(); });
-      headers.emplace_back(name, value);
+    for (const auto& header : config_.headers) {
+      // A configured header replaces a default of the same name (compared case-insensitively).
+      std::erase_if(headers, [&](const auto& h) { return !FindHeader({h}, header.first).empty(); });
+      headers.push_back(header);
     }
     return headers;
   }

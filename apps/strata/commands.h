@@ -8,5 +8,7 @@ namespace strata::cli {
 
 void AddContextCommand(CLI::App& app, int* exit_code);
 void AddTokensCommand(CLI::App& app, int* exit_code);
+void AddProviderCommand(CLI::App& app, int* exit_code);
+void AddChatCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

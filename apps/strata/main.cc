@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   strata::cli::AddContextCommand(app, &exit_code);
   strata::cli::AddTokensCommand(app, &exit_code);
+  strata::cli::AddProviderCommand(app, &exit_code);
+  strata::cli::AddChatCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

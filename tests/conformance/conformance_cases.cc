@@ -80,4 +80,19 @@ std::string SubsetMismatch(const Json& expected, const Json& actual, const std::
   return Mismatch(expected, actual, "");
 }
 
+std::string SseFromCase(const Json& input) {
+  std::string sse;
+  if (input.contains("events")) {  // Anthropic names each event.
+    for (const Json& e : input["events"]) sse += "event: " + e.value("type", "") + "\ndata: " + e.dump() + "\n\n";
+  }
+  for (const Json& chunk : input.value("chunks", Json::array())) sse += "data: " + chunk.dump() + "\n\n";
+  return sse;
+}
+
+Json UsageJson(const std::optional<TokenUsage>& usage) {
+  if (!usage) return nullptr;
+  return Json{{"input_other", usage->input_other}, {"output", usage->output},
+              {"input_cache_read", usage->input_cache_read}, {"input_cache_creation", usage->input_cache_creation}};
+}
+
 }  // namespace strata::testing

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "strata/message/message.h"
 
 namespace strata::testing {
 
@@ -15,5 +18,12 @@ std::vector<nlohmann::ordered_json> LoadCases(const std::string& area);
 // `exact_keys` (top level only) must be equal as a whole. Returns "" on a match, else where it differs.
 std::string SubsetMismatch(const nlohmann::ordered_json& expected, const nlohmann::ordered_json& actual,
                            const std::vector<std::string>& exact_keys = {});
+
+// The text/event-stream a provider would have sent for a stream_* case's recorded payloads ("events" are
+// named Anthropic events, "chunks" unnamed OpenAI-style data payloads).
+std::string SseFromCase(const nlohmann::ordered_json& input);
+
+// Usage as the cases write it: {input_other, output, input_cache_read, input_cache_creation}, or null.
+nlohmann::ordered_json UsageJson(const std::optional<TokenUsage>& usage);
 
 }  // namespace strata::testing

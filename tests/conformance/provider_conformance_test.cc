@@ -17,7 +17,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using testing::LoadCases;
+using testing::SseFromCase;
 using testing::SubsetMismatch;
+using testing::UsageJson;
 
 ChatRequest RequestFromCase(const Json& input) {
   ChatRequest request;
@@ -54,22 +56,6 @@ void RunRequestCases(const std::string& area) {
 TEST(ProviderConformance, RequestOpenAI) { RunRequestCases("request_openai"); }
 TEST(ProviderConformance, RequestAnthropic) { RunRequestCases("request_anthropic"); }
 TEST(ProviderConformance, RequestGemini) { RunRequestCases("request_gemini"); }
-
-// Writes a case's recorded payloads as the text/event-stream the provider would send.
-std::string SseFromCase(const Json& input) {
-  std::string sse;
-  if (input.contains("events")) {  // Anthropic names each event.
-    for (const Json& e : input["events"]) sse += "event: " + e.value("type", "") + "\ndata: " + e.dump() + "\n\n";
-  }
-  for (const Json& chunk : input.value("chunks", Json::array())) sse += "data: " + chunk.dump() + "\n\n";
-  return sse;
-}
-
-Json UsageJson(const std::optional<TokenUsage>& usage) {
-  if (!usage) return nullptr;
-  return Json{{"input_other", usage->input_other}, {"output", usage->output},
-              {"input_cache_read", usage->input_cache_read}, {"input_cache_creation", usage->input_cache_creation}};
-}
 
 void RunStreamCases(const std::string& area, const std::string& default_provider) {
   for (const Json& c : LoadCases(area)) {

@@ -10,10 +10,11 @@ STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
 # Only the test script needs these (libFuzzer runs under clang).
 STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev)
 
-# npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json) and the reference tokenizers the
-# tests and benchmarks compare against. Installed into a cache outside the repository, pinned.
+# npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json), the reference tokenizers the
+# tests and benchmarks compare against, and the streaming peers of the LLM benchmark (eventsource-parser,
+# the OpenAI Node SDK). Installed into a cache outside the repository, pinned.
 STRATA_NPM_CACHE=${STRATA_NPM_CACHE:-$HOME/.cache/strata/npm}
-STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0)
+STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0 eventsource-parser@4.1.3 openai@7.57.0)
 export STRATA_NPM_CACHE
 
 strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -41,6 +41,8 @@ struct ChatArgs {
   std::string options;
   std::string config;
   std::string script;
+  std::string record;
+  std::string replay;
   bool no_stream = false;
   bool show_thinking = false;
   int max_steps = 20;
@@ -99,6 +101,11 @@ Result<std::unique_ptr<llm::ChatProvider>> MakeProvider(ChatArgs* args, const Js
   if (auto it = config.find("options"); it != config.end() && it->is_object()) pc.options = it->dump();
   if (!args->options.empty()) pc.options = args->options;
   pc.stream = !args->no_stream;
+  if (!args->replay.empty()) {
+    STRATA_ASSIGN_OR_RETURN(pc.transport, llm::ReplayTransport(args->replay));
+  } else if (!args->record.empty()) {
+    pc.transport = llm::RecordingTransport(llm::CurlTransport(), args->record);
+  }
   pc.on_retry = [](int attempt, const Status& error, std::chrono::milliseconds delay) {
     Warn("attempt " + std::to_string(attempt) + " failed (" + error.message() + "); retrying in " +
          std::to_string(delay.count()) + " ms");
@@ -296,6 +303,8 @@ void AddChatCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--options", args->options, "Provider options as a JSON object");
   cmd->add_option("--config", args->config, "Config file (JSON)");
   cmd->add_option("--script", args->script, "Reply from a script instead of a model (offline demos, tests)");
+  cmd->add_option("--record", args->record, "Append every HTTP exchange to FILE (JSONL, no request headers)");
+  cmd->add_option("--replay", args->replay, "Answer from exchanges recorded with --record instead of the network");
   cmd->add_flag("--no-stream", args->no_stream, "Ask for whole responses instead of streams");
   cmd->add_flag("--show-thinking", args->show_thinking, "Print the model's thinking to stderr");
   cmd->add_option("--max-steps", args->max_steps, "Most model calls per user turn")->check(CLI::PositiveNumber);

@@ -272,5 +272,31 @@ TEST(ChatCli, UnknownToolCallsBecomeResultsAndTheModelIsCalledAgain) {
   EXPECT_NE(second["messages"][2]["content"].dump().find("search"), std::string::npos) << second.dump();
 }
 
+TEST(ChatCli, RecordsAConversationAndReplaysItOffline) {
+  TempDir dir;
+  std::string recording = dir.File("rec.jsonl");
+  {
+    LoopbackServer server;
+    server.Enqueue(Streamed(OpenAIText("c1", "Recorded answer.", 10)));
+    CliRun run = RunStrata({"chat", "--provider", "openai", "--base-url", server.base_url(), "--session",
+                            dir.File("a.jsonl"), "--record", recording},
+                           "question\n", {"OPENAI_API_KEY=sk-secret"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  std::string recorded = testing::ReadFileOrDie(recording);
+  EXPECT_EQ(recorded.find("sk-secret"), std::string::npos) << "keys must not be recorded";
+  // The server is gone: the replay answers the same question, and refuses a different one.
+  CliRun run = RunStrata({"chat", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--session",
+                          dir.File("b.jsonl"), "--replay", recording},
+                         "question\n", {"OPENAI_API_KEY=k"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("Recorded answer."), std::string::npos) << run.out;
+  run = RunStrata({"chat", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--session",
+                   dir.File("c.jsonl"), "--replay", recording},
+                  "another question\n", {"OPENAI_API_KEY=k"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("replay"), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace strata

@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +36,32 @@ void WriteFileOrDie(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
   if (!out) ADD_FAILURE() << "cannot write " << path;
+}
+
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+CliRun RunStrata(const std::vector<std::string>& args, const std::string& input, const std::vector<std::string>& env) {
+  TempDir dir;
+  WriteFileOrDie(dir.File("in"), input);
+  std::string cmd = "env";
+  for (const std::string& e : env) cmd += " " + Quote(e);
+  cmd += " " + Quote(STRATA_CLI);
+  for (const std::string& a : args) cmd += " " + Quote(a);
+  cmd += " <" + Quote(dir.File("in")) + " >" + Quote(dir.File("out")) + " 2>" + Quote(dir.File("err"));
+  int status = std::system(cmd.c_str());
+  CliRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = ReadFileOrDie(dir.File("out"));
+  run.err = ReadFileOrDie(dir.File("err"));
+  return run;
 }
 
 }  // namespace strata::testing

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "strata/util/status.h"
 
@@ -22,6 +23,18 @@ class TempDir {
 };
 
 std::string ReadFileOrDie(const std::string& path);
+
+// The outcome of running the strata program.
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `strata ARGS` (the binary built with the tests) with `input` on stdin and `env` ("NAME=value")
+// added to the environment.
+CliRun RunStrata(const std::vector<std::string>& args, const std::string& input,
+                 const std::vector<std::string>& env = {});
 void WriteFileOrDie(const std::string& path, const std::string& data);
 
 }  // namespace strata::testing

@@ -1,10 +1,11 @@
 // `strata chat`: an agent chat that streams replies and keeps the conversation in a durable context log.
 //
-// Provider settings come from flags, then a config file (--config, $STRATA_CONFIG or
-// ~/.config/strata/config.json: {"provider","model","base_url","api_key_env","options","system_prompt",
-// "session"}), then the provider preset (base URL, key variable such as OPENAI_API_KEY, default model).
-// Each user turn is checkpointed first, so /undo reverts the last turn. With stdin not a terminal, every
-// line is one user turn and the program exits at end of input (exit code 1 if a turn failed).
+// Provider settings: provider_flags.h. Each user turn is checkpointed first, so /undo reverts the last
+// turn. Every request is assembled within the window (window/assembler.h: the summary of an earlier
+// compaction pinned, then the newest history that fits), and after a turn that brings the context to the
+// trigger (window/compaction.h) the conversation is compacted and the log rewritten; /compact does it on
+// demand. With stdin not a terminal, every line is one user turn and the program exits at end of input
+// (exit code 1 if a turn failed).
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +19,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "provider_flags.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/provider.h"
 #include "strata/llm/scripted.h"
@@ -25,6 +27,8 @@
 #include "strata/tokenizer/encoding.h"
 #include "strata/tokenizer/message_counter.h"
 #include "strata/tools/step.h"
+#include "strata/window/assembler.h"
+#include "strata/window/compaction.h"
 
 namespace strata::cli {
 namespace {
@@ -32,86 +36,18 @@ namespace {
 using Json = nlohmann::json;
 
 struct ChatArgs {
-  std::string provider;
-  std::string model;
-  std::string base_url;
-  std::string api_key_env;
+  ProviderFlags provider;
   std::string session;
   std::string system_prompt;
-  std::string options;
-  std::string config;
-  std::string script;
-  std::string record;
-  std::string replay;
-  bool no_stream = false;
   bool show_thinking = false;
   int max_steps = 20;
+  int64_t max_context = 0;
+  int64_t reserve_for_reply = 4096;
+  double compact_ratio = 0.85;
 };
 
 std::atomic<bool> g_interrupted{false};
 void OnSigint(int) { g_interrupted = true; }
-
-Result<Json> LoadConfig(const ChatArgs& args) {
-  std::string path = args.config;
-  if (path.empty() && std::getenv("STRATA_CONFIG") != nullptr) path = std::getenv("STRATA_CONFIG");
-  bool explicit_path = !path.empty();
-  if (path.empty() && std::getenv("HOME") != nullptr) {
-    path = std::string(std::getenv("HOME")) + "/.config/strata/config.json";
-  }
-  if (path.empty() || (!explicit_path && !std::filesystem::exists(path))) return Json::object();
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("config file " + path + " cannot be read");
-  Json config = Json::parse(in, nullptr, false);
-  if (config.is_discarded() || !config.is_object()) {
-    return Status::InvalidArgument("config file " + path + ": expected a JSON object");
-  }
-  return config;
-}
-
-// Flags win over the config file, which wins over the preset.
-Result<std::unique_ptr<llm::ChatProvider>> MakeProvider(ChatArgs* args, const Json& config) {
-  auto pick = [&](const std::string& flag, const char* key) {
-    if (!flag.empty()) return flag;
-    auto it = config.find(key);
-    return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  std::string name = pick(args->provider, "provider");
-  if (!args->script.empty() || name == "scripted") {
-    if (args->script.empty()) return Status::InvalidArgument("--provider scripted needs --script FILE");
-    std::ifstream in(args->script);
-    if (!in) return Status::NotFound("script " + args->script + " cannot be read");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    STRATA_ASSIGN_OR_RETURN(auto scripted, llm::ScriptedProvider::FromJson(text));
-    return std::unique_ptr<llm::ChatProvider>(std::move(scripted));
-  }
-  if (name.empty()) name = "openai";
-  STRATA_ASSIGN_OR_RETURN(llm::ProviderPreset preset, llm::FindProviderPreset(name));
-  llm::ProviderConfig pc;
-  pc.kind = preset.kind;
-  pc.name = name;
-  pc.model = pick(args->model, "model");
-  if (pc.model.empty()) pc.model = preset.default_model;
-  pc.base_url = pick(args->base_url, "base_url");
-  if (pc.base_url.empty()) pc.base_url = preset.base_url;
-  std::string key_env = pick(args->api_key_env, "api_key_env");
-  if (key_env.empty()) key_env = preset.api_key_env;
-  if (const char* key = std::getenv(key_env.c_str())) pc.api_key = key;
-  if (pc.api_key.empty()) pc.api_key = pick("", "api_key");
-  pc.options = preset.options;
-  if (auto it = config.find("options"); it != config.end() && it->is_object()) pc.options = it->dump();
-  if (!args->options.empty()) pc.options = args->options;
-  pc.stream = !args->no_stream;
-  if (!args->replay.empty()) {
-    STRATA_ASSIGN_OR_RETURN(pc.transport, llm::ReplayTransport(args->replay));
-  } else if (!args->record.empty()) {
-    pc.transport = llm::RecordingTransport(llm::CurlTransport(), args->record);
-  }
-  pc.on_retry = [](int attempt, const Status& error, std::chrono::milliseconds delay) {
-    Warn("attempt " + std::to_string(attempt) + " failed (" + error.message() + "); retrying in " +
-         std::to_string(delay.count()) + " ms");
-  };
-  return llm::NewHttpProvider(std::move(pc));
-}
 
 std::string DefaultSessionPath() {
   const char* data = std::getenv("XDG_DATA_HOME");
@@ -121,8 +57,14 @@ std::string DefaultSessionPath() {
 
 class Chat {
  public:
-  Chat(ChatArgs args, std::unique_ptr<llm::ChatProvider> provider, std::unique_ptr<ContextLog> log, bool interactive)
-      : args_(std::move(args)), provider_(std::move(provider)), log_(std::move(log)), interactive_(interactive) {}
+  Chat(ChatArgs args, std::unique_ptr<llm::ChatProvider> provider, std::unique_ptr<ContextLog> log,
+       const MessageTokenCounter* counter, bool interactive)
+      : args_(std::move(args)),
+        provider_(std::move(provider)),
+        log_(std::move(log)),
+        counter_(counter),
+        index_(counter),
+        interactive_(interactive) {}
 
   int Run() {
     if (interactive_) {
@@ -158,8 +100,11 @@ class Chat {
     std::string cmd = line.substr(0, line.find(' '));
     if (cmd == "/quit" || cmd == "/exit") return false;
     if (cmd == "/help") {
-      std::cout << "/checkpoint  mark this point\n/undo        revert to the last checkpoint (each turn makes one)\n"
-                   "/clear       forget the conversation\n/tokens      context size in tokens\n/quit\n";
+      std::cout << "/checkpoint          mark this point\n"
+                   "/undo                revert to the last checkpoint (each turn makes one)\n"
+                   "/clear               forget the conversation\n"
+                   "/compact [focus]     summarise the older conversation now\n"
+                   "/tokens              context size in tokens\n/quit\n";
     } else if (cmd == "/checkpoint") {
       auto id = log_->Checkpoint(false);
       if (!id.ok()) return Report(id.status());
@@ -176,6 +121,9 @@ class Chat {
     } else if (cmd == "/clear") {
       if (Status s = log_->Clear(); !s.ok()) return Report(s);
       std::cout << "cleared\n";
+    } else if (cmd == "/compact") {
+      std::string focus = line.size() > cmd.size() ? line.substr(cmd.size() + 1) : "";
+      if (Status s = CompactNow(focus, "on request"); !s.ok()) return Report(s);
     } else if (cmd == "/tokens") {
       std::cout << "tokens: " << log_->token_count_with_pending() << " (last reported by the provider: "
                 << log_->token_count() << ", messages: " << log_->history().size() << ")\n";
@@ -220,8 +168,12 @@ class Chat {
       callbacks.on_tool_call = [](const ToolCall& call) {
         std::cerr << "[tool call] " << call.function.name << " " << call.function.arguments.value_or("") << "\n";
       };
-      const std::vector<Message>& history = log_->history();
-      auto result = tools::Step(*provider_, system_prompt, toolset_, history, callbacks, {.cancel = &cancel});
+      auto messages = Assembled(system_prompt);
+      if (!messages.ok()) {
+        running_ = nullptr;
+        return FailTurn(messages.status());
+      }
+      auto result = tools::Step(*provider_, system_prompt, toolset_, *messages, callbacks, {.cancel = &cancel});
       running_ = nullptr;
       if (printed) std::cout << "\n" << std::flush;
       if (!result.ok()) return FailTurn(result.status());
@@ -229,15 +181,75 @@ class Chat {
       if (result->usage) {
         if (Status s = log_->UpdateTokenCount(result->usage->total()); !s.ok()) return FailTurn(s);
       }
-      if (result->tool_results.empty()) return true;
+      if (result->tool_results.empty()) return MaybeCompact();
     }
     Warn("stopped after " + std::to_string(args_.max_steps) + " steps with tool calls");
     return false;
   }
 
+  // The messages to send: the whole history, or with --max-context the part that fits (an earlier
+  // compaction's summary pinned first).
+  Result<std::vector<Message>> Assembled(const std::string& system_prompt) {
+    const std::vector<Message>& history = log_->history();
+    if (args_.max_context <= 0) return history;
+    window::AssembleOptions options;
+    options.max_context_tokens = args_.max_context;
+    options.reserve_for_reply = args_.reserve_for_reply;
+    options.system_prompt = system_prompt;
+    std::span<const Message> rest = history;
+    if (!history.empty() && window::SummaryOf(history[0])) {
+      options.pinned.push_back(history[0]);
+      rest = rest.subspan(1);
+    }
+    if (indexed_pinned_ != options.pinned.size()) index_.Reset();  // The indexed span moved.
+    indexed_pinned_ = options.pinned.size();
+    index_.Sync(rest);
+    STRATA_ASSIGN_OR_RETURN(window::Assembly a, window::Assemble(rest, index_, options, *counter_));
+    for (const window::AssemblyWarning& w : a.warnings) Warn(w.message);
+    return window::AssembledMessages(rest, a, options);
+  }
+
+  bool MaybeCompact() {
+    if (args_.max_context <= 0) return true;
+    auto due = window::ShouldCompact(log_->token_count_with_pending(), args_.max_context,
+                                     {.ratio = args_.compact_ratio, .reserved_headroom = args_.reserve_for_reply});
+    if (!due) return true;
+    Status s = CompactNow("", *due);
+    if (!s.ok()) Warn("automatic compaction failed: " + s.message());
+    return true;
+  }
+
+  Status CompactNow(const std::string& focus, const std::string& why) {
+    window::CompactionOptions options;
+    options.instruction = focus;
+    options.counter = counter_;
+    if (args_.max_context > 0) options.compaction_window = args_.max_context;
+    options.reserve_for_summary = std::min<int64_t>(args_.reserve_for_reply, options.compaction_window / 4);
+    STRATA_ASSIGN_OR_RETURN(window::CompactionResult r, window::Compact(*provider_, log_->history(), options));
+    if (r.compacted == 0 && !r.pruned_fallback) {
+      std::cerr << "[compaction: nothing older than the recent turns to compact]\n";
+      return Status::Ok();
+    }
+    if (r.pruned_fallback) Warn("the summary model failed (" + r.llm_error.message() + "); pruned old tool output instead");
+    int64_t system_tokens = 0;
+    if (log_->system_prompt()) {
+      Message system = Message::System(*log_->system_prompt());
+      system_tokens = counter_->CountMessages({&system, 1});
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string rotation, window::WriteCompaction(log_.get(), r, r.tokens_after + system_tokens));
+    index_.Reset();
+    std::cerr << "[compacted (" << why << "): " << r.compacted << " messages into a summary, " << r.kept
+              << " kept; " << r.tokens_before << " -> " << r.tokens_after << " tokens; previous log kept as "
+              << rotation << "]\n";
+    return Status::Ok();
+  }
+
   ChatArgs args_;
   std::unique_ptr<llm::ChatProvider> provider_;
   std::unique_ptr<ContextLog> log_;
+  const MessageTokenCounter* counter_;
+  window::HistoryIndex index_;
+  size_t indexed_pinned_ = 0;
   bool interactive_;
   tools::Toolset toolset_;
   std::atomic<Canceller*> running_{nullptr};
@@ -245,26 +257,29 @@ class Chat {
 };
 
 int RunChat(ChatArgs args) {
-  auto config = LoadConfig(args);
+  auto config = LoadConfig(args.provider);
   if (!config.ok()) return Fail(config.status());
-  auto provider = MakeProvider(&args, *config);
+  auto provider = MakeProvider(args.provider, *config);
   if (!provider.ok()) return Fail(provider.status());
-  if (args.session.empty()) args.session = config->value("session", "");
+  if (args.session.empty()) args.session = Pick("", *config, "session");
   if (args.session.empty()) args.session = DefaultSessionPath();
-  if (args.system_prompt.empty()) args.system_prompt = config->value("system_prompt", "");
+  if (args.system_prompt.empty()) args.system_prompt = Pick("", *config, "system_prompt");
+  if (args.max_context == 0) {
+    if (auto it = config->find("max_context_tokens"); it != config->end() && it->is_number_integer()) {
+      args.max_context = it->get<int64_t>();
+    }
+  }
   std::filesystem::path parent = std::filesystem::path(args.session).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
   }
 
-  // The pending estimate counts with o200k_base when the vocabulary is available, else chars/4.
-  static std::unique_ptr<tokenizer::EncodingMessageCounter> counter;
+  // Counting (the pending estimate, assembly, compaction) uses o200k_base when the vocabulary is
+  // available, else characters / 4.
+  const MessageTokenCounter* count_with = LoadCounter("o200k_base");
   ContextLogOptions options;
-  if (auto encoding = tokenizer::Encoding::Load("o200k_base"); encoding.ok()) {
-    counter = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
-    options.estimator = counter.get();
-  }
+  options.estimator = count_with;
   std::unique_ptr<ContextLog> log = ContextLog::Open(args.session, options);
   auto restored = log->Restore();
   if (!restored.ok()) return Fail(restored.status());
@@ -273,7 +288,7 @@ int RunChat(ChatArgs args) {
   }
 
   bool interactive = isatty(STDIN_FILENO) != 0;
-  Chat chat(std::move(args), std::move(*provider), std::move(log), interactive);
+  Chat chat(std::move(args), std::move(*provider), std::move(log), count_with, interactive);
   std::signal(SIGINT, OnSigint);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
@@ -293,21 +308,21 @@ int RunChat(ChatArgs args) {
 void AddChatCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ChatArgs>();
   CLI::App* cmd = app.add_subcommand("chat", "Chat with a model; the conversation lives in a durable context log");
-  cmd->add_option("--provider", args->provider,
-                  "openai | openai-responses | kimi | deepseek | ollama | vllm | llamacpp | anthropic | gemini | scripted");
-  cmd->add_option("--model", args->model, "Model (default: config, then the provider's default)");
-  cmd->add_option("--base-url", args->base_url, "API base URL, e.g. http://localhost:11434/v1");
-  cmd->add_option("--api-key-env", args->api_key_env, "Environment variable holding the API key");
+  AddProviderFlags(cmd, &args->provider);
   cmd->add_option("--session", args->session, "Context log file (default ~/.local/share/strata/chat/context.jsonl)");
   cmd->add_option("--system", args->system_prompt, "System prompt for a new session");
-  cmd->add_option("--options", args->options, "Provider options as a JSON object");
-  cmd->add_option("--config", args->config, "Config file (JSON)");
-  cmd->add_option("--script", args->script, "Reply from a script instead of a model (offline demos, tests)");
-  cmd->add_option("--record", args->record, "Append every HTTP exchange to FILE (JSONL, no request headers)");
-  cmd->add_option("--replay", args->replay, "Answer from exchanges recorded with --record instead of the network");
-  cmd->add_flag("--no-stream", args->no_stream, "Ask for whole responses instead of streams");
   cmd->add_flag("--show-thinking", args->show_thinking, "Print the model's thinking to stderr");
   cmd->add_option("--max-steps", args->max_steps, "Most model calls per user turn")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-context", args->max_context,
+                  "The model's context window in tokens: requests are assembled to fit it and the conversation "
+                  "is compacted when it fills (0 = send everything, never compact)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--reserve", args->reserve_for_reply, "Tokens kept free for the reply")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--compact-ratio", args->compact_ratio, "Compact when the context reaches this share of the window")
+      ->check(CLI::Range(0.1, 1.0))
+      ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunChat(*args); });
 }
 

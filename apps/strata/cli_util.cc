@@ -2,6 +2,11 @@
 
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "strata/tokenizer/message_counter.h"
 
 namespace strata::cli {
 
@@ -17,5 +22,23 @@ int Fail(const Status& status) {
 }
 
 void Warn(const std::string& message) { std::cerr << "strata: warning: " << message << "\n"; }
+
+const MessageTokenCounter* LoadCounter(const std::string& name) {
+  static std::mutex mu;
+  static auto* counters = new std::map<std::string, std::unique_ptr<MessageTokenCounter>>;
+  std::lock_guard lock(mu);
+  auto& slot = (*counters)[name];
+  if (slot) return slot.get();
+  if (name != "chars") {
+    auto encoding = tokenizer::Encoding::Load(name);
+    if (encoding.ok()) {
+      slot = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
+      return slot.get();
+    }
+    Warn(encoding.status().message() + "; counting tokens as characters / 4");
+  }
+  slot = std::make_unique<CharRatioEstimator>(4);
+  return slot.get();
+}
 
 }  // namespace strata::cli

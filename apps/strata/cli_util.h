@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "strata/message/token_estimator.h"
 #include "strata/util/status.h"
 
 namespace strata::cli {
@@ -16,5 +17,10 @@ int Fail(const Status& status);
 
 // Prints "strata: warning: <message>" to stderr.
 void Warn(const std::string& message);
+
+// Returns a token counter that lives as long as the process: a real tokenizer for "o200k_base" or
+// "cl100k_base" (falling back to characters / 4 with a warning when the vocabulary cannot be loaded),
+// kimi-cli's characters / 4 for "chars".
+const MessageTokenCounter* LoadCounter(const std::string& name);
 
 }  // namespace strata::cli

@@ -10,5 +10,6 @@ void AddContextCommand(CLI::App& app, int* exit_code);
 void AddTokensCommand(CLI::App& app, int* exit_code);
 void AddProviderCommand(CLI::App& app, int* exit_code);
 void AddChatCommand(CLI::App& app, int* exit_code);
+void AddWindowCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

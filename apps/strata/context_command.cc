@@ -8,7 +8,8 @@
 #include "strata/log/context_file_tools.h"
 #include "strata/log/context_log.h"
 #include "strata/message/message_json.h"
-#include "strata/tokenizer/message_counter.h"
+#include "provider_flags.h"
+#include "strata/window/compaction.h"
 
 namespace strata::cli {
 namespace {
@@ -20,6 +21,11 @@ struct ContextArgs {
   bool user_message = false;
   std::string durability = "always";
   std::string tokenizer = "o200k_base";
+  // compact
+  ProviderFlags provider;
+  std::string instruction;
+  int64_t window = 128'000;
+  int64_t keep_turns = 2;
 };
 
 // Opens and restores FILE, reporting skipped damage as warnings.
@@ -29,16 +35,7 @@ Result<std::unique_ptr<ContextLog>> OpenRestored(const ContextArgs& args, bool r
   STRATA_ASSIGN_OR_RETURN(options.durability.policy, ParseDurability(args.durability));
   options.durability.batch_background_sync = false;  // One operation per process: Close() syncs.
   // The pending estimate (messages after the last usage mark) uses a real tokenizer when one is available.
-  static std::unique_ptr<tokenizer::EncodingMessageCounter> counter;
-  if (args.tokenizer != "chars") {
-    auto encoding = tokenizer::Encoding::Load(args.tokenizer);
-    if (encoding.ok()) {
-      counter = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
-      options.estimator = counter.get();
-    } else {
-      Warn(encoding.status().message() + "; estimating pending tokens as characters / 4");
-    }
-  }
+  options.estimator = LoadCounter(args.tokenizer);
   std::unique_ptr<ContextLog> log = ContextLog::Open(args.file, options);
   STRATA_ASSIGN_OR_RETURN(bool restored, log->Restore());
   (void)restored;
@@ -128,6 +125,43 @@ int RunRepair(const ContextArgs& args) {
   return 0;
 }
 
+int RunCompact(const ContextArgs& args) {
+  auto config = LoadConfig(args.provider);
+  if (!config.ok()) return Fail(config.status());
+  auto provider = MakeProvider(args.provider, *config);
+  if (!provider.ok()) return Fail(provider.status());
+  return Mutate(args, [&](ContextLog& log) -> Result<std::string> {
+    window::CompactionOptions options;
+    options.instruction = args.instruction;
+    options.compaction_window = args.window;
+    options.reserve_for_summary = std::min<int64_t>(4096, args.window / 4);
+    options.keep_recent_turns = static_cast<size_t>(args.keep_turns);
+    options.counter = LoadCounter(args.tokenizer);
+    STRATA_ASSIGN_OR_RETURN(window::CompactionResult r, window::Compact(**provider, log.history(), options));
+    std::string out = "{\"compacted\":" + std::to_string(r.compacted) + ",\"kept\":" + std::to_string(r.kept) +
+                      ",\"tokens_before\":" + std::to_string(r.tokens_before) +
+                      ",\"tokens_after\":" + std::to_string(r.tokens_after) +
+                      ",\"llm_calls\":" + std::to_string(r.llm_calls) + ",\"chunks\":" + std::to_string(r.chunks) +
+                      ",\"incremental\":" + (r.incremental ? "true" : "false") +
+                      ",\"pruned_fallback\":" + (r.pruned_fallback ? "true" : "false");
+    if (r.pruned_fallback) {
+      out += ",\"llm_error\":";
+      json::AppendString(&out, r.llm_error.message());
+      Warn("the summary model failed (" + r.llm_error.message() + "); pruned old tool output instead");
+    }
+    if (r.compacted == 0 && !r.pruned_fallback) return out + ",\"rotation\":null}";
+    int64_t tokens = r.tokens_after;
+    if (log.system_prompt()) {
+      Message system = Message::System(*log.system_prompt());
+      tokens += options.counter->CountMessages({&system, 1});
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string rotation, window::WriteCompaction(&log, r, tokens));
+    out += ",\"rotation\":";
+    json::AppendString(&out, rotation);
+    return out + "}";
+  });
+}
+
 }  // namespace
 
 void AddContextCommand(CLI::App& app, int* exit_code) {
@@ -205,6 +239,32 @@ void AddContextCommand(CLI::App& app, int* exit_code) {
     *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
       STRATA_RETURN_IF_ERROR(log.WriteSystemPrompt(text));
       return std::string("{\"system_prompt_set\":true}");
+    });
+  });
+
+  CLI::App* compact = add("compact", "Summarise the older conversation with a model and rewrite the log "
+                                     "(old file kept as <stem>_N.jsonl)");
+  AddProviderFlags(compact, &args->provider);
+  compact->add_option("--instruction", args->instruction, "What the summary should focus on");
+  compact->add_option("--window", args->window, "The compaction model's context window in tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  compact->add_option("--keep-turns", args->keep_turns, "Recent user turns kept verbatim")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  compact->callback([=] { *exit_code = RunCompact(*args); });
+
+  CLI::App* trim = add("trim", "Keep only the newest N messages (whole tool groups); the old file is kept as "
+                               "<stem>_N.jsonl, so nothing is deleted");
+  trim->add_option("N", args->number, "Messages to keep")->required()->check(CLI::NonNegativeNumber);
+  trim->callback([=] {
+    *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
+      size_t before = log.history().size();
+      STRATA_ASSIGN_OR_RETURN(std::string rotation, window::Trim(&log, static_cast<size_t>(args->number)));
+      std::string out = "{\"kept\":" + std::to_string(log.history().size()) +
+                        ",\"archived\":" + std::to_string(before - log.history().size()) + ",\"rotation\":";
+      json::AppendString(&out, rotation);
+      return out + "}";
     });
   });
 

@@ -95,6 +95,9 @@ Result<ScriptedReply> ReplyFromJson(const Json& r, const std::string& where) {
 ScriptedProvider::ScriptedProvider(std::string model, std::vector<ScriptedReply> replies)
     : model_(std::move(model)), replies_(std::move(replies)) {}
 
+ScriptedProvider::ScriptedProvider(std::string model, Responder responder)
+    : model_(std::move(model)), responder_(std::move(responder)) {}
+
 Result<std::unique_ptr<ScriptedProvider>> ScriptedProvider::FromJson(std::string_view script) {
   Json j = Json::parse(script, nullptr, false);
   if (j.is_discarded()) return Status::InvalidArgument("script: not valid JSON: " + json::DescribeSyntaxError(script));
@@ -120,6 +123,11 @@ Result<std::unique_ptr<ChatStream>> ScriptedProvider::Generate(std::string_view 
   if (options.cancel != nullptr && options.cancel->cancelled()) return CancelledError("generation cancelled");
   std::lock_guard lock(mu_);
   requests_.push_back({std::string(system_prompt), {tools.begin(), tools.end()}, {history.begin(), history.end()}});
+  if (responder_) {
+    ScriptedReply reply = responder_(requests_.back());
+    STRATA_RETURN_IF_ERROR(reply.error);
+    return std::unique_ptr<ChatStream>(new ScriptedStream(std::move(reply), options.cancel));
+  }
   if (next_ >= replies_.size()) {
     return Status::FailedPrecondition("scripted provider: the script has no reply left (it had " +
                                       std::to_string(replies_.size()) + ")");

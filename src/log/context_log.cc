@@ -139,16 +139,26 @@ Result<bool> ContextLog::Restore() {
   return report_.scan.size > 0;
 }
 
-Status ContextLog::WriteMessages(std::span<const Message> messages) {
-  std::string lines;
+namespace {
+
+// Validates `messages` and appends their lines to `*lines`.
+Status SerializeMessages(std::span<const Message> messages, std::string* lines) {
   for (size_t i = 0; i < messages.size(); ++i) {
     std::string bad = FindInvalidUtf8(messages[i]);
     if (!bad.empty()) {
       return Status::InvalidArgument("message " + std::to_string(i) + ": " + bad + " is not valid UTF-8");
     }
-    AppendMessageJson(messages[i], &lines);
-    lines.push_back('\n');
+    AppendMessageJson(messages[i], lines);
+    lines->push_back('\n');
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ContextLog::WriteMessages(std::span<const Message> messages) {
+  std::string lines;
+  STRATA_RETURN_IF_ERROR(SerializeMessages(messages, &lines));
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   STRATA_RETURN_IF_ERROR(writer_->Append(lines));
   modified_ = true;
@@ -225,12 +235,14 @@ void ContextLog::AdoptSwappedFile(std::unique_ptr<WritableFile> file, uint64_t s
   }
 }
 
-Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped) {
+Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped, std::string_view append,
+                                    std::string* rotation_out) {
   *swapped = false;
   STRATA_RETURN_IF_ERROR(writer_->Sync());
   // 1. Keep the current file under a rotation name: a hard link, so the old bytes are never copied and
   //    there is no moment without a live file.
   STRATA_ASSIGN_OR_RETURN(std::string rotation, record_format::LinkToNextRotation(options_.fs, path_));
+  if (rotation_out != nullptr) *rotation_out = rotation;
   // 2. Build the new live file beside it, locked before it becomes visible, then swap it in.
   std::string tmp = path_ + ".tmp";
   auto undo = [&](Status cause) {
@@ -244,6 +256,10 @@ Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped) {
     Status copied = options_.fs->CopyRange(path_, 0, keep_bytes, file->get());
     if (!copied.ok()) return undo(copied);
   }
+  if (!append.empty()) {
+    Status appended = (*file)->Append(append);
+    if (!appended.ok()) return undo(appended);
+  }
   Status synced = (*file)->Sync();
   if (!synced.ok()) return undo(synced);
   Status renamed = options_.fs->RenameFile(tmp, path_);
@@ -251,7 +267,7 @@ Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped) {
   // From here on the new file is the live one, whatever else fails.
   *swapped = true;
   Status dir_sync = options_.fs->SyncDirectory(Dirname(path_));
-  AdoptSwappedFile(std::move(*file), keep_bytes, dir_sync);
+  AdoptSwappedFile(std::move(*file), keep_bytes + append.size(), dir_sync);
   torn_tail_.reset();
   missing_newline_ = false;
   return dir_sync;
@@ -295,6 +311,49 @@ Status ContextLog::Clear() {
   report_ = std::move(report);
   modified_ = true;
   return rotated;
+}
+
+Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system_prompt,
+                                        std::span<const Message> messages, std::optional<int64_t> token_count,
+                                        bool checkpoint) {
+  if (token_count && *token_count < 0) {
+    return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(*token_count));
+  }
+  size_t bad = 0;
+  if (system_prompt && !json::IsValidUtf8(*system_prompt, &bad)) {
+    return Status::InvalidArgument("system prompt is not valid UTF-8 at byte " + std::to_string(bad));
+  }
+  std::string content;
+  if (system_prompt) content += record_format::SystemPromptLine(*system_prompt);
+  uint64_t checkpoint_offset = content.size();
+  if (checkpoint) content += record_format::CheckpointLine(0);
+  STRATA_RETURN_IF_ERROR(SerializeMessages(messages, &content));
+  if (token_count) content += record_format::UsageLine(*token_count);
+  STRATA_RETURN_IF_ERROR(PrepareAppend());
+  bool swapped = false;
+  std::string rotation;
+  Status rotated = RotateAndRebuild(0, &swapped, content, &rotation);
+  if (!swapped) return rotated;
+  RestoreReport report = std::move(report_);
+  ResetState();
+  report_ = std::move(report);
+  if (system_prompt) {
+    prompts_.push_back(PromptMark{0, *system_prompt});
+    system_prompt_ = *system_prompt;
+  }
+  if (checkpoint) {
+    checkpoints_.push_back(CheckpointMark{0, checkpoint_offset, 0, 0, 0, 0});
+    next_checkpoint_id_ = 1;
+  }
+  history_.assign(messages.begin(), messages.end());
+  if (token_count) {
+    token_count_ = *token_count;
+    pending_begin_ = history_.size();
+  }
+  modified_ = true;
+  InvalidatePending();
+  STRATA_RETURN_IF_ERROR(rotated);
+  return rotation;
 }
 
 Status ContextLog::WriteSystemPrompt(std::string_view prompt) {

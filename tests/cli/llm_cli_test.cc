@@ -2,9 +2,7 @@
 // conversation with an OpenAI-compatible endpoint (the loopback server) end to end: the binary is run as a
 // user would run it, with piped stdin.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "conformance/conformance_cases.h"
@@ -18,37 +16,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 using testing::LoadCases;
 using testing::LoopbackServer;
+using testing::CliRun;
+using testing::RunStrata;
 using testing::TempDir;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `strata ARGS` with `input` on stdin and `env` ("NAME=value") added to the environment.
-CliRun RunStrata(const std::vector<std::string>& args, const std::string& input,
-                 const std::vector<std::string>& env = {}) {
-  TempDir dir;
-  testing::WriteFileOrDie(dir.File("in"), input);
-  std::string cmd = "env";
-  for (const std::string& e : env) cmd += " " + Quote(e);
-  cmd += " " + Quote(STRATA_CLI);
-  for (const std::string& a : args) cmd += " " + Quote(a);
-  cmd += " <" + Quote(dir.File("in")) + " >" + Quote(dir.File("out")) + " 2>" + Quote(dir.File("err"));
-  int status = std::system(cmd.c_str());
-  CliRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = testing::ReadFileOrDie(dir.File("out"));
-  run.err = testing::ReadFileOrDie(dir.File("err"));
-  return run;
-}
 
 void RunRequestCases(const std::string& area) {
   for (const Json& c : LoadCases(area)) {

@@ -63,6 +63,17 @@ std::vector<Json> LoadCases(const std::string& area) {
   return cases;
 }
 
+std::vector<Json> LoadBudgetCases() {
+  fs::path file = fs::path(STRATA_CONFORMANCE_DIR) / "budget" / "budget_cases.json";
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << "budget cases not found at " << file;
+  if (!in) return {};
+  Json all = Json::parse(in);
+  std::vector<Json> cases(all["cases"].begin(), all["cases"].end());
+  EXPECT_FALSE(cases.empty()) << "no budget cases in " << file;
+  return cases;
+}
+
 std::string SubsetMismatch(const Json& expected, const Json& actual, const std::vector<std::string>& exact_keys) {
   if (expected.is_object() && actual.is_object()) {
     for (const std::string& key : exact_keys) {

@@ -13,6 +13,9 @@ namespace strata::testing {
 
 std::vector<nlohmann::ordered_json> LoadCases(const std::string& area);
 
+// Loads the cases of ../shared/conformance/budget/budget_cases.json (a failure if missing or empty).
+std::vector<nlohmann::ordered_json> LoadBudgetCases();
+
 // Compares `actual` with `expected` under the conformance "subset" rule: every expected key must be present
 // with an equal value (objects recursively), lists equal in length and matched element by element. Keys in
 // `exact_keys` (top level only) must be equal as a whole. Returns "" on a match, else where it differs.

@@ -147,6 +147,40 @@ TEST_F(CrashTest, RevertFailingAtAnySyncLeavesOldOrNewStateNeverNeither) {
   }
 }
 
+TEST_F(CrashTest, RewriteFailingAtAnySyncLeavesOldOrNewContextNeverAMix) {
+  std::vector<Message> compacted = {Message::User("<summary>"), Message::Assistant("kept")};
+  for (int fail_at = 0; fail_at < 8; ++fail_at) {
+    SCOPED_TRACE("sync " + std::to_string(fail_at) + " fails");
+    FaultInjectionFileSystem fs;
+    ASSERT_OK(fs.CreateDirectories("d"));
+    std::vector<Message> before;
+    {
+      auto log = Open(&fs, Durability::kAlways);
+      ASSERT_OK(log->Restore());
+      ASSERT_OK(log->WriteSystemPrompt("sys"));
+      ASSERT_OK(log->Append(base_));
+      ASSERT_OK(log->UpdateTokenCount(99));
+      ASSERT_OK(fs.SyncDirectory("d"));
+      before = log->history();
+      fs.FailSyncAt(fail_at);
+      (void)log->Rewrite(std::string("sys"), compacted, 7).status();  // May fail, depending on the fault.
+    }
+    fs.SimulateCrash();
+    auto log = Open(&fs);
+    ASSERT_OK(log->Restore());
+    EXPECT_TRUE(log->history() == before || log->history() == compacted)
+        << "history has " << log->history().size() << " messages";
+    if (log->history() == compacted) {
+      EXPECT_EQ(log->token_count(), 7);
+      EXPECT_EQ(log->n_checkpoints(), 1);
+    } else {
+      EXPECT_EQ(log->token_count(), 99);
+    }
+    EXPECT_EQ(log->system_prompt().value_or(""), "sys");
+    EXPECT_TRUE(log->restore_report().scan.damage.empty());
+  }
+}
+
 TEST(LinearStorageCrashTest, TornTailIsCutBeforeAppending) {
   FaultInjectionFileSystem fs;
   fs.SetFileDurably("h.jsonl", "{\"role\":\"user\",\"content\":\"abc\"}\n{\"role\":\"_usage\",\"token_co");

@@ -1,8 +1,10 @@
 // Offline providers for tests, demos and reproducible runs.
 //
 // ScriptedProvider answers each Generate() with the next reply of a script: streamed parts (with id and
-// usage), an error before the stream starts, or an error after some parts. It records every request it
-// receives so tests can assert on what the agent sent.
+// usage), an error before the stream starts, or an error after some parts; or, built with a Responder,
+// with whatever that function makes of the request (a deterministic stand-in for a model, e.g. one that
+// echoes the facts it is shown). It records every request it receives so tests can assert on what the
+// agent sent.
 //
 // Script JSON (a file for `strata chat --provider scripted --script FILE`): a list of replies, or
 // {"model": M, "replies": [...]}. A reply is one of
@@ -21,6 +23,7 @@
 // Thread safety: ScriptedProvider and the transports are thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,7 +50,10 @@ class ScriptedProvider final : public ChatProvider {
     std::vector<Message> history;
   };
 
+  using Responder = std::function<ScriptedReply(const Request&)>;
+
   ScriptedProvider(std::string model, std::vector<ScriptedReply> replies);
+  ScriptedProvider(std::string model, Responder responder);
   // Parses a script (see above); errors name the reply index.
   static Result<std::unique_ptr<ScriptedProvider>> FromJson(std::string_view script);
 
@@ -64,6 +70,7 @@ class ScriptedProvider final : public ChatProvider {
   std::string model_;
   mutable std::mutex mu_;
   std::vector<ScriptedReply> replies_;  // Guarded by mu_.
+  Responder responder_;                 // Answers instead of replies_ when set.
   size_t next_ = 0;                     // Guarded by mu_.
   std::vector<Request> requests_;       // Guarded by mu_.
 };

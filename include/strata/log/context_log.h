@@ -83,6 +83,13 @@ class ContextLog {
   Status RevertTo(int64_t id);
   // Empties the context; the old file is kept as `<stem>_N<ext>`.
   Status Clear();
+  // Replaces the whole content in one atomic step: the system prompt (none if nullopt), checkpoint 0 when
+  // `checkpoint`, `messages`, and a usage mark when `token_count` is set. These are the records kimi-cli
+  // writes after a clear when it compacts, but never half-written: the new content is built beside the
+  // live file and renamed over it, and the old file is kept as a rotation `<stem>_N<ext>` whose path is
+  // returned.
+  Result<std::string> Rewrite(const std::optional<std::string>& system_prompt, std::span<const Message> messages,
+                              std::optional<int64_t> token_count, bool checkpoint = true);
   // Makes `prompt` the first line's `_system_prompt` record (replacing one already there), via temp file
   // and atomic rename.
   Status WriteSystemPrompt(std::string_view prompt);
@@ -124,9 +131,11 @@ class ContextLog {
   // EnsureLocked, refuses unrestored existing content, and repairs the tail (cuts a torn tail into
   // `<file>.torn-N`, adds a missing final newline) so the next line never glues onto damage.
   Status PrepareAppend();
-  // Keeps the current file as a rotation and swaps in a file holding its first `keep_bytes`. Sets
-  // `*swapped` once the new file is in place (state must then follow it, even if a later step fails).
-  Status RotateAndRebuild(uint64_t keep_bytes, bool* swapped);
+  // Keeps the current file as a rotation and swaps in a file holding its first `keep_bytes` followed by
+  // `append`. Sets `*swapped` once the new file is in place (state must then follow it, even if a later
+  // step fails) and `*rotation` (if given) to the rotation's path.
+  Status RotateAndRebuild(uint64_t keep_bytes, bool* swapped, std::string_view append = {},
+                          std::string* rotation = nullptr);
   // Makes `file` (of `size` bytes, renamed over path_) the writer's file; a failed directory sync poisons it.
   void AdoptSwappedFile(std::unique_ptr<WritableFile> file, uint64_t size, const Status& dir_sync);
   // Clears all restored state.

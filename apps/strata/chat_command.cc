@@ -206,6 +206,12 @@ class Chat {
     index_.Sync(rest);
     STRATA_ASSIGN_OR_RETURN(window::Assembly a, window::Assemble(rest, index_, options, *counter_));
     for (const window::AssemblyWarning& w : a.warnings) Warn(w.message);
+    // The model must see the newest message (the user's turn, or the tool results it is to act on).
+    if (!rest.empty() && (a.included.empty() || a.included.back() != rest.size() - 1)) {
+      return Status::ResourceExhausted("the newest message does not fit in the " + std::to_string(a.budget) +
+                                       "-token budget after the system prompt and summary; /compact, or raise "
+                                       "--max-context");
+    }
     return window::AssembledMessages(rest, a, options);
   }
 

@@ -1,0 +1,36 @@
+// Internal: the pieces of the Jinja2 engine shared by its source files.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "prompt/jinja_ast.h"
+#include "strata/prompt/jinja.h"
+#include "strata/prompt/value.h"
+
+namespace strata::prompt::internal {
+
+// jinja_parse.cc
+Result<std::shared_ptr<const Tree>> ParseTemplate(std::string_view source, const JinjaOptions& options);
+void AppendUtf8(uint32_t cp, std::string* out);
+
+// jinja_filters.cc: the built-in filters and tests. `args` are the arguments after the value.
+Result<Value> ApplyFilter(const std::string& name, const Value& value, CallArgs& args);
+Result<bool> ApplyTest(const std::string& name, const Value& value, CallArgs& args);
+bool HasFilter(const std::string& name);
+bool HasTest(const std::string& name);
+
+// jinja_format.cc: Python's printf-style `%` formatting and str.format.
+Result<std::string> PercentFormat(const std::string& format, const Value& args);
+Result<std::string> StrFormat(const std::string& format, CallArgs& args);
+// Attribute lookup that includes Python's methods on str, list and dict ("upper", "items", "get", ...).
+// Returns an undefined Value when there is no such attribute.
+Value GetAttribute(const Value& object, const std::string& name);
+// Unicode-aware case mapping (ICU), like Python's str.lower / str.upper.
+std::string ToLower(std::string_view s);
+std::string ToUpper(std::string_view s);
+// Splits a UTF-8 string into its code points, each as a string.
+std::vector<std::string> CodePoints(std::string_view s);
+
+}  // namespace strata::prompt::internal

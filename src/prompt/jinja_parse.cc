@@ -537,7 +537,9 @@ class ExprParser {
       STRATA_ASSIGN_OR_RETURN(e, ParsePrimary());
     }
     STRATA_ASSIGN_OR_RETURN(e, ParsePostfix(std::move(e)));
-    if (with_filter) STRATA_ASSIGN_OR_RETURN(e, ParseFilterExpr(std::move(e)));
+    if (with_filter) {
+ STRATA_ASSIGN_OR_RETURN(e, ParseFilterExpr(std::move(e)));
+}
     return e;
   }
 
@@ -654,7 +656,9 @@ class ExprParser {
         std::vector<ExprPtr> parts(3);
         bool slice = false;
         for (int k = 0; k < 3; ++k) {
-          if (!IsOp(":") && !IsOp("]")) STRATA_ASSIGN_OR_RETURN(parts[static_cast<size_t>(k)], Parse());
+          if (!IsOp(":") && !IsOp("]")) {
+ STRATA_ASSIGN_OR_RETURN(parts[static_cast<size_t>(k)], Parse());
+}
           if (IsOp(":") && k < 2) {
             ++pos_;
             slice = true;
@@ -898,7 +902,7 @@ class Parser {
       n->kind = Node::Kind::kSetBlock;
       if (p.IsOp("|")) {  // {% set x | filter %}: filters applied to the block's text.
         ExprPtr placeholder = p.Make(Expr::Kind::kName);
-        placeholder->name = "\x01block";
+        placeholder->name = "\x01" "block";
         STRATA_ASSIGN_OR_RETURN(n->expr, p.ParseFilterExpr(std::move(placeholder)));
       }
       STRATA_RETURN_IF_ERROR(p.ExpectEnd());
@@ -935,7 +939,7 @@ class Parser {
     if (word == "filter") {
       n->kind = Node::Kind::kFilterBlock;
       ExprPtr placeholder = p.Make(Expr::Kind::kName);
-      placeholder->name = "\x01block";
+      placeholder->name = "\x01" "block";
       // The first filter has no leading '|'.
       ExprPtr f = p.Make(Expr::Kind::kFilter);
       STRATA_ASSIGN_OR_RETURN(f->name, p.DottedName());

@@ -8,7 +8,7 @@ namespace strata::prompt {
 namespace internal {
 namespace {
 
-constexpr char kBlockPlaceholder[] = "\x01block";
+constexpr char kBlockPlaceholder[] = "\x01" "block";
 constexpr size_t kMaxRange = 10'000'000;
 constexpr int kMaxDepth = 200;
 
@@ -373,7 +373,7 @@ class Renderer {
   Result<Value> Call(const Value& callee, CallArgs& args, int line) {
     if (callee.is_undefined()) return LineError(line, UndefinedMessage(callee));
     const Value* f = &callee;
-    if (callee.is_dict()) f = callee.Find("\x01call");  // A recursive loop's loop().
+    if (callee.is_dict()) f = callee.FindKey("\x01" "call");  // A recursive loop's loop().
     if (f == nullptr || !f->is_function()) return LineError(line, "'" + callee.TypeName() + "' object is not callable");
     auto r = f->as_function()(args);
     if (!r.ok() && r.status().message().rfind("line ", 0) != 0) return LineError(line, r.status().message());
@@ -390,11 +390,11 @@ class Renderer {
         if (obj.is_dict() && !obj.is_namespace()) {
           Value method = GetAttribute(obj, e.name);  // Methods first, as Python's getattr finds them.
           if (!method.is_undefined()) return method;
-          if (const Value* v = obj.Find(e.name)) return *v;
+          if (const Value* v = obj.FindKey(e.name)) return *v;
           return Value::Undefined("'dict object' has no attribute '" + e.name + "'");
         }
         if (obj.is_namespace()) {
-          if (const Value* v = obj.Find(e.name)) return *v;
+          if (const Value* v = obj.FindKey(e.name)) return *v;
           return Value::Undefined("'Namespace object' has no attribute '" + e.name + "'");
         }
         Value attr = GetAttribute(obj, e.name);
@@ -412,7 +412,9 @@ class Renderer {
         STRATA_ASSIGN_OR_RETURN(Value obj, Eval(*e.args[0]));
         Value parts[3];
         for (int k = 0; k < 3; ++k) {
-          if (e.args[static_cast<size_t>(k) + 1]) STRATA_ASSIGN_OR_RETURN(parts[k], Eval(*e.args[static_cast<size_t>(k) + 1]));
+          if (e.args[static_cast<size_t>(k) + 1]) {
+ STRATA_ASSIGN_OR_RETURN(parts[k], Eval(*e.args[static_cast<size_t>(k) + 1]));
+}
         }
         return Slice(obj, parts[0], parts[1], parts[2], e.line);
       }
@@ -565,7 +567,9 @@ class Renderer {
         std::string text;
         STRATA_RETURN_IF_ERROR(RenderBody(n.body, &text));
         Value v(std::move(text));
-        if (n.expr) STRATA_ASSIGN_OR_RETURN(v, EvalOnBlock(*n.expr, std::move(v)));
+        if (n.expr) {
+ STRATA_ASSIGN_OR_RETURN(v, EvalOnBlock(*n.expr, std::move(v)));
+}
         Assign(n.targets[0], std::move(v));
         return Status::Ok();
       }
@@ -713,7 +717,7 @@ class Renderer {
         return a.positional[static_cast<size_t>(i) % a.positional.size()];
       }));
       if (n.recursive) {
-        loop.emplace_back(Value("\x01call"), Value::Func("loop", [this, &n, depth](CallArgs& a) -> Result<Value> {
+        loop.emplace_back(Value("\x01" "call"), Value::Func("loop", [this, &n, depth](CallArgs& a) -> Result<Value> {
           if (a.positional.empty()) return Status::InvalidArgument("loop() takes the iterable to recurse into");
           std::string text;
           STRATA_RETURN_IF_ERROR(RenderLoop(n, a.positional[0], depth + 1, &text));

@@ -201,7 +201,7 @@ const Value* Value::Find(const Value& key) const {
   return nullptr;
 }
 
-const Value* Value::Find(std::string_view key) const {
+const Value* Value::FindKey(std::string_view key) const {
   if (type_ != Type::kDict) return nullptr;
   for (const auto& [k, v] : *dict_) {
     if (k.is_string() && k.as_string() == key) return &v;

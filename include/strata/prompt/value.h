@@ -77,7 +77,7 @@ class Value {
 
   // Dict lookup by key (nullptr if absent); a string key is the common case.
   const Value* Find(const Value& key) const;
-  const Value* Find(std::string_view key) const;
+  const Value* FindKey(std::string_view key) const;
   // Inserts or replaces.
   void Set(Value key, Value value) const;
 

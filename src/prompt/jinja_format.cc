@@ -410,7 +410,7 @@ Value GetAttribute(const Value& object, const std::string& name) {
     Value self = object;
     if (name == "items") return method([self](CallArgs&) -> Result<Value> {
       List out;
-      for (const auto& [k, v] : self.as_dict()) out.emplace_back(List{k, v});
+      for (const auto& [k, v] : self.as_dict()) out.push_back(Value::Tuple(List{k, v}));
       return Value(std::move(out));
     });
     if (name == "keys") return method([self](CallArgs&) -> Result<Value> {

@@ -19,6 +19,8 @@ void AppendUtf8(uint32_t cp, std::string* out);
 Result<Value> ApplyFilter(const std::string& name, const Value& value, CallArgs& args);
 Result<bool> ApplyTest(const std::string& name, const Value& value, CallArgs& args);
 bool HasFilter(const std::string& name);
+// Python iteration: a list's items, a dict's keys, a string's code points; undefined iterates as empty.
+Result<List> IterateValue(const Value& v);
 bool HasTest(const std::string& name);
 
 // jinja_format.cc: Python's printf-style `%` formatting and str.format.

@@ -39,21 +39,9 @@ int64_t FloorMod(int64_t a, int64_t b) {
 }
 
 Result<List> Iterate(const Value& v, int line) {
-  switch (v.type()) {
-    case Value::Type::kUndefined: return List{};
-    case Value::Type::kList: return v.as_list();
-    case Value::Type::kDict: {
-      List keys;
-      for (const auto& kv : v.as_dict()) keys.push_back(kv.first);
-      return keys;
-    }
-    case Value::Type::kString: {
-      List chars;
-      for (std::string& c : CodePoints(v.as_string())) chars.emplace_back(std::move(c));
-      return chars;
-    }
-    default: return LineError(line, "'" + v.TypeName() + "' object is not iterable");
-  }
+  auto items = IterateValue(v);
+  if (!items.ok()) return LineError(line, items.status().message());
+  return items;
 }
 
 Result<bool> Contains(const Value& container, const Value& item, int line) {
@@ -519,7 +507,7 @@ class Renderer {
           STRATA_ASSIGN_OR_RETURN(Value v, Eval(*a));
           l.push_back(std::move(v));
         }
-        return Value(std::move(l));
+        return e.kind == Expr::Kind::kTuple ? Value::Tuple(std::move(l)) : Value(std::move(l));
       }
       case Expr::Kind::kDict: {
         Value d{Dict{}};

@@ -72,14 +72,15 @@ void AppendRepr(const Value& v, std::string* out) {
   switch (v.type()) {
     case Value::Type::kString: AppendStringRepr(v.as_string(), out); return;
     case Value::Type::kList: {
-      out->push_back('[');
+      out->push_back(v.is_tuple() ? '(' : '[');
       bool first = true;
       for (const Value& e : v.as_list()) {
         if (!first) *out += ", ";
         first = false;
         AppendRepr(e, out);
       }
-      out->push_back(']');
+      if (v.is_tuple() && v.as_list().size() == 1) out->push_back(',');
+      out->push_back(v.is_tuple() ? ')' : ']');
       return;
     }
     case Value::Type::kDict: {
@@ -178,6 +179,12 @@ Value Value::Func(std::string name, Function f) {
   Value v(Type::kFunction);
   v.str_ = std::move(name);
   v.func_ = std::make_shared<Function>(std::move(f));
+  return v;
+}
+
+Value Value::Tuple(List l) {
+  Value v(std::move(l));
+  v.namespace_ = true;
   return v;
 }
 

@@ -47,6 +47,8 @@ class Value {
   static Value Func(std::string name, Function f);
   // A dict whose attributes are assignable with {% set ns.x = ... %} (Jinja's namespace()).
   static Value Namespace(Dict d);
+  // A list that prints as a Python tuple: "(1, 2)", "(1,)".
+  static Value Tuple(List l);
 
   // Parses JSON text (objects keep their key order). Errors name the byte offset.
   static Result<Value> FromJson(std::string_view json);
@@ -63,6 +65,7 @@ class Value {
   bool is_dict() const { return type_ == Type::kDict; }
   bool is_function() const { return type_ == Type::kFunction; }
   bool is_namespace() const { return type_ == Type::kDict && namespace_; }
+  bool is_tuple() const { return type_ == Type::kList && namespace_; }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }  // For kInt and kBool.
@@ -102,7 +105,7 @@ class Value {
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Function> func_;
-  bool namespace_ = false;
+  bool namespace_ = false;  // A namespace (dicts) or a tuple (lists).
 };
 
 // Arguments of a call: positional then keyword.

@@ -11,5 +11,6 @@ void AddTokensCommand(CLI::App& app, int* exit_code);
 void AddProviderCommand(CLI::App& app, int* exit_code);
 void AddChatCommand(CLI::App& app, int* exit_code);
 void AddWindowCommand(CLI::App& app, int* exit_code);
+void AddPromptCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

@@ -1,0 +1,85 @@
+// The prompt conformance cases (../shared/conformance/prompts): YAML loading, validation and rendering,
+// through the library and through `strata prompt render`, byte for byte.
+#include "strata/prompt/prompt_template.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace strata::prompt {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::vector<Json> PromptCases() {
+  std::vector<Json> cases;
+  std::filesystem::path dir = std::filesystem::path(STRATA_CONFORMANCE_DIR) / "prompts";
+  EXPECT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    cases.push_back(Json::parse(in));
+  }
+  EXPECT_GE(cases.size(), 10u);
+  return cases;
+}
+
+TEST(PromptConformance, EveryCaseRendersOrFailsLikeTheReference) {
+  for (const Json& c : PromptCases()) {
+    SCOPED_TRACE(c["id"].get<std::string>());
+    auto vars = Value::FromJson(c["vars"].dump());
+    ASSERT_OK(vars);
+    Result<std::string> out = std::string();
+    auto t = PromptTemplate::FromYaml(c["template_yaml"].get<std::string>(), c["id"].get<std::string>());
+    if (t.ok()) {
+      EXPECT_EQ(t->id(), c["prompt_id"].get<std::string>());
+      out = t->Render(*vars);
+    } else {
+      out = t.status();
+    }
+    if (c["expect_error"].get<bool>()) {
+      ASSERT_FALSE(out.ok()) << *out;
+      EXPECT_EQ(PromptErrorKind(out.status()), c["error_kind"].get<std::string>()) << out.status().ToString();
+    } else {
+      ASSERT_OK(out);
+      EXPECT_EQ(*out, c["expected"].get<std::string>());
+    }
+  }
+}
+
+TEST(PromptCli, RenderPrintsExactlyTheTextOrNamesTheError) {
+  testing::TempDir dir;
+  for (const Json& c : PromptCases()) {
+    SCOPED_TRACE(c["id"].get<std::string>());
+    std::string yaml = dir.File(c["id"].get<std::string>() + ".yaml");
+    testing::WriteFileOrDie(yaml, c["template_yaml"].get<std::string>());
+    testing::WriteFileOrDie(dir.File("vars.json"), c["vars"].dump());
+    testing::CliRun run = testing::RunStrata({"prompt", "render", yaml, "--vars", dir.File("vars.json")}, "");
+    if (c["expect_error"].get<bool>()) {
+      EXPECT_EQ(run.exit_code, 2);
+      EXPECT_NE(run.err.find(c["error_kind"].get<std::string>() + ":"), std::string::npos) << run.err;
+      EXPECT_EQ(run.out, "");
+    } else {
+      EXPECT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_EQ(run.out, c["expected"].get<std::string>());
+    }
+  }
+  // By id, from a directory, with --var.
+  testing::CliRun run = testing::RunStrata({"prompt", "render", "conf.plain_substitution", "--dir", dir.path(), "--var",
+                                            "question=Q?", "--var", "passage=P."},
+                                           "");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("Question: Q?\nPassage:\nP."), std::string::npos) << run.out;
+  run = testing::RunStrata({"prompt", "render", "no.such.id", "--dir", dir.path()}, "");
+  EXPECT_EQ(run.exit_code, 3);
+  EXPECT_NE(run.err.find("no.such.id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::prompt

@@ -5,6 +5,7 @@
 // keep_trailing_newline), then data, {{ }}, {% %} and {# #} are split with `-` whitespace control, optional
 // trim_blocks / lstrip_blocks, and raw blocks. Expressions are parsed with Jinja2's precedence:
 // conditional < or < and < not < comparison < +,- < ~ < *,/,//,% < ** < unary < postfix/filters/tests.
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -412,31 +413,27 @@ class ExprParser {
     return e;
   }
 
-  Result<ExprPtr> ParseOr() {
-    STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParseAnd());
-    while (IsName("or")) {
+  // One left-associative level: `next (op next)*` with the level's operators (names such as "or", or
+  // operator tokens), each application built as `kind` (kBinary records the operator).
+  Result<ExprPtr> LeftAssoc(Result<ExprPtr> (ExprParser::*next)(), Expr::Kind kind,
+                            std::initializer_list<std::string_view> ops) {
+    STRATA_ASSIGN_OR_RETURN(ExprPtr e, (this->*next)());
+    while (true) {
+      const Token& t = Peek();
+      auto op = std::find(ops.begin(), ops.end(), t.text);
+      if (op == ops.end() || (t.kind != Token::Kind::kOp && t.kind != Token::Kind::kName)) return e;
       ++pos_;
-      STRATA_ASSIGN_OR_RETURN(ExprPtr r, ParseAnd());
-      ExprPtr n = Make(Expr::Kind::kOr);
+      STRATA_ASSIGN_OR_RETURN(ExprPtr r, (this->*next)());
+      ExprPtr n = Make(kind);
+      if (kind == Expr::Kind::kBinary) n->name = std::string(*op);
       n->args.push_back(std::move(e));
       n->args.push_back(std::move(r));
       e = std::move(n);
     }
-    return e;
   }
 
-  Result<ExprPtr> ParseAnd() {
-    STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParseNot());
-    while (IsName("and")) {
-      ++pos_;
-      STRATA_ASSIGN_OR_RETURN(ExprPtr r, ParseNot());
-      ExprPtr n = Make(Expr::Kind::kAnd);
-      n->args.push_back(std::move(e));
-      n->args.push_back(std::move(r));
-      e = std::move(n);
-    }
-    return e;
-  }
+  Result<ExprPtr> ParseOr() { return LeftAssoc(&ExprParser::ParseAnd, Expr::Kind::kOr, {"or"}); }
+  Result<ExprPtr> ParseAnd() { return LeftAssoc(&ExprParser::ParseNot, Expr::Kind::kAnd, {"and"}); }
 
   Result<ExprPtr> ParseNot() {
     if (IsName("not")) {
@@ -478,53 +475,14 @@ class ExprParser {
     return cmp ? std::move(cmp) : std::move(first);
   }
 
-  ExprPtr Binary(std::string op, ExprPtr l, ExprPtr r) {
-    ExprPtr n = Make(Expr::Kind::kBinary);
-    n->name = std::move(op);
-    n->args.push_back(std::move(l));
-    n->args.push_back(std::move(r));
-    return n;
-  }
-
-  Result<ExprPtr> ParseMath1() {
-    STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParseConcat());
-    while (IsOp("+") || IsOp("-")) {
-      std::string op = Next().text;
-      STRATA_ASSIGN_OR_RETURN(ExprPtr r, ParseConcat());
-      e = Binary(op, std::move(e), std::move(r));
-    }
-    return e;
-  }
-
-  Result<ExprPtr> ParseConcat() {
-    STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParseMath2());
-    while (IsOp("~")) {
-      ++pos_;
-      STRATA_ASSIGN_OR_RETURN(ExprPtr r, ParseMath2());
-      e = Binary("~", std::move(e), std::move(r));
-    }
-    return e;
-  }
-
+  // Jinja2's arithmetic levels, loosest first: + -, then ~, then * / // %, then **.
+  Result<ExprPtr> ParseMath1() { return LeftAssoc(&ExprParser::ParseConcat, Expr::Kind::kBinary, {"+", "-"}); }
+  Result<ExprPtr> ParseConcat() { return LeftAssoc(&ExprParser::ParseMath2, Expr::Kind::kBinary, {"~"}); }
   Result<ExprPtr> ParseMath2() {
-    STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParsePow());
-    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-      std::string op = Next().text;
-      STRATA_ASSIGN_OR_RETURN(ExprPtr r, ParsePow());
-      e = Binary(op, std::move(e), std::move(r));
-    }
-    return e;
+    return LeftAssoc(&ExprParser::ParsePow, Expr::Kind::kBinary, {"*", "/", "//", "%"});
   }
-
-  Result<ExprPtr> ParsePow() {
-    STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParseUnary(true));
-    while (IsOp("**")) {
-      ++pos_;
-      STRATA_ASSIGN_OR_RETURN(ExprPtr r, ParseUnary(true));
-      e = Binary("**", std::move(e), std::move(r));
-    }
-    return e;
-  }
+  Result<ExprPtr> ParsePow() { return LeftAssoc(&ExprParser::ParseFilteredUnary, Expr::Kind::kBinary, {"**"}); }
+  Result<ExprPtr> ParseFilteredUnary() { return ParseUnary(true); }
 
   Result<ExprPtr> ParseUnary(bool with_filter) {
     ExprPtr e;

@@ -95,39 +95,15 @@ class HttpProvider final : public ChatProvider {
                      .url = config_.base_url + RequestPath(config_.kind, config_.model, config_.stream),
                      .headers = Headers(),
                      .body = std::move(body)};
-    const RetryPolicy& retry = config_.retry;
-    for (int attempt = 1;; ++attempt) {
-      if (options.cancel != nullptr && options.cancel->cancelled()) return CancelledError("generation cancelled");
-      Result<std::unique_ptr<ChatStream>> stream = Attempt(http, options);
-      if (stream.ok()) return stream;
-      Status error = stream.status();
-      if (!IsRetryable(error) || attempt >= std::max(1, retry.max_attempts)) return error;
-      std::chrono::milliseconds delay = Jittered(retry.BaseDelay(attempt));
-      if (auto info = ChatErrorOf(error); info && info->retry_after) {
-        if (*info->retry_after > retry.max_retry_after) return error;
-        delay = std::max(delay, *info->retry_after);
-      }
-      if (config_.on_retry) config_.on_retry(attempt, error, delay);
-      if (options.cancel != nullptr ? options.cancel->SleepFor(delay) : (std::this_thread::sleep_for(delay), false)) {
-        return CancelledError("generation cancelled while waiting to retry");
-      }
-    }
-  }
-
- private:
-  Result<std::unique_ptr<ChatStream>> Attempt(const HttpRequest& http, const GenerateOptions& options) {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<HttpResponse> response,
-                            config_.transport->Send(http, config_.http, options.cancel));
-    if (response->status() < 200 || response->status() >= 300) {
-      auto retry_after = ParseRetryAfter(response->header("retry-after"), std::chrono::system_clock::now());
-      auto body = ReadAll(*response, 64 << 10);
-      return HttpStatusError(response->status(), body.ok() ? *body : "", retry_after);
-    }
+                            SendWithRetry(*config_.transport, http, config_.http, config_.retry, options.cancel,
+                                          config_.on_retry));
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<StreamDecoder> decoder, NewStreamDecoder(config_.kind, config_.options));
     return std::unique_ptr<ChatStream>(
         new HttpChatStream(std::move(response), std::move(decoder), config_.stream, options.cancel));
   }
 
+ private:
   HttpHeaders Headers() const {
     HttpHeaders headers = {{"Content-Type", "application/json"}};
     if (config_.stream) headers.emplace_back("Accept", "text/event-stream");
@@ -150,17 +126,51 @@ class HttpProvider final : public ChatProvider {
     return headers;
   }
 
-  std::chrono::milliseconds Jittered(std::chrono::milliseconds base) const {
-    thread_local std::mt19937_64 rng(std::random_device{}());
-    double j = std::clamp(config_.retry.jitter, 0.0, 1.0);
-    std::uniform_real_distribution<double> dist(1.0 - j, 1.0 + j);
-    return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(base.count()) * dist(rng)));
-  }
-
   ProviderConfig config_;
 };
 
+// Scales `base` by a random factor in [1 - jitter, 1 + jitter].
+std::chrono::milliseconds Jittered(std::chrono::milliseconds base, double jitter) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  double j = std::clamp(jitter, 0.0, 1.0);
+  std::uniform_real_distribution<double> dist(1.0 - j, 1.0 + j);
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(base.count()) * dist(rng)));
+}
+
+// One attempt: the response if its status is 2xx, else the HTTP error (with Retry-After).
+Result<std::unique_ptr<HttpResponse>> SendOnce(HttpTransport& transport, const HttpRequest& http,
+                                               const HttpOptions& options, const Canceller* cancel) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<HttpResponse> response, transport.Send(http, options, cancel));
+  if (response->status() < 200 || response->status() >= 300) {
+    auto retry_after = ParseRetryAfter(response->header("retry-after"), std::chrono::system_clock::now());
+    auto body = ReadAll(*response, 64 << 10);
+    return HttpStatusError(response->status(), body.ok() ? *body : "", retry_after);
+  }
+  return response;
+}
+
 }  // namespace
+
+Result<std::unique_ptr<HttpResponse>> SendWithRetry(HttpTransport& transport, const HttpRequest& http,
+                                                    const HttpOptions& options, const RetryPolicy& retry,
+                                                    const Canceller* cancel, const RetryCallback& on_retry) {
+  for (int attempt = 1;; ++attempt) {
+    if (cancel != nullptr && cancel->cancelled()) return CancelledError("request cancelled");
+    Result<std::unique_ptr<HttpResponse>> response = SendOnce(transport, http, options, cancel);
+    if (response.ok()) return response;
+    Status error = response.status();
+    if (!IsRetryable(error) || attempt >= std::max(1, retry.max_attempts)) return error;
+    std::chrono::milliseconds delay = Jittered(retry.BaseDelay(attempt), retry.jitter);
+    if (auto info = ChatErrorOf(error); info && info->retry_after) {
+      if (*info->retry_after > retry.max_retry_after) return error;
+      delay = std::max(delay, *info->retry_after);
+    }
+    if (on_retry) on_retry(attempt, error, delay);
+    if (cancel != nullptr ? cancel->SleepFor(delay) : (std::this_thread::sleep_for(delay), false)) {
+      return CancelledError("request cancelled while waiting to retry");
+    }
+  }
+}
 
 std::chrono::milliseconds RetryPolicy::BaseDelay(int retry) const {
   double delay = static_cast<double>(initial_backoff.count()) * std::pow(multiplier, std::max(0, retry - 1));

@@ -66,6 +66,17 @@ struct RetryPolicy {
   std::chrono::milliseconds BaseDelay(int retry) const;
 };
 
+// Called before each retry with the attempt number, the error and the delay (for logging).
+using RetryCallback = std::function<void(int attempt, const Status& error, std::chrono::milliseconds delay)>;
+
+// Sends `request` and returns the 2xx response (its body not yet read), retrying retryable failures
+// (IsRetryable: connection, timeout, 429, 408/409, 5xx) with `retry`'s backoff and jitter, honouring
+// Retry-After. Errors: the last attempt's error (an HTTP status carries the provider's message), or
+// cancelled.
+Result<std::unique_ptr<HttpResponse>> SendWithRetry(HttpTransport& transport, const HttpRequest& request,
+                                                    const HttpOptions& options, const RetryPolicy& retry,
+                                                    const Canceller* cancel, const RetryCallback& on_retry = {});
+
 struct ProviderConfig {
   ProviderKind kind = ProviderKind::kOpenAIChat;
   std::string name;      // Reported by name(); defaults to the kind's name.
@@ -78,8 +89,7 @@ struct ProviderConfig {
   HttpOptions http;
   RetryPolicy retry;
   std::shared_ptr<HttpTransport> transport;  // Defaults to CurlTransport().
-  // Called before each retry with the attempt number, the error and the delay (for logging).
-  std::function<void(int attempt, const Status& error, std::chrono::milliseconds delay)> on_retry;
+  RetryCallback on_retry;
 };
 
 // Fails with kInvalidArgument if the config cannot work (no model, no base URL, bad options).

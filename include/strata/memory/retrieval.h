@@ -1,0 +1,53 @@
+// Retrieval over a context store: hybrid lexical + vector search, then a hierarchical pass.
+//
+//   1. For each query, full-text (BM25) and vector (cosine) candidate lists over the whole subtree, fused by
+//      reciprocal rank fusion: rrf = sum over lists of 1 / (rrf_k + rank), normalised so 1.0 means "first in
+//      both lists".
+//   2. Hierarchical: directories are scored by their own L0/L1 like any node; the best unexplored ones
+//      (a beam) are opened, their children scored locally (fused ranks among siblings) and blended with the
+//      parent's score: score = (1 - parent_weight) * local + parent_weight * parent. Child directories join
+//      the frontier. Rounds stop when the top `limit` results are unchanged for a round (converged), the
+//      frontier is empty, or max_rounds is reached.
+//   3. Results from all queries and scopes are merged: one hit per URI (best score, reasons joined), and
+//      leaves with identical content keep only the best-scored copy.
+//
+// Thread safety: Find only reads the store; it may run concurrently with other store calls.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/memory/store.h"
+
+namespace strata::memory {
+
+struct FindOptions {
+  Uri under = Uri::Root();
+  size_t limit = 10;
+  std::optional<ContextType> type;
+  std::optional<std::string> category;
+  bool include_directories = false;  // Return directories as hits too (they are always used for the descent).
+  size_t lexical_candidates = 300;   // Length of the global full-text list.
+  size_t vector_candidates = 100;    // Length of the global vector list.
+  double rrf_k = 60;
+  double parent_weight = 0.3;
+  size_t beam = 4;      // Directories opened per round.
+  int max_rounds = 4;
+};
+
+struct Hit {
+  Uri uri = Uri::Root();
+  bool is_dir = false;
+  Level level = Level::kOverview;  // The layer the match came from (what to load first).
+  double score = 0;
+  std::string abstract_text;       // L0, for display.
+  std::string reason;              // e.g. "lexical #2: cache (abstract); vector #5: cosine 0.61; parent 0.42".
+};
+
+// Finds the best `limit` hits for any of `queries` below `options.under`, best first.
+Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> queries, const FindOptions& options);
+Result<std::vector<Hit>> Find(ContextStore& store, const std::string& query, const FindOptions& options);
+
+}  // namespace strata::memory

@@ -1,0 +1,42 @@
+// The embedded context store: one SQLite database in WAL mode plus an hnswlib vector index beside it.
+//
+//   DIR/strata.db           nodes, FTS5 index, vectors, relations, embedding cache (docs/formats/context-store.md)
+//   DIR/vectors.hnsw        the HNSW graph over the vectors table; DIR/vectors.hnsw.meta names the database
+//                           generation it reflects. Missing, unreadable or from another generation → rebuilt
+//                           from the database on open (the database is the truth; the index is a cache).
+//
+// Every mutation is one IMMEDIATE transaction; the vector index is updated after the commit and saved by
+// Flush() and on destruction. Other processes may share the database (WAL, busy timeout); a process notices
+// their vector changes through the generation and rebuilds its index before the next vector search.
+//
+// Thread safety: all calls are serialised by one mutex per store.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "strata/memory/store.h"
+#include "strata/util/clock.h"
+
+namespace strata::memory {
+
+struct SqliteStoreOptions {
+  // Embeds node text; nullptr → NewLocalHashedEmbedder(). Opening with a different model id re-embeds
+  // every node (batched, through the cache) before returning.
+  std::shared_ptr<Embedder> embedder;
+  // FULL: a committed call survives power loss; NORMAL: it survives a process crash (WAL), faster.
+  bool synchronous_full = true;
+  std::chrono::milliseconds busy_timeout{5000};  // Waiting for another process's write lock; then kUnavailable.
+  int hnsw_m = 16;
+  int hnsw_ef_construction = 200;
+  int hnsw_ef_search = 64;
+  // Below this many candidate vectors a filtered search is exact (a scan), above it it uses the HNSW graph.
+  int64_t exact_search_below = 2000;
+  Clock* clock = nullptr;  // nullptr → SystemClock() (wall time for created/updated).
+};
+
+// Opens (creating if needed) the store in directory `dir`.
+Result<std::unique_ptr<ContextStore>> OpenSqliteStore(const std::string& dir, SqliteStoreOptions options = {});
+
+}  // namespace strata::memory

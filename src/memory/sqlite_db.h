@@ -1,0 +1,149 @@
+// A thin RAII layer over the SQLite C API: a connection, prepared statements, IMMEDIATE transactions.
+// Every error becomes a Status naming the statement and SQLite's message; SQLITE_BUSY is kUnavailable.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "strata/util/status.h"
+
+namespace strata::memory {
+
+class Db {
+ public:
+  Db() = default;
+  ~Db() { if (db_ != nullptr) sqlite3_close_v2(db_); }
+  Db(const Db&) = delete;  // Owns the connection.
+  Db& operator=(const Db&) = delete;
+
+  Status Open(const std::string& path) {
+    int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    if (rc != SQLITE_OK) return Error(rc, "open " + path);
+    sqlite3_extended_result_codes(db_, 1);
+    return Status::Ok();
+  }
+
+  sqlite3* get() const { return db_; }
+
+  // Runs one or more statements without results.
+  Status Exec(std::string_view sql) {
+    char* message = nullptr;
+    int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &message);
+    if (rc == SQLITE_OK) return Status::Ok();
+    std::string text = message != nullptr ? message : sqlite3_errstr(rc);
+    sqlite3_free(message);
+    return MakeStatus(rc, std::string(sql.substr(0, 80)) + ": " + text);
+  }
+
+  Status Error(int rc, std::string_view what) const {
+    return MakeStatus(rc, std::string(what) + ": " + (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
+  }
+
+  static Status MakeStatus(int rc, std::string message) {
+    int primary = rc & 0xff;
+    std::string text = "sqlite: " + message;
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Status::Unavailable(text + " (database is busy)");
+    if (primary == SQLITE_FULL) return Status::ResourceExhausted(text);
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR) return Status::DataLoss(text);
+    if (primary == SQLITE_CONSTRAINT) return Status::AlreadyExists(text);
+    return Status::Internal(text);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class Stmt {
+ public:
+  Stmt(Db& db, std::string_view sql) : db_(&db), sql_(sql) {
+    rc_ = sqlite3_prepare_v2(db.get(), sql_.data(), static_cast<int>(sql_.size()), &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;  // Owns the statement.
+  Stmt& operator=(const Stmt&) = delete;
+
+  Status status() const { return rc_ == SQLITE_OK ? Status::Ok() : db_->Error(rc_, "prepare " + Head()); }
+
+  Stmt& Bind(int i, std::string_view text) {
+    sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& BindBlob(int i, const void* data, size_t n) {
+    sqlite3_bind_blob(stmt_, i, data, static_cast<int>(n), SQLITE_TRANSIENT);
+    return *this;
+  }
+
+  // Returns true when a row is available, false when done.
+  Result<bool> Step() {
+    if (rc_ != SQLITE_OK) return status();
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return db_->Error(rc, Head());
+  }
+  // Runs a statement that returns no rows.
+  Status Run() {
+    Result<bool> r = Step();
+    if (!r.ok()) return r.status();
+    return Status::Ok();
+  }
+  Stmt& Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    return *this;
+  }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string Text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
+  std::string_view Blob(int col) const {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return p == nullptr ? std::string_view()
+                        : std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+
+ private:
+  std::string Head() const { return std::string(sql_.substr(0, 80)); }
+  Db* db_;
+  std::string sql_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+// BEGIN IMMEDIATE on construction (Begin()), ROLLBACK on destruction unless Commit() succeeded.
+class Txn {
+ public:
+  explicit Txn(Db& db) : db_(db) {}
+  ~Txn() { if (open_) (void)db_.Exec("ROLLBACK"); }
+  Txn(const Txn&) = delete;  // Scoped to one block.
+  Txn& operator=(const Txn&) = delete;
+
+  Status Begin() {
+    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+    open_ = true;
+    return Status::Ok();
+  }
+  Status Commit() {
+    STRATA_RETURN_IF_ERROR(db_.Exec("COMMIT"));
+    open_ = false;
+    return Status::Ok();
+  }
+
+ private:
+  Db& db_;
+  bool open_ = false;
+};
+
+}  // namespace strata::memory

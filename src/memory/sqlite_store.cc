@@ -1,0 +1,1134 @@
+#include "strata/memory/sqlite_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "memory/fts_text.h"
+#include "memory/hash.h"
+#include "memory/sqlite_db.h"
+#include "memory/vector_index.h"
+#include "strata/memory/presets.h"
+
+namespace strata::memory {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr std::string_view kRootParent = "strata://";
+
+// Bit flags of nodes.derived: which layers were derived from the content rather than given.
+constexpr int64_t kAbstractDerived = 1;
+constexpr int64_t kOverviewDerived = 2;
+
+constexpr std::string_view kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes(
+  id INTEGER PRIMARY KEY,
+  uri TEXT NOT NULL UNIQUE,
+  parent TEXT NOT NULL,
+  name TEXT NOT NULL,
+  is_dir INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  category TEXT NOT NULL DEFAULT '',
+  abstract TEXT NOT NULL DEFAULT '',
+  overview TEXT NOT NULL DEFAULT '',
+  content TEXT NOT NULL DEFAULT '',
+  metadata TEXT NOT NULL DEFAULT '{}',
+  derived INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent, uri);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(name, abstract, overview, content,
+  tokenize = 'unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS vectors(node_id INTEGER PRIMARY KEY, text_hash TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS relations(src TEXT NOT NULL, dst TEXT NOT NULL, reason TEXT NOT NULL,
+  created_ms INTEGER NOT NULL, PRIMARY KEY(src, dst));
+CREATE INDEX IF NOT EXISTS relations_by_dst ON relations(dst);
+CREATE TABLE IF NOT EXISTS embedding_cache(key TEXT PRIMARY KEY, vec BLOB NOT NULL);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1'), ('vector_generation', '0');
+)sql";
+
+constexpr std::string_view kNodeColumns =
+    "id, uri, is_dir, type, category, abstract, overview, content, metadata, created_ms, updated_ms, "
+    "length(CAST(content AS BLOB)), derived";
+
+std::string_view KindDirAbstract(std::string_view kind) {
+  if (kind == "user") return "Users' spaces, one directory per user id.";
+  if (kind == "agent") return "Agents' spaces, one directory per agent id.";
+  if (kind == "session") return "Sessions, one directory per session id.";
+  return "";
+}
+
+// A row to insert or update, with its flags.
+struct Row {
+  int64_t id = 0;  // 0: new.
+  Node node;
+  int64_t derived = 0;
+};
+
+std::string VectorBlob(const Vector& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+
+Vector BlobVector(std::string_view blob) {
+  Vector v(blob.size() / 4);
+  std::memcpy(v.data(), blob.data(), v.size() * 4);
+  return v;
+}
+
+// The SQL range that selects `uri`'s strict descendants: uri >= "X/" AND uri < "X0" ('0' follows '/').
+std::pair<std::string, std::string> DescendantRange(const Uri& uri) {
+  if (uri.is_root()) return {std::string(Uri::kPrefix), "strata:/0"};
+  return {uri.str() + "/", uri.str() + "0"};
+}
+
+Status CheckMetadata(const std::optional<std::string>& metadata) {
+  if (!metadata) return Status::Ok();
+  auto parsed = nlohmann::json::parse(*metadata, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return Status::InvalidArgument("metadata must be a JSON object, got: " + metadata->substr(0, 80));
+  }
+  return Status::Ok();
+}
+
+// Matches `path` against a glob: `*` and `?` within one segment, `**` across segments, `[...]` classes.
+bool GlobMatch(std::string_view pattern, std::string_view path) {
+  if (pattern.empty()) return path.empty();
+  if (pattern.starts_with("**")) {
+    std::string_view rest = pattern.substr(2);
+    if (rest.starts_with('/')) {
+      // "**/" matches zero or more whole segments.
+      if (GlobMatch(rest.substr(1), path)) return true;
+    }
+    for (size_t i = 0; i <= path.size(); ++i) {
+      if (GlobMatch(rest, path.substr(i))) return true;
+    }
+    return false;
+  }
+  char p = pattern.front();
+  if (p == '*') {
+    for (size_t i = 0; i <= path.size(); ++i) {
+      if (GlobMatch(pattern.substr(1), path.substr(i))) return true;
+      if (i < path.size() && path[i] == '/') break;
+    }
+    return false;
+  }
+  if (path.empty()) return false;
+  if (p == '?') return path.front() != '/' && GlobMatch(pattern.substr(1), path.substr(1));
+  if (p == '[') {
+    size_t close = pattern.find(']', 1);
+    if (close != std::string_view::npos) {
+      std::string_view set = pattern.substr(1, close - 1);
+      bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
+      if (negate) set.remove_prefix(1);
+      bool hit = false;
+      for (size_t i = 0; i < set.size(); ++i) {
+        if (i + 2 < set.size() && set[i + 1] == '-') {
+          hit |= path.front() >= set[i] && path.front() <= set[i + 2];
+          i += 2;
+        } else {
+          hit |= path.front() == set[i];
+        }
+      }
+      return hit != negate && GlobMatch(pattern.substr(close + 1), path.substr(1));
+    }
+  }
+  return p == path.front() && GlobMatch(pattern.substr(1), path.substr(1));
+}
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+class SqliteStore final : public ContextStore {
+ public:
+  SqliteStore(std::string dir, SqliteStoreOptions options) : dir_(std::move(dir)), options_(std::move(options)) {
+    if (options_.clock == nullptr) options_.clock = SystemClock();
+  }
+
+  ~SqliteStore() override { (void)Flush(); }
+
+  Status Open() {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) return Status::Internal("cannot create store directory " + dir_ + ": " + ec.message());
+    STRATA_RETURN_IF_ERROR(db_.Open(dir_ + "/strata.db"));
+    sqlite3_busy_timeout(db_.get(), static_cast<int>(options_.busy_timeout.count()));
+    STRATA_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=WAL"));
+    STRATA_RETURN_IF_ERROR(db_.Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
+    {
+      Txn txn(db_);
+      STRATA_RETURN_IF_ERROR(txn.Begin());
+      STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
+      STRATA_ASSIGN_OR_RETURN(std::string version, MetaGet("schema_version"));
+      if (version != std::to_string(kSchemaVersion)) {
+        return Status::FailedPrecondition("store " + dir_ + " has schema version " + version + "; this build reads " +
+                                          std::to_string(kSchemaVersion));
+      }
+      STRATA_RETURN_IF_ERROR(txn.Commit());
+    }
+    STRATA_RETURN_IF_ERROR(RegisterFunctions());
+    embedder_ = options_.embedder ? options_.embedder : std::shared_ptr<Embedder>(NewLocalHashedEmbedder());
+    if (embedder_->dimension() == 0) {  // Learn the dimension from one call.
+      std::vector<std::string> probe = {"dimension probe"};
+      STRATA_RETURN_IF_ERROR(embedder_->Embed(probe).status().WithContext("embedder"));
+    }
+    model_ = embedder_->model_id();
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
+    if (stored_model != model_) {
+      // A new vector space: every vector is recomputed (through the cache) before the store is used.
+      STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/true));
+    }
+    STRATA_ASSIGN_OR_RETURN(generation_, ReadGeneration());
+    auto loaded = VectorIndex::Load(IndexPath(), generation_, model_, IndexParams());
+    if (loaded.ok()) {
+      index_ = std::move(*loaded);
+      index_generation_ = generation_;
+    } else {
+      STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
+    }
+    return Status::Ok();
+  }
+
+  Status Write(const Uri& uri, std::string_view content, const WriteOptions& options) override {
+    return WriteBatch({{uri, std::string(content)}}, {options});
+  }
+
+  Status WriteBatch(const std::vector<std::pair<Uri, std::string>>& leaves,
+                    const std::vector<WriteOptions>& options) override {
+    if (options.size() != leaves.size() && options.size() > 1) {
+      return Status::InvalidArgument("WriteBatch: " + std::to_string(options.size()) + " options for " +
+                                     std::to_string(leaves.size()) + " leaves");
+    }
+    static const WriteOptions kDefaults;
+    auto option_of = [&](size_t i) -> const WriteOptions& {
+      return options.empty() ? kDefaults : options.size() == 1 ? options[0] : options[i];
+    };
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const Uri& uri = leaves[i].first;
+      if (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root()) {
+        return Status::InvalidArgument(uri.str() + " is a scope directory; write leaves below it, e.g. " +
+                                       (uri.is_root() ? std::string("strata://resources/notes") : uri.str() + "/notes"));
+      }
+      STRATA_RETURN_IF_ERROR(CheckMetadata(option_of(i).metadata).WithContext(uri.str()));
+    }
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Plan plan;
+    int64_t now = NowMs();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const auto& [uri, content] = leaves[i];
+      const WriteOptions& o = option_of(i);
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindPlannedOrStored(plan, uri));
+      if (existing && existing->node.is_dir) {
+        return Status::FailedPrecondition(uri.str() + " is a directory; only leaves have content");
+      }
+      if (existing && !o.overwrite) return Status::AlreadyExists(uri.str() + " already exists");
+      if (!o.create_parents) {
+        STRATA_ASSIGN_OR_RETURN(std::optional<Row> parent, FindPlannedOrStored(plan, uri.Parent()));
+        if (!parent && !uri.Parent().is_scope_root()) {
+          return Status::NotFound("parent " + uri.Parent().str() + " of " + uri.str() + " does not exist");
+        }
+      }
+      STRATA_RETURN_IF_ERROR(PlanDirectories(uri.Parent(), now, &plan));
+      Row row = existing ? *existing : Row{};
+      Node& node = row.node;
+      if (!existing) {
+        node.uri = uri;
+        node.created_ms = now;
+        node.type = InferContextType(uri);
+      }
+      node.content = content;
+      node.updated_ms = now;
+      if (o.type) node.type = *o.type;
+      if (o.category) node.category = *o.category;
+      if (o.metadata) node.metadata = *o.metadata;
+      SetLayer(o.abstract_text, DeriveAbstract(content), kAbstractDerived, &node.abstract_text, &row.derived);
+      SetLayer(o.overview, DeriveOverview(content), kOverviewDerived, &node.overview, &row.derived);
+      plan.Put(std::move(row));
+    }
+    STRATA_RETURN_IF_ERROR(Apply(plan));
+    return CommitAndIndex(txn, plan);
+  }
+
+  Status Mkdir(const Uri& uri, const WriteOptions& o) override {
+    if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
+    STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Plan plan;
+    int64_t now = NowMs();
+    STRATA_RETURN_IF_ERROR(PlanDirectories(uri, now, &plan));
+    if (o.abstract_text || o.overview || o.category || o.metadata || o.type) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(plan, uri));
+      if (o.abstract_text) row->node.abstract_text = *o.abstract_text;
+      if (o.overview) row->node.overview = *o.overview;
+      if (o.category) row->node.category = *o.category;
+      if (o.metadata) row->node.metadata = MergePresetVersion(row->node.metadata, *o.metadata);
+      if (o.type) row->node.type = *o.type;
+      row->node.updated_ms = now;
+      plan.Put(std::move(*row));
+    }
+    STRATA_RETURN_IF_ERROR(Apply(plan));
+    return CommitAndIndex(txn, plan);
+  }
+
+  Result<Node> Stat(const Uri& uri) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
+    if (!row) return NotFoundError(uri);
+    return row->node;
+  }
+
+  Result<std::string> Read(const Uri& uri, Level level) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
+    if (!row) return NotFoundError(uri);
+    const Node& node = row->node;
+    if (!node.is_dir) {
+      return level == Level::kAbstract ? node.abstract_text : level == Level::kOverview ? node.overview : node.content;
+    }
+    if (level == Level::kAbstract && !node.abstract_text.empty()) return node.abstract_text;
+    if (level == Level::kOverview && !node.overview.empty()) return node.overview;
+    // A directory without the layer reads as a listing of its children's abstracts.
+    STRATA_ASSIGN_OR_RETURN(std::vector<Node> children, ListLocked(uri, {}));
+    if (level == Level::kAbstract) {
+      std::string out = std::string(uri.name()) + ": " + std::to_string(children.size()) + " entries";
+      for (size_t i = 0; i < children.size() && i < 5; ++i) out += (i == 0 ? " (" : ", ") + std::string(children[i].uri.name());
+      if (!children.empty()) out += children.size() > 5 ? ", ...)" : ")";
+      return out;
+    }
+    std::string out;
+    for (const Node& child : children) {
+      out += "- " + std::string(child.uri.name()) + (child.is_dir ? "/" : "") +
+             (child.abstract_text.empty() ? "" : ": " + child.abstract_text) + "\n";
+    }
+    return out;
+  }
+
+  Result<std::vector<Node>> List(const Uri& dir, const ListOptions& options) override {
+    std::lock_guard lock(mu_);
+    if (!dir.is_root()) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(dir));
+      if (!row) return NotFoundError(dir);
+      if (!row->node.is_dir) return Status::FailedPrecondition(dir.str() + " is a file, not a directory");
+    }
+    return ListLocked(dir, options);
+  }
+
+  Result<std::vector<Node>> Glob(std::string_view pattern, const Uri& under) override {
+    if (pattern.empty()) return Status::InvalidArgument("glob: empty pattern");
+    STRATA_ASSIGN_OR_RETURN(std::vector<Node> all, List(under, {.recursive = true}));
+    std::vector<Node> out;
+    size_t prefix = under.is_root() ? Uri::kPrefix.size() : under.str().size() + 1;
+    for (Node& node : all) {
+      if (GlobMatch(pattern, std::string_view(node.uri.str()).substr(prefix))) out.push_back(std::move(node));
+    }
+    return out;
+  }
+
+  Result<std::vector<GrepMatch>> Grep(std::string_view needle, const Uri& under, bool ignore_case,
+                                      size_t limit) override {
+    if (needle.empty()) return Status::InvalidArgument("grep: empty pattern");
+    std::lock_guard lock(mu_);
+    auto [lo, hi] = DescendantRange(under);
+    Stmt s(db_, "SELECT uri, content FROM nodes WHERE is_dir = 0 AND (uri = ? OR (uri >= ? AND uri < ?)) ORDER BY uri");
+    s.Bind(1, under.str()).Bind(2, lo).Bind(3, hi);
+    std::string wanted = ignore_case ? AsciiLower(needle) : std::string(needle);
+    std::vector<GrepMatch> out;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      std::string content = s.Text(1);
+      std::string haystack = ignore_case ? AsciiLower(content) : content;
+      if (haystack.find(wanted) == std::string::npos) continue;
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
+      int line = 1;
+      for (size_t start = 0; start <= content.size();) {
+        size_t nl = content.find('\n', start);
+        size_t end = nl == std::string::npos ? content.size() : nl;
+        if (std::string_view(haystack).substr(start, end - start).find(wanted) != std::string_view::npos) {
+          out.push_back({uri, line, content.substr(start, end - start)});
+          if (limit != 0 && out.size() >= limit) return out;
+        }
+        if (nl == std::string::npos) break;
+        start = nl + 1;
+        ++line;
+      }
+    }
+    return out;
+  }
+
+  Status Move(const Uri& from, const Uri& to) override {
+    for (const Uri* u : {&from, &to}) {
+      if (u->is_root() || u->is_kind_dir() || u->is_scope_root()) {
+        return Status::InvalidArgument("cannot move " + std::string(u == &from ? "from " : "to ") + u->str() +
+                                       ": scope roots and kind directories stay in place");
+      }
+    }
+    if (from.Contains(to)) return Status::InvalidArgument("cannot move " + from.str() + " into itself (" + to.str() + ")");
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> source, FindStored(from));
+    if (!source) return NotFoundError(from);
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> target, FindStored(to));
+    if (target) return Status::AlreadyExists("cannot move to " + to.str() + ": it exists");
+    Plan plan;
+    int64_t now = NowMs();
+    STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, &plan));
+    STRATA_RETURN_IF_ERROR(Apply(plan));
+    auto [lo, hi] = DescendantRange(from);
+    const int64_t cut = static_cast<int64_t>(from.str().size()) + 1;
+    Stmt nodes(db_,
+               "UPDATE nodes SET uri = ?1 || substr(uri, ?2), "
+               "parent = CASE WHEN uri = ?3 THEN ?4 ELSE ?1 || substr(parent, ?2) END, "
+               "name = CASE WHEN uri = ?3 THEN ?5 ELSE name END, updated_ms = ?6 "
+               "WHERE uri = ?3 OR (uri >= ?7 AND uri < ?8)");
+    nodes.Bind(1, to.str()).Bind(2, cut).Bind(3, from.str()).Bind(4, to.Parent().str()).Bind(5, to.name());
+    nodes.Bind(6, now).Bind(7, lo).Bind(8, hi);
+    STRATA_RETURN_IF_ERROR(nodes.Run());
+    for (const char* column : {"src", "dst"}) {
+      std::string sql = std::string("UPDATE relations SET ") + column + " = ?1 || substr(" + column + ", ?2) WHERE " +
+                        column + " = ?3 OR (" + column + " >= ?4 AND " + column + " < ?5)";
+      Stmt rel(db_, sql);
+      rel.Bind(1, to.str()).Bind(2, cut).Bind(3, from.str()).Bind(4, lo).Bind(5, hi);
+      STRATA_RETURN_IF_ERROR(rel.Run());
+    }
+    // The moved node's name is indexed (and may be its whole embedding text): refresh its rows.
+    Plan moved;
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(to));
+    moved.Put(std::move(*row));
+    STRATA_RETURN_IF_ERROR(Apply(moved));
+    plan.Merge(std::move(moved));
+    return CommitAndIndex(txn, plan);
+  }
+
+  Result<int64_t> Remove(const Uri& uri, bool recursive) override {
+    if (uri.is_root()) return Status::InvalidArgument("refusing to remove strata:// (the whole store)");
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
+    if (!row) return NotFoundError(uri);
+    auto [lo, hi] = DescendantRange(uri);
+    std::vector<int64_t> ids = {row->id};
+    {
+      Stmt s(db_, "SELECT id FROM nodes WHERE uri >= ? AND uri < ?");
+      s.Bind(1, lo).Bind(2, hi);
+      while (true) {
+        STRATA_ASSIGN_OR_RETURN(bool more, s.Step());
+        if (!more) break;
+        ids.push_back(s.Int(0));
+      }
+    }
+    if (ids.size() > 1 && !recursive) {
+      return Status::FailedPrecondition(uri.str() + " is a directory with " + std::to_string(ids.size() - 1) +
+                                        " entries below it; remove it recursively (-r) to delete them all");
+    }
+    Stmt del_node(db_, "DELETE FROM nodes WHERE id = ?");
+    Stmt del_fts(db_, "DELETE FROM fts WHERE rowid = ?");
+    Stmt del_vec(db_, "DELETE FROM vectors WHERE node_id = ?");
+    for (int64_t id : ids) {
+      STRATA_RETURN_IF_ERROR(del_node.Reset().Bind(1, id).Run());
+      STRATA_RETURN_IF_ERROR(del_fts.Reset().Bind(1, id).Run());
+      STRATA_RETURN_IF_ERROR(del_vec.Reset().Bind(1, id).Run());
+    }
+    Stmt rel(db_, "DELETE FROM relations WHERE src = ?1 OR dst = ?1 OR (src >= ?2 AND src < ?3) OR (dst >= ?2 AND dst < ?3)");
+    STRATA_RETURN_IF_ERROR(rel.Bind(1, uri.str()).Bind(2, lo).Bind(3, hi).Run());
+    Plan plan;
+    plan.removed = ids;
+    STRATA_RETURN_IF_ERROR(BumpGeneration(&plan));
+    STRATA_RETURN_IF_ERROR(CommitAndIndex(txn, plan));
+    // A removed scope root is re-created with its presets when next used.
+    for (auto it = ensured_.begin(); it != ensured_.end();) {
+      it = uri.Contains(Uri::Parse(*it).value()) ? ensured_.erase(it) : std::next(it);
+    }
+    return static_cast<int64_t>(ids.size());
+  }
+
+  Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    for (const Uri* u : {&from, &to}) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(*u));
+      if (!row) return Status::NotFound("cannot link: " + u->str() + " does not exist");
+    }
+    Stmt s(db_, "INSERT OR REPLACE INTO relations(src, dst, reason, created_ms) VALUES (?, ?, ?, ?)");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, from.str()).Bind(2, to.str()).Bind(3, reason).Bind(4, NowMs()).Run());
+    return txn.Commit();
+  }
+
+  Status Unlink(const Uri& from, const Uri& to) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "DELETE FROM relations WHERE src = ? AND dst = ?");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, from.str()).Bind(2, to.str()).Run());
+    if (sqlite3_changes(db_.get()) == 0) return Status::NotFound("no link from " + from.str() + " to " + to.str());
+    return Status::Ok();
+  }
+
+  Result<std::vector<Relation>> Relations(const Uri& uri) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT src, dst, reason, created_ms FROM relations WHERE src = ?1 OR dst = ?1 ORDER BY src, dst");
+    s.Bind(1, uri.str());
+    std::vector<Relation> out;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      STRATA_ASSIGN_OR_RETURN(Uri src, Uri::Parse(s.Text(0)));
+      STRATA_ASSIGN_OR_RETURN(Uri dst, Uri::Parse(s.Text(1)));
+      out.push_back({src, dst, s.Text(2), s.Int(3)});
+    }
+    return out;
+  }
+
+  Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
+    std::vector<std::string> terms = FtsTerms(query);
+    std::vector<ScoredUri> out;
+    if (terms.empty() || limit == 0) return out;
+    std::string match;
+    for (const std::string& t : terms) {
+      if (!match.empty()) match += " OR ";
+      match += '"';
+      for (char c : t) match += c == '"' ? std::string("\"\"") : std::string(1, c);
+      match += '"';
+    }
+    std::string sql =
+        "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, fts.name, fts.abstract, fts.overview, "
+        "fts.content FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
+        FilterSql(filter) + " ORDER BY rank LIMIT ?2";
+    std::lock_guard lock(mu_);
+    Stmt s(db_, sql);
+    s.Bind(1, match).Bind(2, static_cast<int64_t>(limit));
+    BindFilter(s, filter);
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
+      std::string detail;
+      int level = 3;
+      static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
+      static constexpr int kLevels[] = {0, 0, 1, 2};
+      for (const std::string& t : terms) {
+        std::string where;
+        for (int c = 0; c < 4; ++c) {
+          if (!FtsContainsTerm(s.Text(3 + c), t)) continue;
+          where += std::string(where.empty() ? "" : "+") + kColumns[c];
+          level = std::min(level, kLevels[c]);
+        }
+        if (!where.empty()) detail += (detail.empty() ? "" : ", ") + t + " (" + where + ")";
+      }
+      out.push_back({uri, s.Int(1) != 0, -s.Double(2), detail, level == 3 ? 2 : level});
+    }
+    return out;
+  }
+
+  Result<std::vector<ScoredUri>> VectorNeighbours(const Vector& query, const SearchFilter& filter,
+                                                  size_t limit) override {
+    if (static_cast<int>(query.size()) != embedder_->dimension()) {
+      return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
+                                     std::to_string(embedder_->dimension()));
+    }
+    std::lock_guard lock(mu_);
+    std::vector<ScoredUri> out;
+    if (limit == 0) return out;
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    if (generation != index_generation_) STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
+    bool unfiltered = filter.under.is_root() && !filter.type && !filter.category && !filter.leaves_only && !filter.parent;
+    int64_t candidates = static_cast<int64_t>(index_->size());
+    if (!unfiltered) {
+      Stmt count(db_, "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
+      BindFilter(count, filter);
+      STRATA_ASSIGN_OR_RETURN(bool row, count.Step());
+      candidates = row ? count.Int(0) : 0;
+    }
+    if (!unfiltered && candidates <= options_.exact_search_below) return ExactNeighbours(query, filter, limit);
+    // Over-fetch from the graph and filter; widen until enough pass or the graph is exhausted.
+    Stmt check(db_, "SELECT n.uri, n.is_dir FROM nodes n WHERE n.id = ?1" + FilterSql(filter, 3));
+    for (size_t k = unfiltered ? limit : limit * 4;; k *= 4) {
+      STRATA_ASSIGN_OR_RETURN(auto hits, index_->Search(query.data(), k));
+      out.clear();
+      for (const auto& [id, similarity] : hits) {
+        check.Reset().Bind(1, id);
+        BindFilter(check, filter, 3);
+        STRATA_ASSIGN_OR_RETURN(bool row, check.Step());
+        if (!row) continue;
+        STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(check.Text(0)));
+        out.push_back({uri, check.Int(1) != 0, similarity, "cosine " + std::to_string(similarity).substr(0, 5)});
+        if (out.size() >= limit) return out;
+      }
+      if (hits.size() < k || k >= index_->size()) return out;
+    }
+  }
+
+  Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
+    std::vector<Vector> out(texts.size());
+    std::vector<std::string> missing;
+    std::vector<size_t> where;
+    {
+      std::lock_guard lock(query_cache_mu_);
+      for (size_t i = 0; i < texts.size(); ++i) {
+        auto it = query_cache_.find(texts[i]);
+        if (it != query_cache_.end()) {
+          out[i] = it->second;
+        } else {
+          missing.push_back(texts[i]);
+          where.push_back(i);
+        }
+      }
+    }
+    if (missing.empty()) return out;
+    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh, embedder_->Embed(missing));
+    std::lock_guard lock(query_cache_mu_);
+    if (query_cache_.size() > 4096) query_cache_.clear();
+    for (size_t j = 0; j < fresh.size(); ++j) {
+      query_cache_[missing[j]] = fresh[j];
+      out[where[j]] = std::move(fresh[j]);
+    }
+    return out;
+  }
+
+  Result<std::vector<std::string>> Check() override {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> problems;
+    auto collect = [&](std::string_view sql, std::string_view what) -> Status {
+      Stmt s(db_, sql);
+      while (true) {
+        STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        problems.push_back(std::string(what) + ": " + s.Text(0));
+      }
+      return Status::Ok();
+    };
+    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN"));
+    struct EndRead {
+      Db& db;
+      ~EndRead() { (void)db.Exec("COMMIT"); }
+    } end_read{db_};
+    {
+      Stmt s(db_, "PRAGMA quick_check");
+      while (true) {
+        STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        if (s.Text(0) != "ok") problems.push_back("sqlite quick_check: " + s.Text(0));
+      }
+    }
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT n.uri FROM nodes n WHERE n.parent != 'strata://' AND NOT EXISTS "
+        "(SELECT 1 FROM nodes p WHERE p.uri = n.parent AND p.is_dir = 1)", "parent missing"));
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT n.uri FROM nodes n LEFT JOIN fts f ON f.rowid = n.id WHERE f.rowid IS NULL OR "
+        "f.name != strata_fts_text(n.name) OR f.abstract != strata_fts_text(n.abstract) OR "
+        "f.overview != strata_fts_text(n.overview) OR f.content != strata_fts_text(n.content)",
+        "full-text row missing or different"));
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT CAST(f.rowid AS TEXT) FROM fts f WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = f.rowid)",
+        "full-text row without node"));
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT CAST(v.node_id AS TEXT) FROM vectors v WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = v.node_id)",
+        "vector without node"));
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT r.src || ' -> ' || r.dst FROM relations r WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.uri = r.src) "
+        "OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.uri = r.dst)", "relation to a missing node"));
+    Stmt s(db_, std::string("SELECT ") + std::string(kNodeColumns) +
+                    ", v.text_hash, length(v.vec) FROM nodes LEFT JOIN vectors v ON v.node_id = nodes.id");
+    int64_t vectors = 0;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      STRATA_ASSIGN_OR_RETURN(Row r, ReadRow(s));
+      if (s.Text(13).empty()) {
+        problems.push_back("vector missing: " + r.node.uri.str());
+      } else if (s.Text(13) != HashHex(EmbeddingText(r.node))) {
+        problems.push_back("vector stale: " + r.node.uri.str());
+      } else if (s.Int(14) != 4 * static_cast<int64_t>(embedder_->dimension())) {
+        problems.push_back("vector of the wrong size: " + r.node.uri.str());
+      }
+      if (!s.Text(13).empty()) ++vectors;
+    }
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    if (generation == index_generation_ && static_cast<int64_t>(index_->size()) != vectors) {
+      problems.push_back("vector index holds " + std::to_string(index_->size()) + " vectors, the database " +
+                         std::to_string(vectors));
+    }
+    return problems;
+  }
+
+  Status Reindex() override {
+    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/false));
+    STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
+    return SaveIndexLocked();
+  }
+
+  Status Flush() override {
+    std::lock_guard lock(mu_);
+    return SaveIndexLocked();
+  }
+
+  Result<Stats> GetStats() override {
+    std::lock_guard lock(mu_);
+    Stats stats;
+    Stmt s(db_,
+           "SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM nodes WHERE is_dir = 0), "
+           "(SELECT count(*) FROM vectors), (SELECT count(*) FROM relations)");
+    STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) stats = {s.Int(0), s.Int(1), s.Int(2), s.Int(3)};
+    return stats;
+  }
+
+ private:
+  // Rows to write in one transaction, addressable by URI; removals for the vector index.
+  struct Plan {
+    std::vector<Row> rows;
+    std::map<std::string, size_t> by_uri;
+    std::vector<std::pair<int64_t, Vector>> upserts;  // Vector index updates after the commit.
+    std::vector<int64_t> removed;
+    std::vector<std::string> ensured;  // Scope roots whose presets this plan completes.
+    int64_t generation = -1;           // The generation the commit produces (-1: vectors untouched).
+
+    void Put(Row row) {
+      auto it = by_uri.find(row.node.uri.str());
+      if (it != by_uri.end()) {
+        rows[it->second] = std::move(row);
+      } else {
+        by_uri.emplace(row.node.uri.str(), rows.size());
+        rows.push_back(std::move(row));
+      }
+    }
+    const Row* Find(const Uri& uri) const {
+      auto it = by_uri.find(uri.str());
+      return it == by_uri.end() ? nullptr : &rows[it->second];
+    }
+    void Merge(Plan other) {
+      for (auto& u : other.upserts) upserts.push_back(std::move(u));
+      for (auto& e : other.ensured) ensured.push_back(std::move(e));
+      generation = std::max(generation, other.generation);
+    }
+  };
+
+  static Status NotFoundError(const Uri& uri) { return Status::NotFound(uri.str() + " does not exist"); }
+
+  static void SetLayer(const std::optional<std::string>& given, std::string derived_value, int64_t flag,
+                       std::string* layer, int64_t* derived) {
+    if (given) {
+      *layer = *given;
+      *derived &= ~flag;
+    } else if (layer->empty() || (*derived & flag) != 0) {
+      // Keep a layer someone wrote by hand; re-derive one that was derived.
+      *layer = std::move(derived_value);
+      *derived |= flag;
+    }
+  }
+
+  // Keeps the preset bookkeeping of a scope root when its metadata is replaced.
+  static std::string MergePresetVersion(const std::string& old_json, const std::string& new_json) {
+    auto old_value = nlohmann::json::parse(old_json, nullptr, false);
+    auto new_value = nlohmann::json::parse(new_json, nullptr, false);
+    if (old_value.is_object() && old_value.contains("preset_version")) new_value["preset_version"] = old_value["preset_version"];
+    return new_value.dump();
+  }
+
+  int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
+  std::string IndexPath() const { return dir_ + "/vectors.hnsw"; }
+  VectorIndexParams IndexParams() const {
+    return {.dim = embedder_->dimension(), .m = options_.hnsw_m, .ef_construction = options_.hnsw_ef_construction,
+            .ef_search = options_.hnsw_ef_search};
+  }
+
+  Status RegisterFunctions() {
+    auto fts_text = [](sqlite3_context* ctx, int, sqlite3_value** argv) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+      std::string out = FtsText(text == nullptr ? "" : std::string_view(text, static_cast<size_t>(sqlite3_value_bytes(argv[0]))));
+      sqlite3_result_text(ctx, out.data(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
+    };
+    int rc = sqlite3_create_function_v2(db_.get(), "strata_fts_text", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                        fts_text, nullptr, nullptr, nullptr);
+    return rc == SQLITE_OK ? Status::Ok() : db_.Error(rc, "register strata_fts_text");
+  }
+
+  Result<std::string> MetaGet(std::string_view key) {
+    Stmt s(db_, "SELECT value FROM meta WHERE key = ?");
+    s.Bind(1, key);
+    STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+    return row ? s.Text(0) : std::string();
+  }
+
+  Status MetaSet(std::string_view key, std::string_view value) {
+    Stmt s(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
+    return s.Bind(1, key).Bind(2, value).Run();
+  }
+
+  Result<int64_t> ReadGeneration() {
+    STRATA_ASSIGN_OR_RETURN(std::string value, MetaGet("vector_generation"));
+    return static_cast<int64_t>(std::stoll(value.empty() ? "0" : value));
+  }
+
+  Result<Row> ReadRow(Stmt& s) {
+    Row row;
+    row.id = s.Int(0);
+    STRATA_ASSIGN_OR_RETURN(row.node.uri, Uri::Parse(s.Text(1)));
+    row.node.is_dir = s.Int(2) != 0;
+    STRATA_ASSIGN_OR_RETURN(row.node.type, ParseContextType(s.Text(3)));
+    row.node.category = s.Text(4);
+    row.node.abstract_text = s.Text(5);
+    row.node.overview = s.Text(6);
+    row.node.content = s.Text(7);
+    row.node.metadata = s.Text(8);
+    row.node.created_ms = s.Int(9);
+    row.node.updated_ms = s.Int(10);
+    row.node.size = s.Int(11);
+    row.derived = s.Int(12);
+    return row;
+  }
+
+  Result<std::optional<Row>> FindStored(const Uri& uri) {
+    Stmt s(db_, std::string("SELECT ") + std::string(kNodeColumns) + " FROM nodes WHERE uri = ?");
+    s.Bind(1, uri.str());
+    STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<Row>();
+    STRATA_ASSIGN_OR_RETURN(Row r, ReadRow(s));
+    return std::optional<Row>(std::move(r));
+  }
+
+  Result<std::optional<Row>> FindPlannedOrStored(const Plan& plan, const Uri& uri) {
+    if (const Row* row = plan.Find(uri)) return std::optional<Row>(*row);
+    return FindStored(uri);
+  }
+
+  // Plans every missing directory from the top of `dir`'s chain down to `dir` itself, and the presets of
+  // a scope root met on the way that this process has not yet checked.
+  Status PlanDirectories(const Uri& dir, int64_t now, Plan* plan) {
+    std::vector<Uri> chain;
+    for (Uri u = dir; !u.is_root(); u = u.Parent()) chain.push_back(u);
+    std::reverse(chain.begin(), chain.end());
+    for (const Uri& u : chain) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, u));
+      if (row && !row->node.is_dir) {
+        return Status::FailedPrecondition(u.str() + " is a file, so nothing can be created below it");
+      }
+      if (!row) {
+        Row fresh;
+        fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
+        if (u.is_kind_dir()) fresh.node.abstract_text = std::string(KindDirAbstract(u.kind()));
+        plan->Put(std::move(fresh));
+      }
+      if (u.is_scope_root() && !ensured_.contains(u.str())) STRATA_RETURN_IF_ERROR(PlanPresets(u, now, plan));
+    }
+    return Status::Ok();
+  }
+
+  Status PlanPresets(const Uri& root, int64_t now, Plan* plan) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> root_row, FindPlannedOrStored(*plan, root));
+    auto meta = nlohmann::json::parse(root_row->node.metadata, nullptr, false);
+    if (!meta.is_object()) meta = nlohmann::json::object();
+    int version = meta.contains("preset_version") && meta["preset_version"].is_number_integer()
+                      ? meta["preset_version"].get<int>() : 0;
+    if (version < kPresetVersion) {
+      for (const PresetDirectory& preset : PresetDirectories(root.kind())) {
+        STRATA_ASSIGN_OR_RETURN(Uri u, root.Join(preset.path));
+        STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, u));
+        if (row && !row->node.is_dir) continue;  // A file where a preset directory would go is left alone.
+        if (!row) {
+          Row fresh;
+          fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
+          row = std::move(fresh);
+        }
+        // Existing summaries are never overwritten; empty ones get the preset's.
+        if (row->node.abstract_text.empty()) row->node.abstract_text = preset.abstract_text;
+        if (row->node.overview.empty()) row->node.overview = preset.overview;
+        if (u == root) {
+          meta["preset_version"] = kPresetVersion;
+          row->node.metadata = meta.dump();
+        }
+        plan->Put(std::move(*row));
+      }
+    }
+    plan->ensured.push_back(root.str());
+    return Status::Ok();
+  }
+
+  // Writes the plan's rows with their full-text rows and vectors (embedding what changed, in batches, via
+  // the cache). Must run inside a transaction.
+  Status Apply(Plan& plan) {
+    if (plan.rows.empty()) return Status::Ok();
+    std::vector<std::string> texts(plan.rows.size()), hashes(plan.rows.size());
+    std::vector<size_t> to_embed;
+    Stmt old_hash(db_, "SELECT text_hash FROM vectors WHERE node_id = ?");
+    for (size_t i = 0; i < plan.rows.size(); ++i) {
+      texts[i] = EmbeddingText(plan.rows[i].node);
+      hashes[i] = HashHex(texts[i]);
+      if (plan.rows[i].id != 0) {
+        old_hash.Reset().Bind(1, plan.rows[i].id);
+        STRATA_ASSIGN_OR_RETURN(bool row, old_hash.Step());
+        if (row && old_hash.Text(0) == hashes[i]) continue;
+      }
+      to_embed.push_back(i);
+    }
+    std::vector<std::string> embed_texts;
+    std::vector<size_t> embed_rows;
+    for (size_t i : to_embed) {
+      embed_texts.push_back(texts[i]);
+      embed_rows.push_back(i);
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> vectors, CachedEmbed(embed_texts));
+    Stmt insert(db_,
+                "INSERT INTO nodes(uri, parent, name, is_dir, type, category, abstract, overview, content, metadata, "
+                "derived, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+    Stmt update(db_,
+                "UPDATE nodes SET uri = ?1, parent = ?2, name = ?3, is_dir = ?4, type = ?5, category = ?6, abstract = ?7, "
+                "overview = ?8, content = ?9, metadata = ?10, derived = ?11, created_ms = ?12, updated_ms = ?13 "
+                "WHERE id = ?14");
+    Stmt del_fts(db_, "DELETE FROM fts WHERE rowid = ?");
+    Stmt ins_fts(db_, "INSERT INTO fts(rowid, name, abstract, overview, content) VALUES (?, ?, ?, ?, ?)");
+    for (Row& row : plan.rows) {
+      const Node& n = row.node;
+      Stmt& s = row.id == 0 ? insert : update;
+      s.Reset().Bind(1, n.uri.str()).Bind(2, n.uri.Parent().str()).Bind(3, n.uri.name()).Bind(4, int64_t{n.is_dir});
+      s.Bind(5, ContextTypeName(n.type)).Bind(6, n.category).Bind(7, n.abstract_text).Bind(8, n.overview);
+      s.Bind(9, n.content).Bind(10, n.metadata).Bind(11, row.derived).Bind(12, n.created_ms).Bind(13, n.updated_ms);
+      if (row.id != 0) s.Bind(14, row.id);
+      STRATA_RETURN_IF_ERROR(s.Run().WithContext(n.uri.str()));
+      if (row.id == 0) row.id = sqlite3_last_insert_rowid(db_.get());
+      STRATA_RETURN_IF_ERROR(del_fts.Reset().Bind(1, row.id).Run());
+      ins_fts.Reset().Bind(1, row.id).Bind(2, FtsText(n.uri.name())).Bind(3, FtsText(n.abstract_text));
+      STRATA_RETURN_IF_ERROR(ins_fts.Bind(4, FtsText(n.overview)).Bind(5, FtsText(n.content)).Run());
+    }
+    if (!embed_rows.empty()) {
+      Stmt vec(db_, "INSERT OR REPLACE INTO vectors(node_id, text_hash, vec) VALUES (?, ?, ?)");
+      for (size_t j = 0; j < embed_rows.size(); ++j) {
+        const Row& row = plan.rows[embed_rows[j]];
+        std::string blob = VectorBlob(vectors[j]);
+        STRATA_RETURN_IF_ERROR(vec.Reset().Bind(1, row.id).Bind(2, hashes[embed_rows[j]]).BindBlob(3, blob.data(), blob.size()).Run());
+        plan.upserts.emplace_back(row.id, std::move(vectors[j]));
+      }
+      STRATA_RETURN_IF_ERROR(BumpGeneration(&plan));
+    }
+    return Status::Ok();
+  }
+
+  Status BumpGeneration(Plan* plan) {
+    STRATA_RETURN_IF_ERROR(db_.Exec(
+        "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'vector_generation'"));
+    STRATA_ASSIGN_OR_RETURN(plan->generation, ReadGeneration());
+    return Status::Ok();
+  }
+
+  // Embeds `texts` through the persistent cache (hash of model id and text); must run inside a transaction.
+  Result<std::vector<Vector>> CachedEmbed(const std::vector<std::string>& texts) {
+    std::vector<Vector> out(texts.size());
+    std::vector<std::string> keys(texts.size());
+    std::vector<std::string> missing;
+    std::vector<size_t> where;
+    Stmt get(db_, "SELECT vec FROM embedding_cache WHERE key = ?");
+    size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      keys[i] = HashHex(model_ + '\0' + texts[i]);
+      get.Reset().Bind(1, keys[i]);
+      STRATA_ASSIGN_OR_RETURN(bool row, get.Step());
+      if (row && get.Blob(0).size() == want_bytes) {
+        out[i] = BlobVector(get.Blob(0));
+      } else {
+        missing.push_back(texts[i]);
+        where.push_back(i);
+      }
+    }
+    Stmt put(db_, "INSERT OR REPLACE INTO embedding_cache(key, vec) VALUES (?, ?)");
+    for (size_t start = 0; start < missing.size(); start += embedder_->max_batch()) {
+      size_t n = std::min(embedder_->max_batch(), missing.size() - start);
+      STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh,
+                              embedder_->Embed(std::span<const std::string>(missing).subspan(start, n)));
+      if (fresh.size() != n) return Status::Internal("embedder returned " + std::to_string(fresh.size()) + " vectors for " + std::to_string(n) + " texts");
+      for (size_t j = 0; j < n; ++j) {
+        if (fresh[j].size() * 4 != want_bytes) {
+          return Status::InvalidArgument("embedder " + model_ + " returned a vector of " + std::to_string(fresh[j].size()) +
+                                         " dimensions, expected " + std::to_string(embedder_->dimension()));
+        }
+        size_t i = where[start + j];
+        std::string blob = VectorBlob(fresh[j]);
+        STRATA_RETURN_IF_ERROR(put.Reset().Bind(1, keys[i]).BindBlob(2, blob.data(), blob.size()).Run());
+        out[i] = std::move(fresh[j]);
+      }
+    }
+    return out;
+  }
+
+  // Commits, then brings the in-memory vector index and the preset bookkeeping up to date.
+  Status CommitAndIndex(Txn& txn, Plan& plan) {
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    for (std::string& root : plan.ensured) ensured_.insert(std::move(root));
+    if (plan.generation < 0) return Status::Ok();
+    generation_ = plan.generation;
+    if (index_generation_ != plan.generation - 1) {
+      index_generation_ = -1;  // Another process wrote in between: rebuilt before the next vector search.
+      return Status::Ok();
+    }
+    for (int64_t id : plan.removed) index_->Remove(id);
+    for (const auto& [id, v] : plan.upserts) STRATA_RETURN_IF_ERROR(index_->Upsert(id, v.data()));
+    index_generation_ = plan.generation;
+    index_dirty_ = true;
+    return Status::Ok();
+  }
+
+  Status RebuildIndexLocked() {
+    auto index = std::make_unique<VectorIndex>(IndexParams());
+    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN"));
+    struct EndRead {
+      Db& db;
+      ~EndRead() { (void)db.Exec("COMMIT"); }
+    } end_read{db_};
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    Stmt s(db_, "SELECT node_id, vec FROM vectors");
+    size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      std::string_view blob = s.Blob(1);
+      if (blob.size() != want_bytes) continue;  // Stale vectors from another model are re-embedded by Reindex.
+      Vector v = BlobVector(blob);
+      STRATA_RETURN_IF_ERROR(index->Upsert(s.Int(0), v.data()));
+    }
+    index_ = std::move(index);
+    index_generation_ = generation;
+    generation_ = generation;
+    index_dirty_ = true;
+    return Status::Ok();
+  }
+
+  Status SaveIndexLocked() {
+    if (!index_dirty_ || !index_ || index_generation_ < 0) return Status::Ok();
+    STRATA_RETURN_IF_ERROR(index_->Save(IndexPath(), index_generation_, model_));
+    index_dirty_ = false;
+    return Status::Ok();
+  }
+
+  // Recomputes vectors whose text changed (or all, for a new model) in one transaction.
+  Status ReindexLocked(bool all) {
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Plan plan;
+    {
+      Stmt s(db_, std::string("SELECT ") + std::string(kNodeColumns) +
+                      ", v.text_hash FROM nodes LEFT JOIN vectors v ON v.node_id = nodes.id");
+      while (true) {
+        STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        STRATA_ASSIGN_OR_RETURN(Row r, ReadRow(s));
+        if (all || s.Text(13) != HashHex(EmbeddingText(r.node))) plan.Put(std::move(r));
+      }
+    }
+    if (all) STRATA_RETURN_IF_ERROR(db_.Exec("DELETE FROM vectors"));
+    STRATA_RETURN_IF_ERROR(Apply(plan));
+    STRATA_RETURN_IF_ERROR(MetaSet("embed_model", model_));
+    STRATA_RETURN_IF_ERROR(BumpGeneration(&plan));
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    generation_ = plan.generation;
+    index_generation_ = -1;
+    return Status::Ok();
+  }
+
+  Result<std::vector<Node>> ListLocked(const Uri& dir, const ListOptions& options) {
+    std::string sql = std::string("SELECT ") + std::string(kNodeColumns) + " FROM nodes WHERE ";
+    sql += options.recursive ? "uri >= ?2 AND uri < ?3" : "parent = ?1";
+    sql += " ORDER BY uri";
+    if (options.limit != 0) sql += " LIMIT " + std::to_string(options.limit);
+    Stmt s(db_, sql);
+    auto [lo, hi] = DescendantRange(dir);
+    if (options.recursive) {
+      s.Bind(2, lo).Bind(3, hi);
+    } else {
+      s.Bind(1, dir.str());
+    }
+    std::vector<Node> out;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      STRATA_ASSIGN_OR_RETURN(Row r, ReadRow(s));
+      r.node.content.clear();
+      out.push_back(std::move(r.node));
+    }
+    return out;
+  }
+
+  // The WHERE clauses of a filter over `nodes n`, with parameters numbered from `first`.
+  static std::string FilterSql(const SearchFilter& f, int first = 10) {
+    std::string sql;
+    auto p = [&](int k) { return "?" + std::to_string(first + k); };
+    if (!f.under.is_root()) sql += " AND (n.uri = " + p(0) + " OR (n.uri >= " + p(1) + " AND n.uri < " + p(2) + "))";
+    if (f.type) sql += " AND n.type = " + p(3);
+    if (f.category) sql += " AND n.category = " + p(4);
+    if (f.leaves_only) sql += " AND n.is_dir = 0";
+    if (f.parent) sql += " AND n.parent = " + p(5);
+    return sql;
+  }
+
+  static void BindFilter(Stmt& s, const SearchFilter& f, int first = 10) {
+    if (!f.under.is_root()) {
+      auto [lo, hi] = DescendantRange(f.under);
+      s.Bind(first, f.under.str()).Bind(first + 1, lo).Bind(first + 2, hi);
+    }
+    if (f.type) s.Bind(first + 3, ContextTypeName(*f.type));
+    if (f.category) s.Bind(first + 4, *f.category);
+    if (f.parent) s.Bind(first + 5, f.parent->str());
+  }
+
+  Result<std::vector<ScoredUri>> ExactNeighbours(const Vector& query, const SearchFilter& filter, size_t limit) {
+    Stmt s(db_, "SELECT n.uri, n.is_dir, v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE 1" + FilterSql(filter));
+    BindFilter(s, filter);
+    std::vector<std::tuple<float, std::string, bool>> scored;
+    size_t want_bytes = query.size() * 4;
+    Vector v(query.size());
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      std::string_view blob = s.Blob(2);
+      if (blob.size() != want_bytes) continue;
+      std::memcpy(v.data(), blob.data(), want_bytes);
+      scored.emplace_back(Dot(query, v), s.Text(0), s.Int(1) != 0);
+    }
+    size_t n = std::min(limit, scored.size());
+    std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
+                      [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+    std::vector<ScoredUri> out;
+    for (size_t i = 0; i < n; ++i) {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(std::get<1>(scored[i])));
+      float sim = std::get<0>(scored[i]);
+      out.push_back({uri, std::get<2>(scored[i]), sim, "cosine " + std::to_string(sim).substr(0, 5)});
+    }
+    return out;
+  }
+
+  std::string dir_;
+  SqliteStoreOptions options_;
+  std::shared_ptr<Embedder> embedder_;
+  std::string model_;
+  std::mutex mu_;
+  Db db_;                                   // Guarded by mu_.
+  std::unique_ptr<VectorIndex> index_;      // Guarded by mu_.
+  int64_t generation_ = 0;                  // The database's vector generation as last seen. Guarded by mu_.
+  int64_t index_generation_ = -1;           // The generation index_ reflects; -1: stale. Guarded by mu_.
+  bool index_dirty_ = false;                // index_ changed since it was saved. Guarded by mu_.
+  std::set<std::string> ensured_;           // Scope roots whose presets are known complete. Guarded by mu_.
+  std::mutex query_cache_mu_;
+  std::unordered_map<std::string, Vector> query_cache_;  // Guarded by query_cache_mu_.
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ContextStore>> OpenSqliteStore(const std::string& dir, SqliteStoreOptions options) {
+  auto store = std::make_unique<SqliteStore>(dir, std::move(options));
+  STRATA_RETURN_IF_ERROR(store->Open().WithContext("context store " + dir));
+  return std::unique_ptr<ContextStore>(std::move(store));
+}
+
+}  // namespace strata::memory

@@ -1,0 +1,482 @@
+// The context store: URIs, presets, file-system operations, index consistency, persistence, export/import.
+#include "strata/memory/sqlite_store.h"
+
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include "strata/memory/markdown_io.h"
+#include "strata/memory/presets.h"
+#include "strata/memory/retrieval.h"
+#include "test_util.h"
+
+namespace strata::memory {
+namespace {
+
+Uri U(std::string_view text) {
+  auto uri = Uri::Parse(text);
+  EXPECT_TRUE(uri.ok()) << text << ": " << uri.status().ToString();
+  return uri.ok() ? *uri : Uri::Root();
+}
+
+std::vector<std::string> Names(const std::vector<Node>& nodes) {
+  std::vector<std::string> out;
+  for (const Node& n : nodes) out.push_back(n.uri.str());
+  return out;
+}
+
+// An embedder that counts the texts it is asked for (to observe batching and caching).
+class CountingEmbedder final : public Embedder {
+ public:
+  explicit CountingEmbedder(std::string id = "counting", size_t batch = 8) : id_(std::move(id)), batch_(batch) {}
+  std::string model_id() const override { return id_; }
+  int dimension() const override { return inner_->dimension(); }
+  size_t max_batch() const override { return batch_; }
+  Result<std::vector<Vector>> Embed(std::span<const std::string> texts) override {
+    ++calls;
+    texts_embedded += static_cast<int>(texts.size());
+    max_seen = std::max(max_seen, texts.size());
+    if (fail) return Status::Unavailable("embedder down");
+    return inner_->Embed(texts);
+  }
+  int calls = 0;
+  int texts_embedded = 0;
+  size_t max_seen = 0;
+  bool fail = false;
+
+ private:
+  std::unique_ptr<Embedder> inner_ = NewLocalHashedEmbedder(64);
+  std::string id_;
+  size_t batch_;
+};
+
+TEST(Uri, ParsesScopesAndPaths) {
+  Uri u = U("strata://user/alice/memories/preferences/coding_style");
+  EXPECT_EQ(u.kind(), "user");
+  EXPECT_EQ(u.scope_id(), "alice");
+  EXPECT_EQ(u.name(), "coding_style");
+  EXPECT_EQ(u.scope_root().str(), "strata://user/alice");
+  EXPECT_EQ(u.Parent().str(), "strata://user/alice/memories/preferences");
+  EXPECT_EQ(u.path().size(), 3u);
+  EXPECT_TRUE(U("strata://user/alice").is_scope_root());
+  EXPECT_TRUE(U("strata://user").is_kind_dir());
+  EXPECT_TRUE(U("strata://resources").is_scope_root());
+  EXPECT_TRUE(U("strata://").is_root());
+  EXPECT_EQ(U("strata://resources").Parent(), Uri::Root());
+  // viking:// is an alias; trailing slashes are dropped; Unicode segments are fine.
+  EXPECT_EQ(U("viking://agent/bot/skills/").str(), "strata://agent/bot/skills");
+  EXPECT_EQ(U("strata://resources/文档/说明").name(), "说明");
+  EXPECT_TRUE(U("strata://user/alice").Contains(U("strata://user/alice/x")));
+  EXPECT_FALSE(U("strata://user/alice").Contains(U("strata://user/alice2/x")));
+  EXPECT_EQ(U("strata://resources").Join("a/b")->str(), "strata://resources/a/b");
+}
+
+TEST(Uri, RejectsBadInputNamingTheProblem) {
+  struct Case {
+    const char* uri;
+    const char* message;
+  } cases[] = {
+      {"http://user/alice", "must start with strata://"},
+      {"strata://people/alice", "unknown scope 'people'"},
+      {"strata://user/al ice/x", "id 'al ice'"},
+      {"strata://user/.hidden", "starts with '.'"},
+      {"strata://resources/a//b", "is empty"},
+      {"strata://resources/a/../b", "relative reference"},
+      {"strata://resources/.abstract.md", "reserved for sidecar"},
+      {"strata://resources/a\tb", "control character"},
+      {"strata://resources/a\\b", "'\\'"},
+  };
+  for (const Case& c : cases) {
+    auto uri = Uri::Parse(c.uri);
+    ASSERT_FALSE(uri.ok()) << c.uri;
+    EXPECT_EQ(uri.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(uri.status().message().find(c.message), std::string::npos) << uri.status().message();
+  }
+  EXPECT_FALSE(Uri::Parse("strata://resources/" + std::string(256, 'x')).ok());
+  EXPECT_FALSE(Uri::Parse("strata://resources/\xff").ok());
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+  void Reopen(std::shared_ptr<Embedder> embedder = nullptr) {
+    store_.reset();
+    auto store = OpenSqliteStore(dir_.path(), {.embedder = embedder ? embedder : embedder_, .synchronous_full = false});
+    ASSERT_OK(store);
+    store_ = std::move(*store);
+  }
+  void ExpectConsistent() {
+    auto problems = store_->Check();
+    ASSERT_OK(problems);
+    EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
+  }
+  testing::TempDir dir_;
+  std::shared_ptr<CountingEmbedder> embedder_ = std::make_shared<CountingEmbedder>();
+  std::unique_ptr<ContextStore> store_;
+};
+
+TEST_F(StoreTest, PresetDirectoriesAppearOnFirstUseWithTheirSummaries) {
+  ASSERT_OK(store_->Write(U("strata://user/alice/memories/preferences/editor"), "Alice uses Vim with 2-space tabs."));
+  auto ls = store_->List(U("strata://user/alice/memories"));
+  ASSERT_OK(ls);
+  EXPECT_EQ(Names(*ls), (std::vector<std::string>{"strata://user/alice/memories/entities",
+                                                  "strata://user/alice/memories/events",
+                                                  "strata://user/alice/memories/preferences",
+                                                  "strata://user/alice/memories/profile"}));
+  auto l0 = store_->Read(U("strata://user/alice/memories/events"), Level::kAbstract);
+  ASSERT_OK(l0);
+  EXPECT_EQ(*l0, PresetDirectories("user")[5].abstract_text);
+  // Agents get theirs; creating again is idempotent and keeps edited summaries.
+  ASSERT_OK(store_->Mkdir(U("strata://agent/bot"), {}));
+  ASSERT_OK(store_->Mkdir(U("strata://agent/bot/skills"), {.abstract_text = "My own summary"}));
+  Reopen();
+  ASSERT_OK(store_->Mkdir(U("strata://agent/bot"), {}));
+  EXPECT_EQ(*store_->Read(U("strata://agent/bot/skills"), Level::kAbstract), "My own summary");
+  auto agent = store_->List(U("strata://agent/bot"));
+  ASSERT_OK(agent);
+  EXPECT_EQ(Names(*agent), (std::vector<std::string>{"strata://agent/bot/instructions", "strata://agent/bot/memories",
+                                                     "strata://agent/bot/skills"}));
+  EXPECT_EQ(store_->Stat(U("strata://user/alice/memories/preferences/editor"))->type, ContextType::kMemory);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, ScopesCreatedBeforeAPresetChangeGainTheNewDirectories) {
+  ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "x"));
+  // Make the space look as an older preset left it: without `events` and without a preset version.
+  ASSERT_OK(store_->Remove(U("strata://user/bob/memories/events"), true));
+  store_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE nodes SET metadata = '{}' WHERE uri = 'strata://user/bob'", nullptr, nullptr,
+                         nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  Reopen();
+  EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(), 3u);  // Reading does not create.
+  ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "y"));           // The next write upgrades the space.
+  EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(), 4u);
+  EXPECT_EQ(*store_->Read(U("strata://user/bob/notes"), Level::kContent), "y");
+  // A removed scope root is re-created with all its presets when next used.
+  ASSERT_OK(store_->Remove(U("strata://user/bob"), true));
+  ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "x"));
+  EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(), 4u);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, WriteReadLayersAndDerivedSummaries) {
+  Uri doc = U("strata://resources/docs/guide");
+  ASSERT_OK(store_->Write(doc, "# Deployment guide\n\nBuild with Ninja.\n\nShip with care."));
+  EXPECT_EQ(*store_->Read(doc, Level::kAbstract), "Deployment guide");
+  EXPECT_EQ(*store_->Read(doc, Level::kOverview), "# Deployment guide\n\nBuild with Ninja.\n\nShip with care.");
+  ASSERT_OK(store_->Write(doc, "New body", {.abstract_text = "Hand-written abstract"}));
+  EXPECT_EQ(*store_->Read(doc, Level::kContent), "New body");
+  EXPECT_EQ(*store_->Read(doc, Level::kAbstract), "Hand-written abstract");
+  // A hand-written layer survives a content update; a derived one follows the content.
+  ASSERT_OK(store_->Write(doc, "Third body"));
+  EXPECT_EQ(*store_->Read(doc, Level::kAbstract), "Hand-written abstract");
+  EXPECT_EQ(*store_->Read(doc, Level::kOverview), "Third body");
+  // Directories without summaries read as listings of their children.
+  EXPECT_EQ(*store_->Read(U("strata://resources/docs"), Level::kAbstract), "docs: 1 entries (guide)");
+  EXPECT_EQ(*store_->Read(U("strata://resources/docs"), Level::kContent), "- guide: Hand-written abstract\n");
+  Node node = *store_->Stat(doc);
+  EXPECT_EQ(node.size, 10);
+  EXPECT_GE(node.updated_ms, node.created_ms);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, BadWritesFailClearlyAndChangeNothing) {
+  ASSERT_OK(store_->Write(U("strata://resources/a/file"), "content"));
+  auto stats = *store_->GetStats();
+  Status s = store_->Write(U("strata://resources/a"), "x");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("is a directory"), std::string::npos);
+  s = store_->Write(U("strata://resources/a/file/below"), "x");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("strata://resources/a/file is a file"), std::string::npos) << s.message();
+  s = store_->Write(U("strata://user/alice"), "x");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = store_->Write(U("strata://resources/a/meta"), "x", {.metadata = std::string("[1]")});
+  EXPECT_NE(s.message().find("metadata must be a JSON object"), std::string::npos);
+  s = store_->Write(U("strata://resources/a/file"), "y", {.overwrite = false});
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  s = store_->Write(U("strata://resources/none/x"), "y", {.create_parents = false});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  // An embedder failure fails the write atomically.
+  embedder_->fail = true;
+  EXPECT_FALSE(store_->Write(U("strata://resources/b/new"), "never stored").ok());
+  embedder_->fail = false;
+  EXPECT_EQ(store_->Stat(U("strata://resources/b")).status().code(), StatusCode::kNotFound);
+  auto after = *store_->GetStats();
+  EXPECT_EQ(after.nodes, stats.nodes);
+  EXPECT_EQ(*store_->Read(U("strata://resources/a/file"), Level::kContent), "content");
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, ListTreeGlobGrep) {
+  ASSERT_OK(store_->Write(U("strata://resources/proj/src/main.cc"), "int main() {\n  return Run();\n}\n"));
+  ASSERT_OK(store_->Write(U("strata://resources/proj/src/run.cc"), "int Run() { return 0; }\n"));
+  ASSERT_OK(store_->Write(U("strata://resources/proj/README"), "Project readme\nCall RUN to start\n"));
+  auto tree = store_->List(U("strata://resources/proj"), {.recursive = true});
+  ASSERT_OK(tree);
+  EXPECT_EQ(Names(*tree), (std::vector<std::string>{"strata://resources/proj/README", "strata://resources/proj/src",
+                                                    "strata://resources/proj/src/main.cc",
+                                                    "strata://resources/proj/src/run.cc"}));
+  auto glob = store_->Glob("**/*.cc", U("strata://resources/proj"));
+  ASSERT_OK(glob);
+  EXPECT_EQ(glob->size(), 2u);
+  EXPECT_EQ(store_->Glob("*", U("strata://resources/proj"))->size(), 2u);  // README, src: one level.
+  EXPECT_EQ(store_->Glob("src/r?n.[abc]c", U("strata://resources/proj"))->size(), 1u);
+  auto grep = store_->Grep("Run", U("strata://resources/proj"), false);
+  ASSERT_OK(grep);
+  ASSERT_EQ(grep->size(), 2u);
+  EXPECT_EQ((*grep)[0].uri.str(), "strata://resources/proj/src/main.cc");
+  EXPECT_EQ((*grep)[0].line, 2);
+  EXPECT_EQ((*grep)[0].text, "  return Run();");
+  EXPECT_EQ(store_->Grep("run", U("strata://resources/proj"), true)->size(), 3u);
+  EXPECT_EQ(store_->List(U("strata://resources/proj/README")).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->List(U("strata://resources/nope")).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
+  ASSERT_OK(store_->Write(U("strata://resources/old/deep/leaf"), "quokka facts"));
+  ASSERT_OK(store_->Write(U("strata://resources/other"), "points at the leaf"));
+  ASSERT_OK(store_->Link(U("strata://resources/other"), U("strata://resources/old/deep/leaf"), "cites"));
+  ASSERT_OK(store_->Move(U("strata://resources/old"), U("strata://resources/new/place")));
+  EXPECT_EQ(store_->Stat(U("strata://resources/old")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*store_->Read(U("strata://resources/new/place/deep/leaf"), Level::kContent), "quokka facts");
+  auto rel = store_->Relations(U("strata://resources/other"));
+  ASSERT_OK(rel);
+  ASSERT_EQ(rel->size(), 1u);
+  EXPECT_EQ((*rel)[0].to.str(), "strata://resources/new/place/deep/leaf");
+  EXPECT_EQ((*rel)[0].reason, "cites");
+  auto hits = store_->Lexical("quokka", {}, 5);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/new/place/deep/leaf");
+  EXPECT_EQ(store_->Lexical("place", {}, 5)->size(), 1u);  // The new name is indexed...
+  EXPECT_TRUE(store_->Lexical("old", {}, 5)->empty());      // ...the old one is gone.
+  EXPECT_EQ(store_->Move(U("strata://resources/new"), U("strata://resources/new/inside")).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Move(U("strata://resources/other"), U("strata://resources/new")).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->Move(U("strata://user/x"), U("strata://user/y")).code(), StatusCode::kInvalidArgument);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, RemoveNeedsRecursiveForDirectoriesAndCleansEverything) {
+  ASSERT_OK(store_->Write(U("strata://resources/d/a"), "alpha wombat"));
+  ASSERT_OK(store_->Write(U("strata://resources/d/b"), "beta"));
+  ASSERT_OK(store_->Write(U("strata://resources/keep"), "keeper"));
+  ASSERT_OK(store_->Link(U("strata://resources/keep"), U("strata://resources/d/a"), "see"));
+  auto refused = store_->Remove(U("strata://resources/d"), false);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("2 entries"), std::string::npos);
+  auto removed = store_->Remove(U("strata://resources/d"), true);
+  ASSERT_OK(removed);
+  EXPECT_EQ(*removed, 3);
+  EXPECT_TRUE(store_->Relations(U("strata://resources/keep"))->empty());
+  EXPECT_TRUE(store_->Lexical("wombat", {}, 5)->empty());
+  EXPECT_EQ(store_->Remove(U("strata://"), true).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Unlink(U("strata://resources/keep"), U("strata://resources/d/a")).code(), StatusCode::kNotFound);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, LinksNeedBothEnds) {
+  ASSERT_OK(store_->Write(U("strata://resources/a"), "a"));
+  EXPECT_EQ(store_->Link(U("strata://resources/a"), U("strata://resources/missing"), "x").code(),
+            StatusCode::kNotFound);
+  ASSERT_OK(store_->Write(U("strata://resources/b"), "b"));
+  ASSERT_OK(store_->Link(U("strata://resources/a"), U("strata://resources/b"), "first"));
+  ASSERT_OK(store_->Link(U("strata://resources/a"), U("strata://resources/b"), "second"));
+  auto rel = store_->Relations(U("strata://resources/b"));
+  ASSERT_EQ(rel->size(), 1u);
+  EXPECT_EQ((*rel)[0].reason, "second");
+  ASSERT_OK(store_->Unlink(U("strata://resources/a"), U("strata://resources/b")));
+  EXPECT_TRUE(store_->Relations(U("strata://resources/a"))->empty());
+}
+
+TEST_F(StoreTest, EmbeddingsAreBatchedAndCachedByContent) {
+  ASSERT_OK(store_->Write(U("strata://resources/first"), "creates the scope"));
+  std::vector<std::pair<Uri, std::string>> leaves;
+  for (int i = 0; i < 20; ++i) {
+    leaves.emplace_back(U("strata://resources/batch/n" + std::to_string(i)), "note number " + std::to_string(i));
+  }
+  int before = embedder_->texts_embedded;
+  ASSERT_OK(store_->WriteBatch(leaves, {}));
+  EXPECT_LE(embedder_->max_seen, 8u);                       // Never more than max_batch per call.
+  EXPECT_EQ(embedder_->texts_embedded - before, 20 + 1);    // 20 leaves + the new "batch" directory.
+  // Writing the same texts elsewhere is served from the cache.
+  before = embedder_->texts_embedded;
+  for (auto& [uri, text] : leaves) uri = *Uri::Parse("strata://resources/copy/" + std::string(uri.name()));
+  ASSERT_OK(store_->WriteBatch(leaves, {}));
+  EXPECT_EQ(embedder_->texts_embedded - before, 1);         // Only the "copy" directory is new text.
+  // Re-writing unchanged content embeds nothing.
+  before = embedder_->texts_embedded;
+  ASSERT_OK(store_->WriteBatch(leaves, {}));
+  EXPECT_EQ(embedder_->texts_embedded, before);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/v/n" + std::to_string(i)), "vector note " + std::to_string(i)));
+  }
+  auto query = store_->EmbedTexts(std::vector<std::string>{"vector note 7"});
+  ASSERT_OK(query);
+  auto before = store_->VectorNeighbours((*query)[0], {}, 3);
+  ASSERT_OK(before);
+  ASSERT_FALSE(before->empty());
+  EXPECT_EQ((*before)[0].uri.str(), "strata://resources/v/n7");
+  ASSERT_OK(store_->Flush());
+  std::string index = dir_.File("vectors.hnsw");
+  ASSERT_TRUE(std::filesystem::exists(index));
+  ASSERT_TRUE(std::filesystem::exists(index + ".meta"));
+  Reopen();  // Loaded from the file.
+  EXPECT_EQ((*store_->VectorNeighbours((*query)[0], {}, 3))[0].uri.str(), "strata://resources/v/n7");
+  // Missing: rebuilt from the database.
+  store_.reset();
+  std::filesystem::remove(index);
+  Reopen();
+  EXPECT_EQ((*store_->VectorNeighbours((*query)[0], {}, 3))[0].uri.str(), "strata://resources/v/n7");
+  ExpectConsistent();
+  // Stale (a saved index older than the database, as after a crash before Flush): rebuilt.
+  ASSERT_OK(store_->Flush());
+  std::filesystem::copy_file(index, dir_.path() + "/old.hnsw");
+  std::filesystem::copy_file(index + ".meta", dir_.path() + "/old.hnsw.meta");
+  ASSERT_OK(store_->Write(U("strata://resources/v/late"), "a late vector note about zebras"));
+  store_.reset();
+  std::filesystem::rename(dir_.path() + "/old.hnsw", index);
+  std::filesystem::rename(dir_.path() + "/old.hnsw.meta", index + ".meta");
+  Reopen();
+  auto zebra = store_->EmbedTexts(std::vector<std::string>{"a late vector note about zebras"});
+  EXPECT_EQ((*store_->VectorNeighbours((*zebra)[0], {}, 1))[0].uri.str(), "strata://resources/v/late");
+  ExpectConsistent();
+  // Corrupt: rebuilt too.
+  store_.reset();
+  testing::WriteFileOrDie(index, "garbage");
+  Reopen();
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, ANewEmbeddingModelReembedsEverything) {
+  ASSERT_OK(store_->Write(U("strata://resources/m/a"), "first text"));
+  ASSERT_OK(store_->Write(U("strata://resources/m/b"), "second text"));
+  auto other = std::make_shared<CountingEmbedder>("other-model");
+  Reopen(other);
+  int64_t nodes = store_->GetStats()->nodes;
+  EXPECT_EQ(other->texts_embedded, nodes);
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, FiltersRestrictLexicalAndVectorSearch) {
+  ASSERT_OK(store_->Write(U("strata://user/u1/memories/preferences/tea"), "Prefers green tea in the morning"));
+  ASSERT_OK(store_->Write(U("strata://user/u2/memories/preferences/tea"), "Prefers black tea with milk"));
+  ASSERT_OK(store_->Write(U("strata://resources/tea"), "A history of tea", {.category = "history"}));
+  SearchFilter only_u1{.under = U("strata://user/u1")};
+  auto lex = store_->Lexical("tea", only_u1, 10);
+  ASSERT_OK(lex);
+  ASSERT_EQ(lex->size(), 1u);
+  EXPECT_EQ((*lex)[0].uri.str(), "strata://user/u1/memories/preferences/tea");
+  EXPECT_NE((*lex)[0].detail.find("tea (name+abstract+overview+content)"), std::string::npos) << (*lex)[0].detail;
+  auto q = store_->EmbedTexts(std::vector<std::string>{"tea"});
+  auto vec = store_->VectorNeighbours((*q)[0], {.type = ContextType::kResource, .leaves_only = true}, 10);
+  ASSERT_OK(vec);
+  ASSERT_EQ(vec->size(), 1u);
+  EXPECT_EQ((*vec)[0].uri.str(), "strata://resources/tea");
+  EXPECT_EQ(store_->Lexical("tea", {.category = std::string("history")}, 10)->size(), 1u);
+  // CJK text is searchable by its characters.
+  ASSERT_OK(store_->Write(U("strata://resources/cn"), "用户喜欢简洁的代码注释"));
+  auto cjk = store_->Lexical("代码注释", {}, 5);
+  ASSERT_OK(cjk);
+  ASSERT_FALSE(cjk->empty());
+  EXPECT_EQ((*cjk)[0].uri.str(), "strata://resources/cn");
+}
+
+TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
+  ASSERT_OK(store_->Mkdir(U("strata://resources/cooking"),
+                          {.abstract_text = "Recipes and kitchen techniques",
+                           .overview = "Cooking notes: bread, pasta, sauces and baking temperatures."}));
+  ASSERT_OK(store_->Write(U("strata://resources/cooking/bread"), "Sourdough needs a starter fed daily; bake at 230C."));
+  ASSERT_OK(store_->Write(U("strata://resources/cooking/pasta"), "Boil in salted water; finish in the sauce."));
+  ASSERT_OK(store_->Mkdir(U("strata://resources/cars"), {.abstract_text = "Car maintenance"}));
+  ASSERT_OK(store_->Write(U("strata://resources/cars/oil"), "Change the engine oil every 10000 km."));
+  // The same memory in two scopes is one hit.
+  ASSERT_OK(store_->Write(U("strata://user/a/memories/events/bake"), "Baked sourdough bread on Sunday."));
+  ASSERT_OK(store_->Write(U("strata://user/b/memories/events/bake"), "Baked sourdough bread on Sunday."));
+  auto hits = Find(*store_, "sourdough bread baking", {.limit = 5});
+  ASSERT_OK(hits);
+  ASSERT_GE(hits->size(), 2u);
+  EXPECT_TRUE((*hits)[0].uri.str() == "strata://resources/cooking/bread" ||
+              (*hits)[0].uri.str() == "strata://user/a/memories/events/bake")
+      << (*hits)[0].uri.str();
+  int bake_copies = 0;
+  for (const Hit& h : *hits) {
+    bake_copies += h.uri.name() == "bake";
+    EXPECT_FALSE(h.reason.empty());
+    EXPECT_GT(h.score, 0);
+  }
+  EXPECT_EQ(bake_copies, 1);
+  for (size_t i = 1; i < hits->size(); ++i) EXPECT_GE((*hits)[i - 1].score, (*hits)[i].score);
+  // The pasta note shares no words with the query but sits in the directory that matches: the
+  // hierarchical pass finds it and says why.
+  auto kitchen = Find(*store_, "kitchen techniques", {.under = U("strata://resources"), .limit = 3});
+  ASSERT_OK(kitchen);
+  bool pasta = false;
+  for (const Hit& h : *kitchen) {
+    if (h.uri.str() == "strata://resources/cooking/pasta") {
+      pasta = true;
+      EXPECT_NE(h.reason.find("in strata://resources/cooking"), std::string::npos) << h.reason;
+    }
+  }
+  EXPECT_TRUE(pasta);
+  // Several queries merge into one list with one hit per URI.
+  std::vector<std::string> queries = {"engine oil", "oil change"};
+  auto multi = Find(*store_, queries, {.limit = 10});
+  ASSERT_OK(multi);
+  int oil = 0;
+  for (const Hit& h : *multi) oil += h.uri.str() == "strata://resources/cars/oil";
+  EXPECT_EQ(oil, 1);
+  EXPECT_EQ(Find(*store_, "  ", {}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
+  ASSERT_OK(store_->Mkdir(U("strata://resources/kb"), {.abstract_text = "Knowledge base", .overview = "All of it."}));
+  ASSERT_OK(store_->Write(U("strata://resources/kb/intro"), "# Intro\nHello", {.abstract_text = "The intro"}));
+  ASSERT_OK(store_->Write(U("strata://resources/kb/README.md"), "readme body", {.category = "doc",
+                                                                               .metadata = std::string(R"({"k":1})")}));
+  ASSERT_OK(store_->Write(U("strata://resources/kb/sub/日本語"), "テキスト"));
+  ASSERT_OK(store_->Link(U("strata://resources/kb/intro"), U("strata://resources/kb/README.md"), "see also"));
+  testing::TempDir out;
+  auto exported = ExportMarkdown(*store_, U("strata://resources/kb"), out.path());
+  ASSERT_OK(exported);
+  EXPECT_EQ(exported->leaves, 3);
+  EXPECT_EQ(exported->relations, 1);
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("intro.md")), "# Intro\nHello");
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("intro.abstract.md")), "The intro");
+  EXPECT_EQ(testing::ReadFileOrDie(out.File(".abstract.md")), "Knowledge base");
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("README.md")), "readme body");
+  // People edit the files; an import into another place reflects the edits and keeps the rest.
+  testing::WriteFileOrDie(out.File("intro.md"), "# Intro\nEdited by hand");
+  testing::WriteFileOrDie(out.File("new-note.md"), "A note added with a text editor");
+  testing::WriteFileOrDie(out.File("binary.md"), std::string("\xff\xfe", 2));
+  auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/copy"));
+  ASSERT_OK(imported);
+  EXPECT_EQ(imported->leaves, 4);
+  EXPECT_EQ(imported->relations, 1);
+  ASSERT_EQ(imported->skipped.size(), 1u);
+  EXPECT_NE(imported->skipped[0].find("binary.md: not UTF-8"), std::string::npos);
+  EXPECT_EQ(*store_->Read(U("strata://resources/copy/intro"), Level::kContent), "# Intro\nEdited by hand");
+  EXPECT_EQ(*store_->Read(U("strata://resources/copy/intro"), Level::kAbstract), "The intro");
+  EXPECT_EQ(*store_->Read(U("strata://resources/copy"), Level::kOverview), "All of it.");
+  Node readme = *store_->Stat(U("strata://resources/copy/README.md"));
+  EXPECT_EQ(readme.category, "doc");
+  EXPECT_EQ(readme.metadata, R"({"k":1})");
+  EXPECT_EQ(*store_->Read(U("strata://resources/copy/sub/日本語"), Level::kContent), "テキスト");
+  EXPECT_EQ(*store_->Read(U("strata://resources/copy/new-note"), Level::kAbstract), "A note added with a text editor");
+  EXPECT_EQ((*store_->Relations(U("strata://resources/copy/intro")))[0].to.str(), "strata://resources/copy/README.md");
+  ExpectConsistent();
+}
+
+}  // namespace
+}  // namespace strata::memory

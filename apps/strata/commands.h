@@ -12,5 +12,6 @@ void AddProviderCommand(CLI::App& app, int* exit_code);
 void AddChatCommand(CLI::App& app, int* exit_code);
 void AddWindowCommand(CLI::App& app, int* exit_code);
 void AddPromptCommand(CLI::App& app, int* exit_code);
+void AddMemoryCommand(CLI::App& app, int* exit_code);  // Also `strata skill`.
 
 }  // namespace strata::cli

@@ -15,6 +15,32 @@
 
 namespace strata::testing {
 
+// Serves POST requests on an ephemeral 127.0.0.1 port with `handler`, on its own thread, until destroyed.
+class HttpTestServer {
+ public:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  explicit HttpTestServer(Handler handler) : port_(server_.bind_to_any_port("127.0.0.1")) {
+    server_.Post(".*", std::move(handler));
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the accept loop runs would be lost; wait for it.
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~HttpTestServer() {
+    server_.stop();
+    thread_.join();
+  }
+  HttpTestServer(const HttpTestServer&) = delete;
+  HttpTestServer& operator=(const HttpTestServer&) = delete;
+
+  // http://127.0.0.1:PORT followed by `path`.
+  std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+ private:
+  httplib::Server server_;
+  int port_;
+  std::thread thread_;
+};
+
 class LoopbackServer {
  public:
   // One reply: status, headers, and a body sent as `chunks` (one write each, `delay` before each).
@@ -27,18 +53,9 @@ class LoopbackServer {
     bool reset = false;  // Drop the connection after the chunks instead of ending the body.
   };
 
-  LoopbackServer() : port_(server_.bind_to_any_port("127.0.0.1")) {
-    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); });
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // stop() before the accept loop runs would be lost; wait for it.
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~LoopbackServer() {
-    server_.stop();
-    thread_.join();
-  }
+  LoopbackServer() : http_([this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); }) {}
 
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  std::string base_url() const { return http_.url("/v1"); }
 
   // Replies are served in order; the last one repeats.
   void Enqueue(Reply reply) {
@@ -88,14 +105,12 @@ class LoopbackServer {
     });
   }
 
-  httplib::Server server_;
-  int port_;
-  std::thread thread_;
   mutable std::mutex mu_;
   std::vector<Reply> replies_;
   size_t next_ = 0;
   std::vector<Received> received_;
   std::atomic<int> hits_{0};
+  HttpTestServer http_;  // Last: stops serving before the state its handler uses is destroyed.
 };
 
 }  // namespace strata::testing

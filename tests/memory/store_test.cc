@@ -1,15 +1,20 @@
-// The context store: URIs, presets, file-system operations, index consistency, persistence, export/import.
-#include "strata/memory/sqlite_store.h"
-
+// The context store: URIs, presets, file-system operations, index consistency,
+// persistence, export/import.
 #include <gtest/gtest.h>
-
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
 
 #include "strata/memory/markdown_io.h"
 #include "strata/memory/presets.h"
 #include "strata/memory/retrieval.h"
+#include "strata/memory/sqlite_store.h"
 #include "test_util.h"
 
 namespace strata::memory {
@@ -21,13 +26,14 @@ Uri U(std::string_view text) {
   return uri.ok() ? *uri : Uri::Root();
 }
 
-std::vector<std::string> Names(const std::vector<Node>& nodes) {
+std::vector<std::string> Names(const std::vector<Node> &nodes) {
   std::vector<std::string> out;
-  for (const Node& n : nodes) out.push_back(n.uri.str());
+  for (const Node &n : nodes) out.push_back(n.uri.str());
   return out;
 }
 
-// An embedder that counts the texts it is asked for (to observe batching and caching).
+// An embedder that counts the texts it is asked for (to observe batching and
+// caching).
 class CountingEmbedder final : public Embedder {
  public:
   explicit CountingEmbedder(std::string id = "counting", size_t batch = 8) : id_(std::move(id)), batch_(batch) {}
@@ -65,7 +71,8 @@ TEST(Uri, ParsesScopesAndPaths) {
   EXPECT_TRUE(U("strata://resources").is_scope_root());
   EXPECT_TRUE(U("strata://").is_root());
   EXPECT_EQ(U("strata://resources").Parent(), Uri::Root());
-  // viking:// is an alias; trailing slashes are dropped; Unicode segments are fine.
+  // viking:// is an alias; trailing slashes are dropped; Unicode segments are
+  // fine.
   EXPECT_EQ(U("viking://agent/bot/skills/").str(), "strata://agent/bot/skills");
   EXPECT_EQ(U("strata://resources/文档/说明").name(), "说明");
   EXPECT_TRUE(U("strata://user/alice").Contains(U("strata://user/alice/x")));
@@ -75,8 +82,8 @@ TEST(Uri, ParsesScopesAndPaths) {
 
 TEST(Uri, RejectsBadInputNamingTheProblem) {
   struct Case {
-    const char* uri;
-    const char* message;
+    const char *uri;
+    const char *message;
   } cases[] = {
       {"http://user/alice", "must start with strata://"},
       {"strata://people/alice", "unknown scope 'people'"},
@@ -88,7 +95,7 @@ TEST(Uri, RejectsBadInputNamingTheProblem) {
       {"strata://resources/a\tb", "control character"},
       {"strata://resources/a\\b", "'\\'"},
   };
-  for (const Case& c : cases) {
+  for (const Case &c : cases) {
     auto uri = Uri::Parse(c.uri);
     ASSERT_FALSE(uri.ok()) << c.uri;
     EXPECT_EQ(uri.status().code(), StatusCode::kInvalidArgument);
@@ -121,10 +128,9 @@ TEST_F(StoreTest, PresetDirectoriesAppearOnFirstUseWithTheirSummaries) {
   ASSERT_OK(store_->Write(U("strata://user/alice/memories/preferences/editor"), "Alice uses Vim with 2-space tabs."));
   auto ls = store_->List(U("strata://user/alice/memories"));
   ASSERT_OK(ls);
-  EXPECT_EQ(Names(*ls), (std::vector<std::string>{"strata://user/alice/memories/entities",
-                                                  "strata://user/alice/memories/events",
-                                                  "strata://user/alice/memories/preferences",
-                                                  "strata://user/alice/memories/profile"}));
+  EXPECT_EQ(Names(*ls), (std::vector<std::string>{
+                            "strata://user/alice/memories/entities", "strata://user/alice/memories/events",
+                            "strata://user/alice/memories/preferences", "strata://user/alice/memories/profile"}));
   auto l0 = store_->Read(U("strata://user/alice/memories/events"), Level::kAbstract);
   ASSERT_OK(l0);
   EXPECT_EQ(*l0, PresetDirectories("user")[5].abstract_text);
@@ -144,17 +150,21 @@ TEST_F(StoreTest, PresetDirectoriesAppearOnFirstUseWithTheirSummaries) {
 
 TEST_F(StoreTest, ScopesCreatedBeforeAPresetChangeGainTheNewDirectories) {
   ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "x"));
-  // Make the space look as an older preset left it: without `events` and without a preset version.
+  // Make the space look as an older preset left it: without `events` and
+  // without a preset version.
   ASSERT_OK(store_->Remove(U("strata://user/bob/memories/events"), true));
   store_.reset();
-  sqlite3* db = nullptr;
+  sqlite3 *db = nullptr;
   ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE nodes SET metadata = '{}' WHERE uri = 'strata://user/bob'", nullptr, nullptr,
-                         nullptr), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, "UPDATE nodes SET metadata = '{}' WHERE uri = 'strata://user/bob'", nullptr, nullptr, nullptr),
+      SQLITE_OK);
   sqlite3_close(db);
   Reopen();
-  EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(), 3u);  // Reading does not create.
-  ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "y"));           // The next write upgrades the space.
+  EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(),
+            3u);  // Reading does not create.
+  ASSERT_OK(store_->Write(U("strata://user/bob/notes"),
+                          "y"));  // The next write upgrades the space.
   EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(), 4u);
   EXPECT_EQ(*store_->Read(U("strata://user/bob/notes"), Level::kContent), "y");
   // A removed scope root is re-created with all its presets when next used.
@@ -172,7 +182,8 @@ TEST_F(StoreTest, WriteReadLayersAndDerivedSummaries) {
   ASSERT_OK(store_->Write(doc, "New body", {.abstract_text = "Hand-written abstract"}));
   EXPECT_EQ(*store_->Read(doc, Level::kContent), "New body");
   EXPECT_EQ(*store_->Read(doc, Level::kAbstract), "Hand-written abstract");
-  // A hand-written layer survives a content update; a derived one follows the content.
+  // A hand-written layer survives a content update; a derived one follows the
+  // content.
   ASSERT_OK(store_->Write(doc, "Third body"));
   EXPECT_EQ(*store_->Read(doc, Level::kAbstract), "Hand-written abstract");
   EXPECT_EQ(*store_->Read(doc, Level::kOverview), "Third body");
@@ -219,13 +230,14 @@ TEST_F(StoreTest, ListTreeGlobGrep) {
   ASSERT_OK(store_->Write(U("strata://resources/proj/README"), "Project readme\nCall RUN to start\n"));
   auto tree = store_->List(U("strata://resources/proj"), {.recursive = true});
   ASSERT_OK(tree);
-  EXPECT_EQ(Names(*tree), (std::vector<std::string>{"strata://resources/proj/README", "strata://resources/proj/src",
-                                                    "strata://resources/proj/src/main.cc",
-                                                    "strata://resources/proj/src/run.cc"}));
+  EXPECT_EQ(Names(*tree),
+            (std::vector<std::string>{"strata://resources/proj/README", "strata://resources/proj/src",
+                                      "strata://resources/proj/src/main.cc", "strata://resources/proj/src/run.cc"}));
   auto glob = store_->Glob("**/*.cc", U("strata://resources/proj"));
   ASSERT_OK(glob);
   EXPECT_EQ(glob->size(), 2u);
-  EXPECT_EQ(store_->Glob("*", U("strata://resources/proj"))->size(), 2u);  // README, src: one level.
+  EXPECT_EQ(store_->Glob("*", U("strata://resources/proj"))->size(),
+            2u);  // README, src: one level.
   EXPECT_EQ(store_->Glob("src/r?n.[abc]c", U("strata://resources/proj"))->size(), 1u);
   auto grep = store_->Grep("Run", U("strata://resources/proj"), false);
   ASSERT_OK(grep);
@@ -254,8 +266,9 @@ TEST_F(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
   ASSERT_OK(hits);
   ASSERT_EQ(hits->size(), 1u);
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/new/place/deep/leaf");
-  EXPECT_EQ(store_->Lexical("place", {}, 5)->size(), 1u);  // The new name is indexed...
-  EXPECT_TRUE(store_->Lexical("old", {}, 5)->empty());      // ...the old one is gone.
+  EXPECT_EQ(store_->Lexical("place", {}, 5)->size(),
+            1u);                                        // The new name is indexed...
+  EXPECT_TRUE(store_->Lexical("old", {}, 5)->empty());  // ...the old one is gone.
   EXPECT_EQ(store_->Move(U("strata://resources/new"), U("strata://resources/new/inside")).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Move(U("strata://resources/other"), U("strata://resources/new")).code(),
@@ -304,13 +317,15 @@ TEST_F(StoreTest, EmbeddingsAreBatchedAndCachedByContent) {
   }
   int before = embedder_->texts_embedded;
   ASSERT_OK(store_->WriteBatch(leaves, {}));
-  EXPECT_LE(embedder_->max_seen, 8u);                       // Never more than max_batch per call.
-  EXPECT_EQ(embedder_->texts_embedded - before, 20 + 1);    // 20 leaves + the new "batch" directory.
+  EXPECT_LE(embedder_->max_seen, 8u);  // Never more than max_batch per call.
+  EXPECT_EQ(embedder_->texts_embedded - before,
+            20 + 1);  // 20 leaves + the new "batch" directory.
   // Writing the same texts elsewhere is served from the cache.
   before = embedder_->texts_embedded;
-  for (auto& [uri, text] : leaves) uri = *Uri::Parse("strata://resources/copy/" + std::string(uri.name()));
+  for (auto &[uri, text] : leaves) uri = *Uri::Parse("strata://resources/copy/" + std::string(uri.name()));
   ASSERT_OK(store_->WriteBatch(leaves, {}));
-  EXPECT_EQ(embedder_->texts_embedded - before, 1);         // Only the "copy" directory is new text.
+  EXPECT_EQ(embedder_->texts_embedded - before,
+            1);  // Only the "copy" directory is new text.
   // Re-writing unchanged content embeds nothing.
   before = embedder_->texts_embedded;
   ASSERT_OK(store_->WriteBatch(leaves, {}));
@@ -340,7 +355,8 @@ TEST_F(StoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
   Reopen();
   EXPECT_EQ((*store_->VectorNeighbours((*query)[0], {}, 3))[0].uri.str(), "strata://resources/v/n7");
   ExpectConsistent();
-  // Stale (a saved index older than the database, as after a crash before Flush): rebuilt.
+  // Stale (a saved index older than the database, as after a crash before
+  // Flush): rebuilt.
   ASSERT_OK(store_->Flush());
   std::filesystem::copy_file(index, dir_.path() + "/old.hnsw");
   std::filesystem::copy_file(index + ".meta", dir_.path() + "/old.hnsw.meta");
@@ -411,19 +427,19 @@ TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
               (*hits)[0].uri.str() == "strata://user/a/memories/events/bake")
       << (*hits)[0].uri.str();
   int bake_copies = 0;
-  for (const Hit& h : *hits) {
+  for (const Hit &h : *hits) {
     bake_copies += h.uri.name() == "bake";
     EXPECT_FALSE(h.reason.empty());
     EXPECT_GT(h.score, 0);
   }
   EXPECT_EQ(bake_copies, 1);
   for (size_t i = 1; i < hits->size(); ++i) EXPECT_GE((*hits)[i - 1].score, (*hits)[i].score);
-  // The pasta note shares no words with the query but sits in the directory that matches: the
-  // hierarchical pass finds it and says why.
+  // The pasta note shares no words with the query but sits in the directory
+  // that matches: the hierarchical pass finds it and says why.
   auto kitchen = Find(*store_, "kitchen techniques", {.under = U("strata://resources"), .limit = 3});
   ASSERT_OK(kitchen);
   bool pasta = false;
-  for (const Hit& h : *kitchen) {
+  for (const Hit &h : *kitchen) {
     if (h.uri.str() == "strata://resources/cooking/pasta") {
       pasta = true;
       EXPECT_NE(h.reason.find("in strata://resources/cooking"), std::string::npos) << h.reason;
@@ -435,7 +451,7 @@ TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
   auto multi = Find(*store_, queries, {.limit = 10});
   ASSERT_OK(multi);
   int oil = 0;
-  for (const Hit& h : *multi) oil += h.uri.str() == "strata://resources/cars/oil";
+  for (const Hit &h : *multi) oil += h.uri.str() == "strata://resources/cars/oil";
   EXPECT_EQ(oil, 1);
   EXPECT_EQ(Find(*store_, "  ", {}).status().code(), StatusCode::kInvalidArgument);
 }
@@ -443,8 +459,8 @@ TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
 TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   ASSERT_OK(store_->Mkdir(U("strata://resources/kb"), {.abstract_text = "Knowledge base", .overview = "All of it."}));
   ASSERT_OK(store_->Write(U("strata://resources/kb/intro"), "# Intro\nHello", {.abstract_text = "The intro"}));
-  ASSERT_OK(store_->Write(U("strata://resources/kb/README.md"), "readme body", {.category = "doc",
-                                                                               .metadata = std::string(R"({"k":1})")}));
+  ASSERT_OK(store_->Write(U("strata://resources/kb/README.md"), "readme body",
+                          {.category = "doc", .metadata = std::string(R"({"k":1})")}));
   ASSERT_OK(store_->Write(U("strata://resources/kb/sub/日本語"), "テキスト"));
   ASSERT_OK(store_->Link(U("strata://resources/kb/intro"), U("strata://resources/kb/README.md"), "see also"));
   testing::TempDir out;
@@ -456,7 +472,8 @@ TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   EXPECT_EQ(testing::ReadFileOrDie(out.File("intro.abstract.md")), "The intro");
   EXPECT_EQ(testing::ReadFileOrDie(out.File(".abstract.md")), "Knowledge base");
   EXPECT_EQ(testing::ReadFileOrDie(out.File("README.md")), "readme body");
-  // People edit the files; an import into another place reflects the edits and keeps the rest.
+  // People edit the files; an import into another place reflects the edits and
+  // keeps the rest.
   testing::WriteFileOrDie(out.File("intro.md"), "# Intro\nEdited by hand");
   testing::WriteFileOrDie(out.File("new-note.md"), "A note added with a text editor");
   testing::WriteFileOrDie(out.File("binary.md"), std::string("\xff\xfe", 2));
@@ -476,6 +493,84 @@ TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   EXPECT_EQ(*store_->Read(U("strata://resources/copy/new-note"), Level::kAbstract), "A note added with a text editor");
   EXPECT_EQ((*store_->Relations(U("strata://resources/copy/intro")))[0].to.str(), "strata://resources/copy/README.md");
   ExpectConsistent();
+}
+
+// Kills a process that is writing, moving and removing at random moments, many
+// times over; after each kill the reopened store must pass Check() (content,
+// full-text rows, vectors, relations and the vector index agree) and hold every
+// write the child had reported as committed.
+TEST(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrites) {
+  testing::TempDir dir;
+  std::mt19937 rng(20261123);
+  std::set<std::string> live;  // URIs the children reported as committed and not removed since.
+  for (int round = 0; round < 12; ++round) {
+    int pipe_fd[2];
+    ASSERT_EQ(pipe(pipe_fd), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(pipe_fd[0]);
+      auto store = OpenSqliteStore(dir.path(), {.embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32))});
+      if (!store.ok()) _exit(3);
+      std::mt19937 child_rng(static_cast<unsigned>(round));
+      // Reports each committed write as "+URI", and "?URI" before a move or
+      // removal of URI (and its subtree), which may or may not have committed
+      // when the kill lands.
+      auto report = [&](char op, const Uri &uri) {
+        std::string line = op + uri.str() + "\n";
+        if (write(pipe_fd[1], line.data(), line.size()) < 0) _exit(5);
+      };
+      for (int i = 0;; ++i) {
+        std::string name = "r" + std::to_string(round) + "n" + std::to_string(i);
+        Uri uri = *Uri::Parse("strata://resources/d" + std::to_string(child_rng() % 5) + "/" + name);
+        if (!(*store)->Write(uri, "note " + name + " about topic " + std::to_string(child_rng() % 50)).ok()) _exit(4);
+        report('+', uri);
+        if (i % 7 == 3) (void)(*store)->Link(uri, *Uri::Parse("strata://resources/d0"), "in d0");
+        if (i % 11 == 5) {
+          Uri to = *Uri::Parse("strata://resources/moved/" + name);
+          report('?', uri);  // A kill between the commit and the report must not look like lost data.
+          if ((*store)->Move(uri, to).ok()) report('+', to);
+        }
+        if (i % 13 == 6) {
+          Uri victim = *Uri::Parse("strata://resources/d" + std::to_string(child_rng() % 5));
+          report('?', victim);
+          (void)(*store)->Remove(victim, true);
+        }
+        if (i % 17 == 8) (void)(*store)->Flush();
+      }
+    }
+    close(pipe_fd[1]);
+    usleep(20000 + rng() % 150000);
+    kill(pid, SIGKILL);
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited on its own with " << WEXITSTATUS(wstatus);
+    std::string reported;
+    char buf[4096];
+    for (ssize_t n; (n = read(pipe_fd[0], buf, sizeof buf)) > 0;) reported.append(buf, static_cast<size_t>(n));
+    close(pipe_fd[0]);
+    auto store = OpenSqliteStore(dir.path(), {.embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32))});
+    ASSERT_OK(store);
+    auto problems = (*store)->Check();
+    ASSERT_OK(problems);
+    ASSERT_TRUE(problems->empty()) << "round " << round << ": " << ::testing::PrintToString(*problems);
+    // Every change reported as committed is there.
+    std::istringstream lines(reported);
+    for (std::string line; std::getline(lines, line);) {
+      Uri uri = *Uri::Parse(line.substr(1));
+      if (line[0] == '+') {
+        live.insert(uri.str());
+      } else {
+        std::erase_if(live, [&](const std::string &u) { return uri.Contains(*Uri::Parse(u)); });
+      }
+    }
+    for (const std::string &u : live) {
+      auto st = (*store)->Stat(*Uri::Parse(u));
+      EXPECT_TRUE(st.ok()) << "round " << round << ": " << st.status().ToString();
+    }
+    // The vector index answers for the last write as well as the database does.
+    EXPECT_GT((*store)->GetStats()->vectors, 0);
+  }
 }
 
 }  // namespace

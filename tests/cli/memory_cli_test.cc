@@ -1,0 +1,79 @@
+// `strata memory …` and `strata skill …` against a store in a temporary
+// directory.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace strata::testing {
+namespace {
+
+class MemoryCli : public ::testing::Test {
+ protected:
+  CliRun Memory(std::vector<std::string> args, const std::string &input = "") {
+    args.insert(args.begin(), {"memory", "--data", dir_.File("data")});
+    return RunStrata(args, input);
+  }
+  TempDir dir_;
+};
+
+TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
+  CliRun w = Memory({"write", "strata://user/alice/memories/preferences/editor", "--abstract", "Editor preference"},
+                    "Alice edits in Vim with two-space indents.");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  CliRun r = Memory({"read", "viking://user/alice/memories/preferences/editor"});
+  EXPECT_EQ(r.out, "Alice edits in Vim with two-space indents.");
+  EXPECT_EQ(Memory({"read", "strata://user/alice/memories/preferences/editor", "--level", "0"}).out,
+            "Editor preference");
+  CliRun ls = Memory({"ls", "strata://user/alice/memories"});
+  EXPECT_NE(ls.out.find("preferences/"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("events/"), std::string::npos);
+  CliRun find = Memory({"find", "which editor does alice use", "--json"});
+  ASSERT_EQ(find.exit_code, 0) << find.err;
+  EXPECT_EQ(find.out.find("{\"uri\":\"strata://user/alice/memories/preferences/editor\""), 0u) << find.out;
+  ASSERT_EQ(
+      Memory({"mv", "strata://user/alice/memories/preferences/editor", "strata://user/alice/memories/preferences/vim"})
+          .exit_code,
+      0);
+  EXPECT_EQ(Memory({"grep", "Vim"}).out,
+            "strata://user/alice/memories/preferences/vim:1:Alice edits in Vim "
+            "with two-space indents.\n");
+  CliRun rm_dir = Memory({"rm", "strata://user/alice/memories"});
+  EXPECT_NE(rm_dir.exit_code, 0);
+  EXPECT_NE(rm_dir.err.find("remove it recursively"), std::string::npos) << rm_dir.err;
+  EXPECT_EQ(Memory({"check"}).out, "ok\n");
+  CliRun bad = Memory({"read", "strata://people/x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown scope 'people'"), std::string::npos) << bad.err;
+  EXPECT_NE(Memory({"read", "strata://resources/missing"}).err.find("does not exist"), std::string::npos);
+}
+
+TEST_F(MemoryCli, ExportEditImport) {
+  ASSERT_EQ(Memory({"write", "strata://resources/notes/todo"}, "buy milk").exit_code, 0);
+  ASSERT_EQ(Memory({"export", dir_.File("md"), "--uri", "strata://resources/notes"}).exit_code, 0);
+  EXPECT_EQ(ReadFileOrDie(dir_.File("md/todo.md")), "buy milk");
+  WriteFileOrDie(dir_.File("md/todo.md"), "buy oat milk");
+  ASSERT_EQ(Memory({"import", dir_.File("md"), "--uri", "strata://resources/notes"}).exit_code, 0);
+  EXPECT_EQ(Memory({"read", "strata://resources/notes/todo"}).out, "buy oat milk");
+}
+
+TEST_F(MemoryCli, SkillsAreValidatedStoredAndShownBack) {
+  std::string skill =
+      "---\nname: pdf-tools\ndescription: Extract text and "
+      "tables from PDF files.\n---\n# Use\nRun it.\n";
+  WriteFileOrDie(dir_.File("SKILL.md"), skill);
+  CliRun add = RunStrata({"skill", "--data", dir_.File("data"), "add", dir_.File("SKILL.md")}, "");
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  EXPECT_EQ(add.out, "strata://agent/default/skills/pdf-tools\n");
+  CliRun list = RunStrata({"skill", "--data", dir_.File("data"), "list"}, "");
+  EXPECT_EQ(list.out, "pdf-tools\tExtract text and tables from PDF files.\n");
+  CliRun show = RunStrata({"skill", "--data", dir_.File("data"), "show", "pdf-tools"}, "");
+  EXPECT_NE(show.out.find("name: pdf-tools"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("# Use\nRun it.\n"), std::string::npos);
+  WriteFileOrDie(dir_.File("BAD.md"), "---\nname: Bad Name\ndescription: x\n---\n");
+  CliRun bad = RunStrata({"skill", "--data", dir_.File("data"), "add", dir_.File("BAD.md")}, "");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("BAD.md"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace strata::testing

@@ -25,6 +25,30 @@ constexpr std::string_view kRootParent = "strata://";
 constexpr int64_t kAbstractDerived = 1;
 constexpr int64_t kOverviewDerived = 2;
 
+// The full-text tokenizer: Unicode word breaks without diacritics, then Porter stemming, so "preferences"
+// finds "preference" (CJK text is pre-split into characters by FtsText and passes the stemmer unchanged). A
+// store whose meta.fts_layout differs has its full-text index rebuilt from the nodes on open.
+constexpr std::string_view kFtsTokenizer = "porter unicode61 remove_diacritics 2";
+// meta.fts_layout: the tokenizer and the row layout (MakeFtsRow); a store with another value is reindexed.
+constexpr std::string_view kFtsLayout = "porter unicode61 remove_diacritics 2; leaf-derived-layers-omitted";
+
+// The full-text row of a node: name, abstract, overview, content. A leaf's derived layers are cut from its
+// content, so they are left out: indexing them again would count the content's first words three times.
+struct FtsRow {
+  std::string name, abstract_text, overview, content;
+};
+FtsRow MakeFtsRow(std::string_view name, bool is_dir, int64_t derived, std::string_view abstract_text,
+                  std::string_view overview, std::string_view content) {
+  bool leaf = !is_dir;
+  return {FtsText(name), leaf && (derived & kAbstractDerived) ? std::string() : FtsText(abstract_text),
+          leaf && (derived & kOverviewDerived) ? std::string() : FtsText(overview), FtsText(content)};
+}
+// The same rule in SQL over nodes n, for Check().
+constexpr std::string_view kFtsAbstractSql =
+    "CASE WHEN n.is_dir = 0 AND (n.derived & 1) != 0 THEN '' ELSE strata_fts_text(n.abstract) END";
+constexpr std::string_view kFtsOverviewSql =
+    "CASE WHEN n.is_dir = 0 AND (n.derived & 2) != 0 THEN '' ELSE strata_fts_text(n.overview) END";
+
 constexpr std::string_view kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(
@@ -43,8 +67,6 @@ CREATE TABLE IF NOT EXISTS nodes(
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent, uri);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(name, abstract, overview, content,
-  tokenize = 'unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS vectors(node_id INTEGER PRIMARY KEY, text_hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS relations(src TEXT NOT NULL, dst TEXT NOT NULL, reason TEXT NOT NULL,
   created_ms INTEGER NOT NULL, PRIMARY KEY(src, dst));
@@ -172,6 +194,7 @@ class SqliteStore final : public ContextStore {
         return Status::FailedPrecondition("store " + dir_ + " has schema version " + version + "; this build reads " +
                                           std::to_string(kSchemaVersion));
       }
+      STRATA_RETURN_IF_ERROR(EnsureFtsTokenizer());
       STRATA_RETURN_IF_ERROR(txn.Commit());
     }
     STRATA_RETURN_IF_ERROR(RegisterFunctions());
@@ -195,6 +218,26 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
     }
     return Status::Ok();
+  }
+
+  // Creates the full-text table with kFtsTokenizer, or recreates and refills it when the store was indexed
+  // with another tokenizer or row layout. Runs inside the opening transaction.
+  Status EnsureFtsTokenizer() {
+    STRATA_ASSIGN_OR_RETURN(std::string current, MetaGet("fts_layout"));
+    if (current == kFtsLayout) return Status::Ok();
+    STRATA_RETURN_IF_ERROR(db_.Exec("DROP TABLE IF EXISTS fts"));
+    STRATA_RETURN_IF_ERROR(db_.Exec("CREATE VIRTUAL TABLE fts USING fts5(name, abstract, overview, content, tokenize = '" +
+                                    std::string(kFtsTokenizer) + "')"));
+    Stmt nodes(db_, "SELECT id, name, is_dir, derived, abstract, overview, content FROM nodes");
+    Stmt ins(db_, "INSERT INTO fts(rowid, name, abstract, overview, content) VALUES (?, ?, ?, ?, ?)");
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, nodes.Step());
+      if (!row) break;
+      FtsRow f = MakeFtsRow(nodes.Text(1), nodes.Int(2) != 0, nodes.Int(3), nodes.Text(4), nodes.Text(5), nodes.Text(6));
+      ins.Reset().Bind(1, nodes.Int(0)).Bind(2, f.name).Bind(3, f.abstract_text).Bind(4, f.overview);
+      STRATA_RETURN_IF_ERROR(ins.Bind(5, f.content).Run());
+    }
+    return MetaSet("fts_layout", kFtsLayout);
   }
 
   Status Write(const Uri& uri, std::string_view content, const WriteOptions& options) override {
@@ -504,8 +547,8 @@ class SqliteStore final : public ContextStore {
       match += '"';
     }
     std::string sql =
-        "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, fts.name, fts.abstract, fts.overview, "
-        "fts.content FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
+        "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, n.name, n.abstract, n.overview, "
+        "n.content FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
         FilterSql(filter) + " ORDER BY rank LIMIT ?2";
     std::lock_guard lock(mu_);
     Stmt s(db_, sql);
@@ -522,11 +565,15 @@ class SqliteStore final : public ContextStore {
       for (const std::string& t : terms) {
         std::string where;
         for (int c = 0; c < 4; ++c) {
-          if (!FtsContainsTerm(s.Text(3 + c), t)) continue;
+          if (!FtsContainsTerm(FtsText(s.Text(3 + c)), t)) continue;
           where += std::string(where.empty() ? "" : "+") + kColumns[c];
           level = std::min(level, kLevels[c]);
         }
         if (!where.empty()) detail += (detail.empty() ? "" : ", ") + t + " (" + where + ")";
+      }
+      if (detail.empty()) {
+        detail = "a word sharing a stem with the query";
+        level = 2;
       }
       out.push_back({uri, s.Int(1) != 0, -s.Double(2), detail, level == 3 ? 2 : level});
     }
@@ -569,6 +616,28 @@ class SqliteStore final : public ContextStore {
       }
       if (hits.size() < k || k >= index_->size()) return out;
     }
+  }
+
+  Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) override {
+    if (static_cast<int>(query.size()) != embedder_->dimension()) {
+      return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
+                                     std::to_string(embedder_->dimension()));
+    }
+    std::lock_guard lock(mu_);
+    std::vector<float> out(uris.size(), 0.0f);
+    Stmt s(db_, "SELECT v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE n.uri = ?1");
+    const size_t want_bytes = query.size() * sizeof(float);
+    Vector v(query.size());
+    for (size_t i = 0; i < uris.size(); ++i) {
+      s.Reset().Bind(1, uris[i].str());
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) continue;
+      std::string_view blob = s.Blob(0);
+      if (blob.size() != want_bytes) continue;
+      std::memcpy(v.data(), blob.data(), want_bytes);
+      out[i] = Dot(query, v);
+    }
+    return out;
   }
 
   Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
@@ -628,8 +697,8 @@ class SqliteStore final : public ContextStore {
         "(SELECT 1 FROM nodes p WHERE p.uri = n.parent AND p.is_dir = 1)", "parent missing"));
     STRATA_RETURN_IF_ERROR(collect(
         "SELECT n.uri FROM nodes n LEFT JOIN fts f ON f.rowid = n.id WHERE f.rowid IS NULL OR "
-        "f.name != strata_fts_text(n.name) OR f.abstract != strata_fts_text(n.abstract) OR "
-        "f.overview != strata_fts_text(n.overview) OR f.content != strata_fts_text(n.content)",
+        "f.name != strata_fts_text(n.name) OR f.abstract != " + std::string(kFtsAbstractSql) +
+            " OR f.overview != " + std::string(kFtsOverviewSql) + " OR f.content != strata_fts_text(n.content)",
         "full-text row missing or different"));
     STRATA_RETURN_IF_ERROR(collect(
         "SELECT CAST(f.rowid AS TEXT) FROM fts f WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = f.rowid)",
@@ -901,8 +970,9 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(s.Run().WithContext(n.uri.str()));
       if (row.id == 0) row.id = sqlite3_last_insert_rowid(db_.get());
       STRATA_RETURN_IF_ERROR(del_fts.Reset().Bind(1, row.id).Run());
-      ins_fts.Reset().Bind(1, row.id).Bind(2, FtsText(n.uri.name())).Bind(3, FtsText(n.abstract_text));
-      STRATA_RETURN_IF_ERROR(ins_fts.Bind(4, FtsText(n.overview)).Bind(5, FtsText(n.content)).Run());
+      FtsRow f = MakeFtsRow(n.uri.name(), n.is_dir, row.derived, n.abstract_text, n.overview, n.content);
+      ins_fts.Reset().Bind(1, row.id).Bind(2, f.name).Bind(3, f.abstract_text).Bind(4, f.overview);
+      STRATA_RETURN_IF_ERROR(ins_fts.Bind(5, f.content).Run());
     }
     if (!embed_rows.empty()) {
       Stmt vec(db_, "INSERT OR REPLACE INTO vectors(node_id, text_hash, vec) VALUES (?, ?, ?)");

@@ -456,6 +456,80 @@ TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
   EXPECT_EQ(Find(*store_, "  ", {}).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
+  ASSERT_OK(store_->Write(U("strata://resources/a"), "The user states a preference for tabs over spaces."));
+  auto stemmed = store_->Lexical("preferences", {}, 5);
+  ASSERT_OK(stemmed);
+  ASSERT_EQ(stemmed->size(), 1u);
+  EXPECT_EQ((*stemmed)[0].uri.str(), "strata://resources/a");
+  // A leaf's derived layers repeat its content and are not indexed again; given ones are.
+  ASSERT_OK(store_->Write(U("strata://resources/b"), "zebra stripes"));
+  ASSERT_OK(store_->Write(U("strata://resources/c"), "a zebra here", {.abstract_text = "an animal note"}));
+  store_.reset();
+  sqlite3 *db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
+  std::vector<std::string> rows;
+  ASSERT_EQ(sqlite3_exec(
+                db,
+                "SELECT n.name || '|' || f.abstract || '|' || f.overview || '|' || f.content FROM fts f JOIN nodes n "
+                "ON n.id = f.rowid WHERE n.name IN ('b', 'c') ORDER BY n.name",
+                [](void *out, int, char **values, char **) {
+                  static_cast<std::vector<std::string> *>(out)->push_back(values[0]);
+                  return 0;
+                },
+                &rows, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_EQ(rows, (std::vector<std::string>{"b|||zebra stripes", "c|an animal note||a zebra here"}));
+  Reopen();
+  ExpectConsistent();
+}
+
+TEST_F(StoreTest, AStoreIndexedWithAnOlderFullTextLayoutIsReindexedOnOpen) {
+  ASSERT_OK(store_->Write(U("strata://resources/a"), "Migrations keep their preferences."));
+  store_.reset();
+  sqlite3 *db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
+  // What an earlier build left: no stemming, and no layout recorded.
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE fts; CREATE VIRTUAL TABLE fts USING fts5(name, abstract, overview, content, "
+                         "tokenize = 'unicode61'); INSERT INTO fts(rowid, name, abstract, overview, content) "
+                         "SELECT id, name, abstract, overview, content FROM nodes; "
+                         "DELETE FROM meta WHERE key = 'fts_layout'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  Reopen();
+  ExpectConsistent();
+  auto hits = store_->Lexical("preference", {}, 5);
+  ASSERT_OK(hits);
+  ASSERT_FALSE(hits->empty());
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/a");
+}
+
+TEST_F(StoreTest, RelativeScoreFusionKeepsTheMarginThatRankFusionLoses) {
+  // One note holds both rare words of the query; many hold only its common word and sit closer in vector
+  // space because they repeat it. Rank fusion rewards being in both lists; relative scores keep BM25's margin.
+  ASSERT_OK(store_->Write(U("strata://resources/notes/target"),
+                          "quasar ledger reconciliation happens on fridays with other routine tasks"));
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/notes/n" + std::to_string(i)),
+                            "weekly weekly notes " + std::to_string(i)));
+  }
+  FindOptions relative{.limit = 3};
+  auto hits = Find(*store_, "quasar ledger weekly", relative);
+  ASSERT_OK(hits);
+  ASSERT_FALSE(hits->empty());
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/notes/target") << (*hits)[0].reason;
+  EXPECT_NE((*hits)[0].reason.find("lexical #"), std::string::npos);
+  EXPECT_NE((*hits)[0].reason.find("cosine"), std::string::npos);  // Both sides are reported.
+  FindOptions rrf{.limit = 3, .fusion = Fusion::kReciprocalRank};
+  auto rrf_hits = Find(*store_, "quasar ledger weekly", rrf);
+  ASSERT_OK(rrf_hits);
+  ASSERT_FALSE(rrf_hits->empty());
+  EXPECT_NE((*rrf_hits)[0].uri.str(), "strata://resources/notes/target");
+}
+
 TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   ASSERT_OK(store_->Mkdir(U("strata://resources/kb"), {.abstract_text = "Knowledge base", .overview = "All of it."}));
   ASSERT_OK(store_->Write(U("strata://resources/kb/intro"), "# Intro\nHello", {.abstract_text = "The intro"}));

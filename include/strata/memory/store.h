@@ -133,6 +133,8 @@ class ContextStore {
   // Nearest nodes to `query` by cosine similarity; best first.
   virtual Result<std::vector<ScoredUri>> VectorNeighbours(const Vector& query, const SearchFilter& filter,
                                                           size_t limit) = 0;
+  // The cosine of `query` with each of `uris`' stored vector, in order; 0 for a node without a vector (or gone).
+  virtual Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) = 0;
   // Embeds `texts` with the store's embedder, through its cache.
   virtual Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) = 0;
 

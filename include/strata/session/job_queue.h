@@ -1,0 +1,76 @@
+// A durable work queue in one SQLite database: background jobs survive crashes, run in order per key,
+// retry with backoff a bounded number of times, and end in a dead-letter list instead of blocking.
+//
+//   Enqueue(kind, key, payload)   a pending job; an identical pending/running job (same kind, key and
+//                                 payload) is not added twice, so a redo after a crash cannot duplicate.
+//   Claim()                       the oldest runnable job, marked running with a lease. Runnable: pending,
+//                                 due (not_before passed), and no older pending or running job with the same
+//                                 key — jobs of one key (one session) run in order. Dead and done jobs never
+//                                 block later ones.
+//   Complete(id)
+//   Fail(id, error, retryable)    a retryable failure returns it to pending after a backoff (1 s, 2 s, … up
+//                                 to max_backoff); a permanent one, or the last allowed attempt, makes it
+//                                 dead with the error kept.
+//   Retry(id)                     a dead job back to pending with its attempts reset (after a fix).
+//
+// A job whose lease expired (its worker died) is claimable again. ReleaseRunning() returns every running
+// job to pending at once: for a worker that knows it is the only one (it holds the data directory's lock),
+// so that a crash is resumed at start-up rather than after the lease.
+//
+// Thread safety: all methods are safe from several threads; several processes may share one file.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/util/clock.h"
+#include "strata/util/status.h"
+
+namespace strata::session {
+
+enum class JobState { kPending, kRunning, kDone, kDead };
+std::string_view JobStateName(JobState state);
+
+struct Job {
+  int64_t id = 0;
+  std::string kind;
+  std::string key;
+  std::string payload;
+  JobState state = JobState::kPending;
+  int attempts = 0;        // Attempts started so far.
+  std::string last_error;  // Status::ToString() of the last failure.
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t not_before_ms = 0;
+};
+
+struct JobQueueOptions {
+  int max_attempts = 5;
+  std::chrono::milliseconds initial_backoff{1000};
+  std::chrono::milliseconds max_backoff{300'000};
+  std::chrono::milliseconds lease{600'000};  // A running job not finished within this is claimable again.
+  Clock* clock = nullptr;                    // Default: SystemClock(). Borrowed.
+};
+
+class JobQueue {
+ public:
+  virtual ~JobQueue() = default;
+  virtual Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) = 0;
+  virtual Result<std::optional<Job>> Claim() = 0;
+  virtual Status Complete(int64_t id) = 0;
+  virtual Status Fail(int64_t id, const Status& error, bool retryable) = 0;
+  virtual Status Retry(int64_t id) = 0;
+  virtual Status ReleaseRunning() = 0;
+  virtual Result<std::optional<Job>> Get(int64_t id) = 0;
+  // Jobs in `state` (all when nullopt), oldest first; optionally only those of `key`.
+  virtual Result<std::vector<Job>> List(std::optional<JobState> state, std::optional<std::string> key = {}) = 0;
+};
+
+// Opens (creating if needed) the queue database at `path`.
+Result<std::unique_ptr<JobQueue>> OpenJobQueue(const std::string& path, JobQueueOptions options = {});
+
+}  // namespace strata::session

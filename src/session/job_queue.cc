@@ -1,0 +1,215 @@
+#include "strata/session/job_queue.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "memory/sqlite_db.h"
+
+namespace strata::session {
+namespace {
+
+using memory::Db;
+using memory::Stmt;
+using memory::Txn;
+
+constexpr std::string_view kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS jobs(
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  key TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  not_before_ms INTEGER NOT NULL DEFAULT 0,
+  lease_until_ms INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, id);
+CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key, id);
+)sql";
+
+constexpr std::string_view kColumns =
+    "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms";
+
+Result<JobState> ParseState(std::string_view s) {
+  if (s == "pending") return JobState::kPending;
+  if (s == "running") return JobState::kRunning;
+  if (s == "done") return JobState::kDone;
+  if (s == "dead") return JobState::kDead;
+  return Status::DataLoss("job queue: unknown state '" + std::string(s) + "'");
+}
+
+class SqliteJobQueue final : public JobQueue {
+ public:
+  explicit SqliteJobQueue(JobQueueOptions options) : options_(options) {
+    if (options_.clock == nullptr) options_.clock = SystemClock();
+  }
+
+  Status Open(const std::string& path) {
+    STRATA_RETURN_IF_ERROR(db_.Open(path));
+    sqlite3_busy_timeout(db_.get(), 5000);
+    STRATA_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=WAL"));
+    STRATA_RETURN_IF_ERROR(db_.Exec("PRAGMA synchronous=FULL"));
+    STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
+    return Status::Ok();
+  }
+
+  Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) override {
+    if (kind.empty()) return Status::InvalidArgument("job queue: a job needs a kind");
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Stmt same(db_,
+              "SELECT id FROM jobs WHERE kind = ?1 AND key = ?2 AND payload = ?3 AND state IN ('pending', 'running')");
+    same.Bind(1, kind).Bind(2, key).Bind(3, payload);
+    STRATA_ASSIGN_OR_RETURN(bool exists, same.Step());
+    if (exists) return same.Int(0);
+    int64_t now = NowMs();
+    Stmt ins(db_,
+             "INSERT INTO jobs(kind, key, payload, state, created_ms, updated_ms) VALUES (?1, ?2, ?3, 'pending', ?4, ?4)");
+    STRATA_RETURN_IF_ERROR(ins.Bind(1, kind).Bind(2, key).Bind(3, payload).Bind(4, now).Run());
+    int64_t id = sqlite3_last_insert_rowid(db_.get());
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    return id;
+  }
+
+  Result<std::optional<Job>> Claim() override {
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    int64_t now = NowMs();
+    // Expired leases: their workers are gone.
+    Stmt expire(db_, "UPDATE jobs SET state = 'pending' WHERE state = 'running' AND lease_until_ms < ?1");
+    STRATA_RETURN_IF_ERROR(expire.Bind(1, now).Run());
+    Stmt pick(db_, "SELECT " + std::string(kColumns) +
+                       " FROM jobs j WHERE state = 'pending' AND not_before_ms <= ?1 AND NOT EXISTS ("
+                       "SELECT 1 FROM jobs e WHERE e.key = j.key AND e.id < j.id AND e.state IN ('pending', 'running')"
+                       ") ORDER BY id LIMIT 1");
+    pick.Bind(1, now);
+    STRATA_ASSIGN_OR_RETURN(bool row, pick.Step());
+    if (!row) return std::optional<Job>();
+    STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(pick));
+    job.state = JobState::kRunning;
+    job.attempts += 1;
+    job.updated_ms = now;
+    Stmt claim(db_, "UPDATE jobs SET state = 'running', attempts = ?2, updated_ms = ?3, lease_until_ms = ?4 WHERE id = ?1");
+    STRATA_RETURN_IF_ERROR(
+        claim.Bind(1, job.id).Bind(2, int64_t{job.attempts}).Bind(3, now).Bind(4, now + options_.lease.count()).Run());
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    return std::optional<Job>(std::move(job));
+  }
+
+  Status Complete(int64_t id) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "UPDATE jobs SET state = 'done', last_error = '', updated_ms = ?2 WHERE id = ?1 AND state = 'running'");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, id).Bind(2, NowMs()).Run());
+    return ExpectChanged(id, "complete");
+  }
+
+  Status Fail(int64_t id, const Status& error, bool retryable) override {
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Stmt get(db_, "SELECT attempts FROM jobs WHERE id = ?1 AND state = 'running'");
+    STRATA_ASSIGN_OR_RETURN(bool row, get.Bind(1, id).Step());
+    if (!row) return Status::FailedPrecondition("job " + std::to_string(id) + " is not running");
+    int attempts = static_cast<int>(get.Int(0));
+    int64_t now = NowMs();
+    bool dead = !retryable || attempts >= options_.max_attempts;
+    int64_t delay = options_.initial_backoff.count();
+    for (int i = 1; i < attempts && delay < options_.max_backoff.count(); ++i) delay *= 2;
+    delay = std::min<int64_t>(delay, options_.max_backoff.count());
+    Stmt upd(db_, "UPDATE jobs SET state = ?2, last_error = ?3, updated_ms = ?4, not_before_ms = ?5 WHERE id = ?1");
+    upd.Bind(1, id).Bind(2, dead ? "dead" : "pending").Bind(3, error.ToString()).Bind(4, now);
+    STRATA_RETURN_IF_ERROR(upd.Bind(5, dead ? int64_t{0} : now + delay).Run());
+    return txn.Commit();
+  }
+
+  Status Retry(int64_t id) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_,
+           "UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = ?2 WHERE id = ?1 AND "
+           "state = 'dead'");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, id).Bind(2, NowMs()).Run());
+    return ExpectChanged(id, "retry (only dead jobs are retried)");
+  }
+
+  Status ReleaseRunning() override {
+    std::lock_guard lock(mu_);
+    return db_.Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running'");
+  }
+
+  Result<std::optional<Job>> Get(int64_t id) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT " + std::string(kColumns) + " FROM jobs WHERE id = ?1");
+    STRATA_ASSIGN_OR_RETURN(bool row, s.Bind(1, id).Step());
+    if (!row) return std::optional<Job>();
+    STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(s));
+    return std::optional<Job>(std::move(job));
+  }
+
+  Result<std::vector<Job>> List(std::optional<JobState> state, std::optional<std::string> key) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT " + std::string(kColumns) +
+                    " FROM jobs WHERE (?1 = '' OR state = ?1) AND (?2 = 0 OR key = ?3) ORDER BY id");
+    s.Bind(1, state ? JobStateName(*state) : std::string_view()).Bind(2, int64_t{key.has_value()});
+    s.Bind(3, key.value_or(""));
+    std::vector<Job> out;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(s));
+      out.push_back(std::move(job));
+    }
+    return out;
+  }
+
+ private:
+  int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
+
+  Status ExpectChanged(int64_t id, std::string_view what) {
+    if (sqlite3_changes(db_.get()) > 0) return Status::Ok();
+    return Status::FailedPrecondition("job " + std::to_string(id) + ": cannot " + std::string(what) +
+                                      " from its current state");
+  }
+
+  static Result<Job> ReadJob(const Stmt& s) {
+    Job job;
+    job.id = s.Int(0);
+    job.kind = s.Text(1);
+    job.key = s.Text(2);
+    job.payload = s.Text(3);
+    STRATA_ASSIGN_OR_RETURN(job.state, ParseState(s.Text(4)));
+    job.attempts = static_cast<int>(s.Int(5));
+    job.last_error = s.Text(6);
+    job.created_ms = s.Int(7);
+    job.updated_ms = s.Int(8);
+    job.not_before_ms = s.Int(9);
+    return job;
+  }
+
+  JobQueueOptions options_;
+  std::mutex mu_;
+  Db db_;
+};
+
+}  // namespace
+
+std::string_view JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kPending: return "pending";
+    case JobState::kRunning: return "running";
+    case JobState::kDone: return "done";
+    case JobState::kDead: return "dead";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<JobQueue>> OpenJobQueue(const std::string& path, JobQueueOptions options) {
+  auto queue = std::make_unique<SqliteJobQueue>(options);
+  STRATA_RETURN_IF_ERROR(queue->Open(path).WithContext("job queue " + path));
+  return std::unique_ptr<JobQueue>(std::move(queue));
+}
+
+}  // namespace strata::session

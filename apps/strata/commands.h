@@ -13,5 +13,7 @@ void AddChatCommand(CLI::App& app, int* exit_code);
 void AddWindowCommand(CLI::App& app, int* exit_code);
 void AddPromptCommand(CLI::App& app, int* exit_code);
 void AddMemoryCommand(CLI::App& app, int* exit_code);  // Also `strata skill`.
+// `strata session`; needs AddMemoryCommand first: it adds remember/history/consolidate to `strata memory`.
+void AddSessionCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

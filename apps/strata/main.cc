@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   strata::cli::AddWindowCommand(app, &exit_code);
   strata::cli::AddPromptCommand(app, &exit_code);
   strata::cli::AddMemoryCommand(app, &exit_code);
+  strata::cli::AddSessionCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -97,7 +97,10 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
   std::vector<std::string> texts = {query};
   STRATA_ASSIGN_OR_RETURN(std::vector<Vector> embedded, store.EmbedTexts(texts));
   const Vector& qv = embedded[0];
-  SearchFilter filter{.under = options.under, .type = options.type, .category = options.category};
+  SearchFilter filter{.under = options.under,
+                      .type = options.type,
+                      .category = options.category,
+                      .current_only = !options.include_superseded};
   STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> lexical, store.Lexical(query, filter, options.lexical_candidates));
   STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> vector, store.VectorNeighbours(qv, filter, options.vector_candidates));
   std::map<std::string, Evidence> global;
@@ -147,8 +150,11 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
       auto it = cands.find(dir);
       double parent = it == cands.end() ? 0 : it->second.score;
       STRATA_ASSIGN_OR_RETURN(Uri dir_uri, Uri::Parse(dir));
-      SearchFilter children{
-          .under = options.under, .type = options.type, .category = options.category, .parent = dir_uri};
+      SearchFilter children{.under = options.under,
+                            .type = options.type,
+                            .category = options.category,
+                            .parent = dir_uri,
+                            .current_only = !options.include_superseded};
       STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> local_vector,
                               store.VectorNeighbours(qv, children, options.children_per_directory));
       std::map<std::string, Evidence> local;

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +27,19 @@ class Db {
     if (rc != SQLITE_OK) return Error(rc, "open " + path);
     sqlite3_extended_result_codes(db_, 1);
     return Status::Ok();
+  }
+
+  // Opens `path` for a durable single-file store: creates its directory, WAL journal, synchronous=FULL,
+  // and waits up to `busy_timeout_ms` for other connections' locks.
+  Status OpenDurable(const std::string& path, int busy_timeout_ms = 5000) {
+    std::error_code ec;
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) return Status::Internal("cannot create " + parent.string() + ": " + ec.message());
+    STRATA_RETURN_IF_ERROR(Open(path));
+    sqlite3_busy_timeout(db_, busy_timeout_ms);
+    STRATA_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+    return Exec("PRAGMA synchronous=FULL");
   }
 
   sqlite3* get() const { return db_; }

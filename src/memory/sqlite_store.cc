@@ -591,7 +591,8 @@ class SqliteStore final : public ContextStore {
     if (limit == 0) return out;
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     if (generation != index_generation_) STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
-    bool unfiltered = filter.under.is_root() && !filter.type && !filter.category && !filter.leaves_only && !filter.parent;
+    bool unfiltered = filter.under.is_root() && !filter.type && !filter.category && !filter.leaves_only &&
+                      !filter.parent && !filter.current_only;
     int64_t candidates = static_cast<int64_t>(index_->size());
     if (!unfiltered) {
       Stmt count(db_, "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
@@ -1139,6 +1140,7 @@ class SqliteStore final : public ContextStore {
     if (f.category) sql += " AND n.category = " + p(4);
     if (f.leaves_only) sql += " AND n.is_dir = 0";
     if (f.parent) sql += " AND n.parent = " + p(5);
+    if (f.current_only) sql += " AND json_extract(n.metadata, '$.valid_to') IS NULL";
     return sql;
   }
 

@@ -2,6 +2,7 @@
 
 #include <hnswlib/hnswlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,8 @@ Status VectorIndex::Upsert(int64_t id, const float* v) {
   try {
     bool existed = g.label_lookup_.count(static_cast<hnswlib::labeltype>(id)) != 0;
     bool was_deleted = existed && g.isMarkedDeleted(g.label_lookup_[static_cast<hnswlib::labeltype>(id)]);
-    if (!existed && g.cur_element_count >= g.max_elements_) g.resizeIndex(g.max_elements_ * 2);
+    // A graph loaded from an empty file has capacity 0, and resizeIndex(0) would free its storage.
+    if (!existed && g.cur_element_count >= g.max_elements_) g.resizeIndex(std::max<size_t>(1024, g.max_elements_ * 2));
     g.addPoint(v, static_cast<hnswlib::labeltype>(id));
     if (!existed || was_deleted) ++live_;
   } catch (const std::exception& e) {

@@ -47,10 +47,7 @@ class SqliteJobQueue final : public JobQueue {
   }
 
   Status Open(const std::string& path) {
-    STRATA_RETURN_IF_ERROR(db_.Open(path));
-    sqlite3_busy_timeout(db_.get(), 5000);
-    STRATA_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=WAL"));
-    STRATA_RETURN_IF_ERROR(db_.Exec("PRAGMA synchronous=FULL"));
+    STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
     STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
     return Status::Ok();
   }
@@ -66,8 +63,9 @@ class SqliteJobQueue final : public JobQueue {
     STRATA_ASSIGN_OR_RETURN(bool exists, same.Step());
     if (exists) return same.Int(0);
     int64_t now = NowMs();
-    Stmt ins(db_,
-             "INSERT INTO jobs(kind, key, payload, state, created_ms, updated_ms) VALUES (?1, ?2, ?3, 'pending', ?4, ?4)");
+    Stmt ins(
+        db_,
+        "INSERT INTO jobs(kind, key, payload, state, created_ms, updated_ms) VALUES (?1, ?2, ?3, 'pending', ?4, ?4)");
     STRATA_RETURN_IF_ERROR(ins.Bind(1, kind).Bind(2, key).Bind(3, payload).Bind(4, now).Run());
     int64_t id = sqlite3_last_insert_rowid(db_.get());
     STRATA_RETURN_IF_ERROR(txn.Commit());
@@ -93,7 +91,8 @@ class SqliteJobQueue final : public JobQueue {
     job.state = JobState::kRunning;
     job.attempts += 1;
     job.updated_ms = now;
-    Stmt claim(db_, "UPDATE jobs SET state = 'running', attempts = ?2, updated_ms = ?3, lease_until_ms = ?4 WHERE id = ?1");
+    Stmt claim(db_,
+               "UPDATE jobs SET state = 'running', attempts = ?2, updated_ms = ?3, lease_until_ms = ?4 WHERE id = ?1");
     STRATA_RETURN_IF_ERROR(
         claim.Bind(1, job.id).Bind(2, int64_t{job.attempts}).Bind(3, now).Bind(4, now + options_.lease.count()).Run());
     STRATA_RETURN_IF_ERROR(txn.Commit());
@@ -153,7 +152,7 @@ class SqliteJobQueue final : public JobQueue {
     std::lock_guard lock(mu_);
     Stmt s(db_, "SELECT " + std::string(kColumns) +
                     " FROM jobs WHERE (?1 = '' OR state = ?1) AND (?2 = 0 OR key = ?3) ORDER BY id");
-    s.Bind(1, state ? JobStateName(*state) : std::string_view()).Bind(2, int64_t{key.has_value()});
+    s.Bind(1, std::string(state ? JobStateName(*state) : "")).Bind(2, int64_t{key.has_value()});
     s.Bind(3, key.value_or(""));
     std::vector<Job> out;
     while (true) {
@@ -198,10 +197,14 @@ class SqliteJobQueue final : public JobQueue {
 
 std::string_view JobStateName(JobState state) {
   switch (state) {
-    case JobState::kPending: return "pending";
-    case JobState::kRunning: return "running";
-    case JobState::kDone: return "done";
-    case JobState::kDead: return "dead";
+    case JobState::kPending:
+      return "pending";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kDone:
+      return "done";
+    case JobState::kDead:
+      return "dead";
   }
   return "?";
 }

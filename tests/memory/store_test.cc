@@ -456,6 +456,15 @@ TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
   EXPECT_EQ(Find(*store_, "  ", {}).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(StoreTest, AnEmptyStoreReopensAndTakesWrites) {
+  // The saved vector index of an empty store has no capacity; growing it from there must not free it.
+  Reopen();
+  ASSERT_OK(store_->Write(U("strata://resources/first"), "the first note after an empty reopen"));
+  Reopen();
+  EXPECT_EQ(*store_->Read(U("strata://resources/first"), Level::kContent), "the first note after an empty reopen");
+  ExpectConsistent();
+}
+
 TEST_F(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
   ASSERT_OK(store_->Write(U("strata://resources/a"), "The user states a preference for tabs over spaces."));
   auto stemmed = store_->Lexical("preferences", {}, 5);

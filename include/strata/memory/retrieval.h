@@ -35,6 +35,7 @@ struct FindOptions {
   size_t limit = 10;
   std::optional<ContextType> type;
   std::optional<std::string> category;
+  bool include_superseded = false;   // Also return memories superseded by newer ones (metadata "valid_to").
   bool include_directories = false;  // Return directories as hits too (they are always used for the descent).
   size_t lexical_candidates = 300;   // Length of the global full-text list.
   size_t vector_candidates = 100;    // Length of the global vector list.

@@ -84,6 +84,7 @@ struct SearchFilter {
   std::optional<std::string> category;
   bool leaves_only = false;
   std::optional<Uri> parent;               // Only direct children of this directory.
+  bool current_only = false;               // Skip superseded nodes (metadata has "valid_to").
 };
 
 struct ScoredUri {

@@ -1,0 +1,48 @@
+// The memory audit trail: every change the memory pipeline makes, recorded before it is applied.
+//
+// Each decision about one extracted candidate is written as a batch of entries (one transaction) before the
+// store is touched, keyed by its source ("<session>#<archive>#<candidate>"). A crash after the batch is
+// committed replays the recorded operations (all idempotent) instead of asking the model again, so a redo
+// never duplicates; a crash before it asks again. The trail is also the history of each memory: what it
+// said before and after every change, when, why and from which conversation.
+//
+// Thread safety: all methods are safe from several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/util/status.h"
+
+namespace strata::session {
+
+struct AuditEntry {
+  int64_t id = 0;
+  std::string uri;     // The memory changed.
+  std::string action;  // "create", "merge", "supersede", "skip".
+  std::string source;  // "<session>#<archive>#<candidate>" or "remember#<ms>#0".
+  int64_t at_ms = 0;
+  std::string reason;  // The model's reason, or the rule that decided.
+  std::string before;  // Content before (empty for create).
+  std::string after;   // Content after (the superseded memory's content for supersede).
+  std::string abstract_text;
+  std::string overview;
+  std::string category;
+};
+
+class AuditLog {
+ public:
+  virtual ~AuditLog() = default;
+  // Records `entries` in one transaction; fills their ids.
+  virtual Status Record(std::vector<AuditEntry>& entries) = 0;
+  // The entries of one source, in order (empty if it was never decided).
+  virtual Result<std::vector<AuditEntry>> BySource(std::string_view source) = 0;
+  // The history of one memory, oldest first.
+  virtual Result<std::vector<AuditEntry>> History(std::string_view uri) = 0;
+};
+
+Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path);
+
+}  // namespace strata::session

@@ -1,0 +1,124 @@
+// Phase 2 of a session commit, and "remember this now": turning conversations into long-term memories.
+//
+// ProcessArchive(session, n) runs, resuming from the archive's state:
+//   archived   → summarise (template session.summarize) and store the archive as a context at
+//                strata://session/<id>/history/archive_NNN (transcript = L2, summary = L0/L1) → summarized
+//   summarized → extract candidates (template memory.extract), parsed robustly (ExtractModelJson); a reply
+//                that does not parse or validate is shown its error and asked again; if it still fails the
+//                archive is marked failed with the reason and the error returned — never success with
+//                nothing extracted (an explicit {"memories": []} is a valid "nothing to remember")
+//                → candidates.json → extracted
+//   extracted  → for each candidate in order: dedup, record the decision in the audit log, apply it to the
+//                store, link the memory to the archive and the contexts the session used → diff.json → done
+//
+// Dedup: the candidate's nearest current memories in its category directory (vector search, cosine ≥
+// similarity_threshold, at most max_similar) are shown to the model (template memory.dedup), which answers
+// create / merge (into one of them, with the merged text) / skip, plus per-existing actions merge or delete.
+// With no similar memory the candidate is created without a model call. The rules for bad answers:
+//   R1 a reply that does not parse twice → create (never lose a fact; consolidation can merge later)
+//   R2 an index outside the list is ignored
+//   R3 "merge" without a valid merge_into → the first "merge" action's index, else create
+//   R4 "skip" never deletes: its delete actions are ignored (a duplicate cannot contradict)
+//   R5 "create" with merge actions → merge into the first of them
+//   R6 "merge" without text → the candidate's content is appended to the target's
+//   R7 an existing memory both merged and deleted is only merged
+// Deleted (contradicted) and merged-away memories are superseded, not erased: they stay in the store with
+// metadata valid_to and superseded_by and drop out of find and dedup; every change is in the audit log.
+//
+// Categories (DefaultCategories): user profile, preferences, entities (merge: one record per key) and
+// events (append); agent cases (append) and patterns (merge). A merge category's memory lives at
+// <dir>/<key>; an append category's at <dir>/<key>-<hash of content>, so a redo writes the same URI.
+//
+// Thread safety: one ProcessArchive per session at a time (the job queue orders them); different sessions
+// may run concurrently.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/llm/provider.h"
+#include "strata/memory/store.h"
+#include "strata/prompt/prompt_library.h"
+#include "strata/session/audit.h"
+#include "strata/session/job_queue.h"
+#include "strata/session/session.h"
+
+namespace strata::session {
+
+struct CategorySpec {
+  std::string name;
+  std::string owner;  // "user" or "agent".
+  bool merge = false;
+  std::string description;
+};
+std::vector<CategorySpec> DefaultCategories();
+
+struct PipelineOptions {
+  std::vector<CategorySpec> categories = DefaultCategories();
+  // Cosine at or above which an existing memory is shown to the model as possibly the same. The local
+  // hashed embedder gives related texts 0.3-0.6; a real embedding model rather 0.6-0.9.
+  double similarity_threshold = 0.3;
+  size_t max_similar = 5;
+  int parse_attempts = 2;  // Model calls per JSON answer (the later ones see the parse error).
+  std::string language;    // For the extraction prompt; empty = the conversation's language.
+};
+
+// What one archive's phase 2 changed.
+struct MemoryChange {
+  std::string action;  // create, merge, supersede, skip.
+  std::string uri;
+  std::string reason;
+};
+struct CommitDiff {
+  std::string session;
+  int archive = 0;
+  std::string summary;
+  int candidates = 0;
+  std::vector<MemoryChange> changes;
+  std::string ToJson() const;
+};
+
+class MemoryPipeline {
+ public:
+  // All borrowed; they must outlive the pipeline.
+  MemoryPipeline(Sessions& sessions, memory::ContextStore& store, llm::ChatProvider& model,
+                 prompt::PromptLibrary& prompts, AuditLog& audit, PipelineOptions options = {});
+
+  Result<CommitDiff> ProcessArchive(std::string_view session, int archive);
+
+  // Runs queued phase-2 jobs until none is runnable or `max_jobs` ran; returns how many succeeded.
+  // A failure is reported to the queue (retryable unless the input itself is bad) and does not stop the run.
+  Result<int> RunPending(JobQueue& queue, int max_jobs = 1 << 30);
+
+  // "Remember this now": `text` about `scope` (strata://user/<id> or strata://agent/<id>) goes through the
+  // same dedup. With `category` empty the model picks it (template memory.extract); if it finds nothing to
+  // remember, that is an error saying so.
+  Result<std::vector<MemoryChange>> Remember(std::string_view scope, std::string_view text,
+                                             std::string_view category = "");
+
+  // Merges near-duplicates that slipped through, under `under` (a memories directory or a scope), on
+  // demand: each current memory is deduplicated against its category's others.
+  Result<std::vector<MemoryChange>> Consolidate(std::string_view under);
+
+ private:
+  struct Candidate;
+  Result<std::string> Summarize(std::string_view session, int archive, const std::string& transcript);
+  Result<std::vector<Candidate>> Extract(const std::string& transcript, const std::string& summary,
+                                         const SessionInfo& info, std::string* error);
+  Result<std::vector<MemoryChange>> Apply(const Candidate& candidate, const std::string& source,
+                                          const std::vector<std::string>& links);
+  Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, bool want_object,
+                                  std::string* last_error);
+  Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
+
+  Sessions& sessions_;
+  memory::ContextStore& store_;
+  llm::ChatProvider& model_;
+  prompt::PromptLibrary& prompts_;
+  AuditLog& audit_;
+  PipelineOptions options_;
+};
+
+}  // namespace strata::session

@@ -1,0 +1,119 @@
+// Sessions: conversations owned by a user and an agent, kept on disk, committed into long-term memory.
+//
+// Layout under `<data>/sessions/<id>/` (docs/formats/session.md):
+//   session.json                 id, owners, times, stats, live L0/L1 summary (replaced atomically)
+//   messages.jsonl               the current messages (JsonlLinearStorage: crash-safe appends, kosong JSON)
+//   history/archive_NNN/         one per commit, numbered from 001, never overwritten:
+//     messages.jsonl             the archived messages (moved here by one rename)
+//     state.json                 {"state": "archived" | ... | "done" | "failed", ...} (phase 2's progress)
+//
+// Commit() is phase 1 of the two-phase commit: it moves the current messages into the next archive at once
+// (a rename, so a crash leaves them either current or archived, never both or neither), records the archive
+// and enqueues phase 2 on the durable job queue (kind "session.commit", key = session id, so the archives
+// of one session are processed in order). Open() recovers what a crash interrupted: an archive without
+// state.json gets one, and every archive not done has its phase-2 job (enqueueing is idempotent).
+//
+// Messages carry parts: text, tool calls and results, and context references — a registered content part
+// {"type": "context_ref", "uri": "strata://...", "kind": "memory" | "resource" | "skill"} naming a context the
+// turn used; they feed the session's stats and, in phase 2, the relations of what it produced.
+//
+// Thread safety: safe from several threads (one mutex per manager); one process per data directory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/message/message.h"
+#include "strata/session/job_queue.h"
+#include "strata/util/clock.h"
+#include "strata/util/file_system.h"
+#include "strata/util/status.h"
+
+namespace strata::session {
+
+inline constexpr std::string_view kContextRefPartType = "context_ref";
+inline constexpr std::string_view kCommitJobKind = "session.commit";
+
+// Registers the context_ref part type (idempotent; called by OpenSessions).
+Status RegisterContextRefPart();
+// A context_ref part for `uri` (validated) of `kind` ("memory", "resource" or "skill").
+Result<ContentPart> ContextRef(std::string_view uri, std::string_view kind);
+
+struct SessionStats {
+  int64_t messages = 0;
+  int64_t turns = 0;          // User messages.
+  int64_t tokens = 0;         // Estimated (characters / 4) unless usage was reported.
+  int64_t contexts_used = 0;  // Distinct context URIs referenced.
+  int64_t skills_used = 0;    // Of those, skills.
+  int64_t memories_extracted = 0;
+  int64_t commits = 0;
+  bool operator==(const SessionStats&) const = default;
+};
+
+struct SessionInfo {
+  std::string id;
+  std::string user;   // Owner user id ("" if none).
+  std::string agent;  // Owner agent id ("" if none).
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  SessionStats stats;
+  std::vector<std::string> contexts;  // Distinct context URIs referenced, in first-use order.
+  std::string abstract_text;          // L0: one line about the live conversation.
+  std::string overview;               // L1: a paragraph.
+};
+
+enum class ArchiveState { kArchived, kSummarized, kExtracted, kDone, kFailed };
+std::string_view ArchiveStateName(ArchiveState state);
+
+struct ArchiveInfo {
+  int number = 0;
+  std::string dir;
+  ArchiveState state = ArchiveState::kArchived;
+  int64_t messages = 0;
+  std::string error;  // Why phase 2 failed (kFailed), for `strata session status`.
+};
+
+struct CommitTicket {
+  int archive = 0;       // The archive number phase 1 created.
+  int64_t job_id = 0;    // The phase-2 job.
+  int64_t messages = 0;  // How many messages were archived.
+};
+
+struct SessionsOptions {
+  FileSystem* fs = nullptr;   // Default: PosixFileSystem(). Borrowed.
+  Clock* clock = nullptr;     // Default: SystemClock(). Borrowed.
+  JobQueue* queue = nullptr;  // Where phase 2 is enqueued. Borrowed; required.
+};
+
+class Sessions {
+ public:
+  virtual ~Sessions() = default;
+  // Creates a session; `id` is generated (time + random) when empty. Errors: bad id, already exists.
+  virtual Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id = "") = 0;
+  virtual Result<SessionInfo> Get(std::string_view id) = 0;
+  virtual Result<std::vector<SessionInfo>> List() = 0;
+  // Appends one message (validated), updating stats and the live summary.
+  virtual Status Add(std::string_view id, const Message& message) = 0;
+  // The current (not yet committed) messages.
+  virtual Result<std::vector<Message>> Messages(std::string_view id) = 0;
+  // Phase 1 (see above). Errors: unknown session; nothing to commit (kFailedPrecondition).
+  virtual Result<CommitTicket> Commit(std::string_view id) = 0;
+  virtual Result<std::vector<ArchiveInfo>> Archives(std::string_view id) = 0;
+  // The messages of one archive.
+  virtual Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) = 0;
+  // Adds `count` to the session's memories_extracted (phase 2, once per archive).
+  virtual Status RecordExtracted(std::string_view id, int64_t count) = 0;
+  // Records phase 2's progress in the archive's state.json (used by the commit worker).
+  virtual Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) = 0;
+};
+
+// Opens the sessions under `<data_dir>/sessions`, recovering interrupted commits (see above).
+Result<std::unique_ptr<Sessions>> OpenSessions(const std::string& data_dir, SessionsOptions options);
+
+// Session ids: 1-128 of [A-Za-z0-9_.-], not starting with '.'.
+Status ValidateSessionId(std::string_view id);
+
+}  // namespace strata::session

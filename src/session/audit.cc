@@ -1,0 +1,91 @@
+#include "strata/session/audit.h"
+
+#include <mutex>
+
+#include "memory/sqlite_db.h"
+
+namespace strata::session {
+namespace {
+
+using memory::Db;
+using memory::Stmt;
+using memory::Txn;
+
+constexpr std::string_view kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS audit(
+  id INTEGER PRIMARY KEY,
+  uri TEXT NOT NULL,
+  action TEXT NOT NULL,
+  source TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  before TEXT NOT NULL,
+  after TEXT NOT NULL,
+  abstract TEXT NOT NULL,
+  overview TEXT NOT NULL,
+  category TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_by_uri ON audit(uri, id);
+CREATE INDEX IF NOT EXISTS audit_by_source ON audit(source, id);
+)sql";
+
+constexpr std::string_view kColumns =
+    "id, uri, action, source, at_ms, reason, before, after, abstract, overview, category";
+
+class SqliteAuditLog final : public AuditLog {
+ public:
+  Status Open(const std::string& path) {
+    STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
+    return db_.Exec(kSchema);
+  }
+
+  Status Record(std::vector<AuditEntry>& entries) override {
+    std::lock_guard lock(mu_);
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Stmt ins(db_,
+             "INSERT INTO audit(uri, action, source, at_ms, reason, before, after, abstract, overview, category) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    for (AuditEntry& e : entries) {
+      ins.Reset().Bind(1, e.uri).Bind(2, e.action).Bind(3, e.source).Bind(4, e.at_ms).Bind(5, e.reason);
+      STRATA_RETURN_IF_ERROR(ins.Bind(6, e.before)
+                                 .Bind(7, e.after)
+                                 .Bind(8, e.abstract_text)
+                                 .Bind(9, e.overview)
+                                 .Bind(10, e.category)
+                                 .Run());
+      e.id = sqlite3_last_insert_rowid(db_.get());
+    }
+    return txn.Commit();
+  }
+
+  Result<std::vector<AuditEntry>> BySource(std::string_view source) override { return Select("source", source); }
+  Result<std::vector<AuditEntry>> History(std::string_view uri) override { return Select("uri", uri); }
+
+ private:
+  Result<std::vector<AuditEntry>> Select(std::string_view column, std::string_view value) {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT " + std::string(kColumns) + " FROM audit WHERE " + std::string(column) + " = ?1 ORDER BY id");
+    s.Bind(1, value);
+    std::vector<AuditEntry> out;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Int(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6), s.Text(7), s.Text(8),
+                     s.Text(9), s.Text(10)});
+    }
+    return out;
+  }
+
+  std::mutex mu_;
+  Db db_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path) {
+  auto log = std::make_unique<SqliteAuditLog>();
+  STRATA_RETURN_IF_ERROR(log->Open(path).WithContext("audit log " + path));
+  return std::unique_ptr<AuditLog>(std::move(log));
+}
+
+}  // namespace strata::session

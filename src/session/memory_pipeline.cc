@@ -1,0 +1,673 @@
+#include "strata/session/memory_pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "strata/llm/generate.h"
+#include "strata/llm/model_json.h"
+#include "strata/memory/uri.h"
+#include "strata/prompt/value.h"
+#include "strata/util/clock.h"
+#include "strata/util/file_system.h"
+
+namespace strata::session {
+
+using Json = nlohmann::json;
+using memory::Uri;
+
+struct MemoryPipeline::Candidate {
+  std::string category;
+  std::string key;
+  std::string abstract_text;
+  std::string overview;
+  std::string content;
+  Uri dir = Uri::Root();         // The category directory it belongs in.
+  bool merge = false;            // The category merges (one record per key).
+  std::optional<Uri> fixed_uri;  // Where "create" writes, when the candidate already has a home (consolidation).
+};
+
+namespace {
+
+constexpr size_t kToolOutputCut = 2000;
+
+int64_t NowMs() { return SystemClock()->WallMicros() / 1000; }
+
+std::string Slug(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x80 || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_') {
+      out += c;
+    } else if (c >= 'A' && c <= 'Z') {
+      out += static_cast<char>(c - 'A' + 'a');
+    } else if (!out.empty() && out.back() != '_') {
+      out += '_';
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  if (out.size() > 100) {
+    size_t cut = 100;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    out.resize(cut);
+  }
+  return out.empty() ? "memory" : out;
+}
+
+std::string ShortHash(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds, enough to tell contents apart.
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) out += kHex[(h >> (60 - 4 * i)) & 0xF];
+  return out;
+}
+
+// The archive as the model reads it: one "[role] text" block per message, tool calls and context
+// references named, long tool output cut.
+std::string Transcript(const std::vector<Message>& messages) {
+  std::string out;
+  for (const Message& m : messages) {
+    std::string text = m.ExtractText("\n");
+    if (m.role == Role::kTool && text.size() > kToolOutputCut) {
+      text = text.substr(0, kToolOutputCut) + " [... " + std::to_string(text.size() - kToolOutputCut) + " bytes cut]";
+    }
+    out += "[" + std::string(RoleName(m.role)) + "] " + text + "\n";
+    for (const ContentPart& part : m.content) {
+      const auto* custom = std::get_if<CustomPart>(&part);
+      if (custom == nullptr || custom->type != kContextRefPartType) continue;
+      Json j = Json::parse(custom->json, nullptr, false);
+      if (j.is_object()) out += "[used " + j.value("kind", "context") + " " + j.value("uri", "") + "]\n";
+    }
+    if (m.tool_calls) {
+      for (const ToolCall& call : *m.tool_calls) {
+        out += "[calls " + call.function.name + "(" + call.function.arguments.value_or("") + ")]\n";
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> ContextUris(const std::vector<Message>& messages) {
+  std::vector<std::string> out;
+  for (const Message& m : messages) {
+    for (const ContentPart& part : m.content) {
+      const auto* custom = std::get_if<CustomPart>(&part);
+      if (custom == nullptr || custom->type != kContextRefPartType) continue;
+      Json j = Json::parse(custom->json, nullptr, false);
+      std::string uri = j.is_object() ? j.value("uri", "") : "";
+      if (!uri.empty() && std::find(out.begin(), out.end(), uri) == out.end()) out.push_back(uri);
+    }
+  }
+  return out;
+}
+
+prompt::Value ToValue(const Json& j) {
+  auto v = prompt::Value::FromJson(j.dump());
+  return v.ok() ? *v : prompt::Value();
+}
+
+std::string FirstLine(std::string_view text) {
+  size_t start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos) return "";
+  text.remove_prefix(start);
+  return std::string(text.substr(0, text.find('\n')));
+}
+
+Json Metadata(std::string_view existing) {
+  Json j = Json::parse(existing, nullptr, false);
+  return j.is_object() ? j : Json::object();
+}
+
+}  // namespace
+
+std::vector<CategorySpec> DefaultCategories() {
+  return {{"profile", "user", true, "stable facts about the user: role, background, skills, language"},
+          {"preferences", "user", true, "how the user likes things done"},
+          {"entities", "user", true, "people, projects, tools and places the user mentions"},
+          {"events", "user", false, "things that happened, with dates"},
+          {"cases", "agent", false, "problems the agent solved and how"},
+          {"patterns", "agent", true, "reusable ways of working the agent learned"}};
+}
+
+std::string CommitDiff::ToJson() const {
+  Json changes_json = Json::array();
+  for (const MemoryChange& c : changes)
+    changes_json.push_back({{"action", c.action}, {"uri", c.uri}, {"reason", c.reason}});
+  return Json{{"session", session},
+              {"archive", archive},
+              {"summary", summary},
+              {"candidates", candidates},
+              {"changes", changes_json}}
+      .dump(2);
+}
+
+MemoryPipeline::MemoryPipeline(Sessions& sessions, memory::ContextStore& store, llm::ChatProvider& model,
+                               prompt::PromptLibrary& prompts, AuditLog& audit, PipelineOptions options)
+    : sessions_(sessions),
+      store_(store),
+      model_(model),
+      prompts_(prompts),
+      audit_(audit),
+      options_(std::move(options)) {}
+
+Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars, bool want_object,
+                                                std::string* last_error) {
+  STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, vars));
+  std::vector<Message> history = {Message::User(prompt)};
+  for (int attempt = 1;; ++attempt) {
+    STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
+    std::string text = reply.message.ExtractText();
+    Result<std::string> json =
+        llm::ExtractModelJson(text, want_object ? llm::JsonShape::kObject : llm::JsonShape::kAny);
+    if (json.ok()) return json;
+    *last_error = std::string(json.status().message());
+    if (attempt >= options_.parse_attempts) {
+      return Status::InvalidArgument("the model's reply to " + std::string(prompt_id) + " did not parse after " +
+                                     std::to_string(attempt) + " attempts: " + *last_error);
+    }
+    history.push_back(reply.message);
+    history.push_back(Message::User("Your reply could not be used: " + *last_error +
+                                    "\nReply again with only the JSON, exactly in the format asked for."));
+  }
+}
+
+Result<std::string> MemoryPipeline::Summarize(std::string_view session, int archive, const std::string& transcript) {
+  std::string previous;
+  if (archive > 1) {
+    char name[32];
+    std::snprintf(name, sizeof name, "archive_%03d", archive - 1);
+    auto prev = Uri::Parse("strata://session/" + std::string(session) + "/history/" + name);
+    if (prev.ok()) {
+      auto text = store_.Read(*prev, memory::Level::kOverview);
+      if (text.ok()) previous = *text;
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      std::string prompt,
+      prompts_.Render("session.summarize", ToValue({{"transcript", transcript}, {"previous_summary", previous}})));
+  std::vector<Message> history = {Message::User(prompt)};
+  STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
+  std::string summary = reply.message.ExtractText();
+  if (FirstLine(summary).empty()) return Status::InvalidArgument("the model returned an empty summary");
+  return summary;
+}
+
+Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std::string& transcript,
+                                                                       const std::string& summary,
+                                                                       const SessionInfo& info, std::string* error) {
+  Json categories = Json::array();
+  for (const CategorySpec& c : options_.categories) {
+    if ((c.owner == "user" && info.user.empty()) || (c.owner == "agent" && info.agent.empty())) continue;
+    categories.push_back(
+        {{"name", c.name}, {"owner", c.owner}, {"mode", c.merge ? "merge" : "append"}, {"description", c.description}});
+  }
+  if (categories.empty()) return Status::FailedPrecondition("session " + info.id + " has neither a user nor an agent");
+  Json vars = {
+      {"transcript", transcript}, {"summary", summary}, {"categories", categories}, {"language", options_.language}};
+  std::string prompt_id = "memory.extract";
+  STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, ToValue(vars)));
+  std::vector<Message> history = {Message::User(prompt)};
+  for (int attempt = 1;; ++attempt) {
+    STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
+    std::string problem;
+    std::vector<Candidate> out;
+    Result<std::string> text = llm::ExtractModelJson(reply.message.ExtractText(), llm::JsonShape::kObject);
+    if (!text.ok()) {
+      problem = std::string(text.status().message());
+    } else {
+      Json j = Json::parse(*text);
+      if (!j.contains("memories") || !j["memories"].is_array()) {
+        problem = "the object has no \"memories\" array";
+      } else {
+        for (size_t i = 0; i < j["memories"].size() && problem.empty(); ++i) {
+          const Json& m = j["memories"][i];
+          std::string where = "memories[" + std::to_string(i) + "]";
+          if (!m.is_object()) {
+            problem = where + " is not an object";
+            break;
+          }
+          Candidate c;
+          c.category = m.value("category", "");
+          c.key = m.contains("key") && m["key"].is_string() ? m["key"].get<std::string>() : "";
+          c.abstract_text = m.contains("abstract") && m["abstract"].is_string() ? m["abstract"].get<std::string>() : "";
+          c.overview = m.contains("overview") && m["overview"].is_string() ? m["overview"].get<std::string>() : "";
+          c.content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+          if (c.content.empty()) c.content = c.overview.empty() ? c.abstract_text : c.overview;
+          auto spec = std::find_if(options_.categories.begin(), options_.categories.end(),
+                                   [&](const CategorySpec& s) { return s.name == c.category; });
+          if (spec == options_.categories.end()) {
+            problem = where + ".category \"" + c.category + "\" is not one of the categories listed";
+          } else if (c.content.empty()) {
+            problem = where + " has no content";
+          } else {
+            const std::string& owner_id = spec->owner == "user" ? info.user : info.agent;
+            if (owner_id.empty()) {
+              problem = where + ".category \"" + c.category + "\" belongs to the " + spec->owner +
+                        ", and this session has none";
+            } else {
+              c.merge = spec->merge;
+              c.dir = *Uri::Parse("strata://" + spec->owner + "/" + owner_id + "/memories/" + c.category);
+              out.push_back(std::move(c));
+            }
+          }
+        }
+      }
+    }
+    if (problem.empty()) return out;
+    *error = problem;
+    if (attempt >= options_.parse_attempts) {
+      return Status::InvalidArgument("memory extraction failed after " + std::to_string(attempt) +
+                                     " attempts: " + problem);
+    }
+    history.push_back(reply.message);
+    history.push_back(Message::User("Your reply could not be used: " + problem +
+                                    "\nReply again with only the JSON object, exactly in the format asked for."));
+  }
+}
+
+Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links) {
+  for (const AuditEntry& e : entries) {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(e.uri));
+    if (e.action == "create" || e.action == "merge") {
+      Json meta = Json::object();
+      auto existing = store_.Stat(uri);
+      if (existing.ok()) meta = Metadata(existing->metadata);
+      meta.erase("valid_to");
+      meta.erase("superseded_by");
+      if (!meta.contains("valid_from")) meta["valid_from"] = e.at_ms;
+      meta["updated_by"] = e.source;
+      if (!meta.contains("key") && !e.category.empty()) meta["source"] = e.source;
+      memory::WriteOptions w;
+      if (!e.abstract_text.empty()) w.abstract_text = e.abstract_text;
+      if (!e.overview.empty()) w.overview = e.overview;
+      w.type = memory::ContextType::kMemory;
+      w.category = e.category;
+      w.metadata = meta.dump();
+      STRATA_RETURN_IF_ERROR(store_.Write(uri, e.after, w));
+      for (const std::string& link : links) {
+        auto target = Uri::Parse(link);
+        if (!target.ok() || !store_.Stat(*target).ok()) continue;  // A context since removed is not an error.
+        STRATA_RETURN_IF_ERROR(store_.Link(uri, *target, e.action == "create" ? "extracted from" : "updated from"));
+      }
+    } else if (e.action == "supersede") {
+      auto existing = store_.Stat(uri);
+      if (!existing.ok()) continue;  // Removed by hand since: nothing left to mark.
+      Json meta = Metadata(existing->metadata);
+      if (meta.contains("valid_to")) continue;
+      meta["valid_to"] = e.at_ms;
+      meta["superseded_by"] = e.reason;
+      memory::WriteOptions w;
+      w.metadata = meta.dump();
+      STRATA_RETURN_IF_ERROR(store_.Write(uri, existing->content, w));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, const std::string& source,
+                                                        const std::vector<std::string>& links) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<AuditEntry> recorded, audit_.BySource(source));
+  std::vector<MemoryChange> changes;
+  if (!recorded.empty()) {  // Decided before a crash: redo exactly that.
+    STRATA_RETURN_IF_ERROR(Replay(recorded, links));
+    for (const AuditEntry& e : recorded) changes.push_back({e.action, e.uri, e.reason});
+    return changes;
+  }
+  // The nearest current memories of its category.
+  std::vector<std::string> texts = {c.abstract_text + "\n" + c.content};
+  STRATA_ASSIGN_OR_RETURN(std::vector<memory::Vector> qv, store_.EmbedTexts(texts));
+  memory::SearchFilter filter{.under = c.dir, .leaves_only = true, .current_only = true};
+  std::vector<memory::ScoredUri> similar;
+  if (store_.Stat(c.dir).ok()) {
+    STRATA_ASSIGN_OR_RETURN(similar, store_.VectorNeighbours(qv[0], filter, options_.max_similar * 2));
+  }
+  std::vector<memory::Node> existing;
+  std::vector<double> similarity;
+  for (const memory::ScoredUri& s : similar) {
+    if (s.score < options_.similarity_threshold || existing.size() >= options_.max_similar) continue;
+    auto node = store_.Stat(s.uri);
+    if (!node.ok()) continue;
+    existing.push_back(std::move(*node));
+    similarity.push_back(s.score);
+  }
+  Uri create_uri =
+      c.fixed_uri ? *c.fixed_uri
+                  : *c.dir.Child(c.merge ? Slug(c.key.empty() ? c.abstract_text : c.key)
+                                         : Slug(c.key.empty() ? c.abstract_text : c.key) + "-" + ShortHash(c.content));
+  int64_t now = NowMs();
+  std::vector<AuditEntry> plan;
+  auto create = [&](std::string reason) {
+    auto prior = store_.Stat(create_uri);
+    if (prior.ok() && c.merge) {  // Same key in a merge category: an update of that record.
+      plan.push_back({0, create_uri.str(), "merge", source, now, std::move(reason), prior->content, c.content,
+                      c.abstract_text, c.overview, c.category});
+    } else {
+      plan.push_back({0, create_uri.str(), "create", source, now, std::move(reason), "", c.content, c.abstract_text,
+                      c.overview, c.category});
+    }
+  };
+  if (existing.empty()) {
+    create("no similar memory");
+  } else {
+    Json list = Json::array();
+    for (size_t i = 0; i < existing.size(); ++i) {
+      list.push_back({{"index", i},
+                      {"uri", existing[i].uri.str()},
+                      {"abstract", existing[i].abstract_text},
+                      {"content", existing[i].content},
+                      {"similarity", similarity[i]}});
+    }
+    Json candidate = {{"category", c.category}, {"key", c.key}, {"abstract", c.abstract_text}, {"content", c.content}};
+    std::string error;
+    Result<std::string> answer =
+        CallForJson("memory.dedup", ToValue({{"candidate", candidate}, {"existing", list}}), true, &error);
+    if (!answer.ok() && answer.status().code() != StatusCode::kInvalidArgument) return answer.status();
+    if (!answer.ok()) {
+      create("R1: the dedup reply did not parse (" + error + "); kept as new");
+    } else {
+      Json d = Json::parse(*answer);
+      std::string decision = d.value("decision", "");
+      std::string reason = d.contains("reason") && d["reason"].is_string() ? d["reason"].get<std::string>() : "";
+      auto valid = [&](const Json& v) {
+        return v.is_number_integer() && v.get<int64_t>() >= 0 &&
+               v.get<int64_t>() < static_cast<int64_t>(existing.size());
+      };
+      std::vector<int> merges, deletes;
+      if (d.contains("actions") && d["actions"].is_array()) {
+        for (const Json& a : d["actions"]) {
+          if (!a.is_object() || !a.contains("index") || !valid(a["index"])) continue;  // R2
+          int index = a["index"].get<int>();
+          std::string action = a.value("action", "");
+          if (action == "merge") merges.push_back(index);
+          if (action == "delete") deletes.push_back(index);
+        }
+      }
+      // R7: merged wins over deleted.
+      std::erase_if(deletes, [&](int i) { return std::find(merges.begin(), merges.end(), i) != merges.end(); });
+      int target = -1;
+      if (decision == "merge") {
+        target = d.contains("merge_into") && valid(d["merge_into"]) ? d["merge_into"].get<int>()
+                 : merges.empty()                                   ? -1
+                                                                    : merges[0];  // R3
+      } else if (decision == "create" && !merges.empty()) {
+        target = merges[0];  // R5
+        decision = "merge";
+      }
+      if (decision == "skip") {
+        plan.push_back({0, existing[0].uri.str(), "skip", source, now,
+                        reason.empty() ? "duplicate of an existing memory" : reason, existing[0].content,
+                        existing[0].content, "", "", c.category});
+        deletes.clear();  // R4
+        merges.clear();
+      } else if (decision == "merge" && target >= 0) {
+        const memory::Node& t = existing[static_cast<size_t>(target)];
+        std::string merged = d.contains("content") && d["content"].is_string() ? d["content"].get<std::string>() : "";
+        if (merged.empty()) merged = t.content + "\n" + c.content;  // R6
+        plan.push_back(
+            {0, t.uri.str(), "merge", source, now, reason, t.content, merged, c.abstract_text, c.overview, c.category});
+        for (int m : merges) {
+          if (m == target) continue;
+          plan.push_back({0, existing[static_cast<size_t>(m)].uri.str(), "supersede", source, now, t.uri.str(),
+                          existing[static_cast<size_t>(m)].content, existing[static_cast<size_t>(m)].content, "", "",
+                          c.category});
+        }
+      } else {
+        create(decision == "create" ? reason : "R3: merge without a target; kept as new");
+      }
+      for (int del : deletes) {
+        const memory::Node& t = existing[static_cast<size_t>(del)];
+        if (!plan.empty() && plan[0].uri == t.uri.str()) continue;
+        plan.push_back({0, t.uri.str(), "supersede", source, now, plan.empty() ? "" : plan[0].uri, t.content, t.content,
+                        "", "", c.category});
+      }
+    }
+  }
+  STRATA_RETURN_IF_ERROR(audit_.Record(plan));
+  STRATA_RETURN_IF_ERROR(Replay(plan, links));
+  for (const AuditEntry& e : plan) changes.push_back({e.action, e.uri, e.reason});
+  return changes;
+}
+
+Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int archive) {
+  STRATA_ASSIGN_OR_RETURN(SessionInfo info, sessions_.Get(session));
+  STRATA_ASSIGN_OR_RETURN(std::vector<ArchiveInfo> archives, sessions_.Archives(session));
+  auto it = std::find_if(archives.begin(), archives.end(), [&](const ArchiveInfo& a) { return a.number == archive; });
+  if (it == archives.end())
+    return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
+  ArchiveInfo a = *it;
+  FileSystem& fs = *PosixFileSystem();
+  CommitDiff diff;
+  diff.session = info.id;
+  diff.archive = archive;
+  if (a.state == ArchiveState::kDone) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, fs.ReadFileToString(a.dir + "/diff.json"));
+    Json j = Json::parse(text, nullptr, false);
+    if (j.is_object()) {
+      diff.summary = j.value("summary", "");
+      diff.candidates = j.value("candidates", 0);
+      for (const Json& c : j.value("changes", Json::array())) {
+        diff.changes.push_back({c.value("action", ""), c.value("uri", ""), c.value("reason", "")});
+      }
+    }
+    return diff;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, sessions_.ArchiveMessages(session, archive));
+  std::string transcript = Transcript(messages);
+  std::vector<std::string> contexts = ContextUris(messages);
+  char name[32];
+  std::snprintf(name, sizeof name, "archive_%03d", archive);
+  STRATA_ASSIGN_OR_RETURN(Uri archive_uri, Uri::Parse("strata://session/" + info.id + "/history/" + name));
+
+  // 1. Summary.
+  std::string summary;
+  if (a.state == ArchiveState::kArchived || a.state == ArchiveState::kFailed) {
+    auto done = fs.ReadFileToString(a.dir + "/summary.md");
+    if (done.ok()) {
+      summary = *done;
+    } else {
+      STRATA_ASSIGN_OR_RETURN(summary, Summarize(session, archive, transcript));
+      STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/summary.md", summary));
+    }
+    memory::WriteOptions w{.abstract_text = FirstLine(summary),
+                           .overview = summary,
+                           .type = memory::ContextType::kResource,
+                           .category = "session_archive"};
+    STRATA_RETURN_IF_ERROR(store_.Write(archive_uri, transcript, w));
+    STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kSummarized, ""));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(summary, fs.ReadFileToString(a.dir + "/summary.md"));
+  }
+  diff.summary = summary;
+
+  // 2. Extraction.
+  std::vector<Candidate> candidates;
+  auto saved = fs.ReadFileToString(a.dir + "/candidates.json");
+  if (saved.ok()) {
+    Json j = Json::parse(*saved, nullptr, false);
+    for (const Json& m : j.is_array() ? j : Json::array()) {
+      Candidate c;
+      c.category = m.value("category", "");
+      c.key = m.value("key", "");
+      c.abstract_text = m.value("abstract", "");
+      c.overview = m.value("overview", "");
+      c.content = m.value("content", "");
+      c.merge = m.value("merge", false);
+      auto dir = Uri::Parse(m.value("dir", ""));
+      if (!dir.ok()) return Status::DataLoss(a.dir + "/candidates.json: " + std::string(dir.status().message()));
+      c.dir = *dir;
+      candidates.push_back(std::move(c));
+    }
+  } else {
+    std::string error;
+    Result<std::vector<Candidate>> extracted = Extract(transcript, summary, info, &error);
+    if (!extracted.ok()) {
+      (void)sessions_.SetArchiveState(session, archive, ArchiveState::kFailed, extracted.status().message());
+      return extracted.status();
+    }
+    candidates = std::move(*extracted);
+    Json j = Json::array();
+    for (const Candidate& c : candidates) {
+      j.push_back({{"category", c.category},
+                   {"key", c.key},
+                   {"abstract", c.abstract_text},
+                   {"overview", c.overview},
+                   {"content", c.content},
+                   {"merge", c.merge},
+                   {"dir", c.dir.str()}});
+    }
+    STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/candidates.json", j.dump(2)));
+    STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kExtracted, ""));
+  }
+  diff.candidates = static_cast<int>(candidates.size());
+
+  // 3. Dedup and apply, in order; the audit log makes each step replayable.
+  std::vector<std::string> links = {archive_uri.str()};
+  links.insert(links.end(), contexts.begin(), contexts.end());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::string source = info.id + "#" + std::to_string(archive) + "#" + std::to_string(i);
+    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links));
+    diff.changes.insert(diff.changes.end(), changes.begin(), changes.end());
+  }
+  STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/diff.json", diff.ToJson()));
+  // Counted before "done" is written: a crash in between counts again on the redo (an overcount of one
+  // archive's memories in a statistic, never a lost memory).
+  int64_t extracted = std::count_if(diff.changes.begin(), diff.changes.end(),
+                                    [](const MemoryChange& c) { return c.action == "create" || c.action == "merge"; });
+  STRATA_RETURN_IF_ERROR(sessions_.RecordExtracted(session, extracted));
+  STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kDone, ""));
+  return diff;
+}
+
+Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs) {
+  int succeeded = 0;
+  for (int i = 0; i < max_jobs; ++i) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<Job> job, queue.Claim());
+    if (!job) break;
+    Json payload = Json::parse(job->payload, nullptr, false);
+    if (job->kind != kCommitJobKind || !payload.is_object() || !payload.contains("session") ||
+        !payload.contains("archive") || !payload["archive"].is_number_integer()) {
+      STRATA_RETURN_IF_ERROR(queue.Fail(job->id, Status::InvalidArgument("not a session commit job"), false));
+      continue;
+    }
+    Result<CommitDiff> diff = ProcessArchive(payload["session"].get<std::string>(), payload["archive"].get<int>());
+    if (diff.ok()) {
+      STRATA_RETURN_IF_ERROR(queue.Complete(job->id));
+      ++succeeded;
+    } else {
+      // Bad or missing input cannot get better by waiting; model and parse failures may.
+      bool permanent = diff.status().code() == StatusCode::kNotFound || diff.status().code() == StatusCode::kDataLoss ||
+                       diff.status().code() == StatusCode::kFailedPrecondition;
+      STRATA_RETURN_IF_ERROR(queue.Fail(job->id, diff.status(), !permanent));
+    }
+  }
+  return succeeded;
+}
+
+Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scope, std::string_view text,
+                                                           std::string_view category) {
+  STRATA_ASSIGN_OR_RETURN(Uri scope_uri, Uri::Parse(scope));
+  std::string kind(scope_uri.kind());
+  if ((kind != "user" && kind != "agent") || !scope_uri.is_scope_root()) {
+    return Status::InvalidArgument("remember: '" + std::string(scope) +
+                                   "' is not a user or agent scope (strata://user/<id> or strata://agent/<id>)");
+  }
+  if (FirstLine(text).empty()) return Status::InvalidArgument("remember: the text is empty");
+  SessionInfo who;
+  who.id = "remember";
+  (kind == "user" ? who.user : who.agent) = std::string(scope_uri.scope_id());
+  std::vector<Candidate> candidates;
+  if (category.empty()) {
+    std::string error;
+    STRATA_ASSIGN_OR_RETURN(candidates, Extract("[user] " + std::string(text), "", who, &error));
+    if (candidates.empty()) {
+      return Status::FailedPrecondition(
+          "the model found nothing to remember in that text; pass a category to store "
+          "it anyway");
+    }
+  } else {
+    auto spec = std::find_if(options_.categories.begin(), options_.categories.end(),
+                             [&](const CategorySpec& s) { return s.name == category && s.owner == kind; });
+    if (spec == options_.categories.end()) {
+      return Status::InvalidArgument("remember: '" + std::string(category) + "' is not a " + kind + " category");
+    }
+    Candidate c;
+    c.category = spec->name;
+    c.abstract_text = FirstLine(text);
+    c.content = std::string(text);
+    c.key = c.abstract_text;
+    c.merge = spec->merge;
+    c.dir = *Uri::Parse("strata://" + kind + "/" + std::string(scope_uri.scope_id()) + "/memories/" + spec->name);
+    candidates.push_back(std::move(c));
+  }
+  std::vector<MemoryChange> out;
+  int64_t stamp = NowMs();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::string source = "remember#" + std::to_string(stamp) + "#" + std::to_string(i);
+    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, {}));
+    out.insert(out.end(), changes.begin(), changes.end());
+  }
+  return out;
+}
+
+Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view under) {
+  STRATA_ASSIGN_OR_RETURN(Uri root, Uri::Parse(under));
+  std::vector<MemoryChange> out;
+  int64_t stamp = NowMs();
+  int n = 0;
+  for (const CategorySpec& spec : options_.categories) {
+    // Every category directory at or below `root`.
+    STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> dirs, store_.Glob("**/memories/" + spec.name, root));
+    if (root.name() == spec.name && root.Parent().name() == "memories") {
+      auto self = store_.Stat(root);
+      if (self.ok()) dirs.push_back(*self);
+    }
+    for (const memory::Node& dir : dirs) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> leaves, store_.List(dir.uri));
+      for (const memory::Node& leaf : leaves) {
+        if (leaf.is_dir || Metadata(leaf.metadata).contains("valid_to")) continue;
+        auto current = store_.Stat(leaf.uri);  // An earlier step may have superseded it.
+        if (!current.ok() || Metadata(current->metadata).contains("valid_to")) continue;
+        // Set it aside, then decide it against the others as if it were new.
+        Json meta = Metadata(current->metadata);
+        meta["valid_to"] = stamp;
+        meta["superseded_by"] = "consolidation in progress";
+        memory::WriteOptions hide;
+        hide.metadata = meta.dump();
+        STRATA_RETURN_IF_ERROR(store_.Write(leaf.uri, current->content, hide));
+        Candidate c;
+        c.category = spec.name;
+        c.key = leaf.uri.name();
+        c.abstract_text = current->abstract_text;
+        c.overview = current->overview;
+        c.content = current->content;
+        c.dir = dir.uri;
+        c.merge = spec.merge;
+        c.fixed_uri = leaf.uri;
+        std::string source = "consolidate#" + std::to_string(stamp) + "#" + std::to_string(n++);
+        STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(c, source, {}));
+        bool kept = std::any_of(changes.begin(), changes.end(), [&](const MemoryChange& ch) {
+          return ch.uri == leaf.uri.str() && (ch.action == "create" || ch.action == "merge");
+        });
+        if (!kept) {
+          // Merged into another or skipped as a duplicate: it stays superseded by what absorbed it.
+          meta["superseded_by"] = changes.empty() ? "" : changes[0].uri;
+          hide.metadata = meta.dump();
+          STRATA_RETURN_IF_ERROR(store_.Write(leaf.uri, current->content, hide));
+          std::vector<AuditEntry> entry = {{0, leaf.uri.str(), "supersede", source, stamp,
+                                            changes.empty() ? "" : changes[0].uri, current->content, current->content,
+                                            "", "", spec.name}};
+          STRATA_RETURN_IF_ERROR(audit_.Record(entry));
+          out.push_back({"supersede", leaf.uri.str(), meta["superseded_by"].get<std::string>()});
+        }
+        for (const MemoryChange& ch : changes) {
+          if (ch.uri != leaf.uri.str() || ch.action != "create") out.push_back(ch);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace strata::session

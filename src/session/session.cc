@@ -1,0 +1,508 @@
+#include "strata/session/session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "strata/log/linear_storage.h"
+#include "strata/message/message_json.h"
+#include "strata/message/part_registry.h"
+
+namespace strata::session {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kArchivePrefix = "archive_";
+
+std::string ArchiveName(int n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "archive_%03d", n);
+  return buf;
+}
+
+// The archive number of a directory name, or 0.
+int ArchiveNumber(std::string_view name) {
+  if (name.substr(0, kArchivePrefix.size()) != kArchivePrefix) return 0;
+  std::string_view digits = name.substr(kArchivePrefix.size());
+  if (digits.size() < 3 || digits.size() > 9) return 0;
+  int n = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+Result<ArchiveState> ParseArchiveState(std::string_view s) {
+  for (ArchiveState st : {ArchiveState::kArchived, ArchiveState::kSummarized, ArchiveState::kExtracted,
+                          ArchiveState::kDone, ArchiveState::kFailed}) {
+    if (ArchiveStateName(st) == s) return st;
+  }
+  return Status::DataLoss("unknown archive state '" + std::string(s) + "'");
+}
+
+std::string CutLine(std::string_view text, size_t max) {
+  size_t nl = text.find('\n');
+  std::string_view line = text.substr(0, nl);
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  if (line.size() <= max) return std::string(line);
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(line.substr(0, cut)) + "...";
+}
+
+Json StatsJson(const SessionStats& s) {
+  return {{"messages", s.messages},       {"turns", s.turns},
+          {"tokens", s.tokens},           {"contexts_used", s.contexts_used},
+          {"skills_used", s.skills_used}, {"memories_extracted", s.memories_extracted},
+          {"commits", s.commits}};
+}
+
+SessionStats StatsFromJson(const Json& j) {
+  SessionStats s;
+  auto get = [&](const char* key) { return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : 0; };
+  s.messages = get("messages");
+  s.turns = get("turns");
+  s.tokens = get("tokens");
+  s.contexts_used = get("contexts_used");
+  s.skills_used = get("skills_used");
+  s.memories_extracted = get("memories_extracted");
+  s.commits = get("commits");
+  return s;
+}
+
+std::string InfoToJson(const SessionInfo& info) {
+  Json j = {{"id", info.id},
+            {"user", info.user},
+            {"agent", info.agent},
+            {"created_ms", info.created_ms},
+            {"updated_ms", info.updated_ms},
+            {"stats", StatsJson(info.stats)},
+            {"contexts", info.contexts},
+            {"abstract", info.abstract_text},
+            {"overview", info.overview}};
+  return j.dump(2) + "\n";
+}
+
+Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where) {
+  Json j = Json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) {
+    return Status::DataLoss(where + ": not a session record (expected a JSON object with an \"id\")");
+  }
+  SessionInfo info;
+  info.id = j["id"].get<std::string>();
+  info.user = j.value("user", "");
+  info.agent = j.value("agent", "");
+  info.created_ms = j.value("created_ms", int64_t{0});
+  info.updated_ms = j.value("updated_ms", int64_t{0});
+  if (j.contains("stats") && j["stats"].is_object()) info.stats = StatsFromJson(j["stats"]);
+  if (j.contains("contexts") && j["contexts"].is_array()) {
+    for (const Json& c : j["contexts"]) {
+      if (c.is_string()) info.contexts.push_back(c.get<std::string>());
+    }
+  }
+  info.abstract_text = j.value("abstract", "");
+  info.overview = j.value("overview", "");
+  return info;
+}
+
+Status ValidateOwnerId(std::string_view id, std::string_view what) {
+  if (id.empty()) return Status::Ok();
+  if (id.size() > 128) return Status::InvalidArgument(std::string(what) + " id is longer than 128 bytes");
+  for (char c : id) {
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    if (!ok) {
+      return Status::InvalidArgument(std::string(what) + " id '" + std::string(id) +
+                                     "' may contain only letters, digits, '_', '-' and '.'");
+    }
+  }
+  return Status::Ok();
+}
+
+class FileSessions final : public Sessions {
+ public:
+  FileSessions(std::string root, SessionsOptions options) : root_(std::move(root)), options_(options) {
+    if (options_.fs == nullptr) options_.fs = PosixFileSystem();
+    if (options_.clock == nullptr) options_.clock = SystemClock();
+  }
+
+  Status Open() {
+    if (options_.queue == nullptr) return Status::InvalidArgument("sessions: a job queue is required");
+    STRATA_RETURN_IF_ERROR(RegisterContextRefPart());
+    STRATA_RETURN_IF_ERROR(fs().CreateDirectories(root_));
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
+    for (const std::string& id : ids) {
+      if (!ValidateSessionId(id).ok()) continue;
+      STRATA_RETURN_IF_ERROR(RecoverLocked(id).WithContext("session " + id));
+    }
+    return Status::Ok();
+  }
+
+  Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id) override {
+    STRATA_RETURN_IF_ERROR(ValidateOwnerId(user, "user"));
+    STRATA_RETURN_IF_ERROR(ValidateOwnerId(agent, "agent"));
+    std::lock_guard lock(mu_);
+    std::string sid = id.empty() ? NewId() : std::string(id);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
+    STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(InfoPath(sid)));
+    if (exists) return Status::AlreadyExists("session " + sid + " already exists");
+    SessionInfo info;
+    info.id = sid;
+    info.user = std::string(user);
+    info.agent = std::string(agent);
+    info.created_ms = info.updated_ms = NowMs();
+    STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(sid) + "/history"));
+    STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(sid), InfoToJson(info)));
+    return info;
+  }
+
+  Result<SessionInfo> Get(std::string_view id) override {
+    std::lock_guard lock(mu_);
+    return LoadInfo(id);
+  }
+
+  Result<std::vector<SessionInfo>> List() override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
+    std::sort(ids.begin(), ids.end());
+    std::vector<SessionInfo> out;
+    for (const std::string& id : ids) {
+      if (!ValidateSessionId(id).ok()) continue;
+      Result<SessionInfo> info = LoadInfo(id);
+      if (info.ok()) out.push_back(std::move(*info));
+    }
+    return out;
+  }
+
+  Status Add(std::string_view id, const Message& message) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
+    STRATA_RETURN_IF_ERROR(storage->AppendMessage(message));
+    Account(message, info);
+    info.updated_ms = NowMs();
+    RefreshSummary(storage->messages(), info);
+    return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
+  }
+
+  Result<std::vector<Message>> Messages(std::string_view id) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
+    return storage->messages();
+  }
+
+  Result<CommitTicket> Commit(std::string_view id) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
+    int64_t count = static_cast<int64_t>(storage->messages().size());
+    if (count == 0) return Status::FailedPrecondition("session " + info.id + " has no messages to commit");
+    STRATA_RETURN_IF_ERROR(CloseStorageLocked(info.id));
+    STRATA_ASSIGN_OR_RETURN(int last, LastArchiveLocked(info.id));
+    int number = last + 1;
+    std::string dir = ArchiveDir(info.id, number);
+    STRATA_RETURN_IF_ERROR(fs().CreateDirectories(dir));
+    STRATA_RETURN_IF_ERROR(fs().SyncDirectory(Dir(info.id) + "/history"));
+    // The one step that moves the messages: before it they are current, after it archived.
+    STRATA_RETURN_IF_ERROR(fs().RenameFile(MessagesPath(info.id), dir + "/messages.jsonl"));
+    STRATA_RETURN_IF_ERROR(fs().SyncDirectory(Dir(info.id)));
+    STRATA_RETURN_IF_ERROR(fs().SyncDirectory(dir));
+    STRATA_RETURN_IF_ERROR(WriteState(info.id, number, ArchiveState::kArchived, "", count));
+    info.stats.commits += 1;
+    info.updated_ms = NowMs();
+    STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info)));
+    STRATA_ASSIGN_OR_RETURN(int64_t job, Enqueue(info.id, number));
+    return CommitTicket{number, job, count};
+  }
+
+  Result<std::vector<ArchiveInfo>> Archives(std::string_view id) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    return ArchivesLocked(info.id);
+  }
+
+  Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    std::string path = ArchiveDir(info.id, archive) + "/messages.jsonl";
+    STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
+    if (!exists) return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
+    JsonlLinearStorage storage(path, {.fs = options_.fs, .clock = options_.clock});
+    STRATA_RETURN_IF_ERROR(storage.Restore().status());
+    std::vector<Message> out = storage.messages();
+    STRATA_RETURN_IF_ERROR(storage.Close());
+    return out;
+  }
+
+  Status RecordExtracted(std::string_view id, int64_t count) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    info.stats.memories_extracted += count;
+    return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
+  }
+
+  Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
+    return WriteState(info.id, archive, state, error, current.messages);
+  }
+
+ private:
+  FileSystem& fs() { return *options_.fs; }
+  int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
+  std::string Dir(std::string_view id) const { return root_ + "/" + std::string(id); }
+  std::string InfoPath(std::string_view id) const { return Dir(id) + "/session.json"; }
+  std::string MessagesPath(std::string_view id) const { return Dir(id) + "/messages.jsonl"; }
+  std::string ArchiveDir(std::string_view id, int n) const { return Dir(id) + "/history/" + ArchiveName(n); }
+
+  std::string NewId() {
+    static std::mt19937_64 rng(std::random_device{}());
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "s%lld-%06llx", static_cast<long long>(NowMs()),
+                  static_cast<unsigned long long>(rng() & 0xFFFFFF));
+    return buf;
+  }
+
+  Result<SessionInfo> LoadInfo(std::string_view id) {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    std::string path = InfoPath(id);
+    STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
+    if (!exists) return Status::NotFound("no session " + std::string(id) + " under " + root_);
+    STRATA_ASSIGN_OR_RETURN(std::string text, fs().ReadFileToString(path));
+    return InfoFromJson(text, path);
+  }
+
+  Result<LinearStorage*> StorageLocked(const std::string& id) {
+    auto it = open_.find(id);
+    if (it != open_.end()) return it->second.get();
+    auto storage = std::make_unique<JsonlLinearStorage>(
+        MessagesPath(id), JsonlLinearStorageOptions{.fs = options_.fs, .clock = options_.clock});
+    STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(MessagesPath(id)));
+    LinearStorage* raw = storage.get();
+    open_[id] = std::move(storage);
+    return raw;
+  }
+
+  Status CloseStorageLocked(const std::string& id) {
+    auto it = open_.find(id);
+    if (it == open_.end()) return Status::Ok();
+    Status s = it->second->Close();
+    open_.erase(it);
+    return s;
+  }
+
+  static void Account(const Message& m, SessionInfo& info) {
+    info.stats.messages += 1;
+    if (m.role == Role::kUser) info.stats.turns += 1;
+    size_t chars = 0;
+    for (const ContentPart& part : m.content) {
+      if (const auto* text = std::get_if<TextPart>(&part)) chars += text->text.size();
+      if (const auto* custom = std::get_if<CustomPart>(&part);
+          custom != nullptr && custom->type == kContextRefPartType) {
+        Json j = Json::parse(custom->json, nullptr, false);
+        std::string uri = j.is_object() ? j.value("uri", "") : "";
+        if (uri.empty() || std::find(info.contexts.begin(), info.contexts.end(), uri) != info.contexts.end()) continue;
+        info.contexts.push_back(uri);
+        info.stats.contexts_used += 1;
+        if (j.value("kind", "") == "skill") info.stats.skills_used += 1;
+      }
+    }
+    if (m.tool_calls) {
+      for (const ToolCall& call : *m.tool_calls)
+        chars += call.function.name.size() + call.function.arguments.value_or("").size();
+    }
+    info.stats.tokens += static_cast<int64_t>((chars + 3) / 4);
+  }
+
+  // The live L0/L1: what the conversation opened with and where it is now. Phase 2 writes the model's
+  // summary of each archive; this one costs no model call.
+  static void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info) {
+    std::string first_user, last_user;
+    for (const Message& m : messages) {
+      if (m.role != Role::kUser) continue;
+      std::string text = m.ExtractText(" ");
+      if (text.empty()) continue;
+      if (first_user.empty()) first_user = text;
+      last_user = text;
+    }
+    if (!first_user.empty()) info.abstract_text = CutLine(first_user, 160);
+    info.overview = std::to_string(info.stats.turns) + " turns, " + std::to_string(info.stats.messages) +
+                    " messages (~" + std::to_string(info.stats.tokens) + " tokens) since the session began";
+    if (!last_user.empty()) info.overview += "; latest request: " + CutLine(last_user, 300);
+    if (!info.contexts.empty()) {
+      info.overview += "; contexts used: ";
+      for (size_t i = 0; i < info.contexts.size() && i < 8; ++i) info.overview += (i ? ", " : "") + info.contexts[i];
+      if (info.contexts.size() > 8) info.overview += ", ...";
+    }
+    if (!info.overview.empty() && std::string_view(".!?。！？").find(info.overview.back()) == std::string_view::npos) {
+      info.overview += ".";
+    }
+  }
+
+  // The names in `dir`, or none when it does not exist.
+  Result<std::vector<std::string>> ListOrEmpty(const std::string& dir) {
+    Result<std::vector<std::string>> names = fs().ListDirectory(dir);
+    if (!names.ok() && names.status().code() == StatusCode::kNotFound) return std::vector<std::string>();
+    return names;
+  }
+
+  // The numbers of the archive directories, ascending (including ones a crash left without messages).
+  Result<std::vector<int>> ArchiveNumbers(const std::string& id) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, ListOrEmpty(Dir(id) + "/history"));
+    std::vector<int> numbers;
+    for (const std::string& name : names) {
+      if (int n = ArchiveNumber(name); n > 0) numbers.push_back(n);
+    }
+    std::sort(numbers.begin(), numbers.end());
+    return numbers;
+  }
+
+  Result<int> LastArchiveLocked(const std::string& id) {
+    std::string history = Dir(id) + "/history";
+    STRATA_RETURN_IF_ERROR(fs().CreateDirectories(history));
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs().ListDirectory(history));
+    int last = 0;
+    for (const std::string& name : names) last = std::max(last, ArchiveNumber(name));
+    return last;
+  }
+
+  Status WriteState(const std::string& id, int n, ArchiveState state, std::string_view error, int64_t messages) {
+    Json j = {{"state", ArchiveStateName(state)}, {"messages", messages}, {"updated_ms", NowMs()}};
+    if (!error.empty()) j["error"] = std::string(error);
+    return fs().WriteFileAtomically(ArchiveDir(id, n) + "/state.json", j.dump() + "\n");
+  }
+
+  Result<ArchiveInfo> ReadArchive(const std::string& id, int n) {
+    ArchiveInfo a;
+    a.number = n;
+    a.dir = ArchiveDir(id, n);
+    std::string path = a.dir + "/state.json";
+    STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
+    if (!exists) return Status::NotFound(path + " is missing");
+    STRATA_ASSIGN_OR_RETURN(std::string text, fs().ReadFileToString(path));
+    Json j = Json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
+      return Status::DataLoss(path + ": not an archive state (expected {\"state\": ...})");
+    }
+    STRATA_ASSIGN_OR_RETURN(a.state, ParseArchiveState(j["state"].get<std::string>()));
+    a.messages = j.value("messages", int64_t{0});
+    a.error = j.value("error", "");
+    return a;
+  }
+
+  Result<std::vector<ArchiveInfo>> ArchivesLocked(const std::string& id) {
+    std::vector<ArchiveInfo> out;
+    STRATA_ASSIGN_OR_RETURN(std::vector<int> numbers, ArchiveNumbers(id));
+    for (int n : numbers) {
+      // A directory without messages is a commit that crashed before its rename: not an archive.
+      STRATA_ASSIGN_OR_RETURN(bool has_messages, fs().FileExists(ArchiveDir(id, n) + "/messages.jsonl"));
+      if (!has_messages) continue;
+      STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(id, n));
+      out.push_back(std::move(a));
+    }
+    return out;
+  }
+
+  Result<int64_t> Enqueue(const std::string& id, int n) {
+    Json payload = {{"session", id}, {"archive", n}};
+    return options_.queue->Enqueue(kCommitJobKind, id, payload.dump());
+  }
+
+  // Finishes what a crash interrupted: state for archives that lack it, phase-2 jobs for unfinished ones.
+  Status RecoverLocked(const std::string& id) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<int> numbers, ArchiveNumbers(id));
+    for (int n : numbers) {
+      std::string dir = ArchiveDir(id, n);
+      STRATA_ASSIGN_OR_RETURN(bool has_state, fs().FileExists(dir + "/state.json"));
+      STRATA_ASSIGN_OR_RETURN(bool has_messages, fs().FileExists(dir + "/messages.jsonl"));
+      if (!has_messages) continue;  // Created, but the crash came before the rename: nothing was moved.
+      if (!has_state) {
+        JsonlLinearStorage storage(dir + "/messages.jsonl", {.fs = options_.fs, .clock = options_.clock});
+        STRATA_RETURN_IF_ERROR(storage.Restore().status());
+        int64_t count = static_cast<int64_t>(storage.messages().size());
+        STRATA_RETURN_IF_ERROR(storage.Close());
+        STRATA_RETURN_IF_ERROR(WriteState(id, n, ArchiveState::kArchived, "", count));
+      }
+      STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(id, n));
+      if (a.state != ArchiveState::kDone && a.state != ArchiveState::kFailed) {
+        STRATA_RETURN_IF_ERROR(Enqueue(id, n).status());
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::string root_;
+  SessionsOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<JsonlLinearStorage>> open_;
+};
+
+}  // namespace
+
+std::string_view ArchiveStateName(ArchiveState state) {
+  switch (state) {
+    case ArchiveState::kArchived:
+      return "archived";
+    case ArchiveState::kSummarized:
+      return "summarized";
+    case ArchiveState::kExtracted:
+      return "extracted";
+    case ArchiveState::kDone:
+      return "done";
+    case ArchiveState::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+Status ValidateSessionId(std::string_view id) {
+  if (id.empty()) return Status::InvalidArgument("session id is empty");
+  if (id.front() == '.') return Status::InvalidArgument("session id '" + std::string(id) + "' starts with '.'");
+  return ValidateOwnerId(id, "session");
+}
+
+Status RegisterContextRefPart() {
+  static const Status registered = RegisterContentPartType(std::string(kContextRefPartType), [](std::string_view json) {
+    Json j = Json::parse(json, nullptr, false);
+    if (!j.is_object() || !j.contains("uri") || !j["uri"].is_string()) {
+      return Status::InvalidArgument("a context_ref part needs a string \"uri\"");
+    }
+    std::string uri = j["uri"].get<std::string>();
+    if (uri.rfind("strata://", 0) != 0 && uri.rfind("viking://", 0) != 0) {
+      return Status::InvalidArgument("context_ref uri '" + uri + "' is not a strata:// URI");
+    }
+    if (j.contains("kind")) {
+      std::string kind = j["kind"].is_string() ? j["kind"].get<std::string>() : "";
+      if (kind != "memory" && kind != "resource" && kind != "skill") {
+        return Status::InvalidArgument("context_ref kind must be memory, resource or skill");
+      }
+    }
+    return Status::Ok();
+  });
+  return registered.ok() || registered.code() == StatusCode::kAlreadyExists ? Status::Ok() : registered;
+}
+
+Result<ContentPart> ContextRef(std::string_view uri, std::string_view kind) {
+  STRATA_RETURN_IF_ERROR(RegisterContextRefPart());
+  Json j = {{"type", kContextRefPartType}, {"uri", std::string(uri)}, {"kind", std::string(kind)}};
+  std::string text = j.dump();
+  STRATA_RETURN_IF_ERROR(ValidateCustomPart(kContextRefPartType, text));
+  return ContentPart(CustomPart{std::string(kContextRefPartType), text});
+}
+
+Result<std::unique_ptr<Sessions>> OpenSessions(const std::string& data_dir, SessionsOptions options) {
+  auto sessions = std::make_unique<FileSessions>(data_dir + "/sessions", options);
+  STRATA_RETURN_IF_ERROR(sessions->Open());
+  return std::unique_ptr<Sessions>(std::move(sessions));
+}
+
+}  // namespace strata::session

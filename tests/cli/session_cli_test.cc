@@ -1,0 +1,87 @@
+// `strata session …` and `strata memory remember|history` end to end, with a scripted model.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace strata::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+class SessionCli : public ::testing::Test {
+ protected:
+  CliRun Session(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), "session");
+    args.insert(args.end(), {"--data", dir_.File("data")});
+    return RunStrata(args, input);
+  }
+  TempDir dir_;
+};
+
+TEST_F(SessionCli, NewAddCommitStatusHistory) {
+  ASSERT_EQ(Session({"new", "--user", "alice", "--id", "s1"}).exit_code, 0);
+  CliRun add = Session({"add", "s1", "--text", "I always take the aisle seat."});
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  EXPECT_EQ(Json::parse(add.out)["stats"]["turns"], 1);
+  CliRun add_json = Session({"add", "s1"}, R"({"role": "assistant", "content": "Noted."})");
+  ASSERT_EQ(add_json.exit_code, 0) << add_json.err;
+  WriteFileOrDie(dir_.File("script.json"), R"({"replies": [
+      {"text": "Alice talked about seats.\n\nAisle."},
+      {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"seat\", \"abstract\": \"Aisle seats\", \"content\": \"Alice prefers aisle seats.\"}]}"}]})");
+  CliRun commit = Session({"commit", "s1", "--wait", "--script", dir_.File("script.json")});
+  ASSERT_EQ(commit.exit_code, 0) << commit.err;
+  Json c = Json::parse(commit.out);
+  EXPECT_EQ(c["archive"], 1);
+  EXPECT_EQ(c["state"], "done");
+  EXPECT_EQ(c["diff"]["changes"][0]["uri"], "strata://user/alice/memories/preferences/seat");
+  Json status = Json::parse(Session({"status", "s1"}).out);
+  EXPECT_EQ(status["archives"][0]["state"], "done");
+  EXPECT_EQ(status["jobs"][0]["state"], "done");
+  Json show = Json::parse(Session({"show", "s1"}).out);
+  EXPECT_EQ(show["stats"]["memories_extracted"], 1);
+  EXPECT_TRUE(show["messages"].empty());
+  CliRun history = RunStrata(
+      {"memory", "--data", dir_.File("data"), "history", "strata://user/alice/memories/preferences/seat"}, "");
+  ASSERT_EQ(history.exit_code, 0) << history.err;
+  EXPECT_EQ(Json::parse(history.out)["action"], "create");
+  // Nothing left to commit; an unknown session is named.
+  EXPECT_NE(Session({"commit", "s1"}).exit_code, 0);
+  CliRun unknown = Session({"show", "nope"});
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("no session nope"), std::string::npos) << unknown.err;
+}
+
+TEST_F(SessionCli, AFailedPhaseTwoIsReportedNotHidden) {
+  ASSERT_EQ(Session({"new", "--user", "bob", "--id", "s"}).exit_code, 0);
+  ASSERT_EQ(Session({"add", "s", "--text", "remember my birthday is May 3"}).exit_code, 0);
+  WriteFileOrDie(dir_.File("bad.json"),
+                 R"({"replies": [{"text": "Summary."}, {"text": "no json here"}, {"text": "still none"}]})");
+  CliRun commit = Session({"commit", "s", "--wait", "--script", dir_.File("bad.json")});
+  EXPECT_NE(commit.exit_code, 0);
+  EXPECT_NE(commit.err.find("memory extraction failed"), std::string::npos) << commit.err;
+  Json status = Json::parse(Session({"status", "s"}).out);
+  EXPECT_EQ(status["archives"][0]["state"], "failed");
+  EXPECT_EQ(status["jobs"][0]["state"], "pending");  // Retried later by `strata session work`.
+}
+
+TEST_F(SessionCli, RememberWithACategory) {
+  CliRun r = RunStrata({"memory", "--data", dir_.File("data"), "remember", "strata://user/carol",
+                        "Carol is allergic to peanuts.", "--category", "profile", "--script", dir_.File("none.json")},
+                       "");
+  // The script file does not exist: a clear error before anything is written.
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("none.json"), std::string::npos) << r.err;
+  WriteFileOrDie(dir_.File("empty.json"), R"({"replies": [{"text": "{}"}]})");
+  CliRun ok = RunStrata({"memory", "--data", dir_.File("data"), "remember", "strata://user/carol",
+                         "Carol is allergic to peanuts.", "--category", "profile", "--script", dir_.File("empty.json")},
+                        "");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  Json changes = Json::parse(ok.out);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0]["action"], "create");
+}
+
+}  // namespace
+}  // namespace strata::testing

@@ -1,0 +1,339 @@
+// The memory pipeline against a scripted model: every decision path, bad replies, resumption, concurrency.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "strata/llm/scripted.h"
+#include "strata/memory/retrieval.h"
+#include "strata/memory/sqlite_store.h"
+#include "strata/session/memory_pipeline.h"
+#include "test_util.h"
+
+namespace strata::session {
+namespace {
+
+using Json = nlohmann::json;
+using memory::Uri;
+
+llm::ScriptedReply Text(std::string text) {
+  llm::ScriptedReply r;
+  r.parts.push_back(ContentPart(TextPart{std::move(text)}));
+  return r;
+}
+
+enum class Stage { kSummary, kExtract, kDedup, kOther };
+
+Stage StageOf(const llm::ScriptedProvider::Request& req) {
+  std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+  if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;
+  if (prompt.find("You maintain an agent's long-term memory") != std::string::npos) return Stage::kExtract;
+  if (prompt.find("A new memory was extracted") != std::string::npos) return Stage::kDedup;
+  return Stage::kOther;
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto q = OpenJobQueue(dir_.File("queue.db"), {.clock = &clock_});
+    ASSERT_OK(q);
+    queue_ = std::move(*q);
+    auto s = OpenSessions(dir_.path(), {.queue = queue_.get()});
+    ASSERT_OK(s);
+    sessions_ = std::move(*s);
+    auto store = memory::OpenSqliteStore(dir_.File("store"), {.synchronous_full = false});
+    ASSERT_OK(store);
+    store_ = std::move(*store);
+    auto audit = OpenAuditLog(dir_.File("audit.db"));
+    ASSERT_OK(audit);
+    audit_ = std::move(*audit);
+    model_ = std::make_unique<llm::ScriptedProvider>("scripted", [this](const llm::ScriptedProvider::Request& req) {
+      Stage stage = StageOf(req);
+      calls_[static_cast<int>(stage)]++;
+      return respond_(stage, req);
+    });
+    pipeline_ = std::make_unique<MemoryPipeline>(*sessions_, *store_, *model_, prompts_, *audit_);
+    ASSERT_OK(sessions_->Create("alice", "helper", "s1"));
+  }
+
+  // Default answers: a summary, the given extraction reply, and the given dedup reply.
+  void Answer(std::string extraction, std::string dedup = R"({"decision": "create", "reason": "new"})") {
+    respond_ = [extraction, dedup](Stage stage, const llm::ScriptedProvider::Request&) {
+      if (stage == Stage::kSummary) return Text("Alice talked about travel.\n\nShe stated seat preferences.");
+      if (stage == Stage::kExtract) return Text(extraction);
+      return Text(dedup);
+    };
+  }
+
+  CommitDiff CommitAndRun(std::vector<Message> messages) {
+    for (const Message& m : messages) EXPECT_OK(sessions_->Add("s1", m));
+    auto ticket = sessions_->Commit("s1");
+    EXPECT_TRUE(ticket.ok()) << ticket.status().ToString();
+    auto ran = pipeline_->RunPending(*queue_);
+    EXPECT_TRUE(ran.ok()) << ran.status().ToString();
+    auto diff = pipeline_->ProcessArchive("s1", ticket.ok() ? ticket->archive : 0);  // Done: returns the diff.
+    EXPECT_TRUE(diff.ok()) << diff.status().ToString();
+    return diff.ok() ? *diff : CommitDiff{};
+  }
+
+  std::vector<memory::Node> Memories(const std::string& dir) {
+    auto nodes = store_->List(*Uri::Parse(dir));
+    return nodes.ok() ? *nodes : std::vector<memory::Node>{};
+  }
+  bool Superseded(const std::string& uri) {
+    auto node = store_->Stat(*Uri::Parse(uri));
+    return node.ok() && Json::parse(node->metadata).contains("valid_to");
+  }
+
+  testing::TempDir dir_;
+  ManualClock clock_{SystemClock()->WallMicros()};  // Moves only when a test waits out a retry's backoff.
+  std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<Sessions> sessions_;
+  std::unique_ptr<memory::ContextStore> store_;
+  std::unique_ptr<AuditLog> audit_;
+  prompt::PromptLibrary prompts_{{STRATA_PROMPTS_DIR}};
+  std::function<llm::ScriptedReply(Stage, const llm::ScriptedProvider::Request&)> respond_;
+  std::atomic<int> calls_[4] = {};
+  std::unique_ptr<llm::ScriptedProvider> model_;
+  std::unique_ptr<MemoryPipeline> pipeline_;
+};
+
+constexpr const char* kSeat =
+    R"({"memories": [{"category": "preferences", "key": "seat_preference", "abstract": "Prefers aisle seats",
+        "overview": "Alice prefers aisle seats on flights.", "content": "Alice prefers aisle seats on long flights."}]})";
+
+TEST_F(PipelineTest, CreatePathWritesLayersLinksAuditAndDiff) {
+  Answer(std::string("Here you go:\n```json\n") + kSeat + "\n```");
+  auto ref = ContextRef("strata://resources/airlines", "resource");
+  ASSERT_OK(store_->Write(*Uri::Parse("strata://resources/airlines"), "Airline notes"));
+  Message used = Message::Assistant("Noted.");
+  used.content.push_back(*ref);
+  CommitDiff diff = CommitAndRun({Message::User("I always want an aisle seat on long flights."), used});
+  EXPECT_EQ(diff.candidates, 1);
+  ASSERT_EQ(diff.changes.size(), 1u);
+  EXPECT_EQ(diff.changes[0].action, "create");
+  const std::string uri = "strata://user/alice/memories/preferences/seat_preference";
+  EXPECT_EQ(diff.changes[0].uri, uri);
+  EXPECT_EQ(calls_[static_cast<int>(Stage::kDedup)], 0);  // Nothing similar: no dedup call.
+  auto node = store_->Stat(*Uri::Parse(uri));
+  ASSERT_OK(node);
+  EXPECT_EQ(node->abstract_text, "Prefers aisle seats");
+  EXPECT_EQ(node->content, "Alice prefers aisle seats on long flights.");
+  EXPECT_EQ(node->type, memory::ContextType::kMemory);
+  auto relations = store_->Relations(*Uri::Parse(uri));
+  ASSERT_OK(relations);
+  std::set<std::string> linked;
+  for (const auto& r : *relations) linked.insert(r.to.str());
+  EXPECT_TRUE(linked.contains("strata://session/s1/history/archive_001"));
+  EXPECT_TRUE(linked.contains("strata://resources/airlines"));
+  auto archive = store_->Stat(*Uri::Parse("strata://session/s1/history/archive_001"));
+  ASSERT_OK(archive);
+  EXPECT_EQ(archive->abstract_text, "Alice talked about travel.");
+  EXPECT_NE(archive->content.find("[user] I always want an aisle seat"), std::string::npos);
+  auto history = audit_->History(uri);
+  ASSERT_OK(history);
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].action, "create");
+  EXPECT_EQ((*history)[0].source, "s1#1#0");
+  EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
+  EXPECT_EQ(sessions_->Get("s1")->stats.memories_extracted, 1);
+  EXPECT_TRUE(std::filesystem::exists(dir_.File("sessions/s1/history/archive_001/diff.json")));
+}
+
+TEST_F(PipelineTest, MergePathKeepsTheOldTextInTheAuditTrail) {
+  const std::string old_uri = "strata://user/alice/memories/preferences/flying";
+  ASSERT_OK(store_->Write(*Uri::Parse(old_uri), "Alice prefers window seats on flights.",
+                          {.type = memory::ContextType::kMemory}));
+  Answer(
+      kSeat,
+      R"({"decision": "merge", "merge_into": 0, "content": "Alice prefers aisle seats on long flights, window on short ones.", "reason": "refines"})");
+  CommitDiff diff = CommitAndRun({Message::User("On long flights I want the aisle.")});
+  ASSERT_EQ(diff.changes.size(), 1u);
+  EXPECT_EQ(diff.changes[0].action, "merge");
+  EXPECT_EQ(diff.changes[0].uri, old_uri);
+  EXPECT_EQ(*store_->Read(*Uri::Parse(old_uri), memory::Level::kContent),
+            "Alice prefers aisle seats on long flights, window on short ones.");
+  EXPECT_FALSE(store_->Stat(*Uri::Parse("strata://user/alice/memories/preferences/seat_preference")).ok());
+  auto history = audit_->History(old_uri);
+  ASSERT_OK(history);
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].before, "Alice prefers window seats on flights.");
+  // The dedup prompt showed the existing memory with its similarity.
+  auto requests = model_->requests();
+  bool shown = false;
+  for (const auto& r : requests) {
+    if (StageOf(r) == Stage::kDedup) shown = r.history[0].ExtractText().find("[0] " + old_uri) != std::string::npos;
+  }
+  EXPECT_TRUE(shown);
+}
+
+TEST_F(PipelineTest, SkipPathAddsNothingAndNeverDeletes) {
+  const std::string old_uri = "strata://user/alice/memories/preferences/seats";
+  ASSERT_OK(store_->Write(*Uri::Parse(old_uri), "Alice prefers aisle seats on long flights."));
+  // R4: a skip that also asks to delete what it duplicates deletes nothing.
+  Answer(kSeat, R"({"decision": "skip", "reason": "same fact", "actions": [{"index": 0, "action": "delete"}]})");
+  CommitDiff diff = CommitAndRun({Message::User("Aisle seat please, as always.")});
+  ASSERT_EQ(diff.changes.size(), 1u);
+  EXPECT_EQ(diff.changes[0].action, "skip");
+  EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+  EXPECT_FALSE(Superseded(old_uri));
+}
+
+TEST_F(PipelineTest, DeletePathSupersedesTheContradictedMemory) {
+  const std::string old_uri = "strata://user/alice/memories/preferences/seats";
+  ASSERT_OK(store_->Write(*Uri::Parse(old_uri), "Alice prefers window seats on long flights."));
+  Answer(
+      kSeat,
+      R"({"decision": "create", "reason": "changed her mind", "actions": [{"index": 0, "action": "delete"}, {"index": 7, "action": "delete"}]})");
+  CommitDiff diff = CommitAndRun({Message::User("I changed my mind: aisle seats from now on.")});
+  ASSERT_EQ(diff.changes.size(), 2u);
+  EXPECT_EQ(diff.changes[0].action, "create");
+  EXPECT_EQ(diff.changes[1].action, "supersede");  // Index 7 is ignored (R2).
+  EXPECT_EQ(diff.changes[1].uri, old_uri);
+  EXPECT_TRUE(Superseded(old_uri));
+  EXPECT_OK(store_->Stat(*Uri::Parse(old_uri)));  // Kept, not erased.
+  auto hits = memory::Find(*store_, "window seats long flights", {.under = *Uri::Parse("strata://user/alice")});
+  ASSERT_OK(hits);
+  for (const auto& h : *hits) EXPECT_NE(h.uri.str(), old_uri) << "superseded memories drop out of find";
+  auto all = memory::Find(*store_, "window seats long flights",
+                          {.under = *Uri::Parse("strata://user/alice"), .include_superseded = true});
+  ASSERT_OK(all);
+  EXPECT_TRUE(std::any_of(all->begin(), all->end(), [&](const auto& h) { return h.uri.str() == old_uri; }));
+}
+
+TEST_F(PipelineTest, MalformedThenFixedIsRetriedWithTheError) {
+  std::atomic<int> extract_calls{0};
+  respond_ = [&](Stage stage, const llm::ScriptedProvider::Request&) {
+    if (stage == Stage::kSummary) return Text("Summary line.");
+    if (stage == Stage::kExtract) {
+      return ++extract_calls == 1 ? Text("Sure! memories: preferences -> aisle seats") : Text(kSeat);
+    }
+    return Text(R"({"decision": "create"})");
+  };
+  CommitDiff diff = CommitAndRun({Message::User("aisle seats")});
+  EXPECT_EQ(diff.changes.size(), 1u);
+  EXPECT_EQ(extract_calls, 2);
+  // The second request showed the model its mistake.
+  auto requests = model_->requests();
+  const llm::ScriptedProvider::Request* retry = nullptr;
+  for (const auto& r : requests) {
+    if (StageOf(r) == Stage::kExtract && r.history.size() == 3) retry = &r;
+  }
+  ASSERT_NE(retry, nullptr);
+  EXPECT_NE(retry->history[2].ExtractText().find("could not be used"), std::string::npos);
+}
+
+TEST_F(PipelineTest, MalformedForGoodFailsTheCommitAndKeepsTheArchive) {
+  Answer(R"({"memories": [{"category": "hobbies", "content": "x"}]})");  // Not a category: invalid both times.
+  ASSERT_OK(sessions_->Add("s1", Message::User("I like chess")));
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  auto ran = pipeline_->RunPending(*queue_);
+  ASSERT_OK(ran);
+  EXPECT_EQ(*ran, 0);  // Not reported as a success.
+  auto archives = sessions_->Archives("s1");
+  ASSERT_OK(archives);
+  EXPECT_EQ((*archives)[0].state, ArchiveState::kFailed);
+  EXPECT_NE((*archives)[0].error.find("\"hobbies\" is not one of the categories"), std::string::npos)
+      << (*archives)[0].error;
+  EXPECT_EQ(sessions_->ArchiveMessages("s1", 1)->size(), 1u);  // Kept for a later retry.
+  auto job = queue_->Get(ticket->job_id);
+  ASSERT_OK(job);
+  EXPECT_EQ((*job)->state, JobState::kPending);  // It will be tried again.
+  EXPECT_NE((*job)->last_error.find("memory extraction failed after 2 attempts"), std::string::npos);
+  // Once the model behaves, the same archive completes when the retry comes due.
+  Answer(kSeat);
+  clock_.Advance(1'000'000);
+  ASSERT_OK(pipeline_->RunPending(*queue_));
+  EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
+}
+
+TEST_F(PipelineTest, InterruptedPhaseTwoResumesWithoutDuplicates) {
+  const char* two = R"({"memories": [
+      {"category": "preferences", "key": "seat", "abstract": "Aisle seats", "content": "Prefers aisle seats."},
+      {"category": "events", "key": "kyoto_trip", "abstract": "Trip to Kyoto", "content": "Went to Kyoto in April 2026."}]})";
+  std::atomic<bool> fail_second{true};
+  respond_ = [&](Stage stage, const llm::ScriptedProvider::Request& req) {
+    if (stage == Stage::kSummary) return Text("Summary.");
+    if (stage == Stage::kExtract) return Text(two);
+    if (fail_second && req.history[0].ExtractText().find("Kyoto") != std::string::npos) {
+      llm::ScriptedReply r;
+      r.error = Status::Unavailable("model overloaded");
+      return r;
+    }
+    return Text(R"({"decision": "create"})");
+  };
+  // An existing event makes the second candidate need a dedup call, which fails: phase 2 stops halfway.
+  ASSERT_OK(store_->Write(*Uri::Parse("strata://user/alice/memories/events/kyoto"), "Went to Kyoto in April 2026."));
+  ASSERT_OK(sessions_->Add("s1", Message::User("I loved Kyoto; aisle seats on the way")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  ASSERT_OK(pipeline_->RunPending(*queue_, 1));
+  EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kExtracted);
+  int extractions = calls_[static_cast<int>(Stage::kExtract)];
+  fail_second = false;
+  clock_.Advance(1'000'000);
+  ASSERT_OK(pipeline_->RunPending(*queue_));
+  EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
+  EXPECT_EQ(calls_[static_cast<int>(Stage::kExtract)], extractions);  // Candidates were kept, not re-extracted.
+  EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+  EXPECT_EQ(audit_->BySource("s1#1#0")->size(), 1u);  // Decided once.
+  // Running it again changes nothing.
+  auto again = pipeline_->ProcessArchive("s1", 1);
+  ASSERT_OK(again);
+  EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+  EXPECT_EQ(Memories("strata://user/alice/memories/events").size(), 2u);
+}
+
+TEST_F(PipelineTest, ConcurrentCommitsOnOneSessionLoseNothing) {
+  Answer(R"({"memories": []})");
+  std::vector<std::thread> threads;
+  std::atomic<int> committed{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        EXPECT_OK(sessions_->Add("s1", Message::User("t" + std::to_string(t) + " m" + std::to_string(i))));
+        auto ticket = sessions_->Commit("s1");
+        if (ticket.ok()) committed += static_cast<int>(ticket->messages);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto leftover = sessions_->Messages("s1");
+  ASSERT_OK(leftover);
+  EXPECT_EQ(committed + static_cast<int>(leftover->size()), 20);
+  auto archives = sessions_->Archives("s1");
+  ASSERT_OK(archives);
+  int64_t archived = 0;
+  for (size_t i = 0; i < archives->size(); ++i) {
+    EXPECT_EQ((*archives)[i].number, static_cast<int>(i) + 1);  // Numbered without gaps or reuse.
+    archived += (*archives)[i].messages;
+  }
+  EXPECT_EQ(archived, committed);
+  ASSERT_OK(pipeline_->RunPending(*queue_));
+  auto after = sessions_->Archives("s1");
+  ASSERT_OK(after);
+  for (const auto& a : *after) EXPECT_EQ(a.state, ArchiveState::kDone);
+}
+
+TEST_F(PipelineTest, RememberGoesThroughTheSameDedup) {
+  Answer(kSeat, R"({"decision": "skip", "reason": "already known"})");
+  auto first = pipeline_->Remember("strata://user/alice", "Alice prefers aisle seats on long flights.", "preferences");
+  ASSERT_OK(first);
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].action, "create");
+  auto second = pipeline_->Remember("strata://user/alice", "Alice likes aisle seats on long flights.", "preferences");
+  ASSERT_OK(second);
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].action, "skip");
+  EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+  EXPECT_FALSE(pipeline_->Remember("strata://user/alice", "x", "cases").ok());  // An agent category.
+  EXPECT_FALSE(pipeline_->Remember("strata://resources", "x", "").ok());
+  Answer(R"({"memories": []})");
+  auto nothing = pipeline_->Remember("strata://user/alice", "hello there");
+  EXPECT_EQ(nothing.status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace strata::session

@@ -31,6 +31,9 @@ struct MemoryPipeline::Candidate {
 namespace {
 
 constexpr size_t kToolOutputCut = 2000;
+// A directory's L1 after a commit: its description, then this marker and its current entries.
+constexpr std::string_view kCurrentMarker = "Currently ";
+constexpr size_t kListedChildren = 20;
 
 int64_t NowMs() { return SystemClock()->WallMicros() / 1000; }
 
@@ -430,6 +433,29 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
   return changes;
 }
 
+Status MemoryPipeline::RefreshDirectory(const Uri& dir) {
+  STRATA_ASSIGN_OR_RETURN(memory::Node node, store_.Stat(dir));
+  STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> children, store_.List(dir));
+  // The directory's own description (the preset's, or what a person wrote) stays first.
+  std::string description = node.overview;
+  if (size_t at = description.find(kCurrentMarker); at != std::string::npos) description.resize(at);
+  while (!description.empty() && (description.back() == '\n' || description.back() == ' ')) description.pop_back();
+  std::vector<const memory::Node*> current;
+  for (const memory::Node& child : children) {
+    if (child.is_dir || !Metadata(child.metadata).contains("valid_to")) current.push_back(&child);
+  }
+  std::string listing = std::string(kCurrentMarker) + std::to_string(current.size()) + " entries";
+  listing += current.empty() ? "." : ":";
+  for (size_t i = 0; i < current.size() && i < kListedChildren; ++i) {
+    listing += "\n- " + std::string(current[i]->uri.name()) +
+               (current[i]->abstract_text.empty() ? "" : ": " + current[i]->abstract_text);
+  }
+  if (current.size() > kListedChildren) listing += "\n- ...";
+  memory::WriteOptions w;
+  w.overview = description.empty() ? listing : description + "\n\n" + listing;
+  return store_.Mkdir(dir, w);
+}
+
 Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int archive) {
   STRATA_ASSIGN_OR_RETURN(SessionInfo info, sessions_.Get(session));
   STRATA_ASSIGN_OR_RETURN(std::vector<ArchiveInfo> archives, sessions_.Archives(session));
@@ -530,6 +556,13 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
     STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links));
     diff.changes.insert(diff.changes.end(), changes.begin(), changes.end());
   }
+  // The directories that changed describe their current memories in their L1 (which is what the
+  // hierarchical search scores a directory by).
+  std::set<std::string> touched;
+  for (const MemoryChange& c : diff.changes) {
+    if (c.action != "skip") touched.insert(Uri::Parse(c.uri)->Parent().str());
+  }
+  for (const std::string& dir : touched) STRATA_RETURN_IF_ERROR(RefreshDirectory(*Uri::Parse(dir)));
   STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/diff.json", diff.ToJson()));
   // Counted before "done" is written: a crash in between counts again on the redo (an overcount of one
   // archive's memories in a statistic, never a lost memory).

@@ -144,6 +144,12 @@ TEST_F(PipelineTest, CreatePathWritesLayersLinksAuditAndDiff) {
   EXPECT_EQ((*history)[0].source, "s1#1#0");
   EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
   EXPECT_EQ(sessions_->Get("s1")->stats.memories_extracted, 1);
+  // The category directory's L1 now lists what it holds, after its own description.
+  auto dir = store_->Stat(*Uri::Parse("strata://user/alice/memories/preferences"));
+  ASSERT_OK(dir);
+  EXPECT_NE(dir->overview.find("Currently 1 entries:\n- seat_preference: Prefers aisle seats"), std::string::npos)
+      << dir->overview;
+  EXPECT_LT(dir->overview.find("Style, tools, formats"), dir->overview.find("Currently")) << dir->overview;
   EXPECT_TRUE(std::filesystem::exists(dir_.File("sessions/s1/history/archive_001/diff.json")));
 }
 

@@ -9,7 +9,9 @@
 //                nothing extracted (an explicit {"memories": []} is a valid "nothing to remember")
 //                → candidates.json → extracted
 //   extracted  → for each candidate in order: dedup, record the decision in the audit log, apply it to the
-//                store, link the memory to the archive and the contexts the session used → diff.json → done
+//                store, link the memory to the archive and the contexts the session used; refresh the L1 of
+//                every directory that changed (its description, then "Currently N entries:" and their
+//                abstracts) → diff.json → done
 //
 // Dedup: the candidate's nearest current memories in its category directory (vector search, cosine ≥
 // similarity_threshold, at most max_similar) are shown to the model (template memory.dedup), which answers
@@ -112,6 +114,7 @@ class MemoryPipeline {
   Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, bool want_object,
                                   std::string* last_error);
   Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
+  Status RefreshDirectory(const memory::Uri& dir);
 
   Sessions& sessions_;
   memory::ContextStore& store_;

@@ -547,8 +547,8 @@ class SqliteStore final : public ContextStore {
       match += '"';
     }
     std::string sql =
-        "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, n.name, n.abstract, n.overview, "
-        "n.content FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
+        "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, fts.name, fts.abstract, fts.overview, "
+        "fts.content, n.abstract, n.overview FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
         FilterSql(filter) + " ORDER BY rank LIMIT ?2";
     std::lock_guard lock(mu_);
     Stmt s(db_, sql);
@@ -562,10 +562,16 @@ class SqliteStore final : public ContextStore {
       int level = 3;
       static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
       static constexpr int kLevels[] = {0, 0, 1, 2};
+      // Which layers hold each term: the indexed text, except for a leaf's derived layers (not indexed,
+      // MakeFtsRow), whose short text is converted here; the content is never converted again.
+      std::string layers[4] = {s.Text(3), s.Text(4), s.Text(5), s.Text(6)};
+      for (int c = 1; c <= 2; ++c) {
+        if (layers[c].empty()) layers[c] = FtsText(s.Text(6 + c));
+      }
       for (const std::string& t : terms) {
         std::string where;
         for (int c = 0; c < 4; ++c) {
-          if (!FtsContainsTerm(FtsText(s.Text(3 + c)), t)) continue;
+          if (!FtsContainsTerm(layers[c], t)) continue;
           where += std::string(where.empty() ? "" : "+") + kColumns[c];
           level = std::min(level, kLevels[c]);
         }
@@ -591,19 +597,20 @@ class SqliteStore final : public ContextStore {
     if (limit == 0) return out;
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     if (generation != index_generation_) STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
-    bool unfiltered = filter.under.is_root() && !filter.type && !filter.category && !filter.leaves_only &&
-                      !filter.parent && !filter.current_only;
-    int64_t candidates = static_cast<int64_t>(index_->size());
-    if (!unfiltered) {
+    // A scoped search (subtree, type, category, leaves, parent) may cover few nodes: count them, and scan
+    // exactly when they are few. current_only alone excludes only superseded memories, so it is checked row
+    // by row on the graph's answers like the rest, without counting the whole store first.
+    bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent;
+    if (scoped) {
       Stmt count(db_, "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
       BindFilter(count, filter);
       STRATA_ASSIGN_OR_RETURN(bool row, count.Step());
-      candidates = row ? count.Int(0) : 0;
+      int64_t candidates = row ? count.Int(0) : 0;
+      if (candidates <= options_.exact_search_below) return ExactNeighbours(query, filter, limit);
     }
-    if (!unfiltered && candidates <= options_.exact_search_below) return ExactNeighbours(query, filter, limit);
     // Over-fetch from the graph and filter; widen until enough pass or the graph is exhausted.
     Stmt check(db_, "SELECT n.uri, n.is_dir FROM nodes n WHERE n.id = ?1" + FilterSql(filter, 3));
-    for (size_t k = unfiltered ? limit : limit * 4;; k *= 4) {
+    for (size_t k = scoped ? limit * 4 : limit;; k *= 4) {
       STRATA_ASSIGN_OR_RETURN(auto hits, index_->Search(query.data(), k));
       out.clear();
       for (const auto& [id, similarity] : hits) {

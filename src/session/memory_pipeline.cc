@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "memory/hash.h"
 #include "strata/llm/generate.h"
 #include "strata/llm/model_json.h"
 #include "strata/memory/uri.h"
@@ -56,15 +57,6 @@ std::string Slug(std::string_view key) {
     out.resize(cut);
   }
   return out.empty() ? "memory" : out;
-}
-
-std::string ShortHash(std::string_view text) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds, enough to tell contents apart.
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += kHex[(h >> (60 - 4 * i)) & 0xF];
-  return out;
 }
 
 // The archive as the model reads it: one "[role] text" block per message, tool calls and context
@@ -155,20 +147,20 @@ MemoryPipeline::MemoryPipeline(Sessions& sessions, memory::ContextStore& store, 
       audit_(audit),
       options_(std::move(options)) {}
 
-Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars, bool want_object,
+Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars,
+                                                std::string_view what, const JsonCheck& check,
                                                 std::string* last_error) {
   STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, vars));
   std::vector<Message> history = {Message::User(prompt)};
   for (int attempt = 1;; ++attempt) {
     STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
-    std::string text = reply.message.ExtractText();
-    Result<std::string> json =
-        llm::ExtractModelJson(text, want_object ? llm::JsonShape::kObject : llm::JsonShape::kAny);
-    if (json.ok()) return json;
-    *last_error = std::string(json.status().message());
+    Result<std::string> json = llm::ExtractModelJson(reply.message.ExtractText(), llm::JsonShape::kObject);
+    Status problem = json.ok() ? (check ? check(*json) : Status::Ok()) : json.status();
+    if (problem.ok()) return json;
+    *last_error = std::string(problem.message());
     if (attempt >= options_.parse_attempts) {
-      return Status::InvalidArgument("the model's reply to " + std::string(prompt_id) + " did not parse after " +
-                                     std::to_string(attempt) + " attempts: " + *last_error);
+      return Status::InvalidArgument(std::string(what) + " failed after " + std::to_string(attempt) +
+                                     " attempts: " + *last_error);
     }
     history.push_back(reply.message);
     history.push_back(Message::User("Your reply could not be used: " + *last_error +
@@ -179,9 +171,7 @@ Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, cons
 Result<std::string> MemoryPipeline::Summarize(std::string_view session, int archive, const std::string& transcript) {
   std::string previous;
   if (archive > 1) {
-    char name[32];
-    std::snprintf(name, sizeof name, "archive_%03d", archive - 1);
-    auto prev = Uri::Parse("strata://session/" + std::string(session) + "/history/" + name);
+    auto prev = Uri::Parse("strata://session/" + std::string(session) + "/history/" + ArchiveName(archive - 1));
     if (prev.ok()) {
       auto text = store_.Read(*prev, memory::Level::kOverview);
       if (text.ok()) previous = *text;
@@ -209,65 +199,46 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
   if (categories.empty()) return Status::FailedPrecondition("session " + info.id + " has neither a user nor an agent");
   Json vars = {
       {"transcript", transcript}, {"summary", summary}, {"categories", categories}, {"language", options_.language}};
-  std::string prompt_id = "memory.extract";
-  STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, ToValue(vars)));
-  std::vector<Message> history = {Message::User(prompt)};
-  for (int attempt = 1;; ++attempt) {
-    STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
-    std::string problem;
-    std::vector<Candidate> out;
-    Result<std::string> text = llm::ExtractModelJson(reply.message.ExtractText(), llm::JsonShape::kObject);
-    if (!text.ok()) {
-      problem = std::string(text.status().message());
-    } else {
-      Json j = Json::parse(*text);
-      if (!j.contains("memories") || !j["memories"].is_array()) {
-        problem = "the object has no \"memories\" array";
-      } else {
-        for (size_t i = 0; i < j["memories"].size() && problem.empty(); ++i) {
-          const Json& m = j["memories"][i];
-          std::string where = "memories[" + std::to_string(i) + "]";
-          if (!m.is_object()) {
-            problem = where + " is not an object";
-            break;
-          }
-          Candidate c;
-          c.category = m.value("category", "");
-          c.key = m.contains("key") && m["key"].is_string() ? m["key"].get<std::string>() : "";
-          c.abstract_text = m.contains("abstract") && m["abstract"].is_string() ? m["abstract"].get<std::string>() : "";
-          c.overview = m.contains("overview") && m["overview"].is_string() ? m["overview"].get<std::string>() : "";
-          c.content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
-          if (c.content.empty()) c.content = c.overview.empty() ? c.abstract_text : c.overview;
-          auto spec = std::find_if(options_.categories.begin(), options_.categories.end(),
-                                   [&](const CategorySpec& s) { return s.name == c.category; });
-          if (spec == options_.categories.end()) {
-            problem = where + ".category \"" + c.category + "\" is not one of the categories listed";
-          } else if (c.content.empty()) {
-            problem = where + " has no content";
-          } else {
-            const std::string& owner_id = spec->owner == "user" ? info.user : info.agent;
-            if (owner_id.empty()) {
-              problem = where + ".category \"" + c.category + "\" belongs to the " + spec->owner +
-                        ", and this session has none";
-            } else {
-              c.merge = spec->merge;
-              c.dir = *Uri::Parse("strata://" + spec->owner + "/" + owner_id + "/memories/" + c.category);
-              out.push_back(std::move(c));
-            }
-          }
-        }
+  std::vector<Candidate> out;
+  auto check = [&](std::string_view text) -> Status {
+    out.clear();
+    Json j = Json::parse(text);
+    if (!j.contains("memories") || !j["memories"].is_array()) {
+      return Status::InvalidArgument("the object has no \"memories\" array");
+    }
+    for (size_t i = 0; i < j["memories"].size(); ++i) {
+      const Json& m = j["memories"][i];
+      std::string where = "memories[" + std::to_string(i) + "]";
+      if (!m.is_object()) return Status::InvalidArgument(where + " is not an object");
+      auto text_of = [&](const char* key) {
+        return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : std::string();
+      };
+      Candidate c;
+      c.category = text_of("category");
+      c.key = text_of("key");
+      c.abstract_text = text_of("abstract");
+      c.overview = text_of("overview");
+      c.content = text_of("content");
+      if (c.content.empty()) c.content = c.overview.empty() ? c.abstract_text : c.overview;
+      auto spec = std::find_if(options_.categories.begin(), options_.categories.end(),
+                               [&](const CategorySpec& s) { return s.name == c.category; });
+      if (spec == options_.categories.end()) {
+        return Status::InvalidArgument(where + ".category \"" + c.category + "\" is not one of the categories listed");
       }
+      if (c.content.empty()) return Status::InvalidArgument(where + " has no content");
+      const std::string& owner_id = spec->owner == "user" ? info.user : info.agent;
+      if (owner_id.empty()) {
+        return Status::InvalidArgument(where + ".category \"" + c.category + "\" belongs to the " + spec->owner +
+                                       ", and this session has none");
+      }
+      c.merge = spec->merge;
+      c.dir = *Uri::Parse("strata://" + spec->owner + "/" + owner_id + "/memories/" + c.category);
+      out.push_back(std::move(c));
     }
-    if (problem.empty()) return out;
-    *error = problem;
-    if (attempt >= options_.parse_attempts) {
-      return Status::InvalidArgument("memory extraction failed after " + std::to_string(attempt) +
-                                     " attempts: " + problem);
-    }
-    history.push_back(reply.message);
-    history.push_back(Message::User("Your reply could not be used: " + problem +
-                                    "\nReply again with only the JSON object, exactly in the format asked for."));
-  }
+    return Status::Ok();
+  };
+  STRATA_RETURN_IF_ERROR(CallForJson("memory.extract", ToValue(vars), "memory extraction", check, error).status());
+  return out;
 }
 
 Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links) {
@@ -335,10 +306,10 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
     existing.push_back(std::move(*node));
     similarity.push_back(s.score);
   }
-  Uri create_uri =
-      c.fixed_uri ? *c.fixed_uri
-                  : *c.dir.Child(c.merge ? Slug(c.key.empty() ? c.abstract_text : c.key)
-                                         : Slug(c.key.empty() ? c.abstract_text : c.key) + "-" + ShortHash(c.content));
+  Uri create_uri = c.fixed_uri ? *c.fixed_uri
+                               : *c.dir.Child(c.merge ? Slug(c.key.empty() ? c.abstract_text : c.key)
+                                                      : Slug(c.key.empty() ? c.abstract_text : c.key) + "-" +
+                                                            memory::HashHex(c.content).substr(0, 8));
   int64_t now = NowMs();
   std::vector<AuditEntry> plan;
   auto create = [&](std::string reason) {
@@ -364,8 +335,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
     }
     Json candidate = {{"category", c.category}, {"key", c.key}, {"abstract", c.abstract_text}, {"content", c.content}};
     std::string error;
-    Result<std::string> answer =
-        CallForJson("memory.dedup", ToValue({{"candidate", candidate}, {"existing", list}}), true, &error);
+    Result<std::string> answer = CallForJson("memory.dedup", ToValue({{"candidate", candidate}, {"existing", list}}),
+                                             "memory dedup", {}, &error);
     if (!answer.ok() && answer.status().code() != StatusCode::kInvalidArgument) return answer.status();
     if (!answer.ok()) {
       create("R1: the dedup reply did not parse (" + error + "); kept as new");
@@ -482,9 +453,8 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, sessions_.ArchiveMessages(session, archive));
   std::string transcript = Transcript(messages);
   std::vector<std::string> contexts = ContextUris(messages);
-  char name[32];
-  std::snprintf(name, sizeof name, "archive_%03d", archive);
-  STRATA_ASSIGN_OR_RETURN(Uri archive_uri, Uri::Parse("strata://session/" + info.id + "/history/" + name));
+  STRATA_ASSIGN_OR_RETURN(Uri archive_uri,
+                          Uri::Parse("strata://session/" + info.id + "/history/" + ArchiveName(archive)));
 
   // 1. Summary.
   std::string summary;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "strata/log/linear_storage.h"
+#include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
 #include "strata/message/part_registry.h"
 
@@ -18,12 +19,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::string_view kArchivePrefix = "archive_";
-
-std::string ArchiveName(int n) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "archive_%03d", n);
-  return buf;
-}
 
 // The archive number of a directory name, or 0.
 int ArchiveNumber(std::string_view name) {
@@ -111,18 +106,9 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
   return info;
 }
 
+// An owner id is optional; when given it follows the URI scope-id rules (it becomes strata://user/<id>).
 Status ValidateOwnerId(std::string_view id, std::string_view what) {
-  if (id.empty()) return Status::Ok();
-  if (id.size() > 128) return Status::InvalidArgument(std::string(what) + " id is longer than 128 bytes");
-  for (char c : id) {
-    bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-    if (!ok) {
-      return Status::InvalidArgument(std::string(what) + " id '" + std::string(id) +
-                                     "' may contain only letters, digits, '_', '-' and '.'");
-    }
-  }
-  return Status::Ok();
+  return id.empty() ? Status::Ok() : memory::ValidateScopeId(id, what);
 }
 
 class FileSessions final : public Sessions {
@@ -448,6 +434,12 @@ class FileSessions final : public Sessions {
 
 }  // namespace
 
+std::string ArchiveName(int number) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "archive_%03d", number);
+  return buf;
+}
+
 std::string_view ArchiveStateName(ArchiveState state) {
   switch (state) {
     case ArchiveState::kArchived:
@@ -464,11 +456,7 @@ std::string_view ArchiveStateName(ArchiveState state) {
   return "?";
 }
 
-Status ValidateSessionId(std::string_view id) {
-  if (id.empty()) return Status::InvalidArgument("session id is empty");
-  if (id.front() == '.') return Status::InvalidArgument("session id '" + std::string(id) + "' starts with '.'");
-  return ValidateOwnerId(id, "session");
-}
+Status ValidateSessionId(std::string_view id) { return memory::ValidateScopeId(id, "session"); }
 
 Status RegisterContextRefPart() {
   static const Status registered = RegisterContentPartType(std::string(kContextRefPartType), [](std::string_view json) {

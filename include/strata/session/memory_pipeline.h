@@ -35,6 +35,7 @@
 // may run concurrently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -111,8 +112,13 @@ class MemoryPipeline {
                                          const SessionInfo& info, std::string* error);
   Result<std::vector<MemoryChange>> Apply(const Candidate& candidate, const std::string& source,
                                           const std::vector<std::string>& links);
-  Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, bool want_object,
-                                  std::string* last_error);
+  // Renders `prompt_id`, asks the model, and returns the JSON object in its reply once `check` (if any)
+  // accepts it; a reply that does not parse or check is shown its error and asked again, up to
+  // parse_attempts. Fails with kInvalidArgument "<what> failed after N attempts: ..." (last error in
+  // `last_error`), or with the model's error.
+  using JsonCheck = std::function<Status(std::string_view json)>;
+  Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, std::string_view what,
+                                  const JsonCheck& check, std::string* last_error);
   Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
   Status RefreshDirectory(const memory::Uri& dir);
 

@@ -113,7 +113,10 @@ class Sessions {
 // Opens the sessions under `<data_dir>/sessions`, recovering interrupted commits (see above).
 Result<std::unique_ptr<Sessions>> OpenSessions(const std::string& data_dir, SessionsOptions options);
 
-// Session ids: 1-128 of [A-Za-z0-9_.-], not starting with '.'.
+// "archive_NNN": the directory (and context) name of archive `number`.
+std::string ArchiveName(int number);
+
+// Session ids: 1-128 of [A-Za-z0-9_.-], not starting with '.' (the URI scope-id rules).
 Status ValidateSessionId(std::string_view id);
 
 }  // namespace strata::session

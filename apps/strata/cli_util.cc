@@ -2,11 +2,11 @@
 
 #include <iostream>
 #include <iterator>
-#include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 
-#include "strata/tokenizer/message_counter.h"
+#include "strata/engine/engine.h"
 
 namespace strata::cli {
 
@@ -25,20 +25,12 @@ void Warn(const std::string& message) { std::cerr << "strata: warning: " << mess
 
 const MessageTokenCounter* LoadCounter(const std::string& name) {
   static std::mutex mu;
-  static auto* counters = new std::map<std::string, std::unique_ptr<MessageTokenCounter>>;
+  static auto* warned = new std::set<std::string>;
+  std::string warning;
+  const MessageTokenCounter& counter = Engine::Counter(name, &warning);
   std::lock_guard lock(mu);
-  auto& slot = (*counters)[name];
-  if (slot) return slot.get();
-  if (name != "chars") {
-    auto encoding = tokenizer::Encoding::Load(name);
-    if (encoding.ok()) {
-      slot = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
-      return slot.get();
-    }
-    Warn(encoding.status().message() + "; counting tokens as characters / 4");
-  }
-  slot = std::make_unique<CharRatioEstimator>(4);
-  return slot.get();
+  if (!warning.empty() && warned->insert(name).second) Warn(warning);
+  return &counter;
 }
 
 }  // namespace strata::cli

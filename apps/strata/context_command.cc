@@ -22,7 +22,7 @@ struct ContextArgs {
   std::string durability = "always";
   std::string tokenizer = "o200k_base";
   // compact
-  ProviderFlags provider;
+  ProviderSettings provider;
   std::string instruction;
   int64_t window = 128'000;
   int64_t keep_turns = 2;
@@ -126,9 +126,9 @@ int RunRepair(const ContextArgs& args) {
 }
 
 int RunCompact(const ContextArgs& args) {
-  auto config = LoadConfig(args.provider);
+  auto config = LoadConfigFile(args.provider.config_file);
   if (!config.ok()) return Fail(config.status());
-  auto provider = MakeProvider(args.provider, *config);
+  auto provider = MakeProvider(args.provider, *config, WarnRetry);
   if (!provider.ok()) return Fail(provider.status());
   return Mutate(args, [&](ContextLog& log) -> Result<std::string> {
     window::CompactionOptions options;

@@ -1,23 +1,20 @@
-// `strata memory …` and `strata skill …`: the context store from the command
-// line. `--data DIR` selects the store (default ./strata-data); `--embedder
-// SPEC` the embedder (default local; see memory/embedder.h).
+// `strata memory …` and `strata skill …`: the context store from the command line, through the engine.
+// `--data DIR` selects the store (default ./strata-data); `--embedder SPEC` the embedder (default local;
+// see memory/embedder.h).
 #include <algorithm>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli_util.h"
 #include "commands.h"
-#include "strata/memory/markdown_io.h"
-#include "strata/memory/retrieval.h"
-#include "strata/memory/skill.h"
-#include "strata/memory/sqlite_store.h"
+#include "strata/engine/engine.h"
+#include "strata/engine/views.h"
 
 namespace strata::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using views::Json;
 
 struct MemoryArgs {
   std::string data = "strata-data";
@@ -30,9 +27,8 @@ struct MemoryArgs {
   std::vector<std::string> paths;
 };
 
-Result<std::unique_ptr<memory::ContextStore>> OpenStore(const MemoryArgs &a) {
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> embedder, memory::EmbedderFromSpec(a.embedder));
-  return memory::OpenSqliteStore(a.data, {.embedder = std::move(embedder)});
+Result<std::unique_ptr<Engine>> OpenEngine(const MemoryArgs &a) {
+  return Engine::Open({.data_dir = a.data, .embedder = a.embedder});
 }
 
 Result<std::string> ReadInput(const std::string &file) {
@@ -44,32 +40,8 @@ Result<std::string> ReadInput(const std::string &file) {
   return s.str();
 }
 
-Json NodeJson(const memory::Node &n) {
-  return {{"uri", n.uri.str()},
-          {"is_dir", n.is_dir},
-          {"type", std::string(memory::ContextTypeName(n.type))},
-          {"category", n.category},
-          {"abstract", n.abstract_text},
-          {"size", n.size},
-          {"created_ms", n.created_ms},
-          {"updated_ms", n.updated_ms}};
-}
-
-// Runs `body` with an open store and the parsed URI; reports errors uniformly.
-template <typename F>
-int WithStore(const MemoryArgs &a, F body) {
-  auto store = OpenStore(a);
-  if (!store.ok()) return Fail(store.status());
-  Status s = body(**store);
-  return s.ok() ? 0 : Fail(s);
-}
-
-Status Run(const std::string &cmd, const MemoryArgs &a, memory::ContextStore &store) {
-  using memory::Uri;
-  Uri uri = Uri::Root();
-  if (!a.uri.empty()) {
-    STRATA_ASSIGN_OR_RETURN(uri, Uri::Parse(a.uri));
-  }
+Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
+  std::string uri = a.uri.empty() ? std::string("strata://") : a.uri;
   if (cmd == "write") {
     STRATA_ASSIGN_OR_RETURN(std::string content, ReadInput(a.file));
     memory::WriteOptions o;
@@ -79,88 +51,72 @@ Status Run(const std::string &cmd, const MemoryArgs &a, memory::ContextStore &st
     if (!a.type.empty()) {
       STRATA_ASSIGN_OR_RETURN(o.type, memory::ParseContextType(a.type));
     }
-    return store.Write(uri, content, o);
+    return engine.Write(uri, content, o);
   }
   if (cmd == "mkdir") {
     memory::WriteOptions o;
     if (!a.abstract_text.empty()) o.abstract_text = a.abstract_text;
     if (!a.overview.empty()) o.overview = a.overview;
-    return store.Mkdir(uri, o);
+    return engine.Mkdir(uri, o);
   }
   if (cmd == "read") {
     if (a.level < 0 || a.level > 2) return Status::InvalidArgument("--level must be 0, 1 or 2");
-    STRATA_ASSIGN_OR_RETURN(std::string text, store.Read(uri, static_cast<memory::Level>(a.level)));
+    STRATA_ASSIGN_OR_RETURN(std::string text, engine.Read(uri, static_cast<memory::Level>(a.level)));
     std::cout << text;
     return Status::Ok();
   }
   if (cmd == "ls" || cmd == "tree") {
-    STRATA_ASSIGN_OR_RETURN(auto nodes, store.List(uri, {.recursive = cmd == "tree"}));
+    STRATA_ASSIGN_OR_RETURN(memory::Uri base, memory::Uri::Parse(uri));
+    STRATA_ASSIGN_OR_RETURN(auto nodes, engine.List(uri, {.recursive = cmd == "tree"}));
     for (const memory::Node &n : nodes) {
       if (a.json) {
-        std::cout << NodeJson(n).dump() << "\n";
+        std::cout << views::NodeView(n).dump() << "\n";
         continue;
       }
       std::string indent;
       if (cmd == "tree") {
-        std::string rel = n.uri.str().substr(uri.is_root() ? memory::Uri::kPrefix.size() : uri.str().size() + 1);
+        std::string rel = n.uri.str().substr(base.is_root() ? memory::Uri::kPrefix.size() : base.str().size() + 1);
         indent.assign(2 * static_cast<size_t>(std::count(rel.begin(), rel.end(), '/')), ' ');
       }
       std::cout << indent << n.uri.name() << (n.is_dir ? "/" : "") << (n.abstract_text.empty() ? "" : "  — ")
-                << n.abstract_text << "\n";
+                << n.abstract_text << (views::IsSuperseded(n) ? "  [superseded]" : "") << "\n";
     }
     return Status::Ok();
   }
   if (cmd == "stat") {
-    STRATA_ASSIGN_OR_RETURN(memory::Node n, store.Stat(uri));
-    Json j = NodeJson(n);
-    j["overview"] = n.overview;
-    j["metadata"] = Json::parse(n.metadata, nullptr, false);
-    STRATA_ASSIGN_OR_RETURN(auto rels, store.Relations(uri));
-    j["relations"] = Json::array();
-    for (const auto &r : rels)
-      j["relations"].push_back({{"from", r.from.str()}, {"to", r.to.str()}, {"reason", r.reason}});
-    std::cout << j.dump(2) << "\n";
+    STRATA_ASSIGN_OR_RETURN(memory::Node n, engine.Stat(uri));
+    STRATA_ASSIGN_OR_RETURN(auto rels, engine.Relations(uri));
+    std::cout << views::NodeDetailView(n, rels).dump(2) << "\n";
     return Status::Ok();
   }
   if (cmd == "rm") {
-    STRATA_ASSIGN_OR_RETURN(int64_t n, store.Remove(uri, a.recursive));
+    STRATA_ASSIGN_OR_RETURN(int64_t n, engine.Remove(uri, a.recursive));
     std::cerr << "removed " << n << " node" << (n == 1 ? "" : "s") << "\n";
     return Status::Ok();
   }
-  if (cmd == "mv" || cmd == "link" || cmd == "unlink") {
-    STRATA_ASSIGN_OR_RETURN(Uri to, Uri::Parse(a.uri2));
-    if (cmd == "mv") return store.Move(uri, to);
-    if (cmd == "link") return store.Link(uri, to, a.reason);
-    return store.Unlink(uri, to);
-  }
+  if (cmd == "mv") return engine.Move(uri, a.uri2);
+  if (cmd == "link") return engine.Link(uri, a.uri2, a.reason);
+  if (cmd == "unlink") return engine.Unlink(uri, a.uri2);
   if (cmd == "glob") {
-    STRATA_ASSIGN_OR_RETURN(Uri under, Uri::Parse(a.under));
-    STRATA_ASSIGN_OR_RETURN(auto nodes, store.Glob(a.query, under));
+    STRATA_ASSIGN_OR_RETURN(auto nodes, engine.Glob(a.query, a.under));
     for (const auto &n : nodes) std::cout << n.uri.str() << "\n";
     return Status::Ok();
   }
   if (cmd == "grep") {
-    STRATA_ASSIGN_OR_RETURN(Uri under, Uri::Parse(a.under));
-    STRATA_ASSIGN_OR_RETURN(auto matches, store.Grep(a.query, under, a.ignore_case));
+    STRATA_ASSIGN_OR_RETURN(auto matches, engine.Grep(a.query, a.under, a.ignore_case));
     for (const auto &m : matches) std::cout << m.uri.str() << ":" << m.line << ":" << m.text << "\n";
     return Status::Ok();
   }
   if (cmd == "find") {
     memory::FindOptions o{.limit = a.limit};
-    STRATA_ASSIGN_OR_RETURN(o.under, Uri::Parse(a.under));
+    STRATA_ASSIGN_OR_RETURN(o.under, memory::Uri::Parse(a.under));
     if (!a.type.empty()) {
       STRATA_ASSIGN_OR_RETURN(o.type, memory::ParseContextType(a.type));
     }
-    STRATA_ASSIGN_OR_RETURN(auto hits, memory::Find(store, a.query, o));
+    STRATA_ASSIGN_OR_RETURN(auto hits, engine.Find(a.query, o));
     for (const auto &h : hits) {
       if (a.json) {
-        std::cout << Json{{"uri", h.uri.str()},
-                          {"level", static_cast<int>(h.level)},
-                          {"score", h.score},
-                          {"abstract", h.abstract_text},
-                          {"reason", h.reason}}
-                         .dump()
-                  << "\n";
+        std::cout << views::HitView(h).dump() << "\n";
       } else {
         std::cout << std::to_string(h.score).substr(0, 5) << "  " << h.uri.str() << "  " << h.abstract_text << "\n";
       }
@@ -168,72 +124,60 @@ Status Run(const std::string &cmd, const MemoryArgs &a, memory::ContextStore &st
     return Status::Ok();
   }
   if (cmd == "export") {
-    STRATA_ASSIGN_OR_RETURN(auto report, memory::ExportMarkdown(store, uri, a.dir));
+    STRATA_ASSIGN_OR_RETURN(auto report, engine.Export(uri, a.dir));
     std::cerr << "exported " << report.directories << " directories, " << report.leaves << " leaves, "
               << report.relations << " relations to " << a.dir << "\n";
     return Status::Ok();
   }
   if (cmd == "import") {
-    if (a.uri.empty()) uri = *memory::Uri::Parse("strata://resources");
-    STRATA_ASSIGN_OR_RETURN(auto report, memory::ImportMarkdown(store, a.dir, uri));
+    STRATA_ASSIGN_OR_RETURN(auto report, engine.Import(a.dir, a.uri.empty() ? "strata://resources" : a.uri));
     for (const auto &s : report.skipped) Warn("skipped " + s);
     std::cerr << "imported " << report.directories << " directories, " << report.leaves << " leaves, "
               << report.relations << " relations\n";
     return Status::Ok();
   }
   if (cmd == "check") {
-    STRATA_ASSIGN_OR_RETURN(auto problems, store.Check());
+    STRATA_ASSIGN_OR_RETURN(auto problems, engine.Check());
     for (const auto &p : problems) std::cout << p << "\n";
     if (!problems.empty()) return Status::DataLoss(std::to_string(problems.size()) + " problems found");
     std::cout << "ok\n";
     return Status::Ok();
   }
-  if (cmd == "reindex") return store.Reindex();
+  if (cmd == "reindex") return engine.Reindex();
   return Status::Internal("unknown memory command " + cmd);
 }
 
-Status RunSkill(const std::string &cmd, const MemoryArgs &a, memory::ContextStore &store) {
-  STRATA_ASSIGN_OR_RETURN(memory::Uri skills, memory::Uri::Parse("strata://agent/" + a.agent + "/skills"));
+Status RunSkill(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   if (cmd == "add") {
     for (const std::string &path : a.paths) {
-      STRATA_ASSIGN_OR_RETURN(memory::Skill skill, memory::LoadSkillFile(path));
-      STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(skill.name));
-      Json meta = {{"tools", skill.tools}, {"skill_md", memory::SerializeSkill(skill)}};
-      STRATA_RETURN_IF_ERROR(store.Write(
-          uri, skill.body,
-          {.abstract_text = skill.description, .type = memory::ContextType::kSkill, .metadata = meta.dump()}));
-      std::cout << uri.str() << "\n";
+      STRATA_ASSIGN_OR_RETURN(std::string uri, engine.AddSkill(a.agent, path));
+      std::cout << uri << "\n";
     }
     return Status::Ok();
   }
   if (cmd == "list") {
-    STRATA_RETURN_IF_ERROR(store.Mkdir(skills, {}));
-    STRATA_ASSIGN_OR_RETURN(auto nodes, store.List(skills));
+    STRATA_ASSIGN_OR_RETURN(auto nodes, engine.ListSkills(a.agent));
     for (const auto &n : nodes) std::cout << n.uri.name() << "\t" << n.abstract_text << "\n";
     return Status::Ok();
   }
   // show: the SKILL.md as stored.
-  STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(a.query));
-  STRATA_ASSIGN_OR_RETURN(memory::Node node, store.Stat(uri));
-  Json meta = Json::parse(node.metadata, nullptr, false);
-  if (meta.is_object() && meta.contains("skill_md") && meta["skill_md"].is_string()) {
-    std::cout << meta["skill_md"].get<std::string>();
-  } else {
-    std::cout << node.content;
-  }
+  STRATA_ASSIGN_OR_RETURN(std::string md, engine.ShowSkill(a.agent, a.query));
+  std::cout << md;
   return Status::Ok();
 }
 
 }  // namespace
 
-using StoreCommand = Status (*)(const std::string &cmd, const MemoryArgs &a, memory::ContextStore &store);
+using StoreCommand = Status (*)(const std::string &cmd, const MemoryArgs &a, Engine &engine);
 
-// Adds subcommand `name` to `parent`; it opens the store from `a` and runs `run`.
+// Adds subcommand `name` to `parent`; it opens the engine from `a` and runs `run`.
 CLI::App *AddStoreSubcommand(CLI::App *parent, const std::shared_ptr<MemoryArgs> &a, int *exit_code, StoreCommand run,
                              const char *name, const char *help) {
   CLI::App *s = parent->add_subcommand(name, help);
   s->callback([a, exit_code, run, name = std::string(name)] {
-    *exit_code = WithStore(*a, [&](memory::ContextStore &store) { return run(name, *a, store); });
+    auto engine = OpenEngine(*a);
+    Status st = engine.ok() ? run(name, *a, **engine) : engine.status();
+    *exit_code = st.ok() ? 0 : Fail(st);
   });
   return s;
 }

@@ -1,43 +1,20 @@
-// Provider settings shared by the commands that call a model (`strata chat`, `strata context compact`):
-// flags, then a JSON config file (--config, $STRATA_CONFIG or ~/.config/strata/config.json:
-// {"provider","model","base_url","api_key_env","api_key","options","system_prompt","session",
-// "max_context_tokens"}), then the provider preset (base URL, key variable, default model).
+// The provider flags shared by the commands that call a model (`strata chat`, `strata context compact`,
+// `strata session commit --wait`, `strata memory remember`, ...). Resolution (flags → config file → preset
+// → environment key) is the library's: strata/engine/provider_config.h.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <memory>
-#include <nlohmann/json.hpp>
-#include <string>
+#include <chrono>
 
-#include "strata/llm/provider.h"
-#include "strata/util/status.h"
+#include "strata/engine/provider_config.h"
 
 namespace strata::cli {
 
-struct ProviderFlags {
-  std::string provider;
-  std::string model;
-  std::string base_url;
-  std::string api_key_env;
-  std::string options;
-  std::string config;
-  std::string script;
-  std::string record;
-  std::string replay;
-  bool no_stream = false;
-};
-
 // Adds --provider, --model, --base-url, --api-key-env, --options, --config, --script, --record, --replay,
 // --no-stream to `cmd`.
-void AddProviderFlags(CLI::App* cmd, ProviderFlags* flags);
+void AddProviderFlags(CLI::App* cmd, ProviderSettings* flags);
 
-// Reads the config file (an empty object when there is none and none was named).
-Result<nlohmann::json> LoadConfig(const ProviderFlags& flags);
-
-// Returns the value of `flag` if set, else the config's string `key`, else "".
-std::string Pick(const std::string& flag, const nlohmann::json& config, const char* key);
-
-// Builds the provider: the scripted one for --script, else an HTTP provider.
-Result<std::unique_ptr<llm::ChatProvider>> MakeProvider(const ProviderFlags& flags, const nlohmann::json& config);
+// Prints "strata: warning: attempt N failed (...); retrying in D ms" before a model request is retried.
+void WarnRetry(int attempt, const Status& error, std::chrono::milliseconds delay);
 
 }  // namespace strata::cli

@@ -1,113 +1,60 @@
 // `strata session ...` and the model-backed `strata memory remember|history|consolidate`: sessions, their
-// two-phase commit and the memory pipeline (docs/sessions.md). Everything lives under --data DIR: the
-// context store, sessions/, queue.db (phase-2 jobs) and audit.db (the memory audit trail).
+// two-phase commit and the memory pipeline (docs/sessions.md), through the engine. Everything lives under
+// --data DIR: the context store, sessions/, queue.db (phase-2 jobs) and audit.db (the memory audit trail).
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "provider_flags.h"
-#include "strata/memory/embedder.h"
-#include "strata/memory/sqlite_store.h"
+#include "strata/engine/engine.h"
+#include "strata/engine/views.h"
 #include "strata/message/message_json.h"
-#include "strata/session/memory_pipeline.h"
 
 namespace strata::cli {
 namespace {
 
-using Json = nlohmann::json;
+using views::Json;
 
 struct SessionArgs {
   std::string data = "strata-data";
   std::string embedder = "local";
   std::vector<std::string> prompt_dirs;
-  ProviderFlags provider;
+  ProviderSettings provider;
   std::string id, user, agent, text, role = "user", message, scope, category, uri;
   bool wait = false;
 };
 
-// Everything a command may need, opened on demand.
-struct Env {
-  std::unique_ptr<session::JobQueue> queue;
-  std::unique_ptr<session::Sessions> sessions;
-  std::unique_ptr<memory::ContextStore> store;
-  std::unique_ptr<session::AuditLog> audit;
-  std::unique_ptr<llm::ChatProvider> model;
-  std::unique_ptr<prompt::PromptLibrary> prompts;
-  std::unique_ptr<session::MemoryPipeline> pipeline;
-};
-
-Status OpenBasics(const SessionArgs& a, Env& env) {
-  STRATA_ASSIGN_OR_RETURN(env.queue, session::OpenJobQueue(a.data + "/queue.db"));
-  STRATA_ASSIGN_OR_RETURN(env.sessions, session::OpenSessions(a.data, {.queue = env.queue.get()}));
-  return Status::Ok();
+Result<std::unique_ptr<Engine>> OpenEngine(const SessionArgs& a) {
+  return Engine::Open({.data_dir = a.data,
+                       .embedder = a.embedder,
+                       .provider = a.provider,
+                       .on_model_retry = WarnRetry,
+                       .prompt_dirs = a.prompt_dirs});
 }
 
-Status OpenPipeline(const SessionArgs& a, Env& env) {
-  if (!env.queue) STRATA_RETURN_IF_ERROR(OpenBasics(a, env));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> embedder, memory::EmbedderFromSpec(a.embedder));
-  STRATA_ASSIGN_OR_RETURN(env.store, memory::OpenSqliteStore(a.data, {.embedder = std::move(embedder)}));
-  STRATA_ASSIGN_OR_RETURN(env.audit, session::OpenAuditLog(a.data + "/audit.db"));
-  STRATA_ASSIGN_OR_RETURN(Json config, LoadConfig(a.provider));
-  STRATA_ASSIGN_OR_RETURN(env.model, MakeProvider(a.provider, config));
-  // Earlier directories override later ones: --prompts, then $STRATA_PROMPTS, then the shipped templates.
-  std::vector<std::string> dirs = a.prompt_dirs;
-  if (const char* extra = std::getenv("STRATA_PROMPTS"); extra != nullptr && *extra != '\0') dirs.push_back(extra);
-  dirs.push_back(STRATA_SHIPPED_PROMPTS_DIR);
-  env.prompts = std::make_unique<prompt::PromptLibrary>(dirs);
-  env.pipeline =
-      std::make_unique<session::MemoryPipeline>(*env.sessions, *env.store, *env.model, *env.prompts, *env.audit);
-  return Status::Ok();
-}
-
-Json InfoJson(const session::SessionInfo& s) {
-  return {{"id", s.id},
-          {"user", s.user},
-          {"agent", s.agent},
-          {"abstract", s.abstract_text},
-          {"overview", s.overview},
-          {"contexts", s.contexts},
-          {"stats",
-           {{"messages", s.stats.messages},
-            {"turns", s.stats.turns},
-            {"tokens", s.stats.tokens},
-            {"contexts_used", s.stats.contexts_used},
-            {"skills_used", s.stats.skills_used},
-            {"memories_extracted", s.stats.memories_extracted},
-            {"commits", s.stats.commits}}}};
-}
-
-Json ChangesJson(const std::vector<session::MemoryChange>& changes) {
-  Json out = Json::array();
-  for (const auto& c : changes) out.push_back({{"action", c.action}, {"uri", c.uri}, {"reason", c.reason}});
-  return out;
-}
+void Print(const Json& j) { std::cout << j.dump() << "\n"; }
 
 Status RunSession(const std::string& cmd, const SessionArgs& a) {
-  Env env;
-  STRATA_RETURN_IF_ERROR(OpenBasics(a, env));
-  session::Sessions& sessions = *env.sessions;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, OpenEngine(a));
   if (cmd == "new") {
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, sessions.Create(a.user, a.agent, a.id));
-    std::cout << InfoJson(info).dump() << "\n";
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(a.user, a.agent, a.id));
+    Print(views::SessionView(info));
     return Status::Ok();
   }
   if (cmd == "list") {
-    STRATA_ASSIGN_OR_RETURN(auto all, sessions.List());
-    for (const auto& s : all) std::cout << InfoJson(s).dump() << "\n";
+    STRATA_ASSIGN_OR_RETURN(auto all, engine->ListSessions());
+    for (const auto& s : all) Print(views::SessionView(s));
     return Status::Ok();
   }
   if (cmd == "add") {
     std::vector<Message> messages;
     if (!a.text.empty()) {
-      Message m = a.role == "assistant" ? Message::Assistant(a.text) : Message::User(a.text);
       if (a.role != "user" && a.role != "assistant") {
         return Status::InvalidArgument("--role must be user or assistant, got '" + a.role + "'");
       }
-      messages.push_back(std::move(m));
+      messages.push_back(a.role == "assistant" ? Message::Assistant(a.text) : Message::User(a.text));
     } else {
       std::string json = a.message;
       if (json.empty() || json == "-") {
@@ -115,100 +62,67 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
       }
       STRATA_ASSIGN_OR_RETURN(messages, ParseMessages(json));
     }
-    for (const Message& m : messages) STRATA_RETURN_IF_ERROR(sessions.Add(a.id, m));
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, sessions.Get(a.id));
-    std::cout << InfoJson(info).dump() << "\n";
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->AddMessages(a.id, messages));
+    Print(views::SessionView(info));
     return Status::Ok();
   }
   if (cmd == "show") {
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, sessions.Get(a.id));
-    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, sessions.Messages(a.id));
-    Json out = InfoJson(info);
-    out["messages"] = Json::array();
-    for (const Message& m : messages) out["messages"].push_back(Json::parse(MessageToJson(m)));
-    std::cout << out.dump() << "\n";
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->GetSession(a.id));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, engine->SessionMessages(a.id));
+    Print(views::SessionView(info, &messages));
     return Status::Ok();
   }
   if (cmd == "status") {
-    STRATA_ASSIGN_OR_RETURN(auto archives, sessions.Archives(a.id));
-    STRATA_ASSIGN_OR_RETURN(auto jobs, env.queue->List(std::nullopt, a.id));
+    STRATA_ASSIGN_OR_RETURN(SessionStatus status, engine->GetSessionStatus(a.id));
     Json out = {{"session", a.id}, {"archives", Json::array()}, {"jobs", Json::array()}};
-    for (const auto& ar : archives) {
-      Json j = {{"archive", ar.number}, {"state", session::ArchiveStateName(ar.state)}, {"messages", ar.messages}};
-      if (!ar.error.empty()) j["error"] = ar.error;
-      out["archives"].push_back(j);
-    }
-    for (const auto& job : jobs) {
-      Json j = {{"id", job.id},
-                {"state", session::JobStateName(job.state)},
-                {"attempts", job.attempts},
-                {"payload", Json::parse(job.payload, nullptr, false)}};
-      if (!job.last_error.empty()) j["last_error"] = job.last_error;
-      out["jobs"].push_back(j);
-    }
-    std::cout << out.dump() << "\n";
+    for (const auto& ar : status.archives) out["archives"].push_back(views::ArchiveView(ar));
+    for (const auto& job : status.jobs) out["jobs"].push_back(views::JobView(job));
+    // Members in alphabetical order, as always printed.
+    Print({{"archives", out["archives"]}, {"jobs", out["jobs"]}, {"session", a.id}});
     return Status::Ok();
   }
   if (cmd == "commit") {
-    STRATA_ASSIGN_OR_RETURN(session::CommitTicket ticket, sessions.Commit(a.id));
-    Json out = {{"session", a.id}, {"archive", ticket.archive}, {"messages", ticket.messages}, {"job", ticket.job_id}};
-    if (a.wait) {
-      STRATA_RETURN_IF_ERROR(OpenPipeline(a, env));
-      STRATA_RETURN_IF_ERROR(env.pipeline->RunPending(*env.queue).status());
-      STRATA_ASSIGN_OR_RETURN(auto archives, sessions.Archives(a.id));
-      for (const auto& ar : archives) {
-        if (ar.number != ticket.archive) continue;
-        out["state"] = session::ArchiveStateName(ar.state);
-        if (ar.state != session::ArchiveState::kDone) {
-          std::cout << out.dump() << "\n";
-          return Status::Unavailable("phase 2 of archive " + std::to_string(ar.number) + " did not finish: " +
-                                     (ar.error.empty() ? "it will be retried by `strata session work`" : ar.error));
-        }
-      }
-      STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, env.pipeline->ProcessArchive(a.id, ticket.archive));
-      out["diff"] = Json::parse(diff.ToJson());
-    }
-    std::cout << out.dump() << "\n";
-    return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(a.id, {.wait = a.wait}));
+    Json out = {{"archive", outcome.ticket.archive}};
+    if (outcome.diff) out["diff"] = views::CommitDiffView(*outcome.diff);
+    out["job"] = outcome.ticket.job_id;
+    out["messages"] = outcome.ticket.messages;
+    out["session"] = a.id;
+    if (outcome.state) out["state"] = std::string(session::ArchiveStateName(*outcome.state));
+    Print(out);
+    return outcome.phase2;
   }
   if (cmd == "work") {
-    STRATA_RETURN_IF_ERROR(OpenPipeline(a, env));
-    STRATA_RETURN_IF_ERROR(env.queue->ReleaseRunning());  // The only worker: a crash's jobs are ours to resume.
-    STRATA_ASSIGN_OR_RETURN(int done, env.pipeline->RunPending(*env.queue));
-    STRATA_ASSIGN_OR_RETURN(auto pending, env.queue->List(session::JobState::kPending));
-    STRATA_ASSIGN_OR_RETURN(auto dead, env.queue->List(session::JobState::kDead));
-    std::cout << Json{{"completed", done}, {"pending", pending.size()}, {"dead", dead.size()}}.dump() << "\n";
+    STRATA_ASSIGN_OR_RETURN(WorkReport report, engine->Work());
+    Print({{"completed", report.completed}, {"dead", report.dead}, {"pending", report.pending}});
+    return Status::Ok();
+  }
+  if (cmd == "retry") {
+    STRATA_ASSIGN_OR_RETURN(int requeued, engine->Retry(a.id));
+    Print({{"requeued", requeued}});
     return Status::Ok();
   }
   return Status::Internal("unknown session command " + cmd);
 }
 
 Status RunMemory(const std::string& cmd, const SessionArgs& a) {
-  Env env;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, OpenEngine(a));
   if (cmd == "history") {
-    STRATA_ASSIGN_OR_RETURN(env.audit, session::OpenAuditLog(a.data + "/audit.db"));
-    STRATA_ASSIGN_OR_RETURN(memory::Uri uri, memory::Uri::Parse(a.uri));
-    STRATA_ASSIGN_OR_RETURN(auto entries, env.audit->History(uri.str()));
-    for (const auto& e : entries) {
-      std::cout << Json{{"at_ms", e.at_ms},   {"action", e.action}, {"source", e.source},
-                        {"reason", e.reason}, {"before", e.before}, {"after", e.after}}
-                       .dump()
-                << "\n";
-    }
+    STRATA_ASSIGN_OR_RETURN(auto entries, engine->MemoryHistory(a.uri));
+    for (const auto& e : entries) Print(views::AuditEntryView(e));
     return Status::Ok();
   }
-  STRATA_RETURN_IF_ERROR(OpenPipeline(a, env));
   std::vector<session::MemoryChange> changes;
   if (cmd == "remember") {
     std::string text = a.text;
     if (text.empty() || text == "-") {
       STRATA_ASSIGN_OR_RETURN(text, ReadStdin());
     }
-    STRATA_ASSIGN_OR_RETURN(changes, env.pipeline->Remember(a.scope, text, a.category));
+    STRATA_ASSIGN_OR_RETURN(changes, engine->Remember(a.scope, text, a.category));
   } else {
-    STRATA_ASSIGN_OR_RETURN(changes, env.pipeline->Consolidate(a.uri));
+    STRATA_ASSIGN_OR_RETURN(changes, engine->Consolidate(a.uri));
   }
-  std::cout << ChangesJson(changes).dump() << "\n";
+  Print(views::ChangesView(changes));
   return Status::Ok();
 }
 
@@ -254,6 +168,8 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   commit->add_option("ID", a->id)->required();
   commit->add_flag("--wait", a->wait, "Run phase 2 now and print what it changed");
   sub("work", "Run queued phase-2 jobs (summaries, extraction, dedup)", true);
+  sub("retry", "Queue failed archives and dead phase-2 jobs again (of session ID, or all)", false)
+      ->add_option("ID", a->id, "Session (default: every session)");
 
   // `strata memory --data DIR --embedder SPEC remember ...`: the memory command's own options apply.
   CLI::App* mem = app.get_subcommand("memory");

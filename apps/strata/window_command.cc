@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "strata/engine/views.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/message_json.h"
 #include "strata/window/assembler.h"
@@ -130,38 +131,7 @@ int RunAssemble(const WindowArgs& args) {
     Fail(assembly.status());
     return 1;
   }
-  const window::Assembly& a = *assembly;
-  std::string out = "{\"included_record_indices\":[";
-  for (size_t i = 0; i < a.included.size(); ++i) out += (i ? "," : "") + std::to_string(a.included[i]);
-  out += std::string("],\"summary_included\":") + (a.summary_included ? "true" : "false") +
-         ",\"summary_over_budget\":" + (a.summary_over_budget ? "true" : "false") +
-         ",\"budget\":" + std::to_string(a.budget) + ",\"total_tokens\":" + std::to_string(a.total_tokens) +
-         ",\"messages\":[";
-  bool first = true;
-  if (!options.system_prompt.empty()) {
-    AppendMessageJson(Message::System(options.system_prompt), &out);
-    first = false;
-  }
-  for (const Message& m : window::AssembledMessages(*records, a, options)) {
-    if (!first) out += ",";
-    AppendMessageJson(m, &out);
-    first = false;
-  }
-  out += "],\"warnings\":[";
-  for (size_t i = 0; i < a.warnings.size(); ++i) {
-    if (i > 0) out += ",";
-    json::AppendString(&out, window::WarningCodeName(a.warnings[i].code));
-  }
-  out += "],\"warning_details\":[";
-  for (size_t i = 0; i < a.warnings.size(); ++i) {
-    const window::AssemblyWarning& w = a.warnings[i];
-    out += i ? ",{\"code\":" : "{\"code\":";
-    json::AppendString(&out, window::WarningCodeName(w.code));
-    out += ",\"message\":";
-    json::AppendString(&out, w.message);
-    out += ",\"record_index\":" + (w.index ? std::to_string(*w.index) : std::string("null")) + "}";
-  }
-  std::cout << out << "]}\n";
+  std::cout << views::AssemblyJson(*records, *assembly, options) << "\n";
   return 0;
 }
 

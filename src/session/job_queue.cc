@@ -134,6 +134,12 @@ class SqliteJobQueue final : public JobQueue {
     return ExpectChanged(id, "retry (only dead jobs are retried)");
   }
 
+  Status Expedite(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "UPDATE jobs SET not_before_ms = 0 WHERE key = ?1 AND state = 'pending'");
+    return s.Bind(1, key).Run();
+  }
+
   Status ReleaseRunning() override {
     std::lock_guard lock(mu_);
     return db_.Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running'");

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "memory/hash.h"
+#include "strata/json/checked.h"
+#include "strata/llm/chat_error.h"
 #include "strata/llm/generate.h"
 #include "strata/llm/model_json.h"
 #include "strata/memory/uri.h"
@@ -36,7 +38,6 @@ constexpr size_t kToolOutputCut = 2000;
 constexpr std::string_view kCurrentMarker = "Currently ";
 constexpr size_t kListedChildren = 20;
 
-int64_t NowMs() { return SystemClock()->WallMicros() / 1000; }
 
 std::string Slug(std::string_view key) {
   std::string out;
@@ -73,7 +74,7 @@ std::string Transcript(const std::vector<Message>& messages) {
       const auto* custom = std::get_if<CustomPart>(&part);
       if (custom == nullptr || custom->type != kContextRefPartType) continue;
       Json j = Json::parse(custom->json, nullptr, false);
-      if (j.is_object()) out += "[used " + j.value("kind", "context") + " " + j.value("uri", "") + "]\n";
+      if (j.is_object()) out += "[used " + json::StringOr(j, "kind", "context") + " " + json::StringOr(j, "uri") + "]\n";
     }
     if (m.tool_calls) {
       for (const ToolCall& call : *m.tool_calls) {
@@ -91,7 +92,7 @@ std::vector<std::string> ContextUris(const std::vector<Message>& messages) {
       const auto* custom = std::get_if<CustomPart>(&part);
       if (custom == nullptr || custom->type != kContextRefPartType) continue;
       Json j = Json::parse(custom->json, nullptr, false);
-      std::string uri = j.is_object() ? j.value("uri", "") : "";
+      std::string uri = json::StringOr(j, "uri");
       if (!uri.empty() && std::find(out.begin(), out.end(), uri) == out.end()) out.push_back(uri);
     }
   }
@@ -145,7 +146,31 @@ MemoryPipeline::MemoryPipeline(Sessions& sessions, memory::ContextStore& store, 
       model_(model),
       prompts_(prompts),
       audit_(audit),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  if (options_.fs == nullptr) options_.fs = PosixFileSystem();
+  if (options_.clock == nullptr) options_.clock = SystemClock();
+}
+
+int64_t MemoryPipeline::NowMs() const { return options_.clock->WallMicros() / 1000; }
+
+std::vector<std::unique_lock<std::mutex>> MemoryPipeline::LockOwners(std::vector<std::string> owners) {
+  // Sorted, so two callers never wait for each other in opposite orders. The mutexes are never removed
+  // from the map, so the references stay valid.
+  std::sort(owners.begin(), owners.end());
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+  std::vector<std::mutex*> mutexes;
+  {
+    std::lock_guard lock(owners_mu_);
+    for (const std::string& o : owners) {
+      std::unique_ptr<std::mutex>& slot = owner_locks_[o];
+      if (!slot) slot = std::make_unique<std::mutex>();
+      mutexes.push_back(slot.get());
+    }
+  }
+  std::vector<std::unique_lock<std::mutex>> held;
+  for (std::mutex* m : mutexes) held.emplace_back(*m);
+  return held;
+}
 
 Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars,
                                                 std::string_view what, const JsonCheck& check,
@@ -342,8 +367,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
       create("R1: the dedup reply did not parse (" + error + "); kept as new");
     } else {
       Json d = Json::parse(*answer);
-      std::string decision = d.value("decision", "");
-      std::string reason = d.contains("reason") && d["reason"].is_string() ? d["reason"].get<std::string>() : "";
+      std::string decision = json::StringOr(d, "decision");
+      std::string reason = json::StringOr(d, "reason");
       auto valid = [&](const Json& v) {
         return v.is_number_integer() && v.get<int64_t>() >= 0 &&
                v.get<int64_t>() < static_cast<int64_t>(existing.size());
@@ -352,8 +377,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
       if (d.contains("actions") && d["actions"].is_array()) {
         for (const Json& a : d["actions"]) {
           if (!a.is_object() || !a.contains("index") || !valid(a["index"])) continue;  // R2
-          int index = a["index"].get<int>();
-          std::string action = a.value("action", "");
+          int index = static_cast<int>(a["index"].get<int64_t>());
+          std::string action = json::StringOr(a, "action");
           if (action == "merge") merges.push_back(index);
           if (action == "delete") deletes.push_back(index);
         }
@@ -362,7 +387,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
       std::erase_if(deletes, [&](int i) { return std::find(merges.begin(), merges.end(), i) != merges.end(); });
       int target = -1;
       if (decision == "merge") {
-        target = d.contains("merge_into") && valid(d["merge_into"]) ? d["merge_into"].get<int>()
+        target = d.contains("merge_into") && valid(d["merge_into"]) ? static_cast<int>(d["merge_into"].get<int64_t>())
                  : merges.empty()                                   ? -1
                                                                     : merges[0];  // R3
       } else if (decision == "create" && !merges.empty()) {
@@ -377,7 +402,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
         merges.clear();
       } else if (decision == "merge" && target >= 0) {
         const memory::Node& t = existing[static_cast<size_t>(target)];
-        std::string merged = d.contains("content") && d["content"].is_string() ? d["content"].get<std::string>() : "";
+        std::string merged = json::StringOr(d, "content");
         if (merged.empty()) merged = t.content + "\n" + c.content;  // R6
         plan.push_back(
             {0, t.uri.str(), "merge", source, now, reason, t.content, merged, c.abstract_text, c.overview, c.category});
@@ -434,7 +459,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   if (it == archives.end())
     return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
   ArchiveInfo a = *it;
-  FileSystem& fs = *PosixFileSystem();
+  FileSystem& fs = *options_.fs;
   CommitDiff diff;
   diff.session = info.id;
   diff.archive = archive;
@@ -442,10 +467,12 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
     STRATA_ASSIGN_OR_RETURN(std::string text, fs.ReadFileToString(a.dir + "/diff.json"));
     Json j = Json::parse(text, nullptr, false);
     if (j.is_object()) {
-      diff.summary = j.value("summary", "");
-      diff.candidates = j.value("candidates", 0);
-      for (const Json& c : j.value("changes", Json::array())) {
-        diff.changes.push_back({c.value("action", ""), c.value("uri", ""), c.value("reason", "")});
+      diff.summary = json::StringOr(j, "summary");
+      diff.candidates = static_cast<int>(json::IntOr(j, "candidates", 0));
+      if (const Json* changes = json::Field(j, "changes"); changes != nullptr && changes->is_array()) {
+        for (const Json& c : *changes) {
+          diff.changes.push_back({json::StringOr(c, "action"), json::StringOr(c, "uri"), json::StringOr(c, "reason")});
+        }
       }
     }
     return diff;
@@ -482,15 +509,21 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   auto saved = fs.ReadFileToString(a.dir + "/candidates.json");
   if (saved.ok()) {
     Json j = Json::parse(*saved, nullptr, false);
-    for (const Json& m : j.is_array() ? j : Json::array()) {
+    if (!j.is_array()) return Status::DataLoss(a.dir + "/candidates.json: not a JSON array of candidates");
+    for (size_t i = 0; i < j.size(); ++i) {
+      const Json& m = j[i];
+      std::string where = a.dir + "/candidates.json[" + std::to_string(i) + "]";
+      if (!m.is_object()) return Status::DataLoss(where + ": not an object");
       Candidate c;
-      c.category = m.value("category", "");
-      c.key = m.value("key", "");
-      c.abstract_text = m.value("abstract", "");
-      c.overview = m.value("overview", "");
-      c.content = m.value("content", "");
-      c.merge = m.value("merge", false);
-      auto dir = Uri::Parse(m.value("dir", ""));
+      for (auto [key, slot] : {std::pair{"category", &c.category}, std::pair{"key", &c.key},
+                               std::pair{"abstract", &c.abstract_text}, std::pair{"overview", &c.overview},
+                               std::pair{"content", &c.content}}) {
+        Result<std::string> v = json::OptionalString(m, key, where);
+        if (!v.ok()) return Status::DataLoss(v.status().message());
+        *slot = std::move(*v);
+      }
+      c.merge = json::BoolOr(m, "merge", false);
+      auto dir = Uri::Parse(json::StringOr(m, "dir"));
       if (!dir.ok()) return Status::DataLoss(a.dir + "/candidates.json: " + std::string(dir.status().message()));
       c.dir = *dir;
       candidates.push_back(std::move(c));
@@ -518,7 +551,12 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   }
   diff.candidates = static_cast<int>(candidates.size());
 
-  // 3. Dedup and apply, in order; the audit log makes each step replayable.
+  // 3. Dedup and apply, in order; the audit log makes each step replayable. The owners' memories are
+  // locked against other sessions' phase 2, remember and consolidation.
+  std::vector<std::string> owners;
+  if (!info.user.empty()) owners.push_back("user/" + info.user);
+  if (!info.agent.empty()) owners.push_back("agent/" + info.agent);
+  std::vector<std::unique_lock<std::mutex>> owner_locks = LockOwners(owners);
   std::vector<std::string> links = {archive_uri.str()};
   links.insert(links.end(), contexts.begin(), contexts.end());
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -543,27 +581,44 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   return diff;
 }
 
-Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs) {
+Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canceller* cancel) {
   int succeeded = 0;
   for (int i = 0; i < max_jobs; ++i) {
+    if (cancel != nullptr && cancel->cancelled()) return Status::Cancelled("phase 2 cancelled");
     STRATA_ASSIGN_OR_RETURN(std::optional<Job> job, queue.Claim());
     if (!job) break;
     Json payload = Json::parse(job->payload, nullptr, false);
-    if (job->kind != kCommitJobKind || !payload.is_object() || !payload.contains("session") ||
-        !payload.contains("archive") || !payload["archive"].is_number_integer()) {
+    std::string session = json::StringOr(payload, "session");
+    int64_t archive = json::IntOr(payload, "archive", -1);
+    if (job->kind != kCommitJobKind || session.empty() || archive < 0 || archive > (1 << 30)) {
       STRATA_RETURN_IF_ERROR(queue.Fail(job->id, Status::InvalidArgument("not a session commit job"), false));
       continue;
     }
-    Result<CommitDiff> diff = ProcessArchive(payload["session"].get<std::string>(), payload["archive"].get<int>());
+    Result<CommitDiff> diff = Status::Internal("not run");
+    try {
+      diff = ProcessArchive(session, static_cast<int>(archive));
+    } catch (const std::exception& e) {  // A bug; the job must not stay running for ever.
+      diff = Status::Internal(std::string("phase 2 failed unexpectedly: ") + e.what());
+    }
     if (diff.ok()) {
       STRATA_RETURN_IF_ERROR(queue.Complete(job->id));
       ++succeeded;
-    } else {
-      // Bad or missing input cannot get better by waiting; model and parse failures may.
-      bool permanent = diff.status().code() == StatusCode::kNotFound || diff.status().code() == StatusCode::kDataLoss ||
-                       diff.status().code() == StatusCode::kFailedPrecondition;
-      STRATA_RETURN_IF_ERROR(queue.Fail(job->id, diff.status(), !permanent));
+      continue;
     }
+    // Bad or missing input cannot get better by waiting, nor can a model that refuses the request for good
+    // (HTTP 401/403 are kFailedPrecondition); model and parse failures may.
+    StatusCode code = diff.status().code();
+    bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
+                     code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal ||
+                     code == StatusCode::kCancelled;
+    STRATA_RETURN_IF_ERROR(queue.Fail(job->id, diff.status(), !permanent && code != StatusCode::kCancelled));
+    STRATA_ASSIGN_OR_RETURN(std::optional<Job> after, queue.Get(job->id));
+    if (after && after->state == JobState::kDead) {
+      // Recorded once, with the reason; the archive waits for an explicit retry instead of being queued on
+      // every open. (It may be gone: that is why the job failed.)
+      (void)sessions_.SetArchiveState(session, static_cast<int>(archive), ArchiveState::kFailed, diff.status().message());
+    }
+    if (code == StatusCode::kCancelled) return diff.status();
   }
   return succeeded;
 }
@@ -604,6 +659,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
     c.dir = *Uri::Parse("strata://" + kind + "/" + std::string(scope_uri.scope_id()) + "/memories/" + spec->name);
     candidates.push_back(std::move(c));
   }
+  std::vector<std::unique_lock<std::mutex>> owner_lock =
+      LockOwners({kind + "/" + std::string(scope_uri.scope_id())});
   std::vector<MemoryChange> out;
   int64_t stamp = NowMs();
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -627,6 +684,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
       if (self.ok()) dirs.push_back(*self);
     }
     for (const memory::Node& dir : dirs) {
+      std::vector<std::unique_lock<std::mutex>> owner_lock =
+          LockOwners({std::string(dir.uri.kind()) + "/" + std::string(dir.uri.scope_id())});
       STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> leaves, store_.List(dir.uri));
       for (const memory::Node& leaf : leaves) {
         if (leaf.is_dir || Metadata(leaf.metadata).contains("valid_to")) continue;

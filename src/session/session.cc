@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "strata/json/checked.h"
 #include "strata/log/linear_storage.h"
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
@@ -84,6 +85,9 @@ std::string InfoToJson(const SessionInfo& info) {
   return j.dump(2) + "\n";
 }
 
+// A file Strata wrote itself, edited or damaged: a member of the wrong type is data loss, named.
+Status Damaged(const Status& why) { return Status::DataLoss(why.message()); }
+
 Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where) {
   Json j = Json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) {
@@ -91,18 +95,20 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
   }
   SessionInfo info;
   info.id = j["id"].get<std::string>();
-  info.user = j.value("user", "");
-  info.agent = j.value("agent", "");
-  info.created_ms = j.value("created_ms", int64_t{0});
-  info.updated_ms = j.value("updated_ms", int64_t{0});
+  for (auto [key, slot] : {std::pair{"user", &info.user}, std::pair{"agent", &info.agent},
+                           std::pair{"abstract", &info.abstract_text}, std::pair{"overview", &info.overview}}) {
+    Result<std::string> v = json::OptionalString(j, key, where);
+    if (!v.ok()) return Damaged(v.status());
+    *slot = std::move(*v);
+  }
+  info.created_ms = json::IntOr(j, "created_ms", 0);
+  info.updated_ms = json::IntOr(j, "updated_ms", 0);
   if (j.contains("stats") && j["stats"].is_object()) info.stats = StatsFromJson(j["stats"]);
   if (j.contains("contexts") && j["contexts"].is_array()) {
     for (const Json& c : j["contexts"]) {
       if (c.is_string()) info.contexts.push_back(c.get<std::string>());
     }
   }
-  info.abstract_text = j.value("abstract", "");
-  info.overview = j.value("overview", "");
   return info;
 }
 
@@ -122,11 +128,16 @@ class FileSessions final : public Sessions {
     if (options_.queue == nullptr) return Status::InvalidArgument("sessions: a job queue is required");
     STRATA_RETURN_IF_ERROR(RegisterContextRefPart());
     STRATA_RETURN_IF_ERROR(fs().CreateDirectories(root_));
-    std::lock_guard lock(mu_);
     STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
     for (const std::string& id : ids) {
       if (!ValidateSessionId(id).ok()) continue;
-      STRATA_RETURN_IF_ERROR(RecoverLocked(id).WithContext("session " + id));
+      SessionLock lock = LockSession(id);
+      Status recovered = RecoverLocked(id);
+      // One damaged session must not take the others down: its own operations report the damage.
+      if (!recovered.ok() && recovered.code() != StatusCode::kDataLoss && recovered.code() != StatusCode::kNotFound &&
+          recovered.code() != StatusCode::kInvalidArgument) {
+        return recovered.WithContext("session " + id);
+      }
     }
     return Status::Ok();
   }
@@ -134,9 +145,9 @@ class FileSessions final : public Sessions {
   Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(user, "user"));
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(agent, "agent"));
-    std::lock_guard lock(mu_);
     std::string sid = id.empty() ? NewId() : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
+    SessionLock lock = LockSession(sid);
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(InfoPath(sid)));
     if (exists) return Status::AlreadyExists("session " + sid + " already exists");
     SessionInfo info;
@@ -150,12 +161,12 @@ class FileSessions final : public Sessions {
   }
 
   Result<SessionInfo> Get(std::string_view id) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     return LoadInfo(id);
   }
 
   Result<std::vector<SessionInfo>> List() override {
-    std::lock_guard lock(mu_);
     STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
     std::sort(ids.begin(), ids.end());
     std::vector<SessionInfo> out;
@@ -168,7 +179,8 @@ class FileSessions final : public Sessions {
   }
 
   Status Add(std::string_view id, const Message& message) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
     STRATA_RETURN_IF_ERROR(storage->AppendMessage(message));
@@ -179,14 +191,16 @@ class FileSessions final : public Sessions {
   }
 
   Result<std::vector<Message>> Messages(std::string_view id) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
     return storage->messages();
   }
 
   Result<CommitTicket> Commit(std::string_view id) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
     int64_t count = static_cast<int64_t>(storage->messages().size());
@@ -210,13 +224,15 @@ class FileSessions final : public Sessions {
   }
 
   Result<std::vector<ArchiveInfo>> Archives(std::string_view id) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     return ArchivesLocked(info.id);
   }
 
   Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     std::string path = ArchiveDir(info.id, archive) + "/messages.jsonl";
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
@@ -229,14 +245,27 @@ class FileSessions final : public Sessions {
   }
 
   Status RecordExtracted(std::string_view id, int64_t count) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     info.stats.memories_extracted += count;
     return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
   }
 
+  Result<int64_t> EnqueueArchive(std::string_view id, int archive) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(info.id, archive));
+    if (a.state == ArchiveState::kDone) {
+      return Status::FailedPrecondition("archive " + std::to_string(archive) + " of session " + info.id + " is done");
+    }
+    return Enqueue(info.id, archive);
+  }
+
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
-    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
     return WriteState(info.id, archive, state, error, current.messages);
@@ -267,7 +296,9 @@ class FileSessions final : public Sessions {
     return InfoFromJson(text, path);
   }
 
+  // The open message storage of a session; the caller holds the session's lock.
   Result<LinearStorage*> StorageLocked(const std::string& id) {
+    std::lock_guard map_lock(map_mu_);
     auto it = open_.find(id);
     if (it != open_.end()) return it->second.get();
     auto storage = std::make_unique<JsonlLinearStorage>(
@@ -279,11 +310,15 @@ class FileSessions final : public Sessions {
   }
 
   Status CloseStorageLocked(const std::string& id) {
-    auto it = open_.find(id);
-    if (it == open_.end()) return Status::Ok();
-    Status s = it->second->Close();
-    open_.erase(it);
-    return s;
+    std::unique_ptr<JsonlLinearStorage> storage;
+    {
+      std::lock_guard map_lock(map_mu_);
+      auto it = open_.find(id);
+      if (it == open_.end()) return Status::Ok();
+      storage = std::move(it->second);
+      open_.erase(it);
+    }
+    return storage->Close();
   }
 
   static void Account(const Message& m, SessionInfo& info) {
@@ -295,11 +330,11 @@ class FileSessions final : public Sessions {
       if (const auto* custom = std::get_if<CustomPart>(&part);
           custom != nullptr && custom->type == kContextRefPartType) {
         Json j = Json::parse(custom->json, nullptr, false);
-        std::string uri = j.is_object() ? j.value("uri", "") : "";
+        std::string uri = json::StringOr(j, "uri");
         if (uri.empty() || std::find(info.contexts.begin(), info.contexts.end(), uri) != info.contexts.end()) continue;
         info.contexts.push_back(uri);
         info.stats.contexts_used += 1;
-        if (j.value("kind", "") == "skill") info.stats.skills_used += 1;
+        if (json::StringOr(j, "kind") == "skill") info.stats.skills_used += 1;
       }
     }
     if (m.tool_calls) {
@@ -380,8 +415,12 @@ class FileSessions final : public Sessions {
       return Status::DataLoss(path + ": not an archive state (expected {\"state\": ...})");
     }
     STRATA_ASSIGN_OR_RETURN(a.state, ParseArchiveState(j["state"].get<std::string>()));
-    a.messages = j.value("messages", int64_t{0});
-    a.error = j.value("error", "");
+    const Json* messages = json::Field(j, "messages");
+    if (messages != nullptr && !messages->is_number_integer()) {
+      return Status::DataLoss(path + ": \"messages\" must be an integer, not " + std::string(json::TypeName(*messages)));
+    }
+    a.messages = json::IntOr(j, "messages", 0);
+    a.error = json::StringOr(j, "error");
     return a;
   }
 
@@ -428,7 +467,25 @@ class FileSessions final : public Sessions {
 
   std::string root_;
   SessionsOptions options_;
-  std::mutex mu_;
+  // Operations on one session are serialised by its own mutex; different sessions run in parallel.
+  struct SessionLock {
+    explicit SessionLock(std::shared_ptr<std::mutex> m) : mu(std::move(m)), lock(*mu) {}
+    std::shared_ptr<std::mutex> mu;
+    std::unique_lock<std::mutex> lock;
+  };
+  SessionLock LockSession(std::string_view id) {
+    std::shared_ptr<std::mutex> m;
+    {
+      std::lock_guard map_lock(map_mu_);
+      std::shared_ptr<std::mutex>& slot = locks_[std::string(id)];
+      if (!slot) slot = std::make_shared<std::mutex>();
+      m = slot;
+    }
+    return SessionLock(std::move(m));
+  }
+
+  std::mutex map_mu_;  // Guards the two maps below (not what they point to).
+  std::map<std::string, std::shared_ptr<std::mutex>> locks_;
   std::map<std::string, std::unique_ptr<JsonlLinearStorage>> open_;
 };
 

@@ -12,6 +12,7 @@
 //                                 to max_backoff); a permanent one, or the last allowed attempt, makes it
 //                                 dead with the error kept.
 //   Retry(id)                     a dead job back to pending with its attempts reset (after a fix).
+//   Expedite(key)                 the pending jobs of `key` due now (someone is waiting for them).
 //
 // A job whose lease expired (its worker died) is claimable again. ReleaseRunning() returns every running
 // job to pending at once: for a worker that knows it is the only one (it holds the data directory's lock),
@@ -64,6 +65,7 @@ class JobQueue {
   virtual Status Complete(int64_t id) = 0;
   virtual Status Fail(int64_t id, const Status& error, bool retryable) = 0;
   virtual Status Retry(int64_t id) = 0;
+  virtual Status Expedite(std::string_view key) = 0;
   virtual Status ReleaseRunning() = 0;
   virtual Result<std::optional<Job>> Get(int64_t id) = 0;
   // Jobs in `state` (all when nullopt), oldest first; optionally only those of `key`.

@@ -32,11 +32,15 @@
 // <dir>/<key>; an append category's at <dir>/<key>-<hash of content>, so a redo writes the same URI.
 //
 // Thread safety: one ProcessArchive per session at a time (the job queue orders them); different sessions
-// may run concurrently.
+// may run concurrently. Memories of one owner (a user or an agent) are changed by one caller at a time: the
+// dedup-and-apply step of ProcessArchive, Remember and Consolidate lock the owners they write to, so two
+// sessions of the same user cannot lose each other's merges.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +51,9 @@
 #include "strata/session/audit.h"
 #include "strata/session/job_queue.h"
 #include "strata/session/session.h"
+#include "strata/util/cancel.h"
+#include "strata/util/clock.h"
+#include "strata/util/file_system.h"
 
 namespace strata::session {
 
@@ -66,6 +73,8 @@ struct PipelineOptions {
   size_t max_similar = 5;
   int parse_attempts = 2;  // Model calls per JSON answer (the later ones see the parse error).
   std::string language;    // For the extraction prompt; empty = the conversation's language.
+  FileSystem* fs = nullptr;  // Archive files (summary, candidates, diff). Default: PosixFileSystem(). Borrowed.
+  Clock* clock = nullptr;    // Audit times and validity stamps. Default: SystemClock(). Borrowed.
 };
 
 // What one archive's phase 2 changed.
@@ -91,9 +100,11 @@ class MemoryPipeline {
 
   Result<CommitDiff> ProcessArchive(std::string_view session, int archive);
 
-  // Runs queued phase-2 jobs until none is runnable or `max_jobs` ran; returns how many succeeded.
-  // A failure is reported to the queue (retryable unless the input itself is bad) and does not stop the run.
-  Result<int> RunPending(JobQueue& queue, int max_jobs = 1 << 30);
+  // Runs queued phase-2 jobs until none is runnable, `max_jobs` ran, or `cancel` is set; returns how many
+  // succeeded. A failure is reported to the queue (retryable unless the input itself is bad or the model
+  // refused for good, e.g. HTTP 401) and does not stop the run; a job that ends dead marks its archive
+  // failed with the reason, so it is not queued again until retried (Engine::Retry).
+  Result<int> RunPending(JobQueue& queue, int max_jobs = 1 << 30, const Canceller* cancel = nullptr);
 
   // "Remember this now": `text` about `scope` (strata://user/<id> or strata://agent/<id>) goes through the
   // same dedup. With `category` empty the model picks it (template memory.extract); if it finds nothing to
@@ -121,6 +132,9 @@ class MemoryPipeline {
                                   const JsonCheck& check, std::string* last_error);
   Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
   Status RefreshDirectory(const memory::Uri& dir);
+  int64_t NowMs() const;
+  // Locks the memories of `owners` ("user/<id>", "agent/<id>") for the caller's scope.
+  std::vector<std::unique_lock<std::mutex>> LockOwners(std::vector<std::string> owners);
 
   Sessions& sessions_;
   memory::ContextStore& store_;
@@ -128,6 +142,8 @@ class MemoryPipeline {
   prompt::PromptLibrary& prompts_;
   AuditLog& audit_;
   PipelineOptions options_;
+  std::mutex owners_mu_;  // Guards owner_locks_ (the map, not the locks).
+  std::map<std::string, std::unique_ptr<std::mutex>> owner_locks_;
 };
 
 }  // namespace strata::session

@@ -17,7 +17,10 @@
 // {"type": "context_ref", "uri": "strata://...", "kind": "memory" | "resource" | "skill"} naming a context the
 // turn used; they feed the session's stats and, in phase 2, the relations of what it produced.
 //
-// Thread safety: safe from several threads (one mutex per manager); one process per data directory.
+// Thread safety: safe from several threads. Operations on one session are serialised (a lock per session);
+// operations on different sessions run in parallel. A session's current messages are held open by the
+// process that last appended to them (JsonlLinearStorage's writer lock): another process appending to the
+// same session at the same time gets kUnavailable from that lock.
 #pragma once
 
 #include <cstdint>
@@ -106,6 +109,8 @@ class Sessions {
   virtual Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) = 0;
   // Adds `count` to the session's memories_extracted (phase 2, once per archive).
   virtual Status RecordExtracted(std::string_view id, int64_t count) = 0;
+  // Queues phase 2 of an archive that is not done (again): for retrying a failed archive.
+  virtual Result<int64_t> EnqueueArchive(std::string_view id, int archive) = 0;
   // Records phase 2's progress in the archive's state.json (used by the commit worker).
   virtual Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) = 0;
 };

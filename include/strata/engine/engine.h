@@ -1,0 +1,206 @@
+// strata::Engine — start here. One object that owns everything Strata keeps for an agent (the context
+// store, sessions, the phase-2 job queue, the memory audit log, prompt templates, tokenizers and the model
+// provider) and offers every operation on it. The `strata` CLI, the HTTP and MCP servers, and any C++
+// program embedding Strata hold an Engine and call the same code; none of them adds logic of its own.
+//
+//   auto engine = strata::Engine::Open({.data_dir = "strata-data"});          // Result<unique_ptr<Engine>>
+//   (*engine)->Write("strata://resources/notes/build", "Run scripts/test before pushing.");
+//   auto hits = (*engine)->Find("how do I test", {.limit = 5});               // hybrid, hierarchical
+//   auto s = (*engine)->CreateSession("alice", "coder");                     // a session ...
+//   (*engine)->AddMessages(s->id, {Message::User("I prefer tabs.")});        // ... its messages ...
+//   (*engine)->Commit(s->id, {.wait = true});                                // ... into long-term memory
+//
+// What lives where under the data directory (docs/formats/): strata.db + vectors.hnsw (the context store),
+// sessions/ (one directory per session), queue.db (phase-2 jobs), audit.db (every memory change),
+// worker.lock (held by the process running phase 2).
+//
+// Components open on first use, so a command that only lists sessions never loads the vector index or
+// needs a model. Every entry point returns a Status or Result: errors name what is wrong and where, and no
+// exception escapes (an unexpected one becomes kInternal naming the operation).
+//
+// Threading (docs/ARCHITECTURE.md, "Threading"):
+// - One Engine serves many threads at once. Components are opened once, under a lock, on first use.
+// - The context store runs reads in parallel with each other; writes to it are serialised. Embedding
+//   happens before a write takes the store's lock, so no lock is held across an embedder call.
+// - Session operations lock the session they touch, not all sessions. Phase 2 of two sessions runs
+//   concurrently unless they share an owner: a user's (or agent's) memories are merged by one job at a time.
+// - No engine lock is held across a model call.
+// - Several processes may share one data directory (a CLI beside a server): SQLite waits for the write
+//   lock up to busy_timeout instead of failing. Phase 2 has one owner per data directory at a time: the
+//   process holding worker.lock; another process asking to run it gets kUnavailable naming the holder.
+// - Long pipeline calls take a Canceller.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/engine/conversation.h"
+#include "strata/engine/provider_config.h"
+#include "strata/memory/markdown_io.h"
+#include "strata/memory/retrieval.h"
+#include "strata/memory/store.h"
+#include "strata/message/message.h"
+#include "strata/message/token_estimator.h"
+#include "strata/prompt/prompt_library.h"
+#include "strata/session/audit.h"
+#include "strata/session/job_queue.h"
+#include "strata/session/memory_pipeline.h"
+#include "strata/session/session.h"
+#include "strata/util/cancel.h"
+#include "strata/util/status.h"
+
+namespace strata {
+
+struct EngineOptions {
+  // Where everything is kept. (A backend URL such as postgres://… will select another store.)
+  std::string data_dir = "strata-data";
+  // The embedder: "local[:DIM]", "openai:MODEL", "ollama:MODEL", "gemini:MODEL" (memory/embedder.h) …
+  std::string embedder = "local";
+  // … or this one, when set (tests, programs with their own).
+  std::shared_ptr<memory::Embedder> embedder_instance;
+  // The model for summaries, extraction and dedup (provider_config.h) …
+  ProviderSettings provider;
+  // … or this one, when set. Borrowed; must outlive the engine.
+  llm::ChatProvider* model = nullptr;
+  llm::RetryCallback on_model_retry;
+  // Prompt template directories, searched before the shipped ones (an id found earlier wins): these, then
+  // $STRATA_PROMPTS (unless ignore_prompt_env), then the shipped templates.
+  std::vector<std::string> prompt_dirs;
+  bool ignore_prompt_env = false;
+  // The shipped templates; empty: found beside the program (<bin>/../share/strata/prompts, as installed
+  // and as built), then $STRATA_HOME/share/strata/prompts.
+  std::string shipped_prompts_dir;
+  session::PipelineOptions pipeline;
+  session::JobQueueOptions queue;
+  // How long a writer waits for another process's lock on a database before failing with kUnavailable.
+  std::chrono::milliseconds busy_timeout{10'000};
+};
+
+// What Engine::Commit did.
+struct CommitOutcome {
+  session::CommitTicket ticket;
+  // With wait: the archive's state after phase 2 ran, and what it changed when it finished.
+  std::optional<session::ArchiveState> state;
+  std::optional<session::CommitDiff> diff;
+  // With wait: why phase 2 did not finish (ok when it did or when not waiting). The commit itself (phase 1)
+  // succeeded either way: the messages are archived and the job is queued.
+  Status phase2;
+};
+
+// A session's archives and phase-2 jobs.
+struct SessionStatus {
+  std::string session;
+  std::vector<session::ArchiveInfo> archives;
+  std::vector<session::Job> jobs;
+};
+
+struct WorkReport {
+  int completed = 0;
+  size_t pending = 0;
+  size_t dead = 0;
+};
+
+struct CommitOptions {
+  bool wait = false;  // Run phase 2 now (taking the worker lock) and report what it changed.
+  const Canceller* cancel = nullptr;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Open(EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;  // Owns databases, locks and threads.
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineOptions& options() const;
+
+  // ---- The context store (URIs: strata://<scope>/<path>, memory/uri.h) ----
+  Status Write(std::string_view uri, std::string_view content, const memory::WriteOptions& options = {});
+  Status Mkdir(std::string_view uri, const memory::WriteOptions& options = {});
+  Result<std::string> Read(std::string_view uri, memory::Level level = memory::Level::kContent);
+  Result<memory::Node> Stat(std::string_view uri);
+  Result<std::vector<memory::Relation>> Relations(std::string_view uri);
+  Result<std::vector<memory::Node>> List(std::string_view uri, const memory::ListOptions& options = {});
+  Result<std::vector<memory::Node>> Glob(std::string_view pattern, std::string_view under = "strata://");
+  Result<std::vector<memory::GrepMatch>> Grep(std::string_view needle, std::string_view under = "strata://",
+                                              bool ignore_case = false);
+  Result<std::vector<memory::Hit>> Find(std::string_view query, const memory::FindOptions& options = {});
+  Result<int64_t> Remove(std::string_view uri, bool recursive);
+  Status Move(std::string_view from, std::string_view to);
+  Status Link(std::string_view from, std::string_view to, std::string_view reason);
+  Status Unlink(std::string_view from, std::string_view to);
+  Result<memory::ExportReport> Export(std::string_view uri, const std::string& dir);
+  Result<memory::ImportReport> Import(const std::string& dir, std::string_view uri = "strata://resources");
+  Result<std::vector<std::string>> Check();
+  Status Reindex();
+
+  // ---- Skills (SKILL.md, stored under strata://agent/<agent>/skills/<name>) ----
+  // Validates and stores the SKILL.md at `path` (a file, or a directory holding one); returns its URI.
+  Result<std::string> AddSkill(std::string_view agent, const std::string& path);
+  Result<std::vector<memory::Node>> ListSkills(std::string_view agent);
+  // The skill as SKILL.md text.
+  Result<std::string> ShowSkill(std::string_view agent, std::string_view name);
+
+  // ---- Sessions ----
+  Result<session::SessionInfo> CreateSession(std::string_view user, std::string_view agent, std::string_view id = "");
+  Result<std::vector<session::SessionInfo>> ListSessions();
+  Result<session::SessionInfo> GetSession(std::string_view id);
+  // Appends messages in order; returns the session afterwards.
+  Result<session::SessionInfo> AddMessages(std::string_view id, std::span<const Message> messages);
+  Result<std::vector<Message>> SessionMessages(std::string_view id);
+  // Phase 1 (archive + queue), then with options.wait phase 2 (see CommitOutcome).
+  Result<CommitOutcome> Commit(std::string_view id, const CommitOptions& options = {});
+  Result<SessionStatus> GetSessionStatus(std::string_view id);
+  // Runs the queued phase-2 jobs (taking the worker lock).
+  Result<WorkReport> Work(const Canceller* cancel = nullptr);
+  // Puts failed archives and dead jobs (of one session, or all when `id` is empty) back in the queue, after
+  // whatever made them fail was fixed. Returns how many jobs were re-queued.
+  Result<int> Retry(std::string_view id = "");
+
+  // ---- Memories ----
+  // Remembers `text` about a user or agent scope now, through dedup; `category` empty lets the model choose.
+  Result<std::vector<session::MemoryChange>> Remember(std::string_view scope, std::string_view text,
+                                                      std::string_view category = "");
+  Result<std::vector<session::AuditEntry>> MemoryHistory(std::string_view uri);
+  Result<std::vector<session::MemoryChange>> Consolidate(std::string_view under);
+
+  // ---- Prompts, tokens, conversations ----
+  Result<std::string> RenderPrompt(std::string_view id, const prompt::Value& vars);
+  // A token counter for "o200k_base", "cl100k_base" or "chars" (characters / 4); lives as long as the
+  // process. A vocabulary that cannot be loaded falls back to characters / 4 and `warning` says so.
+  static const MessageTokenCounter& Counter(const std::string& name, std::string* warning = nullptr);
+  // Opens a conversation log with the engine's model (conversation.h).
+  Result<std::unique_ptr<Conversation>> OpenConversation(const std::string& path, ConversationOptions options,
+                                                         const tools::Toolset* tools = nullptr);
+
+  // ---- The parts, for what the operations above do not cover ----
+  Result<memory::ContextStore*> store();
+  Result<session::Sessions*> sessions();
+  Result<session::JobQueue*> queue();
+  Result<session::AuditLog*> audit();
+  Result<prompt::PromptLibrary*> prompts();
+  Result<llm::ChatProvider*> model();
+  // The config file the provider settings were resolved with.
+  Result<const ConfigFile*> config();
+
+  // The prompt directories in search order (the shipped ones last).
+  std::vector<std::string> PromptSearchPath() const;
+
+  struct Impl;  // Opaque.
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Where the shipped prompt templates are: `<dir of this program>/../share/strata/prompts` when it exists,
+// else $STRATA_HOME/share/strata/prompts, else "" (none found).
+std::string ShippedPromptsDir();
+
+}  // namespace strata

@@ -1,0 +1,54 @@
+// One JSON view per public type: what the CLI prints and what the server returns, built in one place so
+// the two can never disagree. Each function turns a library value into a JSON object (members in a fixed
+// order); none reads anything but its arguments.
+//
+//   NodeView          {"uri","is_dir","type","category","abstract","size","created_ms","updated_ms"} plus
+//                     "superseded": true for a memory that a newer one replaced (metadata "valid_to")
+//   NodeDetailView    NodeView + "overview", "metadata" (object), "relations": [{"from","to","reason"}]
+//   HitView           {"uri","level","score","abstract","reason"}
+//   SessionView       {"abstract","agent","contexts","id",["messages",]"overview","stats":{...},"user"}
+//   ArchiveView       {"archive","error"?,"messages","model_retries"?,"state"}
+//   JobView           {"attempts","id","last_error"?,"payload","state"}
+//   AuditEntryView    {"action","after","at_ms","before","reason","source"}
+//   ChangesView       [{"action","reason","uri"}]
+//   AssemblyJson      the assembled window as `strata window assemble` prints it (a string, byte-exact)
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/memory/retrieval.h"
+#include "strata/memory/store.h"
+#include "strata/message/message.h"
+#include "strata/session/audit.h"
+#include "strata/session/job_queue.h"
+#include "strata/session/memory_pipeline.h"
+#include "strata/session/session.h"
+#include "strata/window/assembler.h"
+
+namespace strata::views {
+
+using Json = nlohmann::ordered_json;
+
+Json NodeView(const memory::Node& node);
+Json NodeDetailView(const memory::Node& node, const std::vector<memory::Relation>& relations);
+Json HitView(const memory::Hit& hit);
+// With `messages`, the session's current messages are included (kosong JSON).
+Json SessionView(const session::SessionInfo& info, const std::vector<Message>* messages = nullptr);
+Json ArchiveView(const session::ArchiveInfo& archive);
+Json JobView(const session::Job& job);
+Json AuditEntryView(const session::AuditEntry& entry);
+Json ChangesView(const std::vector<session::MemoryChange>& changes);
+Json CommitDiffView(const session::CommitDiff& diff);
+
+// Whether a node is a memory superseded by a newer one (its metadata has "valid_to").
+bool IsSuperseded(const memory::Node& node);
+
+// {"included_record_indices","summary_included","summary_over_budget","budget","total_tokens","messages",
+//  "warnings","warning_details"}: the system prompt (if any) and the assembled messages of `records`.
+std::string AssemblyJson(std::span<const Message> records, const window::Assembly& assembly,
+                         const window::AssembleOptions& options);
+
+}  // namespace strata::views

@@ -1,0 +1,101 @@
+// Checked reads of untrusted JSON held in nlohmann-json values: model replies, request bodies, files on
+// disk. nlohmann's `value()` and `get<T>()` throw `type_error` when a field has another type than the one
+// asked for (`{"decision": 1}` read as a string), and an exception that escapes a worker ends the process.
+// These accessors never throw:
+//
+//   StringOr(j, "key", "fallback")   the string, or the fallback when the key is absent, null or not a string
+//   IntOr / BoolOr / DoubleOr        likewise
+//   Field(j, "key")                  a pointer to the member (nullptr when j is not an object or lacks it)
+//   RequireString(j, "key", where)   kInvalidArgument naming `where.key` and what was found instead
+//   RequireInt(j, "key", where)
+//   TypeName(j)                      "string", "number", "object", ... for error messages
+//
+// Include only from .cc files that already use nlohmann-json (this header pulls it in).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "strata/util/status.h"
+
+namespace strata::json {
+
+template <typename J>
+const J* Field(const J& j, std::string_view key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+template <typename J>
+std::string_view TypeName(const J& j) {
+  if (j.is_string()) return "a string";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_number_integer()) return "an integer";
+  if (j.is_number()) return "a number";
+  if (j.is_object()) return "an object";
+  if (j.is_array()) return "an array";
+  if (j.is_null()) return "null";
+  return "an invalid value";
+}
+
+template <typename J>
+std::string StringOr(const J& j, std::string_view key, std::string_view fallback = "") {
+  const J* f = Field(j, key);
+  return f != nullptr && f->is_string() ? f->template get_ref<const std::string&>() : std::string(fallback);
+}
+
+template <typename J>
+int64_t IntOr(const J& j, std::string_view key, int64_t fallback) {
+  const J* f = Field(j, key);
+  if (f == nullptr) return fallback;
+  if (f->is_number_integer()) return f->template get<int64_t>();
+  return fallback;
+}
+
+template <typename J>
+bool BoolOr(const J& j, std::string_view key, bool fallback) {
+  const J* f = Field(j, key);
+  return f != nullptr && f->is_boolean() ? f->template get<bool>() : fallback;
+}
+
+template <typename J>
+double DoubleOr(const J& j, std::string_view key, double fallback) {
+  const J* f = Field(j, key);
+  return f != nullptr && f->is_number() ? f->template get<double>() : fallback;
+}
+
+// The member `key` of object `j` as a string; `where` names the object in the error ("session.json").
+template <typename J>
+Result<std::string> RequireString(const J& j, std::string_view key, std::string_view where) {
+  const J* f = Field(j, key);
+  if (f == nullptr) return Status::InvalidArgument(std::string(where) + ": \"" + std::string(key) + "\" is missing");
+  if (!f->is_string()) {
+    return Status::InvalidArgument(std::string(where) + ": \"" + std::string(key) + "\" must be a string, not " +
+                                   std::string(TypeName(*f)));
+  }
+  return f->template get<std::string>();
+}
+
+template <typename J>
+Result<int64_t> RequireInt(const J& j, std::string_view key, std::string_view where) {
+  const J* f = Field(j, key);
+  if (f == nullptr) return Status::InvalidArgument(std::string(where) + ": \"" + std::string(key) + "\" is missing");
+  if (!f->is_number_integer()) {
+    return Status::InvalidArgument(std::string(where) + ": \"" + std::string(key) + "\" must be an integer, not " +
+                                   std::string(TypeName(*f)));
+  }
+  return f->template get<int64_t>();
+}
+
+// A field that, when present and not null, must be a string: kInvalidArgument otherwise.
+template <typename J>
+Result<std::string> OptionalString(const J& j, std::string_view key, std::string_view where) {
+  const J* f = Field(j, key);
+  if (f == nullptr || f->is_null()) return std::string();
+  return RequireString(j, key, where);
+}
+
+}  // namespace strata::json

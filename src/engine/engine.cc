@@ -1,0 +1,612 @@
+#include "strata/engine/engine.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <type_traits>
+#include <nlohmann/json.hpp>
+
+#include "strata/json/checked.h"
+#include "strata/memory/embedder.h"
+#include "strata/memory/skill.h"
+#include "strata/memory/sqlite_store.h"
+#include "strata/tokenizer/encoding.h"
+#include "strata/tokenizer/message_counter.h"
+
+namespace strata {
+namespace {
+
+using Json = nlohmann::json;
+
+// Runs `body`, turning an exception that escaped the library (a bug) into kInternal naming `what`.
+template <typename F>
+auto Guard(std::string_view what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(what) + ": unexpected error: " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(what) + ": unexpected error");
+  }
+}
+
+// An exclusive, non-blocking flock on a file that records the holder's pid. Held until destroyed.
+class WorkerLock {
+ public:
+  ~WorkerLock() {
+    if (fd_ >= 0) {
+      (void)::ftruncate(fd_, 0);
+      ::close(fd_);  // Releases the lock.
+    }
+  }
+  Status Acquire(const std::string& path) {
+    if (fd_ >= 0) return Status::Ok();
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::Internal("cannot open " + path + ": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      char buf[32] = {0};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      if (err != EWOULDBLOCK) return Status::Internal("cannot lock " + path + ": " + std::strerror(err));
+      return Status::Unavailable("phase 2 of this data directory is being run by another process" +
+                                 (pid.empty() ? std::string() : " (pid " + pid + ")") + ", which holds " + path +
+                                 "; it will process the queue: follow it with `strata session status ID`");
+    }
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+      // The pid is only informational; the lock is what counts.
+    }
+    fd_ = fd;
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+bool IsDir(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && std::filesystem::is_directory(path, ec);
+}
+
+}  // namespace
+
+std::string ShippedPromptsDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path dir = exe.parent_path().parent_path() / "share" / "strata" / "prompts";
+    if (IsDir(dir.string())) return dir.string();
+  }
+  if (const char* home = std::getenv("STRATA_HOME"); home != nullptr && *home != '\0') {
+    std::string dir = std::string(home) + "/share/strata/prompts";
+    if (IsDir(dir)) return dir;
+  }
+  return "";
+}
+
+struct Engine::Impl {
+  EngineOptions options;
+
+  std::mutex open_mu;  // Guards the lazily opened parts below (held only while one opens).
+  std::unique_ptr<session::JobQueue> queue;
+  std::unique_ptr<session::Sessions> sessions;
+  std::unique_ptr<memory::ContextStore> store;
+  std::unique_ptr<session::AuditLog> audit;
+  std::unique_ptr<prompt::PromptLibrary> prompts;
+  std::optional<ConfigFile> config;
+  std::unique_ptr<llm::ChatProvider> owned_model;
+  llm::ChatProvider* model = nullptr;
+  std::unique_ptr<session::MemoryPipeline> pipeline;
+
+  std::mutex worker_mu;  // One phase-2 run at a time in this process; worker_lock across processes.
+  WorkerLock worker_lock;
+
+  std::string Path(const char* name) const { return options.data_dir + "/" + name; }
+
+  Result<session::JobQueue*> Queue() {
+    std::lock_guard lock(open_mu);
+    return QueueLocked();
+  }
+  Result<session::JobQueue*> QueueLocked() {
+    if (!queue) {
+      STRATA_ASSIGN_OR_RETURN(queue, session::OpenJobQueue(Path("queue.db"), options.queue));
+    }
+    return queue.get();
+  }
+  Result<session::Sessions*> Sessions() {
+    std::lock_guard lock(open_mu);
+    return SessionsLocked();
+  }
+  Result<session::Sessions*> SessionsLocked() {
+    if (!sessions) {
+      STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, QueueLocked());
+      STRATA_ASSIGN_OR_RETURN(sessions, session::OpenSessions(options.data_dir, {.queue = q}));
+    }
+    return sessions.get();
+  }
+  Result<memory::ContextStore*> Store() {
+    std::lock_guard lock(open_mu);
+    return StoreLocked();
+  }
+  Result<memory::ContextStore*> StoreLocked() {
+    if (!store) {
+      memory::SqliteStoreOptions o;
+      if (options.embedder_instance) {
+        o.embedder = options.embedder_instance;
+      } else {
+        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> e, memory::EmbedderFromSpec(options.embedder));
+        o.embedder = std::move(e);
+      }
+      o.busy_timeout = options.busy_timeout;
+      STRATA_ASSIGN_OR_RETURN(store, memory::OpenSqliteStore(options.data_dir, std::move(o)));
+    }
+    return store.get();
+  }
+  Result<session::AuditLog*> Audit() {
+    std::lock_guard lock(open_mu);
+    return AuditLocked();
+  }
+  Result<session::AuditLog*> AuditLocked() {
+    if (!audit) {
+      STRATA_ASSIGN_OR_RETURN(audit, session::OpenAuditLog(Path("audit.db")));
+    }
+    return audit.get();
+  }
+  std::vector<std::string> PromptDirs() const {
+    std::vector<std::string> dirs = options.prompt_dirs;
+    if (!options.ignore_prompt_env) {
+      if (const char* extra = std::getenv("STRATA_PROMPTS"); extra != nullptr && *extra != '\0') dirs.push_back(extra);
+    }
+    std::string shipped = options.shipped_prompts_dir.empty() ? ShippedPromptsDir() : options.shipped_prompts_dir;
+    if (!shipped.empty()) dirs.push_back(shipped);
+    return dirs;
+  }
+  prompt::PromptLibrary* PromptsLocked() {
+    if (!prompts) prompts = std::make_unique<prompt::PromptLibrary>(PromptDirs());
+    return prompts.get();
+  }
+  Result<const ConfigFile*> ConfigLocked() {
+    if (!config) {
+      STRATA_ASSIGN_OR_RETURN(config, LoadConfigFile(options.provider.config_file));
+    }
+    return &*config;
+  }
+  Result<llm::ChatProvider*> ModelLocked() {
+    if (model != nullptr) return model;
+    if (options.model != nullptr) return model = options.model;
+    STRATA_ASSIGN_OR_RETURN(const ConfigFile* c, ConfigLocked());
+    STRATA_ASSIGN_OR_RETURN(owned_model, MakeProvider(options.provider, *c, options.on_model_retry));
+    return model = owned_model.get();
+  }
+  Result<session::MemoryPipeline*> Pipeline() {
+    std::lock_guard lock(open_mu);
+    if (!pipeline) {
+      STRATA_ASSIGN_OR_RETURN(session::Sessions * s, SessionsLocked());
+      STRATA_ASSIGN_OR_RETURN(memory::ContextStore * st, StoreLocked());
+      STRATA_ASSIGN_OR_RETURN(session::AuditLog * a, AuditLocked());
+      STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * m, ModelLocked());
+      pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, options.pipeline);
+    }
+    return pipeline.get();
+  }
+
+  // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones
+  // (their worker died: it no longer holds the lock), so they go back to pending at once.
+  Result<std::unique_lock<std::mutex>> BecomeWorker() {
+    std::unique_lock lock(worker_mu);
+    STRATA_RETURN_IF_ERROR(worker_lock.Acquire(Path("worker.lock")));
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, Queue());
+    STRATA_RETURN_IF_ERROR(q->ReleaseRunning());
+    return lock;
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
+  return Guard("open engine", [&]() -> Result<std::unique_ptr<Engine>> {
+    if (options.data_dir.empty()) return Status::InvalidArgument("engine: the data directory is empty");
+    auto impl = std::make_unique<Impl>();
+    impl->options = std::move(options);
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  });
+}
+
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+Result<memory::ContextStore*> Engine::store() { return impl_->Store(); }
+Result<session::Sessions*> Engine::sessions() { return impl_->Sessions(); }
+Result<session::JobQueue*> Engine::queue() { return impl_->Queue(); }
+Result<session::AuditLog*> Engine::audit() { return impl_->Audit(); }
+Result<prompt::PromptLibrary*> Engine::prompts() {
+  std::lock_guard lock(impl_->open_mu);
+  return impl_->PromptsLocked();
+}
+Result<llm::ChatProvider*> Engine::model() {
+  std::lock_guard lock(impl_->open_mu);
+  return impl_->ModelLocked();
+}
+Result<const ConfigFile*> Engine::config() {
+  std::lock_guard lock(impl_->open_mu);
+  return impl_->ConfigLocked();
+}
+std::vector<std::string> Engine::PromptSearchPath() const { return impl_->PromptDirs(); }
+
+// ---- The context store ----
+
+namespace {
+// Runs `body(store, uri)` on the engine's store with `text` parsed as a URI.
+template <typename F>
+auto WithUri(Engine::Impl& impl, std::string_view what, std::string_view text, F&& body) {
+  using R = std::invoke_result_t<F, memory::ContextStore&, const memory::Uri&>;
+  return Guard(what, [&]() -> R {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri uri, memory::Uri::Parse(text));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl.Store());
+    return body(*store, uri);
+  });
+}
+}  // namespace
+
+Status Engine::Write(std::string_view uri, std::string_view content, const memory::WriteOptions& options) {
+  return WithUri(*impl_, "write", uri, [&](memory::ContextStore& s, const memory::Uri& u) {
+    return s.Write(u, content, options);
+  });
+}
+
+Status Engine::Mkdir(std::string_view uri, const memory::WriteOptions& options) {
+  return WithUri(*impl_, "mkdir", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Mkdir(u, options); });
+}
+
+Result<std::string> Engine::Read(std::string_view uri, memory::Level level) {
+  return WithUri(*impl_, "read", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Read(u, level); });
+}
+
+Result<memory::Node> Engine::Stat(std::string_view uri) {
+  return WithUri(*impl_, "stat", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Stat(u); });
+}
+
+Result<std::vector<memory::Relation>> Engine::Relations(std::string_view uri) {
+  return WithUri(*impl_, "relations", uri,
+                 [&](memory::ContextStore& s, const memory::Uri& u) { return s.Relations(u); });
+}
+
+Result<std::vector<memory::Node>> Engine::List(std::string_view uri, const memory::ListOptions& options) {
+  return WithUri(*impl_, "list", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.List(u, options); });
+}
+
+Result<std::vector<memory::Node>> Engine::Glob(std::string_view pattern, std::string_view under) {
+  return WithUri(*impl_, "glob", under,
+                 [&](memory::ContextStore& s, const memory::Uri& u) { return s.Glob(pattern, u); });
+}
+
+Result<std::vector<memory::GrepMatch>> Engine::Grep(std::string_view needle, std::string_view under,
+                                                   bool ignore_case) {
+  return WithUri(*impl_, "grep", under,
+                 [&](memory::ContextStore& s, const memory::Uri& u) { return s.Grep(needle, u, ignore_case); });
+}
+
+Result<std::vector<memory::Hit>> Engine::Find(std::string_view query, const memory::FindOptions& options) {
+  return Guard("find", [&]() -> Result<std::vector<memory::Hit>> {
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    return memory::Find(*store, std::string(query), options);
+  });
+}
+
+Result<int64_t> Engine::Remove(std::string_view uri, bool recursive) {
+  return WithUri(*impl_, "rm", uri,
+                 [&](memory::ContextStore& s, const memory::Uri& u) { return s.Remove(u, recursive); });
+}
+
+namespace {
+template <typename F>
+Status WithTwoUris(Engine::Impl& impl, std::string_view what, std::string_view from, std::string_view to, F&& body) {
+  return WithUri(impl, what, from, [&](memory::ContextStore& s, const memory::Uri& f) -> Status {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri t, memory::Uri::Parse(to));
+    return body(s, f, t);
+  });
+}
+}  // namespace
+
+Status Engine::Move(std::string_view from, std::string_view to) {
+  return WithTwoUris(*impl_, "mv", from, to,
+                     [](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) { return s.Move(f, t); });
+}
+
+Status Engine::Link(std::string_view from, std::string_view to, std::string_view reason) {
+  return WithTwoUris(*impl_, "link", from, to, [&](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) {
+    return s.Link(f, t, reason);
+  });
+}
+
+Status Engine::Unlink(std::string_view from, std::string_view to) {
+  return WithTwoUris(*impl_, "unlink", from, to,
+                     [](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) { return s.Unlink(f, t); });
+}
+
+Result<memory::ExportReport> Engine::Export(std::string_view uri, const std::string& dir) {
+  return WithUri(*impl_, "export", uri.empty() ? std::string_view("strata://") : uri,
+                 [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ExportMarkdown(s, u, dir); });
+}
+
+Result<memory::ImportReport> Engine::Import(const std::string& dir, std::string_view uri) {
+  return WithUri(*impl_, "import", uri.empty() ? std::string_view("strata://resources") : uri,
+                 [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ImportMarkdown(s, dir, u); });
+}
+
+Result<std::vector<std::string>> Engine::Check() {
+  return Guard("check", [&]() -> Result<std::vector<std::string>> {
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    return store->Check();
+  });
+}
+
+Status Engine::Reindex() {
+  return Guard("reindex", [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    return store->Reindex();
+  });
+}
+
+// ---- Skills ----
+
+namespace {
+Result<memory::Uri> SkillsDir(std::string_view agent) {
+  return memory::Uri::Parse("strata://agent/" + std::string(agent) + "/skills");
+}
+}  // namespace
+
+Result<std::string> Engine::AddSkill(std::string_view agent, const std::string& path) {
+  return Guard("skill add", [&]() -> Result<std::string> {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
+    STRATA_ASSIGN_OR_RETURN(memory::Skill skill, memory::LoadSkillFile(path));
+    STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(skill.name));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    Json meta = {{"tools", skill.tools}, {"skill_md", memory::SerializeSkill(skill)}};
+    STRATA_RETURN_IF_ERROR(store->Write(
+        uri, skill.body,
+        {.abstract_text = skill.description, .type = memory::ContextType::kSkill, .metadata = meta.dump()}));
+    return uri.str();
+  });
+}
+
+Result<std::vector<memory::Node>> Engine::ListSkills(std::string_view agent) {
+  return Guard("skill list", [&]() -> Result<std::vector<memory::Node>> {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    STRATA_RETURN_IF_ERROR(store->Mkdir(skills, {}));
+    return store->List(skills);
+  });
+}
+
+Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view name) {
+  return Guard("skill show", [&]() -> Result<std::string> {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
+    STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(name));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, store->Stat(uri));
+    Json meta = Json::parse(node.metadata, nullptr, false);
+    std::string md = json::StringOr(meta, "skill_md");
+    return md.empty() ? node.content : md;
+  });
+}
+
+// ---- Sessions ----
+
+Result<session::SessionInfo> Engine::CreateSession(std::string_view user, std::string_view agent, std::string_view id) {
+  return Guard("session new", [&]() -> Result<session::SessionInfo> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    return s->Create(user, agent, id);
+  });
+}
+
+Result<std::vector<session::SessionInfo>> Engine::ListSessions() {
+  return Guard("session list", [&]() -> Result<std::vector<session::SessionInfo>> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    return s->List();
+  });
+}
+
+Result<session::SessionInfo> Engine::GetSession(std::string_view id) {
+  return Guard("session show", [&]() -> Result<session::SessionInfo> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    return s->Get(id);
+  });
+}
+
+Result<session::SessionInfo> Engine::AddMessages(std::string_view id, std::span<const Message> messages) {
+  return Guard("session add", [&]() -> Result<session::SessionInfo> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    for (const Message& m : messages) STRATA_RETURN_IF_ERROR(s->Add(id, m));
+    return s->Get(id);
+  });
+}
+
+Result<std::vector<Message>> Engine::SessionMessages(std::string_view id) {
+  return Guard("session messages", [&]() -> Result<std::vector<Message>> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    return s->Messages(id);
+  });
+}
+
+Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& options) {
+  return Guard("session commit", [&]() -> Result<CommitOutcome> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    CommitOutcome out;
+    STRATA_ASSIGN_OR_RETURN(out.ticket, s->Commit(id));
+    if (!options.wait) return out;
+    STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * pipeline, impl_->Pipeline());
+    auto worker = impl_->BecomeWorker();
+    if (!worker.ok()) {
+      out.phase2 = worker.status();
+      return out;
+    }
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
+    // The caller is waiting for this session: its jobs run now even if a backoff after an earlier failure
+    // would have them wait.
+    STRATA_RETURN_IF_ERROR(queue->Expedite(id));
+    STRATA_RETURN_IF_ERROR(pipeline->RunPending(*queue, 1 << 30, options.cancel).status());
+    STRATA_ASSIGN_OR_RETURN(auto archives, s->Archives(id));
+    for (const session::ArchiveInfo& a : archives) {
+      if (a.number != out.ticket.archive) continue;
+      out.state = a.state;
+      if (a.state != session::ArchiveState::kDone) {
+        std::string why = a.error;
+        if (why.empty()) {
+          STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(out.ticket.job_id));
+          if (job && !job->last_error.empty()) why = job->last_error + "; it will be retried by `strata session work`";
+        }
+        if (why.empty()) why = "it will be retried by `strata session work`";
+        out.phase2 = Status::Unavailable("phase 2 of archive " + std::to_string(a.number) + " did not finish: " + why);
+        return out;
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, pipeline->ProcessArchive(id, out.ticket.archive));
+    out.diff = std::move(diff);
+    return out;
+  });
+}
+
+Result<SessionStatus> Engine::GetSessionStatus(std::string_view id) {
+  return Guard("session status", [&]() -> Result<SessionStatus> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, impl_->Queue());
+    SessionStatus out;
+    out.session = std::string(id);
+    STRATA_ASSIGN_OR_RETURN(out.archives, s->Archives(id));
+    STRATA_ASSIGN_OR_RETURN(out.jobs, q->List(std::nullopt, std::string(id)));
+    return out;
+  });
+}
+
+Result<WorkReport> Engine::Work(const Canceller* cancel) {
+  return Guard("session work", [&]() -> Result<WorkReport> {
+    STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * pipeline, impl_->Pipeline());
+    STRATA_ASSIGN_OR_RETURN(auto worker, impl_->BecomeWorker());
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, impl_->Queue());
+    WorkReport report;
+    STRATA_ASSIGN_OR_RETURN(report.completed, pipeline->RunPending(*q, 1 << 30, cancel));
+    STRATA_ASSIGN_OR_RETURN(auto pending, q->List(session::JobState::kPending));
+    STRATA_ASSIGN_OR_RETURN(auto dead, q->List(session::JobState::kDead));
+    report.pending = pending.size();
+    report.dead = dead.size();
+    return report;
+  });
+}
+
+Result<int> Engine::Retry(std::string_view id) {
+  return Guard("session retry", [&]() -> Result<int> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, impl_->Queue());
+    std::vector<session::SessionInfo> targets;
+    if (id.empty()) {
+      STRATA_ASSIGN_OR_RETURN(targets, s->List());
+    } else {
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
+      targets.push_back(std::move(info));
+    }
+    int requeued = 0;
+    for (const session::SessionInfo& info : targets) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> dead, q->List(session::JobState::kDead, info.id));
+      for (const session::Job& job : dead) {
+        if (job.kind != session::kCommitJobKind) continue;
+        STRATA_RETURN_IF_ERROR(q->Retry(job.id));
+        ++requeued;
+      }
+      // A failed archive with no job left (its job finished as failed before jobs could be retried) gets one.
+      STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, s->Archives(info.id));
+      for (const session::ArchiveInfo& a : archives) {
+        if (a.state != session::ArchiveState::kFailed) continue;
+        STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, q->List(std::nullopt, info.id));
+        bool queued = false;
+        for (const session::Job& job : jobs) {
+          Json payload = Json::parse(job.payload, nullptr, false);
+          queued = queued || ((job.state == session::JobState::kPending || job.state == session::JobState::kRunning) &&
+                              json::IntOr(payload, "archive", -1) == a.number);
+        }
+        if (queued) continue;
+        STRATA_RETURN_IF_ERROR(s->EnqueueArchive(info.id, a.number).status());
+        ++requeued;
+      }
+    }
+    return requeued;
+  });
+}
+
+// ---- Memories ----
+
+Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view scope, std::string_view text,
+                                                           std::string_view category) {
+  return Guard("remember", [&]() -> Result<std::vector<session::MemoryChange>> {
+    STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
+    return p->Remember(scope, text, category);
+  });
+}
+
+Result<std::vector<session::AuditEntry>> Engine::MemoryHistory(std::string_view uri) {
+  return Guard("memory history", [&]() -> Result<std::vector<session::AuditEntry>> {
+    STRATA_ASSIGN_OR_RETURN(session::AuditLog * audit, impl_->Audit());
+    STRATA_ASSIGN_OR_RETURN(memory::Uri u, memory::Uri::Parse(uri));
+    return audit->History(u.str());
+  });
+}
+
+Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view under) {
+  return Guard("consolidate", [&]() -> Result<std::vector<session::MemoryChange>> {
+    STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
+    return p->Consolidate(under);
+  });
+}
+
+// ---- Prompts, tokens, conversations ----
+
+Result<std::string> Engine::RenderPrompt(std::string_view id, const prompt::Value& vars) {
+  return Guard("render prompt", [&]() -> Result<std::string> {
+    STRATA_ASSIGN_OR_RETURN(prompt::PromptLibrary * library, prompts());
+    return library->Render(id, vars);
+  });
+}
+
+const MessageTokenCounter& Engine::Counter(const std::string& name, std::string* warning) {
+  static std::mutex mu;
+  static auto* counters = new std::map<std::string, std::unique_ptr<MessageTokenCounter>>;
+  static auto* warnings = new std::map<std::string, std::string>;
+  std::lock_guard lock(mu);
+  auto& slot = (*counters)[name];
+  if (!slot) {
+    if (name != "chars") {
+      auto encoding = tokenizer::Encoding::Load(name);
+      if (encoding.ok()) {
+        slot = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
+      } else {
+        (*warnings)[name] = encoding.status().message() + "; counting tokens as characters / 4";
+      }
+    }
+    if (!slot) slot = std::make_unique<CharRatioEstimator>(4);
+  }
+  if (warning != nullptr) {
+    auto it = warnings->find(name);
+    *warning = it == warnings->end() ? "" : it->second;
+  }
+  return *slot;
+}
+
+Result<std::unique_ptr<Conversation>> Engine::OpenConversation(const std::string& path, ConversationOptions options,
+                                                               const tools::Toolset* tools) {
+  return Guard("open conversation", [&]() -> Result<std::unique_ptr<Conversation>> {
+    STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * m, model());
+    return Conversation::Open(path, *m, Counter("o200k_base"), std::move(options), tools);
+  });
+}
+
+}  // namespace strata

@@ -1,0 +1,141 @@
+#include "strata/engine/views.h"
+
+#include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
+#include "strata/message/message_json.h"
+
+namespace strata::views {
+
+bool IsSuperseded(const memory::Node& node) {
+  if (node.metadata.find("valid_to") == std::string::npos) return false;  // Cheap test first.
+  Json meta = Json::parse(node.metadata, nullptr, false);
+  const Json* valid_to = json::Field(meta, "valid_to");
+  return valid_to != nullptr && !valid_to->is_null();
+}
+
+Json NodeView(const memory::Node& n) {
+  Json j = {{"uri", n.uri.str()},
+            {"is_dir", n.is_dir},
+            {"type", std::string(memory::ContextTypeName(n.type))},
+            {"category", n.category},
+            {"abstract", n.abstract_text},
+            {"size", n.size},
+            {"created_ms", n.created_ms},
+            {"updated_ms", n.updated_ms}};
+  if (IsSuperseded(n)) j["superseded"] = true;
+  return j;
+}
+
+Json NodeDetailView(const memory::Node& n, const std::vector<memory::Relation>& relations) {
+  Json j = NodeView(n);
+  j["overview"] = n.overview;
+  Json meta = Json::parse(n.metadata, nullptr, false);
+  j["metadata"] = meta.is_discarded() ? Json::object() : std::move(meta);
+  j["relations"] = Json::array();
+  for (const memory::Relation& r : relations) {
+    j["relations"].push_back({{"from", r.from.str()}, {"to", r.to.str()}, {"reason", r.reason}});
+  }
+  return j;
+}
+
+Json HitView(const memory::Hit& h) {
+  return {{"uri", h.uri.str()},
+          {"level", static_cast<int>(h.level)},
+          {"score", h.score},
+          {"abstract", h.abstract_text},
+          {"reason", h.reason}};
+}
+
+// Members in alphabetical order: the order these views have always been printed in.
+Json SessionView(const session::SessionInfo& s, const std::vector<Message>* messages) {
+  Json j = {{"abstract", s.abstract_text}, {"agent", s.agent}, {"contexts", s.contexts}, {"id", s.id}};
+  if (messages != nullptr) {
+    Json list = Json::array();
+    for (const Message& m : *messages) list.push_back(Json::parse(MessageToJson(m)));
+    j["messages"] = std::move(list);
+  }
+  j["overview"] = s.overview;
+  j["stats"] = {{"commits", s.stats.commits},
+                {"contexts_used", s.stats.contexts_used},
+                {"memories_extracted", s.stats.memories_extracted},
+                {"messages", s.stats.messages},
+                {"skills_used", s.stats.skills_used},
+                {"tokens", s.stats.tokens},
+                {"turns", s.stats.turns}};
+  j["user"] = s.user;
+  return j;
+}
+
+Json ArchiveView(const session::ArchiveInfo& a) {
+  Json j = {{"archive", a.number}};
+  if (!a.error.empty()) j["error"] = a.error;
+  j["messages"] = a.messages;
+  j["state"] = std::string(session::ArchiveStateName(a.state));
+  return j;
+}
+
+Json JobView(const session::Job& job) {
+  Json j = {{"attempts", job.attempts}, {"id", job.id}};
+  if (!job.last_error.empty()) j["last_error"] = job.last_error;
+  Json payload = Json::parse(job.payload, nullptr, false);
+  j["payload"] = payload.is_discarded() ? Json(job.payload) : std::move(payload);
+  j["state"] = std::string(session::JobStateName(job.state));
+  return j;
+}
+
+Json AuditEntryView(const session::AuditEntry& e) {
+  return {{"action", e.action}, {"after", e.after},   {"at_ms", e.at_ms},
+          {"before", e.before}, {"reason", e.reason}, {"source", e.source}};
+}
+
+Json ChangesView(const std::vector<session::MemoryChange>& changes) {
+  Json out = Json::array();
+  for (const auto& c : changes) out.push_back({{"action", c.action}, {"reason", c.reason}, {"uri", c.uri}});
+  return out;
+}
+
+Json CommitDiffView(const session::CommitDiff& diff) {
+  return {{"archive", diff.archive},
+          {"candidates", diff.candidates},
+          {"changes", ChangesView(diff.changes)},
+          {"session", diff.session},
+          {"summary", diff.summary}};
+}
+
+std::string AssemblyJson(std::span<const Message> records, const window::Assembly& a,
+                         const window::AssembleOptions& options) {
+  std::string out = "{\"included_record_indices\":[";
+  for (size_t i = 0; i < a.included.size(); ++i) out += (i ? "," : "") + std::to_string(a.included[i]);
+  out += std::string("],\"summary_included\":") + (a.summary_included ? "true" : "false") +
+         ",\"summary_over_budget\":" + (a.summary_over_budget ? "true" : "false") +
+         ",\"budget\":" + std::to_string(a.budget) + ",\"total_tokens\":" + std::to_string(a.total_tokens) +
+         ",\"messages\":[";
+  bool first = true;
+  if (!options.system_prompt.empty()) {
+    AppendMessageJson(Message::System(options.system_prompt), &out);
+    first = false;
+  }
+  for (const Message& m : window::AssembledMessages(records, a, options)) {
+    if (!first) out += ",";
+    AppendMessageJson(m, &out);
+    first = false;
+  }
+  out += "],\"warnings\":[";
+  for (size_t i = 0; i < a.warnings.size(); ++i) {
+    if (i > 0) out += ",";
+    json::AppendString(&out, window::WarningCodeName(a.warnings[i].code));
+  }
+  out += "],\"warning_details\":[";
+  for (size_t i = 0; i < a.warnings.size(); ++i) {
+    const window::AssemblyWarning& w = a.warnings[i];
+    out += i ? ",{\"code\":" : "{\"code\":";
+    json::AppendString(&out, window::WarningCodeName(w.code));
+    out += ",\"message\":";
+    json::AppendString(&out, w.message);
+    out += ",\"record_index\":" + (w.index ? std::to_string(*w.index) : std::string("null")) + "}";
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace strata::views

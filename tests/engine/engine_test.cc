@@ -1,0 +1,430 @@
+// The engine at library level: the store, sessions and memory operations every front end calls, the
+// conversation turn loop, the JSON views, provider resolution, and untrusted input (wrongly typed model
+// replies, damaged session files) that must come back as errors, never as a dead process.
+#include "strata/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "strata/engine/views.h"
+#include "strata/llm/scripted.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using Json = nlohmann::json;
+
+llm::ScriptedReply Text(std::string text) {
+  llm::ScriptedReply r;
+  r.parts.push_back(ContentPart(TextPart{std::move(text)}));
+  return r;
+}
+
+llm::ScriptedReply Call(std::string id, std::string name, std::string arguments) {
+  llm::ScriptedReply r;
+  ToolCall call;
+  call.id = std::move(id);
+  call.function.name = std::move(name);
+  call.function.arguments = std::move(arguments);
+  r.parts.push_back(std::move(call));
+  return r;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+enum class Stage { kSummary, kExtract, kDedup, kOther };
+
+Stage StageOf(const llm::ScriptedProvider::Request& req) {
+  std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+  if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;
+  if (prompt.find("You maintain an agent's long-term memory") != std::string::npos) return Stage::kExtract;
+  if (prompt.find("A new memory was extracted") != std::string::npos) return Stage::kDedup;
+  return Stage::kOther;
+}
+
+constexpr const char* kSeat =
+    R"({"memories": [{"category": "preferences", "key": "seat_preference", "abstract": "Prefers aisle seats",
+        "content": "Alice prefers aisle seats on long flights."}]})";
+
+// An engine over a temporary data directory whose model answers by pipeline stage.
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    engine_.reset();
+    model_ = std::make_unique<llm::ScriptedProvider>("scripted", [this](const llm::ScriptedProvider::Request& req) {
+      Stage stage = StageOf(req);
+      if (stage == Stage::kSummary) return summary_;
+      if (stage == Stage::kExtract) return extraction_;
+      if (stage == Stage::kDedup) {
+        ++dedup_calls_;
+        return dedup_;
+      }
+      return Text("?");
+    });
+    auto e = Engine::Open({.data_dir = dir_.path(), .model = model_.get(), .ignore_prompt_env = true,
+                           .shipped_prompts_dir = STRATA_PROMPTS_DIR});
+    ASSERT_OK(e);
+    engine_ = std::move(*e);
+  }
+
+  session::ArchiveInfo Archive(const std::string& session, int n) {
+    auto status = engine_->GetSessionStatus(session);
+    EXPECT_OK(status);
+    for (const auto& a : status.ok() ? status->archives : std::vector<session::ArchiveInfo>{}) {
+      if (a.number == n) return a;
+    }
+    ADD_FAILURE() << "no archive " << n;
+    return {};
+  }
+
+  testing::TempDir dir_;
+  llm::ScriptedReply summary_ = Text("Alice talked about travel.");
+  llm::ScriptedReply extraction_ = Text(kSeat);
+  llm::ScriptedReply dedup_ = Text(R"({"decision": "create", "reason": "new"})");
+  std::atomic<int> dedup_calls_{0};
+  std::unique_ptr<llm::ScriptedProvider> model_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, StoreOperationsWorkThroughUriStrings) {
+  ASSERT_OK(engine_->Write("strata://resources/notes/build", "Run scripts/test before pushing.\n\nIt builds all."));
+  auto text = engine_->Read("strata://resources/notes/build");
+  ASSERT_OK(text);
+  EXPECT_EQ(*text, "Run scripts/test before pushing.\n\nIt builds all.");
+  auto abstract = engine_->Read("strata://resources/notes/build", memory::Level::kAbstract);
+  ASSERT_OK(abstract);
+  EXPECT_EQ(*abstract, "Run scripts/test before pushing.");
+  auto list = engine_->List("strata://resources/notes");
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].uri.str(), "strata://resources/notes/build");
+  auto hits = engine_->Find("how do I test before pushing", {.limit = 3});
+  ASSERT_OK(hits);
+  ASSERT_FALSE(hits->empty());
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/notes/build");
+  ASSERT_OK(engine_->Move("strata://resources/notes/build", "strata://resources/notes/testing"));
+  EXPECT_EQ(engine_->Stat("strata://resources/notes/build").status().code(), StatusCode::kNotFound);
+  auto grep = engine_->Grep("scripts/test", "strata://resources");
+  ASSERT_OK(grep);
+  ASSERT_EQ(grep->size(), 1u);
+  EXPECT_EQ((*grep)[0].uri.str(), "strata://resources/notes/testing");
+  // A bad URI is an error naming it, from every operation.
+  Status bad = engine_->Write("strata://resources/../etc", "x");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find(".."), std::string::npos) << bad.message();
+}
+
+TEST_F(EngineTest, CommitWaitTurnsASessionIntoMemories) {
+  auto s = engine_->CreateSession("alice", "helper", "s1");
+  ASSERT_OK(s);
+  std::vector<Message> messages = {Message::User("I always want an aisle seat."), Message::Assistant("Noted.")};
+  auto added = engine_->AddMessages("s1", messages);
+  ASSERT_OK(added);
+  EXPECT_EQ(added->stats.messages, 2);
+  auto outcome = engine_->Commit("s1", {.wait = true});
+  ASSERT_OK(outcome);
+  ASSERT_OK(outcome->phase2);
+  ASSERT_TRUE(outcome->diff.has_value());
+  ASSERT_EQ(outcome->diff->changes.size(), 1u);
+  EXPECT_EQ(outcome->diff->changes[0].uri, "strata://user/alice/memories/preferences/seat_preference");
+  auto memory = engine_->Read("strata://user/alice/memories/preferences/seat_preference");
+  ASSERT_OK(memory);
+  EXPECT_EQ(*memory, "Alice prefers aisle seats on long flights.");
+  auto history = engine_->MemoryHistory("strata://user/alice/memories/preferences/seat_preference");
+  ASSERT_OK(history);
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].action, "create");
+}
+
+// A dedup reply whose fields have the wrong types must not end the process: it is read by the documented
+// rules (an unusable decision keeps the candidate as new).
+TEST_F(EngineTest, WronglyTypedDedupRepliesAreReadByTheRulesNotThrown) {
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/seat_preference",
+                           "Alice prefers aisle seats on long flights and short ones."));
+  for (const char* reply : {R"({"decision": 1})", R"({"decision": "merge", "merge_into": "0", "content": 7})",
+                            R"({"decision": "create", "actions": [{"index": 0, "action": 1}, {"index": "0"}]})",
+                            R"({"decision": ["skip"], "reason": {"why": 1}})", R"([1, 2, 3])"}) {
+    SCOPED_TRACE(reply);
+    dedup_ = Text(reply);
+    auto changes = engine_->Remember("strata://user/alice", "Alice prefers aisle seats on long flights.", "preferences");
+    ASSERT_OK(changes);
+    ASSERT_FALSE(changes->empty());
+  }
+  EXPECT_GE(dedup_calls_, 5);  // Each reply was really read: the memories were similar enough to ask.
+}
+
+TEST_F(EngineTest, WronglyTypedExtractionIsRetriedThenFailsTheArchiveWithTheReason) {
+  extraction_ = Text(R"({"memories": [{"category": 5, "content": ["x"]}]})");
+  ASSERT_OK(engine_->CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine_->AddMessages("s1", std::vector<Message>{Message::User("hello")}));
+  auto outcome = engine_->Commit("s1", {.wait = true});
+  ASSERT_OK(outcome);
+  EXPECT_FALSE(outcome->phase2.ok());
+  EXPECT_NE(outcome->phase2.message().find("category"), std::string::npos) << outcome->phase2.message();
+}
+
+TEST_F(EngineTest, APermanentModelErrorFailsTheArchiveOnceAndRetryRequeuesIt) {
+  summary_.error = Status::FailedPrecondition("HTTP 401: invalid api key");
+  ASSERT_OK(engine_->CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine_->AddMessages("s1", std::vector<Message>{Message::User("I always want an aisle seat.")}));
+  auto outcome = engine_->Commit("s1", {.wait = true});
+  ASSERT_OK(outcome);
+  EXPECT_EQ(outcome->phase2.code(), StatusCode::kUnavailable);
+  EXPECT_NE(outcome->phase2.message().find("401"), std::string::npos) << outcome->phase2.message();
+  session::ArchiveInfo a = Archive("s1", 1);
+  EXPECT_EQ(a.state, session::ArchiveState::kFailed);
+  EXPECT_NE(a.error.find("401"), std::string::npos);
+
+  // Reopening does not queue it again (it would only fail again) ...
+  Reopen();
+  auto status = engine_->GetSessionStatus("s1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->jobs.size(), 1u);
+  EXPECT_EQ(status->jobs[0].state, session::JobState::kDead);
+  // ... until the cause is fixed and the user asks.
+  summary_ = Text("Alice talked about travel.");
+  auto requeued = engine_->Retry("s1");
+  ASSERT_OK(requeued);
+  EXPECT_EQ(*requeued, 1);
+  auto work = engine_->Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  EXPECT_EQ(Archive("s1", 1).state, session::ArchiveState::kDone);
+  EXPECT_OK(engine_->Stat("strata://user/alice/memories/preferences/seat_preference").status());
+}
+
+TEST_F(EngineTest, DamagedSessionFilesAreErrorsNamingTheFileAndLeaveOtherSessionsWorking) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "good"));
+  ASSERT_OK(engine_->CreateSession("bob", "", "bad"));
+  ASSERT_OK(engine_->AddMessages("bad", std::vector<Message>{Message::User("hi")}));
+  ASSERT_OK(engine_->Commit("bad"));
+  std::string info = dir_.File("sessions/bad/session.json");
+  Json j = Json::parse(ReadFile(info));
+  j["user"] = 1;
+  WriteFile(info, j.dump());
+  WriteFile(dir_.File("sessions/bad/history/archive_001/state.json"), R"({"state": "archived", "messages": "x"})");
+  Reopen();
+  auto got = engine_->GetSession("bad");
+  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("session.json"), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("\"user\""), std::string::npos) << got.status().message();
+  // The other session is untouched by the damage.
+  auto good = engine_->AddMessages("good", std::vector<Message>{Message::User("still here")});
+  ASSERT_OK(good);
+  EXPECT_EQ(good->stats.messages, 1);
+  auto list = engine_->ListSessions();
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, "good");
+}
+
+TEST_F(EngineTest, DamagedCandidatesFileFailsTheArchiveInsteadOfTheProcess) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine_->AddMessages("s1", std::vector<Message>{Message::User("hi")}));
+  auto outcome = engine_->Commit("s1");
+  ASSERT_OK(outcome);
+  std::string dir = dir_.File("sessions/s1/history/archive_001");
+  WriteFile(dir + "/summary.md", "A summary.");
+  WriteFile(dir + "/candidates.json", R"([{"category": 1, "content": "x", "dir": "strata://user/alice/memories/x"}])");
+  auto work = engine_->Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 0);
+  EXPECT_EQ(work->dead, 1u);
+  session::ArchiveInfo a = Archive("s1", 1);
+  EXPECT_EQ(a.state, session::ArchiveState::kFailed);
+  EXPECT_NE(a.error.find("candidates.json"), std::string::npos) << a.error;
+}
+
+TEST_F(EngineTest, PhaseTwoHasOneOwnerPerDataDirectory) {
+  auto other = Engine::Open({.data_dir = dir_.path(), .model = model_.get(), .ignore_prompt_env = true,
+                             .shipped_prompts_dir = STRATA_PROMPTS_DIR});
+  ASSERT_OK(other);
+  ASSERT_OK(engine_->Work().status());  // This engine now holds the worker lock (as a server would).
+  auto second = (*other)->Work();
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("worker.lock"), std::string::npos) << second.status().message();
+  EXPECT_NE(second.status().message().find("pid"), std::string::npos) << second.status().message();
+  engine_.reset();  // Releases it.
+  EXPECT_OK((*other)->Work().status());
+}
+
+TEST_F(EngineTest, SkillsRoundTripAsSkillMd) {
+  std::string path = dir_.File("SKILL.md");
+  WriteFile(path, "---\nname: deploy\ndescription: Deploys the service to staging.\n---\n# Deploy\nRun make deploy.\n");
+  auto uri = engine_->AddSkill("default", path);
+  ASSERT_OK(uri);
+  EXPECT_EQ(*uri, "strata://agent/default/skills/deploy");
+  auto list = engine_->ListSkills("default");
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].abstract_text, "Deploys the service to staging.");
+  auto md = engine_->ShowSkill("default", "deploy");
+  ASSERT_OK(md);
+  EXPECT_NE(md->find("name: deploy"), std::string::npos);
+  EXPECT_NE(md->find("Run make deploy."), std::string::npos);
+}
+
+TEST(EngineViews, SupersededMemoriesAreMarked) {
+  memory::Node n;
+  n.uri = *memory::Uri::Parse("strata://user/a/memories/preferences/x");
+  n.metadata = R"({"valid_from": 1})";
+  EXPECT_FALSE(views::NodeView(n).contains("superseded"));
+  n.metadata = R"({"valid_to": 5, "superseded_by": "strata://user/a/memories/preferences/y"})";
+  EXPECT_EQ(views::NodeView(n)["superseded"], true);
+  n.metadata = "not json";
+  EXPECT_FALSE(views::IsSuperseded(n));
+}
+
+TEST(EngineProviderConfig, WronglyTypedConfigMembersAreNamed) {
+  testing::TempDir dir;
+  std::string path = dir.File("config.json");
+  WriteFile(path, R"({"provider": "ollama", "model": 5})");
+  auto config = LoadConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("\"model\" must be a string"), std::string::npos) << config.status().message();
+  WriteFile(path, R"({"provider": "ollama", "model": "llama3.2", "options": {"temperature": 0}, "max_context_tokens": 8000})");
+  config = LoadConfigFile(path);
+  ASSERT_OK(config);
+  EXPECT_EQ(config->max_context_tokens, 8000);
+  auto provider = MakeProvider({.base_url = "http://127.0.0.1:9/v1"}, *config);
+  ASSERT_OK(provider);
+  EXPECT_EQ((*provider)->name(), "ollama");
+  EXPECT_EQ((*provider)->model(), "llama3.2");  // The config's model, over the preset's.
+  provider = MakeProvider({.provider = "openai", .model = "gpt-x", .base_url = "http://127.0.0.1:9/v1"}, *config);
+  ASSERT_OK(provider);
+  EXPECT_EQ((*provider)->model(), "gpt-x");  // Flags win.
+  EXPECT_EQ(LoadConfigFile(dir.File("missing.json")).status().code(), StatusCode::kNotFound);
+}
+
+// ---- Conversation: the turn loop at library level ----
+
+class ConversationTest : public ::testing::Test {
+ protected:
+  const MessageTokenCounter& counter_ = Engine::Counter("chars");
+  testing::TempDir dir_;
+};
+
+TEST_F(ConversationTest, TurnsUndoClearAndResumeAcrossOpens) {
+  llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{Text("Hello!"), Text("Paris."), Text("Again.")});
+  std::string path = dir_.File("chat/context.jsonl");
+  {
+    auto c = Conversation::Open(path, model, counter_, {.system_prompt = "Be brief."});
+    ASSERT_OK(c);
+    std::string streamed;
+    TurnCallbacks callbacks;
+    callbacks.on_part = [&](const StreamedPart& p) {
+      if (const auto* part = std::get_if<ContentPart>(&p)) {
+        if (const auto* t = std::get_if<TextPart>(part)) streamed += t->text;
+      }
+    };
+    auto turn = (*c)->Turn("hi", callbacks);
+    ASSERT_OK(turn);
+    EXPECT_EQ(streamed, "Hello!");
+    EXPECT_EQ(turn->steps, 1);
+    ASSERT_OK((*c)->Turn("Capital of France?").status());
+    EXPECT_EQ((*c)->log().history().size(), 4u);
+    // The second request carried the whole history and the system prompt.
+    auto requests = model.requests();
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_EQ(requests[1].system_prompt, "Be brief.");
+    EXPECT_EQ(requests[1].history.size(), 3u);
+    auto undone = (*c)->Undo();
+    ASSERT_OK(undone);
+    EXPECT_EQ(**undone, 1);
+    EXPECT_EQ((*c)->log().history().size(), 2u);
+    ASSERT_OK((*c)->Close());
+  }
+  auto c = Conversation::Open(path, model, counter_);
+  ASSERT_OK(c);
+  EXPECT_EQ((*c)->log().history().size(), 2u);  // Resumed from the log.
+  EXPECT_EQ((*c)->system_prompt(), "Be brief.");
+  ASSERT_OK((*c)->Clear());
+  EXPECT_TRUE((*c)->log().history().empty());
+  auto nothing = (*c)->Undo();
+  ASSERT_OK(nothing);
+  EXPECT_FALSE(nothing->has_value());
+}
+
+TEST_F(ConversationTest, ToolCallsAreAnsweredAndTheModelCalledAgainUntilItStops) {
+  llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{Call("c1", "nope", "{}"), Text("Done.")});
+  auto c = Conversation::Open(dir_.File("t.jsonl"), model, counter_);
+  ASSERT_OK(c);
+  std::vector<std::string> calls;
+  TurnCallbacks callbacks;
+  callbacks.on_tool_call = [&](const ToolCall& call) { calls.push_back(call.function.name); };
+  auto turn = (*c)->Turn("use a tool", callbacks);
+  ASSERT_OK(turn);
+  EXPECT_EQ(turn->steps, 2);
+  EXPECT_EQ(calls, std::vector<std::string>{"nope"});
+  // assistant(call), tool(result), assistant(text)
+  ASSERT_EQ(turn->messages.size(), 3u);
+  EXPECT_EQ(turn->messages[1].role, Role::kTool);
+  EXPECT_NE(turn->messages[1].ExtractText().find("nope"), std::string::npos);
+  EXPECT_EQ(turn->messages[2].ExtractText(), "Done.");
+}
+
+TEST_F(ConversationTest, StopsAfterMaxStepsOfToolCalls) {
+  llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{Call("c1", "a", "{}"), Call("c2", "a", "{}")});
+  auto c = Conversation::Open(dir_.File("t.jsonl"), model, counter_, {.max_steps = 2});
+  ASSERT_OK(c);
+  auto turn = (*c)->Turn("loop");
+  ASSERT_OK(turn);
+  EXPECT_TRUE(turn->stopped_at_max_steps);
+  EXPECT_EQ(turn->steps, 2);
+}
+
+TEST_F(ConversationTest, RefusesToSendAPromptWithoutTheNewestMessage) {
+  llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{Text("never")});
+  auto c = Conversation::Open(dir_.File("t.jsonl"), model, counter_, {.max_context = 60, .reserve_for_reply = 10});
+  ASSERT_OK(c);
+  auto turn = (*c)->Turn(std::string(1000, 'x'));
+  EXPECT_EQ(turn.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(turn.status().message().find("newest message"), std::string::npos);
+  EXPECT_TRUE(model.requests().empty());
+}
+
+TEST_F(ConversationTest, CompactsAutomaticallyWhenTheWindowFills) {
+  // Each reply is long enough that a few turns pass the trigger; the summariser's reply is recognisable.
+  llm::ScriptedProvider model("m", [](const llm::ScriptedProvider::Request& req) {
+    std::string prompt = req.history.empty() ? "" : req.history.back().ExtractText();
+    if (req.system_prompt.find("summar") != std::string::npos || prompt.find("ummar") != std::string::npos) {
+      return Text("SUMMARY: the user counted.");
+    }
+    return Text(std::string(300, 'r'));
+  });
+  auto c = Conversation::Open(dir_.File("t.jsonl"), model, counter_, {.max_context = 600, .reserve_for_reply = 50});
+  ASSERT_OK(c);
+  std::optional<CompactionReport> seen;
+  TurnCallbacks callbacks;
+  callbacks.on_compacted = [&](const CompactionReport& r) { seen = r; };
+  for (int i = 0; i < 8 && !seen; ++i) {
+    auto turn = (*c)->Turn("count " + std::to_string(i) + " " + std::string(100, 'u'), callbacks);
+    ASSERT_OK(turn);
+  }
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_GT(seen->compacted, 0);
+  EXPECT_LT(seen->tokens_after, seen->tokens_before);
+  EXPECT_FALSE(seen->rotation.empty());
+  auto next = (*c)->Assembled();
+  ASSERT_OK(next);
+  ASSERT_FALSE(next->empty());
+  EXPECT_NE((*next)[0].ExtractText().find("SUMMARY"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata

@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "cli_util.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,11 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     // CLI11 uses 0 for --help; any other parse problem is a usage error.
     return rc == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    // The library reports errors as Status; an exception reaching here is a bug, reported as one line.
+    return strata::cli::Fail(strata::Status::Internal(std::string("unexpected error: ") + e.what()));
+  } catch (...) {
+    return strata::cli::Fail(strata::Status::Internal("unexpected error"));
   }
   return exit_code;
 }

@@ -35,4 +35,9 @@ std::string ToUpper(std::string_view s);
 // Splits a UTF-8 string into its code points, each as a string.
 std::vector<std::string> CodePoints(std::string_view s);
 
+// The limits of the render running on this thread (jinja.h RenderLimits), or nullptr outside a render.
+const RenderLimits* ActiveLimits();
+// kResourceExhausted when a string or list of `size` bytes/items would exceed the active render's limit.
+Status CheckValueSize(size_t size, int line);
+
 }  // namespace strata::prompt::internal

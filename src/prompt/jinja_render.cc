@@ -6,14 +6,35 @@
 
 namespace strata::prompt {
 namespace internal {
+
+namespace {
+thread_local const RenderLimits* t_limits = nullptr;
+}  // namespace
+
+const RenderLimits* ActiveLimits() { return t_limits; }
+
+Status CheckValueSize(size_t size, int line) {
+  if (t_limits == nullptr || size <= t_limits->max_value_bytes) return Status::Ok();
+  return Status::ResourceExhausted("line " + std::to_string(line) + ": a value of " + std::to_string(size) +
+                                   " bytes or items exceeds the template limit of " +
+                                   std::to_string(t_limits->max_value_bytes));
+}
+
 namespace {
 
 constexpr char kBlockPlaceholder[] = "\x01" "block";
-constexpr size_t kMaxRange = 10'000'000;
 constexpr int kMaxDepth = 200;
 
 Status LineError(int line, const std::string& what) {
   return Status::InvalidArgument("line " + std::to_string(line) + ": " + what);
+}
+
+// `error` with the template line in front; a limit keeps its code (kResourceExhausted).
+Status LineError(int line, const Status& error) {
+  if (error.code() == StatusCode::kResourceExhausted) {
+    return Status::ResourceExhausted("line " + std::to_string(line) + ": " + error.message());
+  }
+  return LineError(line, error.message());
 }
 
 std::string UndefinedMessage(const Value& v) {
@@ -40,7 +61,7 @@ int64_t FloorMod(int64_t a, int64_t b) {
 
 Result<List> Iterate(const Value& v, int line) {
   auto items = IterateValue(v);
-  if (!items.ok()) return LineError(line, items.status().message());
+  if (!items.ok()) return LineError(line, items.status());
   return items;
 }
 
@@ -133,6 +154,14 @@ Result<Value> Slice(const Value& obj, const Value& start, const Value& stop, con
   return Value(std::move(text));
 }
 
+Result<Value> Concat(const Value& a, const Value& b, int line) {
+  std::string text = a.Str();
+  std::string right = b.Str();
+  STRATA_RETURN_IF_ERROR(CheckValueSize(text.size() + right.size(), line));
+  text += right;
+  return Value(std::move(text));
+}
+
 Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, int line) {
   if (a.is_undefined()) return LineError(line, UndefinedMessage(a));
   if (b.is_undefined()) return LineError(line, UndefinedMessage(b));
@@ -148,8 +177,12 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
       return Value(r);
     }
     if (nums) return Value(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      STRATA_RETURN_IF_ERROR(CheckValueSize(a.as_string().size() + b.as_string().size(), line));
+      return Value(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
+      STRATA_RETURN_IF_ERROR(CheckValueSize(a.as_list().size() + b.as_list().size(), line));
       List l = a.as_list();
       l.insert(l.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(l));
@@ -176,8 +209,10 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
     const Value* count = seq == &a ? &b : &a;
     if (seq != nullptr && (count->is_int() || count->is_bool())) {
       int64_t n = std::max<int64_t>(0, count->as_int());
-      if (n > 0 && (seq->is_string() ? seq->as_string().size() : seq->as_list().size()) * static_cast<size_t>(n) > (64u << 20)) {
-        return LineError(line, "repetition result too large");
+      size_t unit = seq->is_string() ? seq->as_string().size() : seq->as_list().size();
+      if (n > 0 && unit > 0) {
+        if (static_cast<uint64_t>(n) > (uint64_t{1} << 40) / unit) return LineError(line, "repetition result too large");
+        STRATA_RETURN_IF_ERROR(CheckValueSize(unit * static_cast<size_t>(n), line));
       }
       if (seq->is_string()) {
         std::string out;
@@ -204,7 +239,7 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
   if (op == "%") {
     if (a.is_string()) {
       auto r = PercentFormat(a.as_string(), b);
-      if (!r.ok()) return LineError(line, r.status().message());
+      if (!r.ok()) return LineError(line, r.status());
       return Value(std::move(*r));
     }
     if (!nums) return unsupported();
@@ -225,13 +260,13 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
     }
     return Value(std::pow(a.as_double(), b.as_double()));
   }
-  if (op == "~") return Value(a.Str() + b.Str());
+  if (op == "~") return Concat(a, b, line);
   return LineError(line, "unknown operator " + op);
 }
 
 class Renderer {
  public:
-  explicit Renderer(const Value& vars) {
+  Renderer(const Value& vars, const RenderLimits& limits) : limits_(limits) {
     scopes_.emplace_back();
     Globals(&scopes_.back());
     scopes_.emplace_back();
@@ -260,11 +295,20 @@ class Renderer {
       if (n.empty() || n.size() > 3) return Status::InvalidArgument("range expected 1 to 3 arguments");
       int64_t start = n.size() == 1 ? 0 : n[0], stop = n.size() == 1 ? n[0] : n[1], step = n.size() == 3 ? n[2] : 1;
       if (step == 0) return Status::InvalidArgument("range() arg 3 must not be zero");
-      List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (out.size() >= kMaxRange) return Status::InvalidArgument("range too large");
-        out.emplace_back(i);
+      // The length is known before anything is built: too long fails at once.
+      bool empty = step > 0 ? stop <= start : stop >= start;
+      uint64_t span = step > 0 ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)
+                               : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+      uint64_t abs_step = step > 0 ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
+      uint64_t count = empty ? 0 : (span - 1) / abs_step + 1;
+      size_t max_range = t_limits != nullptr ? t_limits->max_range : size_t{1} << 40;
+      if (count > max_range) {
+        return Status::ResourceExhausted("range() of " + std::to_string(count) + " items exceeds the template limit of " +
+                                         std::to_string(max_range));
       }
+      List out;
+      out.reserve(static_cast<size_t>(count));
+      for (int64_t i = 0, v = start; i < static_cast<int64_t>(count); ++i, v += step) out.emplace_back(v);
       return Value(std::move(out));
     }));
     g->emplace_back("dict", Value::Func("dict", [](CallArgs& a) -> Result<Value> {
@@ -364,11 +408,26 @@ class Renderer {
     if (callee.is_dict()) f = callee.FindKey("\x01" "call");  // A recursive loop's loop().
     if (f == nullptr || !f->is_function()) return LineError(line, "'" + callee.TypeName() + "' object is not callable");
     auto r = f->as_function()(args);
-    if (!r.ok() && r.status().message().rfind("line ", 0) != 0) return LineError(line, r.status().message());
+    if (!r.ok() && r.status().message().rfind("line ", 0) != 0) return LineError(line, r.status());
     return r;
   }
 
+  // Counts one unit of work against the render's step limit.
+  Status Step(int line) {
+    if (++steps_ <= limits_.max_steps) return Status::Ok();
+    return Status::ResourceExhausted("line " + std::to_string(line) + ": the template exceeded its limit of " +
+                                     std::to_string(limits_.max_steps) + " steps");
+  }
+
+  // The text a node appended must keep its buffer within the output limit.
+  Status CheckOutput(const std::string& out, int line) const {
+    if (out.size() <= limits_.max_output_bytes) return Status::Ok();
+    return Status::ResourceExhausted("line " + std::to_string(line) + ": the rendered text exceeds the template limit of " +
+                                     std::to_string(limits_.max_output_bytes) + " bytes");
+  }
+
   Result<Value> Eval(const Expr& e) {
+    STRATA_RETURN_IF_ERROR(Step(e.line));
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.literal;
       case Expr::Kind::kName: return Lookup(e.name);
@@ -416,7 +475,7 @@ class Renderer {
         STRATA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
         if (!HasFilter(e.name)) return LineError(e.line, "no filter named '" + e.name + "'");
         auto r = ApplyFilter(e.name, v, args);
-        if (!r.ok()) return LineError(e.line, r.status().message());
+        if (!r.ok()) return LineError(e.line, r.status());
         return r;
       }
       case Expr::Kind::kTest: {
@@ -424,7 +483,7 @@ class Renderer {
         STRATA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
         if (!HasTest(e.name)) return LineError(e.line, "no test named '" + e.name + "'");
         auto r = ApplyTest(e.name, v, args);
-        if (!r.ok()) return LineError(e.line, r.status().message());
+        if (!r.ok()) return LineError(e.line, r.status());
         return Value(*r != e.negated);
       }
       case Expr::Kind::kNeg:
@@ -447,7 +506,7 @@ class Renderer {
       case Expr::Kind::kBinary: {
         STRATA_ASSIGN_OR_RETURN(Value a, Eval(*e.args[0]));
         STRATA_ASSIGN_OR_RETURN(Value b, Eval(*e.args[1]));
-        if (e.name == "~") return Value(a.Str() + b.Str());
+        if (e.name == "~") return Concat(a, b, e.line);
         return Arithmetic(e.name, a, b, e.line);
       }
       case Expr::Kind::kCompare: {
@@ -523,6 +582,13 @@ class Renderer {
   }
 
   Status RenderNode(const Node& n, std::string* out) {
+    STRATA_RETURN_IF_ERROR(Step(n.line));
+    Status s = RenderNodeUnchecked(n, out);
+    if (!s.ok()) return s;
+    return CheckOutput(*out, n.line);
+  }
+
+  Status RenderNodeUnchecked(const Node& n, std::string* out) {
     switch (n.kind) {
       case Node::Kind::kText: *out += n.text; return Status::Ok();
       case Node::Kind::kOutput: {
@@ -688,6 +754,8 @@ class Renderer {
     }
     auto length = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < length; ++i) {
+      STRATA_RETURN_IF_ERROR(Step(n.line));
+      STRATA_RETURN_IF_ERROR(CheckOutput(*out, n.line));
       Dict loop;
       loop.emplace_back(Value("index"), Value(i + 1));
       loop.emplace_back(Value("index0"), Value(i));
@@ -724,6 +792,8 @@ class Renderer {
 
   std::vector<Scope> scopes_;
   int depth_ = 0;
+  RenderLimits limits_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
@@ -735,10 +805,16 @@ Result<Template> Template::Parse(std::string_view source, const JinjaOptions& op
   return t;
 }
 
-Result<std::string> Template::Render(const Value& vars) const {
-  internal::Renderer renderer(vars);
+Result<std::string> Template::Render(const Value& vars, const RenderLimits& limits) const {
+  // The limits are visible to filters and operators through internal::ActiveLimits() while this render
+  // runs on this thread (a nested render, e.g. from a filter, restores the outer one's).
+  const RenderLimits* outer = internal::t_limits;
+  internal::t_limits = &limits;
+  internal::Renderer renderer(vars, limits);
   std::string out;
-  STRATA_RETURN_IF_ERROR(renderer.RenderBody(tree_->body, &out));
+  Status s = renderer.RenderBody(tree_->body, &out);
+  internal::t_limits = outer;
+  STRATA_RETURN_IF_ERROR(s);
   return out;
 }
 

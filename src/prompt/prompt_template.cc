@@ -175,7 +175,12 @@ Result<std::string> PromptTemplate::Render(const Value& vars) const {
     }
   }
   auto out = template_.Render(context);
-  if (!out.ok()) return Status::InvalidArgument("template_error: " + id_ + ": " + out.status().message());
+  if (!out.ok()) {
+    // A limit keeps its code (kResourceExhausted): the template is not wrong for every input.
+    std::string message = "template_error: " + id_ + ": " + out.status().message();
+    if (out.status().code() == StatusCode::kResourceExhausted) return Status::ResourceExhausted(message);
+    return Status::InvalidArgument(message);
+  }
   return out;
 }
 

@@ -83,3 +83,44 @@ TEST(PromptCli, RenderPrintsExactlyTheTextOrNamesTheError) {
 
 }  // namespace
 }  // namespace strata::prompt
+
+namespace strata::prompt {
+namespace {
+
+// Hostile templates fail fast with kResourceExhausted naming the limit, before they take the machine.
+TEST(RenderLimitsTest, HostileTemplatesHitALimitInsteadOfTheMachine) {
+  struct Case {
+    const char* source;
+    const char* expect;  // In the error message.
+  };
+  for (const Case& c : {Case{"{% for i in range(10**9) %}x{% endfor %}", "range() of 1000000000 items"},
+                        Case{"{{ ('x' * 60000000) | length }}", "exceeds the template limit"},
+                        Case{"{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+                             "{% endfor %}{{ ns.s | length }}",
+                             "exceeds the template limit"},
+                        Case{"{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(100) %}"
+                             "{% endfor %}{% endfor %}{% endfor %}",
+                             "steps"},
+                        Case{"{% for i in range(900000) %}{{ 'abcdefghijklmnopqrstuvwxyz' }}{% endfor %}",
+                             "rendered text exceeds"}}) {
+    SCOPED_TRACE(c.source);
+    auto t = Template::Parse(c.source);
+    ASSERT_OK(t);
+    auto out = t->Render(Value(Dict{}));
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted) << out.status().ToString();
+    EXPECT_NE(out.status().message().find(c.expect), std::string::npos) << out.status().message();
+  }
+  // Within the limits the same constructs render.
+  auto small = Template::Parse("{% for i in range(3) %}{{ i ~ 'x' * 2 }}{% endfor %}");
+  ASSERT_OK(small);
+  auto out = small->Render(Value(Dict{}));
+  ASSERT_OK(out);
+  EXPECT_EQ(*out, "0xx1xx2xx");
+  // Limits are the caller's to set.
+  auto tight = small->Render(Value(Dict{}), {.max_output_bytes = 4});
+  EXPECT_EQ(tight.status().code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace strata::prompt

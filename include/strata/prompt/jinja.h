@@ -36,6 +36,16 @@ struct JinjaOptions {
   bool keep_trailing_newline = false;  // Keep the single trailing newline of the source.
 };
 
+// What one render may use, checked as it goes and, where the size is known in advance (range(),
+// repetition, concatenation), before anything is built: a template from an untrusted file fails with a
+// clear error instead of running for seconds and taking gigabytes.
+struct RenderLimits {
+  size_t max_output_bytes = 16u << 20;  // The rendered text (and any block captured by set or filter).
+  size_t max_value_bytes = 16u << 20;   // One string or list built by *, + or ~ (bytes or items).
+  size_t max_range = 1'000'000;         // Items of one range().
+  int64_t max_steps = 2'000'000;        // Nodes rendered + expressions evaluated + loop iterations.
+};
+
 class Template {
  public:
   // Parses `source`. Syntax errors are kInvalidArgument with the line.
@@ -43,7 +53,8 @@ class Template {
 
   // Renders with the variables of `vars` (a dict; anything else counts as no variables). Render-time
   // errors (an undefined value used, a type error, division by zero) are kInvalidArgument with the line.
-  Result<std::string> Render(const Value& vars) const;
+  // Exceeding a limit is kResourceExhausted naming it and the line.
+  Result<std::string> Render(const Value& vars, const RenderLimits& limits = {}) const;
 
  private:
   std::shared_ptr<const internal::Tree> tree_;

@@ -43,6 +43,27 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;  // Comparison operators.
   bool negated = false;
+
+  Expr() = default;
+  Expr(const Expr&) = delete;  // Owns its subtree.
+  Expr& operator=(const Expr&) = delete;
+  // Destroys the subtree without recursion: a 20,000-term sum is a left-deep chain that a recursive
+  // destructor would follow down the stack.
+  ~Expr() {
+    std::vector<ExprPtr> pending;
+    auto take = [&pending](Expr& e) {
+      for (ExprPtr& a : e.args) pending.push_back(std::move(a));
+      for (auto& kv : e.kwargs) pending.push_back(std::move(kv.second));
+      e.args.clear();
+      e.kwargs.clear();
+    };
+    take(*this);
+    while (!pending.empty()) {
+      ExprPtr e = std::move(pending.back());
+      pending.pop_back();
+      if (e) take(*e);
+    }  // `e` is destroyed here with no children left.
+  }
 };
 
 struct Node;

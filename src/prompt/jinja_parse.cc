@@ -325,6 +325,18 @@ Result<std::vector<Token>> Tokenize(std::string_view s, int line) {
 
 // --- Expression parser ---------------------------------------------------------------------------------
 
+// Counts one level of recursion for as long as it lives.
+class DepthGuard {
+ public:
+  explicit DepthGuard(int* depth) : depth_(depth) { ++*depth_; }
+  ~DepthGuard() { --*depth_; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+
+ private:
+  int* depth_;
+};
+
 class ExprParser {
  public:
   ExprParser(std::vector<Token> tokens, int line) : t_(std::move(tokens)), line_(line) {}
@@ -436,6 +448,8 @@ class ExprParser {
   Result<ExprPtr> ParseAnd() { return LeftAssoc(&ExprParser::ParseNot, Expr::Kind::kAnd, {"and"}); }
 
   Result<ExprPtr> ParseNot() {
+    DepthGuard guard(&nesting_);
+    STRATA_RETURN_IF_ERROR(CheckNesting());
     if (IsName("not")) {
       ++pos_;
       STRATA_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
@@ -484,7 +498,17 @@ class ExprParser {
   Result<ExprPtr> ParsePow() { return LeftAssoc(&ExprParser::ParseFilteredUnary, Expr::Kind::kBinary, {"**"}); }
   Result<ExprPtr> ParseFilteredUnary() { return ParseUnary(true); }
 
+  // Nesting (parentheses, unary operators, `not`) is bounded so that hostile input cannot exhaust the
+  // parser's stack.
+  static constexpr int kMaxNesting = 200;
+  Status CheckNesting() {
+    if (nesting_ <= kMaxNesting) return Status::Ok();
+    return Error("expression nested more than " + std::to_string(kMaxNesting) + " levels deep");
+  }
+
   Result<ExprPtr> ParseUnary(bool with_filter) {
+    DepthGuard guard(&nesting_);
+    STRATA_RETURN_IF_ERROR(CheckNesting());
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
       bool neg = Next().text == "-";
@@ -724,6 +748,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t pos_ = 0;
   int line_;
+  int nesting_ = 0;
 };
 
 // --- Statement parser ----------------------------------------------------------------------------------
@@ -734,6 +759,14 @@ class Parser {
 
   Result<Body> ParseBody(const std::vector<std::string>& end_words, std::string* ended_with,
                          std::unique_ptr<ExprParser>* end_tag) {
+    // Blocks nest at most this deep (the parser and the renderer recurse once per level).
+    constexpr int kMaxBlockNesting = 200;
+    DepthGuard depth(&block_nesting_);
+    if (block_nesting_ > kMaxBlockNesting) {
+      int line = i_ < seg_.size() ? seg_[i_].line : 0;
+      return Status::InvalidArgument("line " + std::to_string(line) + ": blocks nested more than " +
+                                     std::to_string(kMaxBlockNesting) + " levels deep");
+    }
     Body body;
     while (i_ < seg_.size()) {
       Segment& s = seg_[i_];
@@ -967,6 +1000,7 @@ class Parser {
  private:
   std::vector<Segment> seg_;
   size_t i_ = 0;
+  int block_nesting_ = 0;
 };
 
 }  // namespace

@@ -428,6 +428,17 @@ class Renderer {
 
   Result<Value> Eval(const Expr& e) {
     STRATA_RETURN_IF_ERROR(Step(e.line));
+    // Long operator chains (a + a + ... + a) are left-deep trees: evaluation recurses once per operator.
+    if (eval_depth_ >= kMaxEvalDepth) {
+      return LineError(e.line, "expression nested more than " + std::to_string(kMaxEvalDepth) + " levels deep");
+    }
+    ++eval_depth_;
+    Result<Value> v = EvalUnchecked(e);
+    --eval_depth_;
+    return v;
+  }
+
+  Result<Value> EvalUnchecked(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.literal;
       case Expr::Kind::kName: return Lookup(e.name);
@@ -794,6 +805,8 @@ class Renderer {
   int depth_ = 0;
   RenderLimits limits_;
   int64_t steps_ = 0;
+  static constexpr int kMaxEvalDepth = 1000;
+  int eval_depth_ = 0;
 };
 
 }  // namespace

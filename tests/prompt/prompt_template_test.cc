@@ -124,3 +124,34 @@ TEST(RenderLimitsTest, HostileTemplatesHitALimitInsteadOfTheMachine) {
 
 }  // namespace
 }  // namespace strata::prompt
+
+namespace strata::prompt {
+namespace {
+
+// Deeply nested or very long expressions are errors, not a blown stack (parser, renderer or destructor).
+TEST(RenderLimitsTest, DeepNestingIsAnErrorNotACrash) {
+  auto repeat = [](std::string_view piece, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += piece;
+    return s;
+  };
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 20000; ++i) sum += " + 1";
+  sum += " }}";
+  for (const std::string& source :
+       {"{{ " + repeat("(", 5000) + "1" + repeat(")", 5000) + " }}", sum,
+        repeat("{% if true %}", 20000) + "x" + repeat("{% endif %}", 20000), "{{ " + repeat("not ", 20000) + "true }}",
+        "{{ 'x'" + repeat("|upper", 20000) + " }}", "{{ " + repeat("[", 20000) + repeat("]", 20000) + " }}"}) {
+    SCOPED_TRACE(source.substr(0, 40));
+    auto t = Template::Parse(source);
+    Status status = t.ok() ? t->Render(Value(Dict{})).status() : t.status();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+    EXPECT_NE(status.message().find("levels deep"), std::string::npos) << status.message();
+  }
+  auto fine = Template::Parse("{{ " + repeat("(", 50) + "1" + repeat(")", 50) + " }}");
+  ASSERT_OK(fine);
+  EXPECT_EQ(*fine->Render(Value(Dict{})), "1");
+}
+
+}  // namespace
+}  // namespace strata::prompt

@@ -60,11 +60,26 @@ struct Segment {
   int line;
 };
 
-int LineOf(std::string_view s, size_t pos) {
-  int line = 1;
-  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
-  return line;
-}
+// The 1-based line of byte `pos`, counted on from an earlier (pos, line) so that a scan through a template
+// counts each newline once.
+class LineCounter {
+ public:
+  explicit LineCounter(std::string_view s) : s_(s) {}
+  int At(size_t pos) {
+    pos = std::min(pos, s_.size());
+    if (pos < pos_) {  // Never happens in a forward scan; start again.
+      pos_ = 0;
+      line_ = 1;
+    }
+    for (; pos_ < pos; ++pos_) line_ += s_[pos_] == '\n';
+    return line_;
+  }
+
+ private:
+  std::string_view s_;
+  size_t pos_ = 0;
+  int line_ = 1;
+};
 
 // Finds the end of a {{ or {% tag starting at `pos` (just after the opening delimiter): returns the index of
 // the closing delimiter ("}}" or "%}", possibly preceded by '-'), skipping string literals.
@@ -86,6 +101,7 @@ Result<size_t> FindTagEnd(std::string_view s, size_t pos, char close, int line) 
 
 Result<std::vector<Segment>> Split(const std::string& s, const JinjaOptions& options) {
   std::vector<Segment> out;
+  LineCounter lines(s);
   std::string text;
   bool strip_next = false;  // The previous tag ended with '-'.
   bool trim_newline = false;  // trim_blocks after a block tag.
@@ -125,7 +141,7 @@ Result<std::vector<Segment>> Split(const std::string& s, const JinjaOptions& opt
     text.append(chunk);
     if (open >= s.size()) break;
     char kind = s[open + 1];
-    int line = LineOf(s, open);
+    int line = lines.At(open);
     size_t inner = open + 2;
     bool minus_before = inner < s.size() && s[inner] == '-';
     bool plus_before = inner < s.size() && s[inner] == '+';

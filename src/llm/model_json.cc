@@ -263,7 +263,14 @@ std::string RepairJson(std::string_view text) {
 Result<std::string> ExtractModelJson(std::string_view reply, JsonShape want) {
   if (reply.substr(0, 3) == "\xEF\xBB\xBF") reply.remove_prefix(3);
   std::vector<Candidate> candidates;
-  // Fenced blocks first: ```json ... ``` (any info string) or ``` ... ```.
+  // A reply that is nothing but a JSON value is taken as it is (a fence inside one of its strings is text).
+  size_t first = reply.find_first_not_of(" \t\r\n");
+  size_t last = reply.find_last_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (reply[first] == '{' || reply[first] == '[') &&
+      (reply[last] == '}' || reply[last] == ']')) {
+    candidates.push_back({reply.substr(first, last - first + 1), first, "reply"});
+  }
+  // Fenced blocks next: ```json ... ``` (any info string) or ``` ... ```.
   for (size_t pos = reply.find("```"); pos != std::string_view::npos && candidates.size() < kMaxCandidates;) {
     size_t body = reply.find('\n', pos + 3);
     if (body == std::string_view::npos) break;
@@ -320,6 +327,13 @@ Result<std::string> ExtractModelJson(std::string_view reply, JsonShape want) {
               std::string("the JSON in the ") + c.where + " (starting at line " + std::to_string(reply_line) +
               ", column " + std::to_string(reply_column) + ") does not parse at its line " + std::to_string(line) +
               ", column " + std::to_string(column) + ", near \"" + Snippet(text, at) + "\": " + why);
+        }
+      } catch (const Json::exception& e) {  // e.g. out_of_range: a number too large for a double.
+        if (repaired && !first_error) {
+          auto [reply_line, reply_column] = LineColumn(reply, c.offset);
+          first_error = Status::InvalidArgument(std::string("the JSON in the ") + c.where + " (starting at line " +
+                                                std::to_string(reply_line) + ", column " +
+                                                std::to_string(reply_column) + ") cannot be read: " + e.what());
         }
       }
     }

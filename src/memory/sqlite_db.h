@@ -4,8 +4,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,8 +41,20 @@ class Db {
     if (ec) return Status::Internal("cannot create " + parent.string() + ": " + ec.message());
     STRATA_RETURN_IF_ERROR(Open(path));
     sqlite3_busy_timeout(db_, busy_timeout_ms);
-    STRATA_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+    STRATA_RETURN_IF_ERROR(EnableWal(busy_timeout_ms));
     return Exec("PRAGMA synchronous=FULL");
+  }
+
+  // Switches the database to WAL. Changing the journal mode needs the database to itself, and SQLite
+  // answers "database is locked" at once, without its busy handler, while another connection is opening
+  // or using it (several processes opening a new data directory together): retried until `timeout_ms`.
+  Status EnableWal(int timeout_ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (int attempt = 0;; ++attempt) {
+      Status s = Exec("PRAGMA journal_mode=WAL");
+      if (s.ok() || s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 + attempt, 25)));
+    }
   }
 
   sqlite3* get() const { return db_; }

@@ -183,7 +183,7 @@ class SqliteStore final : public ContextStore {
     if (ec) return Status::Internal("cannot create store directory " + dir_ + ": " + ec.message());
     STRATA_RETURN_IF_ERROR(db_.Open(dir_ + "/strata.db"));
     sqlite3_busy_timeout(db_.get(), static_cast<int>(options_.busy_timeout.count()));
-    STRATA_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=WAL"));
+    STRATA_RETURN_IF_ERROR(db_.EnableWal(static_cast<int>(options_.busy_timeout.count())));
     STRATA_RETURN_IF_ERROR(db_.Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
     {
       Txn txn(db_);
@@ -262,6 +262,19 @@ class SqliteStore final : public ContextStore {
       }
       STRATA_RETURN_IF_ERROR(CheckMetadata(option_of(i).metadata).WithContext(uri.str()));
     }
+    // Embed first, outside the store's lock (a remote embedder can take seconds, and readers must not wait
+    // for it): the text each leaf will have. A kept hand-written layer of an existing leaf makes the text
+    // differ; Apply embeds that one under the lock.
+    std::vector<std::string> predicted;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      Node n;
+      n.uri = leaves[i].first;
+      n.content = leaves[i].second;
+      n.abstract_text = option_of(i).abstract_text.value_or(DeriveAbstract(n.content));
+      n.overview = option_of(i).overview.value_or(DeriveOverview(n.content));
+      predicted.push_back(EmbeddingText(n));
+    }
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(predicted));
     std::lock_guard lock(mu_);
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -298,8 +311,44 @@ class SqliteStore final : public ContextStore {
       SetLayer(o.overview, DeriveOverview(content), kOverviewDerived, &node.overview, &row.derived);
       plan.Put(std::move(row));
     }
-    STRATA_RETURN_IF_ERROR(Apply(plan));
+    STRATA_RETURN_IF_ERROR(Apply(plan, &prepared));
     return CommitAndIndex(txn, plan);
+  }
+
+  // Vectors computed before a write takes the lock, by text.
+  using Prepared = std::unordered_map<std::string, Vector>;
+
+  // Embeds `texts` without holding the store's lock across the embedder call: cached vectors are looked
+  // up under the lock, the rest are embedded after it is released.
+  Result<Prepared> PreEmbed(const std::vector<std::string>& texts) {
+    Prepared out;
+    std::vector<std::string> missing;
+    size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    {
+      std::lock_guard lock(mu_);
+      Stmt get(db_, "SELECT vec FROM embedding_cache WHERE key = ?");
+      for (const std::string& text : texts) {
+        if (out.contains(text) || std::find(missing.begin(), missing.end(), text) != missing.end()) continue;
+        get.Reset().Bind(1, HashHex(model_ + '\0' + text));
+        STRATA_ASSIGN_OR_RETURN(bool row, get.Step());
+        if (row && get.Blob(0).size() == want_bytes) {
+          out[text] = BlobVector(get.Blob(0));
+        } else {
+          missing.push_back(text);
+        }
+      }
+    }
+    for (size_t start = 0; start < missing.size(); start += embedder_->max_batch()) {
+      size_t n = std::min(embedder_->max_batch(), missing.size() - start);
+      STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh,
+                              embedder_->Embed(std::span<const std::string>(missing).subspan(start, n)));
+      if (fresh.size() != n) {
+        return Status::Internal("embedder returned " + std::to_string(fresh.size()) + " vectors for " +
+                                std::to_string(n) + " texts");
+      }
+      for (size_t j = 0; j < n; ++j) out[missing[start + j]] = std::move(fresh[j]);
+    }
+    return out;
   }
 
   Status Mkdir(const Uri& uri, const WriteOptions& o) override {
@@ -937,7 +986,7 @@ class SqliteStore final : public ContextStore {
 
   // Writes the plan's rows with their full-text rows and vectors (embedding what changed, in batches, via
   // the cache). Must run inside a transaction.
-  Status Apply(Plan& plan) {
+  Status Apply(Plan& plan, const Prepared* prepared = nullptr) {
     if (plan.rows.empty()) return Status::Ok();
     std::vector<std::string> texts(plan.rows.size()), hashes(plan.rows.size());
     std::vector<size_t> to_embed;
@@ -958,7 +1007,7 @@ class SqliteStore final : public ContextStore {
       embed_texts.push_back(texts[i]);
       embed_rows.push_back(i);
     }
-    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> vectors, CachedEmbed(embed_texts));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> vectors, CachedEmbed(embed_texts, prepared));
     Stmt insert(db_,
                 "INSERT INTO nodes(uri, parent, name, is_dir, type, category, abstract, overview, content, metadata, "
                 "derived, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
@@ -1003,15 +1052,24 @@ class SqliteStore final : public ContextStore {
   }
 
   // Embeds `texts` through the persistent cache (hash of model id and text); must run inside a transaction.
-  Result<std::vector<Vector>> CachedEmbed(const std::vector<std::string>& texts) {
+  Result<std::vector<Vector>> CachedEmbed(const std::vector<std::string>& texts, const Prepared* prepared = nullptr) {
     std::vector<Vector> out(texts.size());
     std::vector<std::string> keys(texts.size());
     std::vector<std::string> missing;
     std::vector<size_t> where;
     Stmt get(db_, "SELECT vec FROM embedding_cache WHERE key = ?");
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    Stmt put(db_, "INSERT OR REPLACE INTO embedding_cache(key, vec) VALUES (?, ?)");
     for (size_t i = 0; i < texts.size(); ++i) {
       keys[i] = HashHex(model_ + '\0' + texts[i]);
+      if (prepared != nullptr) {
+        if (auto it = prepared->find(texts[i]); it != prepared->end() && it->second.size() * 4 == want_bytes) {
+          out[i] = it->second;
+          std::string blob = VectorBlob(out[i]);
+          STRATA_RETURN_IF_ERROR(put.Reset().Bind(1, keys[i]).BindBlob(2, blob.data(), blob.size()).Run());
+          continue;
+        }
+      }
       get.Reset().Bind(1, keys[i]);
       STRATA_ASSIGN_OR_RETURN(bool row, get.Step());
       if (row && get.Blob(0).size() == want_bytes) {
@@ -1021,7 +1079,6 @@ class SqliteStore final : public ContextStore {
         where.push_back(i);
       }
     }
-    Stmt put(db_, "INSERT OR REPLACE INTO embedding_cache(key, vec) VALUES (?, ?)");
     for (size_t start = 0; start < missing.size(); start += embedder_->max_batch()) {
       size_t n = std::min(embedder_->max_batch(), missing.size() - start);
       STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh,

@@ -2,6 +2,8 @@
 // directory.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "test_util.h"
 
 namespace strata::testing {
@@ -73,6 +75,33 @@ TEST_F(MemoryCli, SkillsAreValidatedStoredAndShownBack) {
   CliRun bad = RunStrata({"skill", "--data", dir_.File("data"), "add", dir_.File("BAD.md")}, "");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("BAD.md"), std::string::npos) << bad.err;
+}
+
+// Several processes writing to one new data directory at once (a CLI beside a server): each waits for
+// the others' locks instead of failing with "database is locked", and every write is kept.
+TEST_F(MemoryCli, ConcurrentProcessesOnOneNewStoreAllSucceed) {
+  constexpr int kProcesses = 4, kWrites = 4;
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(kProcesses);
+  for (int p = 0; p < kProcesses; ++p) {
+    threads.emplace_back([&, p] {
+      for (int w = 0; w < kWrites; ++w) {
+        std::string uri = "strata://resources/p" + std::to_string(p) + "/w" + std::to_string(w);
+        CliRun run = Memory({"write", uri}, "written by process " + std::to_string(p));
+        if (run.exit_code != 0) failures[p] += uri + ": " + run.err;
+      }
+    });
+  }
+  for (auto &t : threads) t.join();
+  for (int p = 0; p < kProcesses; ++p) EXPECT_EQ(failures[p], "") << "process " << p;
+  CliRun tree = Memory({"tree", "strata://resources", "--json"});
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  size_t leaves = 0;
+  for (size_t at = tree.out.find("\"is_dir\":false"); at != std::string::npos; at = tree.out.find("\"is_dir\":false", at + 1)) {
+    ++leaves;
+  }
+  EXPECT_EQ(leaves, static_cast<size_t>(kProcesses * kWrites)) << tree.out;
+  EXPECT_EQ(Memory({"check"}).exit_code, 0);
 }
 
 }  // namespace

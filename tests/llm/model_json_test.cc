@@ -109,3 +109,22 @@ TEST(ModelJson, RepairNeverChangesStringContent) {
 
 }  // namespace
 }  // namespace strata::llm
+
+namespace strata::llm {
+namespace {
+
+// A number too large for a double is an error naming it, not an exception out of the parser (found by
+// fuzz/model_json_fuzz.cc).
+TEST(ModelJson, NumberOutOfRangeIsAnErrorNotAnException) {
+  auto out = ExtractModelJson(R"({"score": 3333e3333})");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("cannot be read"), std::string::npos) << out.status().message();
+  // A fence inside a string of a reply that is all JSON stays text.
+  auto whole = ExtractModelJson("{\"note\": \"use ```json\\n{}\\n``` fences\"}", JsonShape::kObject);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_NE(whole->find("note"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::llm

@@ -1,7 +1,7 @@
 // HTTP transport for providers: one request, a response whose body is read incrementally.
 //
 // HttpTransport is the seam between providers and the network: CurlTransport() is the real one (libcurl),
-// tests and the recording facility (recording.h) wrap or replace it. Send() returns once the status line
+// tests and the record/replay transports (scripted.h: RecordingTransport, ReplayTransport) wrap or replace it. Send() returns once the status line
 // and headers are in; the body is then pulled with Read(), chunk by chunk, as the server sends it.
 //
 // Errors use the taxonomy in chat_error.h: connection (refused, reset, DNS, TLS, a body cut short),

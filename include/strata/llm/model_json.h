@@ -6,8 +6,9 @@
 // string literals only, so the text the model meant is never changed — and fails with an error that says
 // what was wrong and where, for showing back to the model on a retry.
 //
-// Order of attempts: each fenced block (```json or ```), then each balanced {...} or [...] span in the
-// reply, first as written and then repaired; the first that parses (and, if `want` is given, has that
+// Order of attempts: the whole reply when it is one {...} or [...] (a fence inside its strings is text),
+// each fenced block (```json or ```), then each balanced {...} or [...] span in the reply, first as
+// written and then repaired; the first that parses (and, if `want` is given, has that
 // type) wins.
 //
 // Thread safety: pure functions.

@@ -5,8 +5,8 @@
 // NewHttpProvider() is the real provider for every wire format in wire.h: it builds the body, sends it with
 // the configured transport, retries retryable failures that happen before the response starts (connection,
 // timeout, 429, 408/409, 5xx) with exponential backoff and jitter, honouring Retry-After, and decodes the
-// stream. A failure after the response started is returned from ChatStream::Next and not retried here
-// (generate.h retries a whole generation when nothing was delivered yet).
+// stream. A failure after the response started is returned from ChatStream::Next and not retried (neither
+// here nor by generate.h, which never retries: a caller that wants another attempt calls again).
 //
 // Thread safety: providers are thread-safe (concurrent Generate calls are fine); a ChatStream is used by
 // one thread at a time.

@@ -70,6 +70,7 @@ Json ArchiveView(const session::ArchiveInfo& a) {
   Json j = {{"archive", a.number}};
   if (!a.error.empty()) j["error"] = a.error;
   j["messages"] = a.messages;
+  if (!a.notes.empty()) j["notes"] = a.notes;
   j["state"] = std::string(session::ArchiveStateName(a.state));
   return j;
 }
@@ -84,13 +85,13 @@ Json JobView(const session::Job& job) {
 }
 
 Json AuditEntryView(const session::AuditEntry& e) {
-  return {{"action", e.action}, {"after", e.after},   {"at_ms", e.at_ms},
+  return {{"action", std::string(session::MemoryActionName(e.action))}, {"after", e.after},   {"at_ms", e.at_ms},
           {"before", e.before}, {"reason", e.reason}, {"source", e.source}};
 }
 
 Json ChangesView(const std::vector<session::MemoryChange>& changes) {
   Json out = Json::array();
-  for (const auto& c : changes) out.push_back({{"action", c.action}, {"reason", c.reason}, {"uri", c.uri}});
+  for (const auto& c : changes) out.push_back({{"action", std::string(session::MemoryActionName(c.action))}, {"reason", c.reason}, {"uri", c.uri}});
   return out;
 }
 

@@ -1,4 +1,4 @@
-#include "json/json_dom.h"
+#include "json_dom.h"
 
 #include <nlohmann/json.hpp>
 

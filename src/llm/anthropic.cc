@@ -12,8 +12,8 @@
 // Response events: message_start (id, usage), content_block_start/delta (text, thinking, signature,
 // redacted thinking, tool_use + input_json_delta), message_delta (every non-null usage field replaces the
 // running value), message_stop, error.
-#include "json/json_dom.h"
-#include "llm/wire_internal.h"
+#include "json_dom.h"
+#include "wire_internal.h"
 #include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 

@@ -14,8 +14,8 @@
 // Usage: output = candidatesTokenCount + thoughtsTokenCount; cachedContentTokenCount is cached input.
 #include <map>
 
-#include "json/json_dom.h"
-#include "llm/wire_internal.h"
+#include "json_dom.h"
+#include "wire_internal.h"
 #include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 

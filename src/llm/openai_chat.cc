@@ -14,8 +14,8 @@
 // `choices[0].usage` and prefers its top-level `cached_tokens`.
 #include <algorithm>
 
-#include "json/json_dom.h"
-#include "llm/wire_internal.h"
+#include "json_dom.h"
+#include "wire_internal.h"
 #include "strata/llm/chat_error.h"
 
 namespace strata::llm::internal {

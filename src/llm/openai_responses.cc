@@ -12,8 +12,8 @@
 // reasoning item's encrypted_content signs the thinking; function_call items open calls (index = output
 // index) whose argument deltas follow; response.completed carries the usage; response.failed / error are
 // errors.
-#include "json/json_dom.h"
-#include "llm/wire_internal.h"
+#include "json_dom.h"
+#include "wire_internal.h"
 #include "strata/llm/chat_error.h"
 
 namespace strata::llm::internal {

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "llm/wire_internal.h"
+#include "wire_internal.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/sse.h"
 #include "strata/message/stream_merge.h"

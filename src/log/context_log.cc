@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "log/record_format.h"
+#include "record_format.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/message_json.h"
 #include "strata/util/path.h"

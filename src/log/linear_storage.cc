@@ -1,6 +1,6 @@
 #include "strata/log/linear_storage.h"
 
-#include "log/record_format.h"
+#include "record_format.h"
 #include "strata/message/message_json.h"
 
 namespace strata {

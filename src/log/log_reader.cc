@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "json/json_dom.h"
-#include "message/message_json_internal.h"
+#include "json_dom.h"
+#include "message_json_internal.h"
 #include "strata/json/json_writer.h"
 
 namespace strata {

@@ -1,4 +1,4 @@
-#include "log/record_format.h"
+#include "record_format.h"
 
 #include <algorithm>
 

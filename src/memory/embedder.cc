@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "memory/fts_text.h"
-#include "memory/hash.h"
+#include "fts_text.h"
+#include "strata/memory/hash.h"
 #include "strata/llm/chat_error.h"
 
 namespace strata::memory {

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "memory/hash.h"
+#include "strata/memory/hash.h"
 
 namespace strata::memory {
 namespace {

@@ -9,14 +9,18 @@
 #include <set>
 #include <unordered_map>
 
-#include "memory/fts_text.h"
-#include "memory/hash.h"
-#include "memory/sqlite_db.h"
-#include "memory/vector_index.h"
+#include "fts_text.h"
+#include "strata/memory/hash.h"
+#include "sqlite_db.h"
+#include "vector_index.h"
 #include "strata/memory/presets.h"
 
 namespace strata::memory {
 namespace {
+
+using sqlite::Db;
+using sqlite::Stmt;
+using sqlite::Txn;
 
 constexpr int kSchemaVersion = 1;
 constexpr std::string_view kRootParent = "strata://";

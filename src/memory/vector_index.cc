@@ -1,4 +1,4 @@
-#include "memory/vector_index.h"
+#include "vector_index.h"
 
 #include <hnswlib/hnswlib.h>
 

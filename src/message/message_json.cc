@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "json/json_dom.h"
-#include "message/message_json_internal.h"
+#include "json_dom.h"
+#include "message_json_internal.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/part_registry.h"
 

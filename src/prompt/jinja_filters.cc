@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <map>
 
-#include "prompt/jinja_internal.h"
+#include "jinja_internal.h"
 
 namespace strata::prompt::internal {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "prompt/jinja_internal.h"
+#include "jinja_internal.h"
 
 namespace strata::prompt::internal {
 namespace {

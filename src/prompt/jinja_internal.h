@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "prompt/jinja_ast.h"
+#include "jinja_ast.h"
 #include "strata/prompt/jinja.h"
 #include "strata/prompt/value.h"
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <map>
 
-#include "prompt/jinja_ast.h"
-#include "prompt/jinja_internal.h"
+#include "jinja_ast.h"
+#include "jinja_internal.h"
 #include "strata/prompt/jinja.h"
 
 namespace strata::prompt {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <limits>
 
-#include "prompt/jinja_internal.h"
+#include "jinja_internal.h"
 
 namespace strata::prompt {
 namespace internal {

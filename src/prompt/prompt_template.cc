@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "prompt/jinja_internal.h"
+#include "jinja_internal.h"
 
 namespace strata::prompt {
 namespace {

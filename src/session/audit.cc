@@ -2,14 +2,14 @@
 
 #include <mutex>
 
-#include "memory/sqlite_db.h"
+#include "sqlite_db.h"
 
 namespace strata::session {
 namespace {
 
-using memory::Db;
-using memory::Stmt;
-using memory::Txn;
+using sqlite::Db;
+using sqlite::Stmt;
+using sqlite::Txn;
 
 constexpr std::string_view kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS audit(
@@ -46,7 +46,7 @@ class SqliteAuditLog final : public AuditLog {
              "INSERT INTO audit(uri, action, source, at_ms, reason, before, after, abstract, overview, category) "
              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     for (AuditEntry& e : entries) {
-      ins.Reset().Bind(1, e.uri).Bind(2, e.action).Bind(3, e.source).Bind(4, e.at_ms).Bind(5, e.reason);
+      ins.Reset().Bind(1, e.uri).Bind(2, MemoryActionName(e.action)).Bind(3, e.source).Bind(4, e.at_ms).Bind(5, e.reason);
       STRATA_RETURN_IF_ERROR(ins.Bind(6, e.before)
                                  .Bind(7, e.after)
                                  .Bind(8, e.abstract_text)
@@ -70,7 +70,9 @@ class SqliteAuditLog final : public AuditLog {
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      out.push_back({s.Int(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6), s.Text(7), s.Text(8),
+      Result<MemoryAction> action = ParseMemoryAction(s.Text(2));
+      if (!action.ok()) return Status::DataLoss("audit entry " + std::to_string(s.Int(0)) + ": " + action.status().message());
+      out.push_back({s.Int(0), s.Text(1), *action, s.Text(3), s.Int(4), s.Text(5), s.Text(6), s.Text(7), s.Text(8),
                      s.Text(9), s.Text(10)});
     }
     return out;
@@ -81,6 +83,24 @@ class SqliteAuditLog final : public AuditLog {
 };
 
 }  // namespace
+
+std::string_view MemoryActionName(MemoryAction action) {
+  switch (action) {
+    case MemoryAction::kCreate: return "create";
+    case MemoryAction::kMerge: return "merge";
+    case MemoryAction::kSupersede: return "supersede";
+    case MemoryAction::kSkip: return "skip";
+  }
+  return "create";
+}
+
+Result<MemoryAction> ParseMemoryAction(std::string_view name) {
+  for (MemoryAction a : {MemoryAction::kCreate, MemoryAction::kMerge, MemoryAction::kSupersede, MemoryAction::kSkip}) {
+    if (MemoryActionName(a) == name) return a;
+  }
+  return Status::InvalidArgument("unknown memory action '" + std::string(name.substr(0, 40)) +
+                                 "' (create, merge, supersede or skip)");
+}
 
 Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path) {
   auto log = std::make_unique<SqliteAuditLog>();

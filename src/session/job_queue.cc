@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <mutex>
 
-#include "memory/sqlite_db.h"
+#include "sqlite_db.h"
 
 namespace strata::session {
 namespace {
 
-using memory::Db;
-using memory::Stmt;
-using memory::Txn;
+using sqlite::Db;
+using sqlite::Stmt;
+using sqlite::Txn;
 
 constexpr std::string_view kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs(

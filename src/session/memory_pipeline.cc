@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "memory/hash.h"
+#include "strata/memory/hash.h"
 #include "strata/json/checked.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/generate.h"
@@ -19,6 +19,14 @@ namespace strata::session {
 
 using Json = nlohmann::json;
 using memory::Uri;
+
+// The value, nullopt when it does not exist, or the error: an I/O failure is never taken for "not there".
+template <typename T>
+Result<std::optional<T>> IfExists(Result<T> r) {
+  if (r.ok()) return std::optional<T>(std::move(*r));
+  if (r.status().code() == StatusCode::kNotFound) return std::optional<T>();
+  return r.status();
+}
 
 struct MemoryPipeline::Candidate {
   std::string category;
@@ -118,19 +126,21 @@ Json Metadata(std::string_view existing) {
 
 }  // namespace
 
+std::string_view OwnerName(Owner owner) { return owner == Owner::kUser ? "user" : "agent"; }
+
 std::vector<CategorySpec> DefaultCategories() {
-  return {{"profile", "user", true, "stable facts about the user: role, background, skills, language"},
-          {"preferences", "user", true, "how the user likes things done"},
-          {"entities", "user", true, "people, projects, tools and places the user mentions"},
-          {"events", "user", false, "things that happened, with dates"},
-          {"cases", "agent", false, "problems the agent solved and how"},
-          {"patterns", "agent", true, "reusable ways of working the agent learned"}};
+  return {{"profile", Owner::kUser, true, "stable facts about the user: role, background, skills, language"},
+          {"preferences", Owner::kUser, true, "how the user likes things done"},
+          {"entities", Owner::kUser, true, "people, projects, tools and places the user mentions"},
+          {"events", Owner::kUser, false, "things that happened, with dates"},
+          {"cases", Owner::kAgent, false, "problems the agent solved and how"},
+          {"patterns", Owner::kAgent, true, "reusable ways of working the agent learned"}};
 }
 
 std::string CommitDiff::ToJson() const {
   Json changes_json = Json::array();
   for (const MemoryChange& c : changes)
-    changes_json.push_back({{"action", c.action}, {"uri", c.uri}, {"reason", c.reason}});
+    changes_json.push_back({{"action", MemoryActionName(c.action)}, {"uri", c.uri}, {"reason", c.reason}});
   return Json{{"session", session},
               {"archive", archive},
               {"summary", summary},
@@ -198,8 +208,8 @@ Result<std::string> MemoryPipeline::Summarize(std::string_view session, int arch
   if (archive > 1) {
     auto prev = Uri::Parse("strata://session/" + std::string(session) + "/history/" + ArchiveName(archive - 1));
     if (prev.ok()) {
-      auto text = store_.Read(*prev, memory::Level::kOverview);
-      if (text.ok()) previous = *text;
+      STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text, IfExists(store_.Read(*prev, memory::Level::kOverview)));
+      if (text) previous = *text;
     }
   }
   STRATA_ASSIGN_OR_RETURN(
@@ -217,9 +227,9 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
                                                                        const SessionInfo& info, std::string* error) {
   Json categories = Json::array();
   for (const CategorySpec& c : options_.categories) {
-    if ((c.owner == "user" && info.user.empty()) || (c.owner == "agent" && info.agent.empty())) continue;
+    if ((c.owner == Owner::kUser && info.user.empty()) || (c.owner == Owner::kAgent && info.agent.empty())) continue;
     categories.push_back(
-        {{"name", c.name}, {"owner", c.owner}, {"mode", c.merge ? "merge" : "append"}, {"description", c.description}});
+        {{"name", c.name}, {"owner", OwnerName(c.owner)}, {"mode", c.merge ? "merge" : "append"}, {"description", c.description}});
   }
   if (categories.empty()) return Status::FailedPrecondition("session " + info.id + " has neither a user nor an agent");
   Json vars = {
@@ -251,13 +261,13 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
         return Status::InvalidArgument(where + ".category \"" + c.category + "\" is not one of the categories listed");
       }
       if (c.content.empty()) return Status::InvalidArgument(where + " has no content");
-      const std::string& owner_id = spec->owner == "user" ? info.user : info.agent;
+      const std::string& owner_id = spec->owner == Owner::kUser ? info.user : info.agent;
       if (owner_id.empty()) {
-        return Status::InvalidArgument(where + ".category \"" + c.category + "\" belongs to the " + spec->owner +
+        return Status::InvalidArgument(where + ".category \"" + c.category + "\" belongs to the " + std::string(OwnerName(spec->owner)) +
                                        ", and this session has none");
       }
       c.merge = spec->merge;
-      c.dir = *Uri::Parse("strata://" + spec->owner + "/" + owner_id + "/memories/" + c.category);
+      c.dir = *Uri::Parse("strata://" + std::string(OwnerName(spec->owner)) + "/" + owner_id + "/memories/" + c.category);
       out.push_back(std::move(c));
     }
     return Status::Ok();
@@ -269,10 +279,10 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
 Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links) {
   for (const AuditEntry& e : entries) {
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(e.uri));
-    if (e.action == "create" || e.action == "merge") {
+    if (e.action == MemoryAction::kCreate || e.action == MemoryAction::kMerge) {
       Json meta = Json::object();
-      auto existing = store_.Stat(uri);
-      if (existing.ok()) meta = Metadata(existing->metadata);
+      STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> existing, IfExists(store_.Stat(uri)));
+      if (existing) meta = Metadata(existing->metadata);
       meta.erase("valid_to");
       meta.erase("superseded_by");
       if (!meta.contains("valid_from")) meta["valid_from"] = e.at_ms;
@@ -287,12 +297,14 @@ Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std:
       STRATA_RETURN_IF_ERROR(store_.Write(uri, e.after, w));
       for (const std::string& link : links) {
         auto target = Uri::Parse(link);
-        if (!target.ok() || !store_.Stat(*target).ok()) continue;  // A context since removed is not an error.
-        STRATA_RETURN_IF_ERROR(store_.Link(uri, *target, e.action == "create" ? "extracted from" : "updated from"));
+        if (!target.ok()) continue;
+        STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> linked, IfExists(store_.Stat(*target)));
+        if (!linked) continue;  // A context since removed is not an error.
+        STRATA_RETURN_IF_ERROR(store_.Link(uri, *target, e.action == MemoryAction::kCreate ? "extracted from" : "updated from"));
       }
-    } else if (e.action == "supersede") {
-      auto existing = store_.Stat(uri);
-      if (!existing.ok()) continue;  // Removed by hand since: nothing left to mark.
+    } else if (e.action == MemoryAction::kSupersede) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> existing, IfExists(store_.Stat(uri)));
+      if (!existing) continue;  // Removed by hand since: nothing left to mark.
       Json meta = Metadata(existing->metadata);
       if (meta.contains("valid_to")) continue;
       meta["valid_to"] = e.at_ms;
@@ -319,15 +331,16 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
   STRATA_ASSIGN_OR_RETURN(std::vector<memory::Vector> qv, store_.EmbedTexts(texts));
   memory::SearchFilter filter{.under = c.dir, .leaves_only = true, .current_only = true};
   std::vector<memory::ScoredUri> similar;
-  if (store_.Stat(c.dir).ok()) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> dir_node, IfExists(store_.Stat(c.dir)));
+  if (dir_node) {
     STRATA_ASSIGN_OR_RETURN(similar, store_.VectorNeighbours(qv[0], filter, options_.max_similar * 2));
   }
   std::vector<memory::Node> existing;
   std::vector<double> similarity;
   for (const memory::ScoredUri& s : similar) {
     if (s.score < options_.similarity_threshold || existing.size() >= options_.max_similar) continue;
-    auto node = store_.Stat(s.uri);
-    if (!node.ok()) continue;
+    STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> node, IfExists(store_.Stat(s.uri)));
+    if (!node) continue;
     existing.push_back(std::move(*node));
     similarity.push_back(s.score);
   }
@@ -337,18 +350,19 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
                                                             memory::HashHex(c.content).substr(0, 8));
   int64_t now = NowMs();
   std::vector<AuditEntry> plan;
-  auto create = [&](std::string reason) {
-    auto prior = store_.Stat(create_uri);
-    if (prior.ok() && c.merge) {  // Same key in a merge category: an update of that record.
-      plan.push_back({0, create_uri.str(), "merge", source, now, std::move(reason), prior->content, c.content,
+  auto create = [&](std::string reason) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> prior, IfExists(store_.Stat(create_uri)));
+    if (prior && c.merge) {  // Same key in a merge category: an update of that record.
+      plan.push_back({0, create_uri.str(), MemoryAction::kMerge, source, now, std::move(reason), prior->content, c.content,
                       c.abstract_text, c.overview, c.category});
     } else {
-      plan.push_back({0, create_uri.str(), "create", source, now, std::move(reason), "", c.content, c.abstract_text,
+      plan.push_back({0, create_uri.str(), MemoryAction::kCreate, source, now, std::move(reason), "", c.content, c.abstract_text,
                       c.overview, c.category});
     }
+    return Status::Ok();
   };
   if (existing.empty()) {
-    create("no similar memory");
+    STRATA_RETURN_IF_ERROR(create("no similar memory"));
   } else {
     Json list = Json::array();
     for (size_t i = 0; i < existing.size(); ++i) {
@@ -364,11 +378,14 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
                                              "memory dedup", {}, &error);
     if (!answer.ok() && answer.status().code() != StatusCode::kInvalidArgument) return answer.status();
     if (!answer.ok()) {
-      create("R1: the dedup reply did not parse (" + error + "); kept as new");
+      STRATA_RETURN_IF_ERROR(create("R1: the dedup reply did not parse (" + error + "); kept as new"));
     } else {
       Json d = Json::parse(*answer);
       std::string decision = json::StringOr(d, "decision");
       std::string reason = json::StringOr(d, "reason");
+      if (!error.empty()) {  // Kept in the audit trail: the first reply had to be asked again.
+        reason += std::string(reason.empty() ? "" : " ") + "[model asked again after: " + error + "]";
+      }
       auto valid = [&](const Json& v) {
         return v.is_number_integer() && v.get<int64_t>() >= 0 &&
                v.get<int64_t>() < static_cast<int64_t>(existing.size());
@@ -395,7 +412,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
         decision = "merge";
       }
       if (decision == "skip") {
-        plan.push_back({0, existing[0].uri.str(), "skip", source, now,
+        plan.push_back({0, existing[0].uri.str(), MemoryAction::kSkip, source, now,
                         reason.empty() ? "duplicate of an existing memory" : reason, existing[0].content,
                         existing[0].content, "", "", c.category});
         deletes.clear();  // R4
@@ -405,20 +422,20 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
         std::string merged = json::StringOr(d, "content");
         if (merged.empty()) merged = t.content + "\n" + c.content;  // R6
         plan.push_back(
-            {0, t.uri.str(), "merge", source, now, reason, t.content, merged, c.abstract_text, c.overview, c.category});
+            {0, t.uri.str(), MemoryAction::kMerge, source, now, reason, t.content, merged, c.abstract_text, c.overview, c.category});
         for (int m : merges) {
           if (m == target) continue;
-          plan.push_back({0, existing[static_cast<size_t>(m)].uri.str(), "supersede", source, now, t.uri.str(),
+          plan.push_back({0, existing[static_cast<size_t>(m)].uri.str(), MemoryAction::kSupersede, source, now, t.uri.str(),
                           existing[static_cast<size_t>(m)].content, existing[static_cast<size_t>(m)].content, "", "",
                           c.category});
         }
       } else {
-        create(decision == "create" ? reason : "R3: merge without a target; kept as new");
+        STRATA_RETURN_IF_ERROR(create(decision == "create" ? reason : "R3: merge without a target; kept as new"));
       }
       for (int del : deletes) {
         const memory::Node& t = existing[static_cast<size_t>(del)];
         if (!plan.empty() && plan[0].uri == t.uri.str()) continue;
-        plan.push_back({0, t.uri.str(), "supersede", source, now, plan.empty() ? "" : plan[0].uri, t.content, t.content,
+        plan.push_back({0, t.uri.str(), MemoryAction::kSupersede, source, now, plan.empty() ? "" : plan[0].uri, t.content, t.content,
                         "", "", c.category});
       }
     }
@@ -471,7 +488,9 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
       diff.candidates = static_cast<int>(json::IntOr(j, "candidates", 0));
       if (const Json* changes = json::Field(j, "changes"); changes != nullptr && changes->is_array()) {
         for (const Json& c : *changes) {
-          diff.changes.push_back({json::StringOr(c, "action"), json::StringOr(c, "uri"), json::StringOr(c, "reason")});
+          Result<MemoryAction> action = ParseMemoryAction(json::StringOr(c, "action"));
+          if (!action.ok()) return Status::DataLoss(a.dir + "/diff.json: " + action.status().message());
+          diff.changes.push_back({*action, json::StringOr(c, "uri"), json::StringOr(c, "reason")});
         }
       }
     }
@@ -486,8 +505,8 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   // 1. Summary.
   std::string summary;
   if (a.state == ArchiveState::kArchived || a.state == ArchiveState::kFailed) {
-    auto done = fs.ReadFileToString(a.dir + "/summary.md");
-    if (done.ok()) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> done, IfExists(fs.ReadFileToString(a.dir + "/summary.md")));
+    if (done) {
       summary = *done;
     } else {
       STRATA_ASSIGN_OR_RETURN(summary, Summarize(session, archive, transcript));
@@ -506,8 +525,8 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
 
   // 2. Extraction.
   std::vector<Candidate> candidates;
-  auto saved = fs.ReadFileToString(a.dir + "/candidates.json");
-  if (saved.ok()) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> saved, IfExists(fs.ReadFileToString(a.dir + "/candidates.json")));
+  if (saved) {
     Json j = Json::parse(*saved, nullptr, false);
     if (!j.is_array()) return Status::DataLoss(a.dir + "/candidates.json: not a JSON array of candidates");
     for (size_t i = 0; i < j.size(); ++i) {
@@ -536,6 +555,10 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
       return extracted.status();
     }
     candidates = std::move(*extracted);
+    if (!error.empty()) {
+      STRATA_RETURN_IF_ERROR(sessions_.AddArchiveNote(
+          session, archive, "extraction: the model's first reply could not be used (" + error + "); it was asked again"));
+    }
     Json j = Json::array();
     for (const Candidate& c : candidates) {
       j.push_back({{"category", c.category},
@@ -568,14 +591,14 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   // hierarchical search scores a directory by).
   std::set<std::string> touched;
   for (const MemoryChange& c : diff.changes) {
-    if (c.action != "skip") touched.insert(Uri::Parse(c.uri)->Parent().str());
+    if (c.action != MemoryAction::kSkip) touched.insert(Uri::Parse(c.uri)->Parent().str());
   }
   for (const std::string& dir : touched) STRATA_RETURN_IF_ERROR(RefreshDirectory(*Uri::Parse(dir)));
   STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/diff.json", diff.ToJson()));
   // Counted before "done" is written: a crash in between counts again on the redo (an overcount of one
   // archive's memories in a statistic, never a lost memory).
   int64_t extracted = std::count_if(diff.changes.begin(), diff.changes.end(),
-                                    [](const MemoryChange& c) { return c.action == "create" || c.action == "merge"; });
+                                    [](const MemoryChange& c) { return c.action == MemoryAction::kCreate || c.action == MemoryAction::kMerge; });
   STRATA_RETURN_IF_ERROR(sessions_.RecordExtracted(session, extracted));
   STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kDone, ""));
   return diff;
@@ -646,7 +669,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
     }
   } else {
     auto spec = std::find_if(options_.categories.begin(), options_.categories.end(),
-                             [&](const CategorySpec& s) { return s.name == category && s.owner == kind; });
+                             [&](const CategorySpec& s) { return s.name == category && OwnerName(s.owner) == kind; });
     if (spec == options_.categories.end()) {
       return Status::InvalidArgument("remember: '" + std::string(category) + "' is not a " + kind + " category");
     }
@@ -680,8 +703,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
     // Every category directory at or below `root`.
     STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> dirs, store_.Glob("**/memories/" + spec.name, root));
     if (root.name() == spec.name && root.Parent().name() == "memories") {
-      auto self = store_.Stat(root);
-      if (self.ok()) dirs.push_back(*self);
+      STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> self, IfExists(store_.Stat(root)));
+      if (self) dirs.push_back(*self);
     }
     for (const memory::Node& dir : dirs) {
       std::vector<std::unique_lock<std::mutex>> owner_lock =
@@ -689,8 +712,9 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
       STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> leaves, store_.List(dir.uri));
       for (const memory::Node& leaf : leaves) {
         if (leaf.is_dir || Metadata(leaf.metadata).contains("valid_to")) continue;
-        auto current = store_.Stat(leaf.uri);  // An earlier step may have superseded it.
-        if (!current.ok() || Metadata(current->metadata).contains("valid_to")) continue;
+        // An earlier step may have superseded or removed it.
+        STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> current, IfExists(store_.Stat(leaf.uri)));
+        if (!current || Metadata(current->metadata).contains("valid_to")) continue;
         // Set it aside, then decide it against the others as if it were new.
         Json meta = Metadata(current->metadata);
         meta["valid_to"] = stamp;
@@ -710,21 +734,21 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
         std::string source = "consolidate#" + std::to_string(stamp) + "#" + std::to_string(n++);
         STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(c, source, {}));
         bool kept = std::any_of(changes.begin(), changes.end(), [&](const MemoryChange& ch) {
-          return ch.uri == leaf.uri.str() && (ch.action == "create" || ch.action == "merge");
+          return ch.uri == leaf.uri.str() && (ch.action == MemoryAction::kCreate || ch.action == MemoryAction::kMerge);
         });
         if (!kept) {
           // Merged into another or skipped as a duplicate: it stays superseded by what absorbed it.
           meta["superseded_by"] = changes.empty() ? "" : changes[0].uri;
           hide.metadata = meta.dump();
           STRATA_RETURN_IF_ERROR(store_.Write(leaf.uri, current->content, hide));
-          std::vector<AuditEntry> entry = {{0, leaf.uri.str(), "supersede", source, stamp,
+          std::vector<AuditEntry> entry = {{0, leaf.uri.str(), MemoryAction::kSupersede, source, stamp,
                                             changes.empty() ? "" : changes[0].uri, current->content, current->content,
                                             "", "", spec.name}};
           STRATA_RETURN_IF_ERROR(audit_.Record(entry));
-          out.push_back({"supersede", leaf.uri.str(), meta["superseded_by"].get<std::string>()});
+          out.push_back({MemoryAction::kSupersede, leaf.uri.str(), json::StringOr(meta, "superseded_by")});
         }
         for (const MemoryChange& ch : changes) {
-          if (ch.uri != leaf.uri.str() || ch.action != "create") out.push_back(ch);
+          if (ch.uri != leaf.uri.str() || ch.action != MemoryAction::kCreate) out.push_back(ch);
         }
       }
     }

@@ -252,6 +252,15 @@ class FileSessions final : public Sessions {
     return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
   }
 
+  Status AddArchiveNote(std::string_view id, int archive, std::string_view note) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
+    current.notes.emplace_back(note);
+    return WriteState(info.id, archive, current.state, current.error, current.messages, current.notes);
+  }
+
   Result<int64_t> EnqueueArchive(std::string_view id, int archive) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     SessionLock lock = LockSession(id);
@@ -268,7 +277,7 @@ class FileSessions final : public Sessions {
     SessionLock lock = LockSession(id);
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
-    return WriteState(info.id, archive, state, error, current.messages);
+    return WriteState(info.id, archive, state, error, current.messages, current.notes);
   }
 
  private:
@@ -396,9 +405,11 @@ class FileSessions final : public Sessions {
     return last;
   }
 
-  Status WriteState(const std::string& id, int n, ArchiveState state, std::string_view error, int64_t messages) {
+  Status WriteState(const std::string& id, int n, ArchiveState state, std::string_view error, int64_t messages,
+                    const std::vector<std::string>& notes = {}) {
     Json j = {{"state", ArchiveStateName(state)}, {"messages", messages}, {"updated_ms", NowMs()}};
     if (!error.empty()) j["error"] = std::string(error);
+    if (!notes.empty()) j["notes"] = notes;
     return fs().WriteFileAtomically(ArchiveDir(id, n) + "/state.json", j.dump() + "\n");
   }
 
@@ -421,6 +432,11 @@ class FileSessions final : public Sessions {
     }
     a.messages = json::IntOr(j, "messages", 0);
     a.error = json::StringOr(j, "error");
+    if (const Json* notes = json::Field(j, "notes"); notes != nullptr && notes->is_array()) {
+      for (const Json& note : *notes) {
+        if (note.is_string()) a.notes.push_back(note.get<std::string>());
+      }
+    }
     return a;
   }
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "tokenizer/pretokenize.h"
+#include "pretokenize.h"
 
 namespace strata::tokenizer {
 

@@ -1,4 +1,4 @@
-#include "tokenizer/pretokenize.h"
+#include "pretokenize.h"
 
 #include <cstdint>
 #include <string>

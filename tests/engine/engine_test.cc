@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "strata/engine/views.h"
@@ -68,10 +69,10 @@ class EngineTest : public ::testing::Test {
     model_ = std::make_unique<llm::ScriptedProvider>("scripted", [this](const llm::ScriptedProvider::Request& req) {
       Stage stage = StageOf(req);
       if (stage == Stage::kSummary) return summary_;
-      if (stage == Stage::kExtract) return extraction_;
+      if (stage == Stage::kExtract) return Next(extraction_queue_, extraction_);
       if (stage == Stage::kDedup) {
         ++dedup_calls_;
-        return dedup_;
+        return Next(dedup_queue_, dedup_);
       }
       return Text("?");
     });
@@ -79,6 +80,15 @@ class EngineTest : public ::testing::Test {
                            .shipped_prompts_dir = STRATA_PROMPTS_DIR});
     ASSERT_OK(e);
     engine_ = std::move(*e);
+  }
+
+  // The first queued reply, else the standing one.
+  llm::ScriptedReply Next(std::vector<llm::ScriptedReply>& queue, const llm::ScriptedReply& standing) {
+    std::lock_guard lock(mu_);
+    if (queue.empty()) return standing;
+    llm::ScriptedReply r = queue.front();
+    queue.erase(queue.begin());
+    return r;
   }
 
   session::ArchiveInfo Archive(const std::string& session, int n) {
@@ -95,6 +105,9 @@ class EngineTest : public ::testing::Test {
   llm::ScriptedReply summary_ = Text("Alice talked about travel.");
   llm::ScriptedReply extraction_ = Text(kSeat);
   llm::ScriptedReply dedup_ = Text(R"({"decision": "create", "reason": "new"})");
+  std::mutex mu_;
+  std::vector<llm::ScriptedReply> extraction_queue_;  // Answered first, in order.
+  std::vector<llm::ScriptedReply> dedup_queue_;
   std::atomic<int> dedup_calls_{0};
   std::unique_ptr<llm::ScriptedProvider> model_;
   std::unique_ptr<Engine> engine_;
@@ -147,7 +160,7 @@ TEST_F(EngineTest, CommitWaitTurnsASessionIntoMemories) {
   auto history = engine_->MemoryHistory("strata://user/alice/memories/preferences/seat_preference");
   ASSERT_OK(history);
   ASSERT_EQ(history->size(), 1u);
-  EXPECT_EQ((*history)[0].action, "create");
+  EXPECT_EQ((*history)[0].action, session::MemoryAction::kCreate);
 }
 
 // A dedup reply whose fields have the wrong types must not end the process: it is read by the documented
@@ -175,6 +188,31 @@ TEST_F(EngineTest, WronglyTypedExtractionIsRetriedThenFailsTheArchiveWithTheReas
   ASSERT_OK(outcome);
   EXPECT_FALSE(outcome->phase2.ok());
   EXPECT_NE(outcome->phase2.message().find("category"), std::string::npos) << outcome->phase2.message();
+}
+
+// A reply the model had to be asked for again is visible afterwards: in the archive's notes (session
+// status) and in the memory's audit trail (memory history).
+TEST_F(EngineTest, ModelRetriesAreRecordedInStatusAndHistory) {
+  extraction_queue_ = {Text("Sorry, I cannot produce JSON today.")};
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/seat_preference",
+                           "Alice prefers aisle seats on long flights and short ones."));
+  dedup_queue_ = {Text(R"({"decision": "merge", "merge_into": 0)")};  // Truncated: asked again.
+  dedup_ = Text(R"({"decision": "merge", "merge_into": 0, "content": "Alice prefers aisle seats.", "reason": "same"})");
+  ASSERT_OK(engine_->CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine_->AddMessages("s1", std::vector<Message>{Message::User("I always want an aisle seat.")}));
+  auto outcome = engine_->Commit("s1", {.wait = true});
+  ASSERT_OK(outcome);
+  ASSERT_OK(outcome->phase2);
+  session::ArchiveInfo a = Archive("s1", 1);
+  ASSERT_EQ(a.notes.size(), 1u);
+  EXPECT_NE(a.notes[0].find("extraction"), std::string::npos) << a.notes[0];
+  EXPECT_NE(a.notes[0].find("asked again"), std::string::npos) << a.notes[0];
+  EXPECT_EQ(views::ArchiveView(a)["notes"].size(), 1u);
+  auto history = engine_->MemoryHistory("strata://user/alice/memories/preferences/seat_preference");
+  ASSERT_OK(history);
+  ASSERT_FALSE(history->empty());
+  EXPECT_EQ(history->back().action, session::MemoryAction::kMerge);
+  EXPECT_NE(history->back().reason.find("model asked again"), std::string::npos) << history->back().reason;
 }
 
 TEST_F(EngineTest, APermanentModelErrorFailsTheArchiveOnceAndRetryRequeuesIt) {

@@ -118,7 +118,7 @@ TEST_F(PipelineTest, CreatePathWritesLayersLinksAuditAndDiff) {
   CommitDiff diff = CommitAndRun({Message::User("I always want an aisle seat on long flights."), used});
   EXPECT_EQ(diff.candidates, 1);
   ASSERT_EQ(diff.changes.size(), 1u);
-  EXPECT_EQ(diff.changes[0].action, "create");
+  EXPECT_EQ(diff.changes[0].action, MemoryAction::kCreate);
   const std::string uri = "strata://user/alice/memories/preferences/seat_preference";
   EXPECT_EQ(diff.changes[0].uri, uri);
   EXPECT_EQ(calls_[static_cast<int>(Stage::kDedup)], 0);  // Nothing similar: no dedup call.
@@ -140,7 +140,7 @@ TEST_F(PipelineTest, CreatePathWritesLayersLinksAuditAndDiff) {
   auto history = audit_->History(uri);
   ASSERT_OK(history);
   ASSERT_EQ(history->size(), 1u);
-  EXPECT_EQ((*history)[0].action, "create");
+  EXPECT_EQ((*history)[0].action, MemoryAction::kCreate);
   EXPECT_EQ((*history)[0].source, "s1#1#0");
   EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
   EXPECT_EQ(sessions_->Get("s1")->stats.memories_extracted, 1);
@@ -162,7 +162,7 @@ TEST_F(PipelineTest, MergePathKeepsTheOldTextInTheAuditTrail) {
       R"({"decision": "merge", "merge_into": 0, "content": "Alice prefers aisle seats on long flights, window on short ones.", "reason": "refines"})");
   CommitDiff diff = CommitAndRun({Message::User("On long flights I want the aisle.")});
   ASSERT_EQ(diff.changes.size(), 1u);
-  EXPECT_EQ(diff.changes[0].action, "merge");
+  EXPECT_EQ(diff.changes[0].action, MemoryAction::kMerge);
   EXPECT_EQ(diff.changes[0].uri, old_uri);
   EXPECT_EQ(*store_->Read(*Uri::Parse(old_uri), memory::Level::kContent),
             "Alice prefers aisle seats on long flights, window on short ones.");
@@ -187,7 +187,7 @@ TEST_F(PipelineTest, SkipPathAddsNothingAndNeverDeletes) {
   Answer(kSeat, R"({"decision": "skip", "reason": "same fact", "actions": [{"index": 0, "action": "delete"}]})");
   CommitDiff diff = CommitAndRun({Message::User("Aisle seat please, as always.")});
   ASSERT_EQ(diff.changes.size(), 1u);
-  EXPECT_EQ(diff.changes[0].action, "skip");
+  EXPECT_EQ(diff.changes[0].action, MemoryAction::kSkip);
   EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
   EXPECT_FALSE(Superseded(old_uri));
 }
@@ -200,8 +200,8 @@ TEST_F(PipelineTest, DeletePathSupersedesTheContradictedMemory) {
       R"({"decision": "create", "reason": "changed her mind", "actions": [{"index": 0, "action": "delete"}, {"index": 7, "action": "delete"}]})");
   CommitDiff diff = CommitAndRun({Message::User("I changed my mind: aisle seats from now on.")});
   ASSERT_EQ(diff.changes.size(), 2u);
-  EXPECT_EQ(diff.changes[0].action, "create");
-  EXPECT_EQ(diff.changes[1].action, "supersede");  // Index 7 is ignored (R2).
+  EXPECT_EQ(diff.changes[0].action, MemoryAction::kCreate);
+  EXPECT_EQ(diff.changes[1].action, MemoryAction::kSupersede);  // Index 7 is ignored (R2).
   EXPECT_EQ(diff.changes[1].uri, old_uri);
   EXPECT_TRUE(Superseded(old_uri));
   EXPECT_OK(store_->Stat(*Uri::Parse(old_uri)));  // Kept, not erased.
@@ -333,11 +333,11 @@ TEST_F(PipelineTest, RememberGoesThroughTheSameDedup) {
   auto first = pipeline_->Remember("strata://user/alice", "Alice prefers aisle seats on long flights.", "preferences");
   ASSERT_OK(first);
   ASSERT_EQ(first->size(), 1u);
-  EXPECT_EQ((*first)[0].action, "create");
+  EXPECT_EQ((*first)[0].action, MemoryAction::kCreate);
   auto second = pipeline_->Remember("strata://user/alice", "Alice likes aisle seats on long flights.", "preferences");
   ASSERT_OK(second);
   ASSERT_EQ(second->size(), 1u);
-  EXPECT_EQ((*second)[0].action, "skip");
+  EXPECT_EQ((*second)[0].action, MemoryAction::kSkip);
   EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
   EXPECT_FALSE(pipeline_->Remember("strata://user/alice", "x", "cases").ok());  // An agent category.
   EXPECT_FALSE(pipeline_->Remember("strata://resources", "x", "").ok());
@@ -379,11 +379,11 @@ TEST_F(PipelineTest, ConsolidationMergesNearDuplicatesThatSlippedThrough) {
   auto history = audit_->History(gone);
   ASSERT_OK(history);
   ASSERT_FALSE(history->empty());
-  EXPECT_EQ(history->back().action, "supersede");
+  EXPECT_EQ(history->back().action, MemoryAction::kSupersede);
   // Running it again finds nothing more to merge.
   auto again = pipeline_->Consolidate("strata://user/alice");
   ASSERT_OK(again);
-  for (const auto& c : *again) EXPECT_NE(c.action, "supersede") << c.uri;
+  for (const auto& c : *again) EXPECT_NE(c.action, MemoryAction::kSupersede) << c.uri;
 }
 
 // Phase 2 killed at random moments, then resumed by a fresh process: every fact ends up stored exactly

@@ -7,7 +7,7 @@
 //   NodeDetailView    NodeView + "overview", "metadata" (object), "relations": [{"from","to","reason"}]
 //   HitView           {"uri","level","score","abstract","reason"}
 //   SessionView       {"abstract","agent","contexts","id",["messages",]"overview","stats":{...},"user"}
-//   ArchiveView       {"archive","error"?,"messages","model_retries"?,"state"}
+//   ArchiveView       {"archive","error"?,"messages","notes"?,"state"}
 //   JobView           {"attempts","id","last_error"?,"payload","state"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","source"}
 //   ChangesView       [{"action","reason","uri"}]

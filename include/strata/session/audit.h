@@ -12,16 +12,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/util/status.h"
 
 namespace strata::session {
 
+// What happened to a memory. Stored and shown by name: "create", "merge", "supersede", "skip".
+enum class MemoryAction { kCreate, kMerge, kSupersede, kSkip };
+std::string_view MemoryActionName(MemoryAction action);
+Result<MemoryAction> ParseMemoryAction(std::string_view name);
+
 struct AuditEntry {
   int64_t id = 0;
-  std::string uri;     // The memory changed.
-  std::string action;  // "create", "merge", "supersede", "skip".
+  std::string uri;  // The memory changed.
+  MemoryAction action = MemoryAction::kCreate;
   std::string source;  // "<session>#<archive>#<candidate>" or "remember#<ms>#0".
   int64_t at_ms = 0;
   std::string reason;  // The model's reason, or the rule that decided.

@@ -57,9 +57,13 @@
 
 namespace strata::session {
 
+// Whose memories a category holds: strata://user/<id>/memories/… or strata://agent/<id>/memories/….
+enum class Owner { kUser, kAgent };
+std::string_view OwnerName(Owner owner);  // "user", "agent" (the URI kind)
+
 struct CategorySpec {
   std::string name;
-  std::string owner;  // "user" or "agent".
+  Owner owner = Owner::kUser;
   bool merge = false;
   std::string description;
 };
@@ -79,7 +83,7 @@ struct PipelineOptions {
 
 // What one archive's phase 2 changed.
 struct MemoryChange {
-  std::string action;  // create, merge, supersede, skip.
+  MemoryAction action = MemoryAction::kCreate;
   std::string uri;
   std::string reason;
 };

@@ -5,7 +5,7 @@
 //   messages.jsonl               the current messages (JsonlLinearStorage: crash-safe appends, kosong JSON)
 //   history/archive_NNN/         one per commit, numbered from 001, never overwritten:
 //     messages.jsonl             the archived messages (moved here by one rename)
-//     state.json                 {"state": "archived" | ... | "done" | "failed", ...} (phase 2's progress)
+//     state.json                 {"state": "archived" | ... | "done" | "failed", "error"?, "notes"?: [...]}
 //
 // Commit() is phase 1 of the two-phase commit: it moves the current messages into the next archive at once
 // (a rename, so a crash leaves them either current or archived, never both or neither), records the archive
@@ -77,6 +77,7 @@ struct ArchiveInfo {
   ArchiveState state = ArchiveState::kArchived;
   int64_t messages = 0;
   std::string error;  // Why phase 2 failed (kFailed), for `strata session status`.
+  std::vector<std::string> notes;  // What happened on the way, e.g. a model reply that had to be asked again.
 };
 
 struct CommitTicket {
@@ -109,6 +110,8 @@ class Sessions {
   virtual Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) = 0;
   // Adds `count` to the session's memories_extracted (phase 2, once per archive).
   virtual Status RecordExtracted(std::string_view id, int64_t count) = 0;
+  // Adds a note to the archive's state (kept across state changes): phase 2 records model retries here.
+  virtual Status AddArchiveNote(std::string_view id, int archive, std::string_view note) = 0;
   // Queues phase 2 of an archive that is not done (again): for retrying a failed archive.
   virtual Result<int64_t> EnqueueArchive(std::string_view id, int archive) = 0;
   // Records phase 2's progress in the archive's state.json (used by the commit worker).

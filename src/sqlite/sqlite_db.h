@@ -1,3 +1,5 @@
+// Shared by the modules that keep SQLite databases (memory: the context store; session: the job queue and
+// the audit log), through the internal target strata_sqlite_internal; never installed.
 // A thin RAII layer over the SQLite C API: a connection, prepared statements, IMMEDIATE transactions.
 // Every error becomes a Status naming the statement and SQLite's message; SQLITE_BUSY is kUnavailable.
 #pragma once
@@ -15,7 +17,7 @@
 
 #include "strata/util/status.h"
 
-namespace strata::memory {
+namespace strata::sqlite {
 
 class Db {
  public:
@@ -175,4 +177,4 @@ class Txn {
   bool open_ = false;
 };
 
-}  // namespace strata::memory
+}  // namespace strata::sqlite

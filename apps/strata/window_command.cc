@@ -38,7 +38,9 @@ void NormaliseToolCalls(Json* record) {
     Json arguments = call.value("arguments", Json());
     Json function{{"name", call["name"]},
                   {"arguments", arguments.is_string() || arguments.is_null() ? arguments : Json(arguments.dump())}};
-    call = Json{{"type", "function"}, {"id", call.value("id", "")}, {"function", std::move(function)}};
+    // Types are left as given: the message parser reports a wrong one with its path.
+    Json id = call.contains("id") ? call["id"] : Json("");
+    call = Json{{"type", "function"}, {"id", std::move(id)}, {"function", std::move(function)}};
   }
 }
 

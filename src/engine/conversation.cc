@@ -51,7 +51,9 @@ Result<std::unique_ptr<Conversation>> Conversation::Open(const std::string& path
 std::string Conversation::system_prompt() const { return log_->system_prompt().value_or(options_.system_prompt); }
 
 void Conversation::Cancel() {
-  if (Canceller* c = running_.load()) c->Cancel();
+  // Under cancel_mu_, so the turn cannot destroy the Canceller while it is being cancelled.
+  std::lock_guard lock(cancel_mu_);
+  if (running_ != nullptr) running_->Cancel();
 }
 
 Result<TurnResult> Conversation::Turn(std::string_view text, const TurnCallbacks& callbacks) {
@@ -73,12 +75,18 @@ Result<TurnResult> Conversation::Turn(Message user, const TurnCallbacks& callbac
     for (const std::string& w : warnings) warn(w);
     if (!messages.ok()) return messages.status();
     Canceller cancel;
-    running_ = &cancel;
+    {
+      std::lock_guard cancel_lock(cancel_mu_);
+      running_ = &cancel;
+    }
     tools::StepCallbacks step_callbacks;
     step_callbacks.on_part = callbacks.on_part;
     step_callbacks.on_tool_call = callbacks.on_tool_call;
     auto result = tools::Step(provider_, prompt, *tools_, *messages, step_callbacks, {.cancel = &cancel});
-    running_ = nullptr;
+    {
+      std::lock_guard cancel_lock(cancel_mu_);
+      running_ = nullptr;
+    }
     if (callbacks.on_step_end) callbacks.on_step_end(step);
     if (!result.ok()) return result.status();
     std::vector<Message> added = result->NewMessages();

@@ -455,7 +455,10 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
     // The caller is waiting for this session: its jobs run now even if a backoff after an earlier failure
     // would have them wait.
     STRATA_RETURN_IF_ERROR(queue->Expedite(id));
-    STRATA_RETURN_IF_ERROR(pipeline->RunPending(*queue, 1 << 30, options.cancel).status());
+    if (Status ran = pipeline->RunPending(*queue, 1 << 30, options.cancel).status(); !ran.ok()) {
+      out.phase2 = ran;  // Cancelled, or the queue failed: phase 1 stands, the job waits in the queue.
+      return out;
+    }
     STRATA_ASSIGN_OR_RETURN(auto archives, s->Archives(id));
     for (const session::ArchiveInfo& a : archives) {
       if (a.number != out.ticket.archive) continue;
@@ -471,7 +474,7 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
         return out;
       }
     }
-    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, pipeline->ProcessArchive(id, out.ticket.archive));
+    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, pipeline->ProcessArchive(id, out.ticket.archive, options.cancel));
     out.diff = std::move(diff);
     return out;
   });
@@ -546,10 +549,10 @@ Result<int> Engine::Retry(std::string_view id) {
 // ---- Memories ----
 
 Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view scope, std::string_view text,
-                                                           std::string_view category) {
+                                                           std::string_view category, const Canceller* cancel) {
   return Guard("remember", [&]() -> Result<std::vector<session::MemoryChange>> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
-    return p->Remember(scope, text, category);
+    return p->Remember(scope, text, category, cancel);
   });
 }
 
@@ -561,10 +564,10 @@ Result<std::vector<session::AuditEntry>> Engine::MemoryHistory(std::string_view 
   });
 }
 
-Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view under) {
+Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view under, const Canceller* cancel) {
   return Guard("consolidate", [&]() -> Result<std::vector<session::MemoryChange>> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
-    return p->Consolidate(under);
+    return p->Consolidate(under, cancel);
   });
 }
 

@@ -9,6 +9,8 @@
 #include "strata/llm/chat_error.h"
 #include "strata/llm/scripted.h"
 
+#include "strata/json/checked.h"
+
 namespace strata::llm {
 namespace {
 
@@ -168,7 +170,10 @@ Result<std::shared_ptr<HttpTransport>> ReplayTransport(const std::string& path, 
     if (!record.contains("response") || !record["response"].is_string()) {
       return Status::InvalidArgument(where + ": missing \"response\" text");
     }
-    Exchange exchange{.request = record.value("request", Json()), .status = record.value("status", 200),
+    if (const Json* status = json::Field(record, "status"); status != nullptr && !status->is_number_integer()) {
+      return Status::InvalidArgument(where + ": \"status\" must be an integer, not " + std::string(json::TypeName(*status)));
+    }
+    Exchange exchange{.request = record.value("request", Json()), .status = static_cast<int>(json::IntOr(record, "status", 200)),
                       .response = record["response"].get<std::string>()};
     if (auto it = record.find("headers"); it != record.end() && it->is_object()) {
       for (const auto& [name, value] : it->items()) {

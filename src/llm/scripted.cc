@@ -1,5 +1,7 @@
 #include "strata/llm/scripted.h"
 
+#include "strata/json/checked.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -37,12 +39,20 @@ class ScriptedStream final : public ChatStream {
 // Sets *error to the error `e` describes; fails if `e` is malformed.
 Status ErrorFromJson(const Json& e, const std::string& where, Status* error) {
   if (!e.is_object()) return Status::InvalidArgument(where + ": expected an object");
-  std::string kind = e.value("kind", "http_status");
-  std::string message = e.value("message", kind);
+  for (const char* key : {"kind", "message"}) {
+    STRATA_RETURN_IF_ERROR(json::OptionalString(e, key, where).status());
+  }
+  for (const char* key : {"status", "retry_after_ms"}) {
+    if (const Json* v = json::Field(e, key); v != nullptr && !v->is_number_integer()) {
+      return Status::InvalidArgument(where + ": \"" + key + "\" must be an integer, not " + std::string(json::TypeName(*v)));
+    }
+  }
+  std::string kind = json::StringOr(e, "kind", "http_status");
+  std::string message = json::StringOr(e, "message", kind);
   if (kind == "http_status") {
-    int status = e.value("status", 500);
+    int status = static_cast<int>(json::IntOr(e, "status", 500));
     std::optional<std::chrono::milliseconds> retry_after;
-    if (e.contains("retry_after_ms")) retry_after = std::chrono::milliseconds(e["retry_after_ms"].get<int64_t>());
+    if (e.contains("retry_after_ms")) retry_after = std::chrono::milliseconds(json::IntOr(e, "retry_after_ms", 0));
     *error = HttpStatusError(status, Json{{"error", {{"message", message}}}}.dump(), retry_after);
   } else if (kind == "connection") {
     *error = ConnectionError(message);
@@ -62,7 +72,7 @@ Status ErrorFromJson(const Json& e, const std::string& where, Status* error) {
 Result<ScriptedReply> ReplyFromJson(const Json& r, const std::string& where) {
   if (!r.is_object()) return Status::InvalidArgument(where + ": expected an object");
   ScriptedReply reply;
-  reply.id = r.value("id", "");
+  STRATA_ASSIGN_OR_RETURN(reply.id, json::OptionalString(r, "id", where));
   if (r.contains("text")) {
     if (!r["text"].is_string()) return Status::InvalidArgument(where + ".text: expected a string");
     reply.parts.push_back(ContentPart(TextPart{r["text"].get<std::string>()}));
@@ -78,8 +88,14 @@ Result<ScriptedReply> ReplyFromJson(const Json& r, const std::string& where) {
   if (r.contains("usage")) {
     const Json& u = r["usage"];
     if (!u.is_object()) return Status::InvalidArgument(where + ".usage: expected an object");
-    reply.usage = TokenUsage{u.value("input_other", int64_t{0}), u.value("output", int64_t{0}),
-                             u.value("input_cache_read", int64_t{0}), u.value("input_cache_creation", int64_t{0})};
+    for (const char* key : {"input_other", "output", "input_cache_read", "input_cache_creation"}) {
+      if (const Json* v = json::Field(u, key); v != nullptr && !v->is_number_integer()) {
+        return Status::InvalidArgument(where + ".usage: \"" + key + "\" must be an integer, not " +
+                                       std::string(json::TypeName(*v)));
+      }
+    }
+    reply.usage = TokenUsage{json::IntOr(u, "input_other", 0), json::IntOr(u, "output", 0),
+                             json::IntOr(u, "input_cache_read", 0), json::IntOr(u, "input_cache_creation", 0)};
   }
   if (r.contains("error")) {
     STRATA_RETURN_IF_ERROR(ErrorFromJson(r["error"], where + ".error", &reply.error));
@@ -103,7 +119,7 @@ Result<std::unique_ptr<ScriptedProvider>> ScriptedProvider::FromJson(std::string
   if (j.is_discarded()) return Status::InvalidArgument("script: not valid JSON: " + json::DescribeSyntaxError(script));
   std::string model = "scripted";
   if (j.is_object()) {
-    model = j.value("model", model);
+    model = json::StringOr(j, "model", model);
     if (!j.contains("replies")) return Status::InvalidArgument("script: expected a \"replies\" list");
     j = j["replies"];
   }

@@ -1,5 +1,7 @@
 #include "strata/memory/embedder.h"
 
+#include "strata/json/checked.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -186,7 +188,8 @@ class HttpEmbedder final : public Embedder {
         return bad("expected \"embeddings\" with " + std::to_string(expected) + " items");
       }
       for (size_t i = 0; i < expected; ++i) {
-        STRATA_RETURN_IF_ERROR(read_vector((*list)[i].value("values", Json()), i));
+        const Json* values = json::Field((*list)[i], "values");
+        STRATA_RETURN_IF_ERROR(read_vector(values != nullptr ? *values : Json(), i));
       }
     } else {
       const Json* list = doc.contains("data") ? &doc["data"] : nullptr;
@@ -195,9 +198,11 @@ class HttpEmbedder final : public Embedder {
       }
       for (size_t i = 0; i < expected; ++i) {
         const Json& item = (*list)[i];
-        size_t index = item.contains("index") && item["index"].is_number_unsigned() ? item["index"].get<size_t>() : i;
+        const Json* at = json::Field(item, "index");
+        size_t index = at != nullptr && at->is_number_unsigned() ? at->get<size_t>() : i;
         if (index >= expected || !out[index].empty()) return bad("bad or repeated index " + std::to_string(index));
-        STRATA_RETURN_IF_ERROR(read_vector(item.value("embedding", Json()), index));
+        const Json* embedding = json::Field(item, "embedding");
+        STRATA_RETURN_IF_ERROR(read_vector(embedding != nullptr ? *embedding : Json(), index));
       }
     }
     std::lock_guard lock(mu_);

@@ -1,5 +1,7 @@
 #include "strata/memory/markdown_io.h"
 
+#include "strata/json/checked.h"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -238,7 +240,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
         report.skipped.push_back(where + ": " + (from.ok() ? to.status() : from.status()).message());
         continue;
       }
-      Status linked = store.Link(*from, *to, r.value("reason", ""));
+      Status linked = store.Link(*from, *to, json::StringOr(r, "reason"));
       if (!linked.ok()) {
         report.skipped.push_back(where + ": " + linked.message());
         continue;

@@ -20,6 +20,21 @@ namespace strata::session {
 using Json = nlohmann::json;
 using memory::Uri;
 
+// The cancellation token of the pipeline call running on this thread (ProcessArchive, Remember,
+// Consolidate), passed to every model call it makes.
+thread_local const Canceller* t_cancel = nullptr;
+
+class CancelScope {
+ public:
+  explicit CancelScope(const Canceller* cancel) : outer_(t_cancel) { t_cancel = cancel; }
+  ~CancelScope() { t_cancel = outer_; }
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+
+ private:
+  const Canceller* outer_;
+};
+
 // The value, nullopt when it does not exist, or the error: an I/O failure is never taken for "not there".
 template <typename T>
 Result<std::optional<T>> IfExists(Result<T> r) {
@@ -188,7 +203,7 @@ Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, cons
   STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, vars));
   std::vector<Message> history = {Message::User(prompt)};
   for (int attempt = 1;; ++attempt) {
-    STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
+    STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history, {}, {.cancel = t_cancel}));
     Result<std::string> json = llm::ExtractModelJson(reply.message.ExtractText(), llm::JsonShape::kObject);
     Status problem = json.ok() ? (check ? check(*json) : Status::Ok()) : json.status();
     if (problem.ok()) return json;
@@ -216,7 +231,7 @@ Result<std::string> MemoryPipeline::Summarize(std::string_view session, int arch
       std::string prompt,
       prompts_.Render("session.summarize", ToValue({{"transcript", transcript}, {"previous_summary", previous}})));
   std::vector<Message> history = {Message::User(prompt)};
-  STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history));
+  STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history, {}, {.cancel = t_cancel}));
   std::string summary = reply.message.ExtractText();
   if (FirstLine(summary).empty()) return Status::InvalidArgument("the model returned an empty summary");
   return summary;
@@ -469,7 +484,8 @@ Status MemoryPipeline::RefreshDirectory(const Uri& dir) {
   return store_.Mkdir(dir, w);
 }
 
-Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int archive) {
+Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int archive, const Canceller* cancel) {
+  CancelScope scope(cancel);
   STRATA_ASSIGN_OR_RETURN(SessionInfo info, sessions_.Get(session));
   STRATA_ASSIGN_OR_RETURN(std::vector<ArchiveInfo> archives, sessions_.Archives(session));
   auto it = std::find_if(archives.begin(), archives.end(), [&](const ArchiveInfo& a) { return a.number == archive; });
@@ -551,6 +567,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
     std::string error;
     Result<std::vector<Candidate>> extracted = Extract(transcript, summary, info, &error);
     if (!extracted.ok()) {
+      if (extracted.status().code() == StatusCode::kCancelled) return extracted.status();
       (void)sessions_.SetArchiveState(session, archive, ArchiveState::kFailed, extracted.status().message());
       return extracted.status();
     }
@@ -619,7 +636,7 @@ Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canc
     }
     Result<CommitDiff> diff = Status::Internal("not run");
     try {
-      diff = ProcessArchive(session, static_cast<int>(archive));
+      diff = ProcessArchive(session, static_cast<int>(archive), cancel);
     } catch (const std::exception& e) {  // A bug; the job must not stay running for ever.
       diff = Status::Internal(std::string("phase 2 failed unexpectedly: ") + e.what());
     }
@@ -631,10 +648,10 @@ Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canc
     // Bad or missing input cannot get better by waiting, nor can a model that refuses the request for good
     // (HTTP 401/403 are kFailedPrecondition); model and parse failures may.
     StatusCode code = diff.status().code();
+    // A cancelled job goes back to the queue; the archive resumes where it stopped.
     bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
-                     code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal ||
-                     code == StatusCode::kCancelled;
-    STRATA_RETURN_IF_ERROR(queue.Fail(job->id, diff.status(), !permanent && code != StatusCode::kCancelled));
+                     code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal;
+    STRATA_RETURN_IF_ERROR(queue.Fail(job->id, diff.status(), !permanent));
     STRATA_ASSIGN_OR_RETURN(std::optional<Job> after, queue.Get(job->id));
     if (after && after->state == JobState::kDead) {
       // Recorded once, with the reason; the archive waits for an explicit retry instead of being queued on
@@ -647,7 +664,8 @@ Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canc
 }
 
 Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scope, std::string_view text,
-                                                           std::string_view category) {
+                                                           std::string_view category, const Canceller* cancel) {
+  CancelScope cancel_scope(cancel);
   STRATA_ASSIGN_OR_RETURN(Uri scope_uri, Uri::Parse(scope));
   std::string kind(scope_uri.kind());
   if ((kind != "user" && kind != "agent") || !scope_uri.is_scope_root()) {
@@ -694,7 +712,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
   return out;
 }
 
-Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view under) {
+Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view under, const Canceller* cancel) {
+  CancelScope cancel_scope(cancel);
   STRATA_ASSIGN_OR_RETURN(Uri root, Uri::Parse(under));
   std::vector<MemoryChange> out;
   int64_t stamp = NowMs();

@@ -4,6 +4,11 @@
 
 namespace strata {
 
+Canceller::~Canceller() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return !running_callbacks_; });
+}
+
 void Canceller::Cancel() {
   std::vector<std::function<void()>> to_run;
   {
@@ -11,9 +16,15 @@ void Canceller::Cancel() {
     if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
     for (auto& [id, callback] : callbacks_) to_run.push_back(std::move(callback));
     callbacks_.clear();
+    running_callbacks_ = true;
+    running_thread_ = std::this_thread::get_id();
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  // Outside the lock: a callback may take locks of its own (the HTTP transport's wake-up).
   for (auto& callback : to_run) callback();
+  std::lock_guard lock(mu_);
+  running_callbacks_ = false;
+  cv_.notify_all();
 }
 
 int Canceller::AddCallback(std::function<void()> callback) const {
@@ -29,8 +40,13 @@ int Canceller::AddCallback(std::function<void()> callback) const {
 }
 
 void Canceller::RemoveCallback(int id) const {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   callbacks_.erase(id);
+  // A callback already handed to Cancel() may be running on another thread: wait for it (not on the
+  // cancelling thread itself, where a callback may remove itself).
+  if (running_thread_ != std::this_thread::get_id()) {
+    cv_.wait(lock, [this] { return !running_callbacks_; });
+  }
 }
 
 bool Canceller::SleepFor(std::chrono::milliseconds duration) const {

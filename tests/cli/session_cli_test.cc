@@ -66,6 +66,32 @@ TEST_F(SessionCli, AFailedPhaseTwoIsReportedNotHidden) {
   EXPECT_EQ(status["jobs"][0]["state"], "pending");  // Retried later by `strata session work`.
 }
 
+// A model that refuses for good (HTTP 401) fails the archive once, with the reason; after the key is
+// fixed, `session retry` queues it again and `session work` finishes it.
+TEST_F(SessionCli, APermanentModelErrorIsRetriedOnRequest) {
+  ASSERT_EQ(Session({"new", "--user", "dana", "--id", "s"}).exit_code, 0);
+  ASSERT_EQ(Session({"add", "s", "--text", "I prefer the window seat."}).exit_code, 0);
+  WriteFileOrDie(dir_.File("denied.json"),
+                 R"({"replies": [{"error": {"kind": "http_status", "status": 401, "message": "invalid api key"}}]})");
+  CliRun commit = Session({"commit", "s", "--wait", "--script", dir_.File("denied.json")});
+  EXPECT_EQ(commit.exit_code, 5) << commit.err;
+  EXPECT_NE(commit.err.find("invalid api key"), std::string::npos) << commit.err;
+  Json status = Json::parse(Session({"status", "s"}).out);
+  EXPECT_EQ(status["archives"][0]["state"], "failed");
+  EXPECT_NE(status["archives"][0]["error"].get<std::string>().find("invalid api key"), std::string::npos);
+  EXPECT_EQ(status["jobs"][0]["state"], "dead");
+  CliRun retry = Session({"retry", "s"});
+  ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  EXPECT_EQ(Json::parse(retry.out)["requeued"], 1);
+  WriteFileOrDie(dir_.File("good.json"), R"({"replies": [{"text": "Dana talked about seats."},
+      {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"seat\", \"content\": \"Dana prefers the window seat.\"}]}"}]})");
+  CliRun work = Session({"work", "--script", dir_.File("good.json")});
+  ASSERT_EQ(work.exit_code, 0) << work.err;
+  EXPECT_EQ(Json::parse(work.out)["completed"], 1);
+  status = Json::parse(Session({"status", "s"}).out);
+  EXPECT_EQ(status["archives"][0]["state"], "done");
+}
+
 TEST_F(SessionCli, RememberWithACategory) {
   CliRun r = RunStrata({"memory", "--data", dir_.File("data"), "remember", "strata://user/carol",
                         "Carol is allergic to peanuts.", "--category", "profile", "--script", dir_.File("none.json")},

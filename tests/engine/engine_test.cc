@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -68,6 +70,7 @@ class EngineTest : public ::testing::Test {
     engine_.reset();
     model_ = std::make_unique<llm::ScriptedProvider>("scripted", [this](const llm::ScriptedProvider::Request& req) {
       Stage stage = StageOf(req);
+      if (on_call_) on_call_(stage);
       if (stage == Stage::kSummary) return summary_;
       if (stage == Stage::kExtract) return Next(extraction_queue_, extraction_);
       if (stage == Stage::kDedup) {
@@ -105,6 +108,7 @@ class EngineTest : public ::testing::Test {
   llm::ScriptedReply summary_ = Text("Alice talked about travel.");
   llm::ScriptedReply extraction_ = Text(kSeat);
   llm::ScriptedReply dedup_ = Text(R"({"decision": "create", "reason": "new"})");
+  std::function<void(Stage)> on_call_;  // Runs before each model reply.
   std::mutex mu_;
   std::vector<llm::ScriptedReply> extraction_queue_;  // Answered first, in order.
   std::vector<llm::ScriptedReply> dedup_queue_;
@@ -213,6 +217,30 @@ TEST_F(EngineTest, ModelRetriesAreRecordedInStatusAndHistory) {
   ASSERT_FALSE(history->empty());
   EXPECT_EQ(history->back().action, session::MemoryAction::kMerge);
   EXPECT_NE(history->back().reason.find("model asked again"), std::string::npos) << history->back().reason;
+}
+
+// Cancelling phase 2 leaves the commit standing and the job queued; the next run finishes it.
+TEST_F(EngineTest, CancelledPhaseTwoStaysQueuedAndResumes) {
+  Canceller cancel;
+  on_call_ = [&](Stage stage) {
+    if (stage == Stage::kSummary) cancel.Cancel();
+  };
+  ASSERT_OK(engine_->CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine_->AddMessages("s1", std::vector<Message>{Message::User("I always want an aisle seat.")}));
+  auto outcome = engine_->Commit("s1", {.wait = true, .cancel = &cancel});
+  ASSERT_OK(outcome);  // Phase 1 happened.
+  EXPECT_EQ(outcome->phase2.code(), StatusCode::kCancelled) << outcome->phase2.ToString();
+  EXPECT_EQ(Archive("s1", 1).state, session::ArchiveState::kArchived);
+  on_call_ = nullptr;
+  auto status = engine_->GetSessionStatus("s1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->jobs.size(), 1u);
+  EXPECT_EQ(status->jobs[0].state, session::JobState::kPending);
+  ASSERT_OK((*engine_->queue())->Expedite("s1"));  // Skip the retry backoff.
+  auto work = engine_->Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  EXPECT_EQ(Archive("s1", 1).state, session::ArchiveState::kDone);
 }
 
 TEST_F(EngineTest, APermanentModelErrorFailsTheArchiveOnceAndRetryRequeuesIt) {
@@ -462,6 +490,55 @@ TEST_F(ConversationTest, CompactsAutomaticallyWhenTheWindowFills) {
   ASSERT_OK(next);
   ASSERT_FALSE(next->empty());
   EXPECT_NE((*next)[0].ExtractText().find("SUMMARY"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Files a user hands to the CLI (chat scripts, recordings, Markdown trees) with wrongly typed fields are
+// errors naming the field, not an exception out of the JSON library.
+TEST(UntrustedInput, WronglyTypedScriptFieldsAreNamed) {
+  for (const auto& [script, expect] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"replies": [{"text": "x", "usage": {"output": "5"}}]})", "\"output\" must be an integer"},
+           {R"({"replies": [{"text": "x", "id": 7}]})", "\"id\" must be a string"},
+           {R"({"replies": [{"error": {"kind": 1}}]})", "\"kind\" must be a string"},
+           {R"({"replies": [{"error": {"status": "401"}}]})", "\"status\" must be an integer"},
+           {R"({"model": 3, "replies": [{"text": 5}]})", "text: expected a string"}}) {
+    SCOPED_TRACE(script);
+    auto provider = llm::ScriptedProvider::FromJson(script);
+    ASSERT_FALSE(provider.ok());
+    EXPECT_EQ(provider.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(provider.status().message().find(expect), std::string::npos) << provider.status().message();
+  }
+}
+
+TEST(UntrustedInput, WronglyTypedRecordingIsNamed) {
+  testing::TempDir dir;
+  WriteFile(dir.File("rec.jsonl"), R"({"request": {}, "status": "200", "response": "data: {}\n\n"})" "\n");
+  auto replay = llm::ReplayTransport(dir.File("rec.jsonl"));
+  ASSERT_FALSE(replay.ok());
+  EXPECT_NE(replay.status().message().find("\"status\" must be an integer"), std::string::npos)
+      << replay.status().message();
+}
+
+TEST(UntrustedInput, ImportedRelationWithANumericReasonIsStillLinked) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.File("tree/notes"));
+  WriteFile(dir.File("tree/notes/a.md"), "A");
+  WriteFile(dir.File("tree/notes/b.md"), "B");
+  WriteFile(dir.File("tree/.relations.jsonl"), R"({"from": "notes/a", "to": "notes/b", "reason": 5})" "\n");
+  auto engine = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(engine);
+  auto report = (*engine)->Import(dir.File("tree"), "strata://resources/imported");
+  ASSERT_OK(report);
+  EXPECT_EQ(report->relations, 1);
+  auto relations = (*engine)->Relations("strata://resources/imported/notes/a");
+  ASSERT_OK(relations);
+  ASSERT_EQ(relations->size(), 1u);
+  EXPECT_EQ((*relations)[0].reason, "");
 }
 
 }  // namespace

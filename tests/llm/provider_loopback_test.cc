@@ -297,10 +297,12 @@ TEST(ProviderLoopback, CancellationStopsARunningStream) {
   auto provider = MustProvider(Config(ProviderKind::kOpenAIChat, server));
   Canceller cancel;
   int parts = 0;
+  std::thread canceller;
   auto result = Generate(*provider, "", {}, Hello(), {.on_part = [&](const StreamedPart&) {
-                           if (++parts == 2) std::thread([&cancel] { cancel.Cancel(); }).detach();
+                           if (++parts == 2) canceller = std::thread([&cancel] { cancel.Cancel(); });
                          }},
                          {.cancel = &cancel});
+  canceller.join();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kCancelled);
   EXPECT_LT(parts, 100);

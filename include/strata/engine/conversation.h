@@ -118,8 +118,9 @@ class Conversation {
   std::unique_ptr<ContextLog> log_;
   struct Index;
   std::unique_ptr<Index> index_;  // The assembler's incremental token index.
-  std::mutex mu_;
-  std::atomic<Canceller*> running_{nullptr};
+  std::mutex mu_;  // One operation at a time.
+  std::mutex cancel_mu_;  // Guards running_ (Cancel() comes from other threads).
+  Canceller* running_ = nullptr;
 };
 
 }  // namespace strata

@@ -166,9 +166,10 @@ class Engine {
   // ---- Memories ----
   // Remembers `text` about a user or agent scope now, through dedup; `category` empty lets the model choose.
   Result<std::vector<session::MemoryChange>> Remember(std::string_view scope, std::string_view text,
-                                                      std::string_view category = "");
+                                                      std::string_view category = "",
+                                                      const Canceller* cancel = nullptr);
   Result<std::vector<session::AuditEntry>> MemoryHistory(std::string_view uri);
-  Result<std::vector<session::MemoryChange>> Consolidate(std::string_view under);
+  Result<std::vector<session::MemoryChange>> Consolidate(std::string_view under, const Canceller* cancel = nullptr);
 
   // ---- Prompts, tokens, conversations ----
   Result<std::string> RenderPrompt(std::string_view id, const prompt::Value& vars);

@@ -102,7 +102,9 @@ class MemoryPipeline {
   MemoryPipeline(Sessions& sessions, memory::ContextStore& store, llm::ChatProvider& model,
                  prompt::PromptLibrary& prompts, AuditLog& audit, PipelineOptions options = {});
 
-  Result<CommitDiff> ProcessArchive(std::string_view session, int archive);
+  // Every model call it makes can be cancelled through `cancel` (then kCancelled; the archive resumes
+  // where it stopped on the next run).
+  Result<CommitDiff> ProcessArchive(std::string_view session, int archive, const Canceller* cancel = nullptr);
 
   // Runs queued phase-2 jobs until none is runnable, `max_jobs` ran, or `cancel` is set; returns how many
   // succeeded. A failure is reported to the queue (retryable unless the input itself is bad or the model
@@ -114,11 +116,11 @@ class MemoryPipeline {
   // same dedup. With `category` empty the model picks it (template memory.extract); if it finds nothing to
   // remember, that is an error saying so.
   Result<std::vector<MemoryChange>> Remember(std::string_view scope, std::string_view text,
-                                             std::string_view category = "");
+                                             std::string_view category = "", const Canceller* cancel = nullptr);
 
   // Merges near-duplicates that slipped through, under `under` (a memories directory or a scope), on
   // demand: each current memory is deduplicated against its category's others.
-  Result<std::vector<MemoryChange>> Consolidate(std::string_view under);
+  Result<std::vector<MemoryChange>> Consolidate(std::string_view under, const Canceller* cancel = nullptr);
 
  private:
   struct Candidate;

@@ -14,12 +14,15 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace strata {
 
 class Canceller {
  public:
   Canceller() = default;
+  // Waits for a Cancel() that is still running callbacks on another thread.
+  ~Canceller();
   Canceller(const Canceller&) = delete;
   Canceller& operator=(const Canceller&) = delete;
 
@@ -28,6 +31,8 @@ class Canceller {
 
   // Registers `callback` to run on Cancel() (immediately if already cancelled). Returns an id for Remove.
   int AddCallback(std::function<void()> callback) const;
+  // Unregisters a callback; if Cancel() is running callbacks on another thread, waits until they finished,
+  // so that what the callback touches may be destroyed once this returns.
   void RemoveCallback(int id) const;
 
   // Sleeps for `duration` or until cancelled; returns whether it was cancelled.
@@ -38,6 +43,8 @@ class Canceller {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable std::map<int, std::function<void()>> callbacks_;  // Guarded by mu_.
+  bool running_callbacks_ = false;                           // Guarded by mu_.
+  std::thread::id running_thread_;                           // Guarded by mu_.
   mutable int next_id_ = 0;                                  // Guarded by mu_.
 };
 

@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
@@ -136,6 +138,24 @@ int main(int argc, char **argv) {
   auto pct = [&](double p) {
     return latencies[std::min(latencies.size() - 1, static_cast<size_t>(p * latencies.size()))];
   };
+  // Throughput of the same queries from 1 and from 2 threads (this machine has 2 cores): reads share the
+  // store (each on its own connection), so the second thread should add close to a second core's worth.
+  std::vector<std::string> mix;
+  for (const Fact &f : facts) mix.push_back(f.key1 + " " + f.key2 + " " + topic_word(f.topic, 2));
+  auto throughput = [&](int threads) {
+    std::atomic<size_t> next{0};
+    auto t0 = SteadyClock::now();
+    std::vector<std::thread> pool;
+    size_t total = mix.size() * 4;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (size_t i = next++; i < total; i = next++) (void)Find(store, mix[i % mix.size()], {.limit = 10});
+      });
+    }
+    for (auto &th : pool) th.join();
+    return static_cast<double>(total) / (Ms(SteadyClock::now() - t0) / 1000);
+  };
+  double qps1 = throughput(1), qps2 = throughput(2);
   opened->reset();  // Saves the index; removing it forces the rebuild measured
                     // below.
   std::filesystem::remove(dir + "/vectors.hnsw");
@@ -160,8 +180,9 @@ int main(int argc, char **argv) {
   };
   std::printf(
       "{\"nodes\": %d, \"ingest_nodes_per_s\": %.0f, \"find_p50_ms\": %.2f, \"find_p99_ms\": %.2f, "
+      "\"find_qps_1_thread\": %.0f, \"find_qps_2_threads\": %.0f, "
       "\"rebuild_ms\": %.0f, \"queries\": %zu, %s, \"rrf\": {%s}}\n",
-      n, n / (ingest_ms / 1000), pct(0.5), pct(0.99), rebuild_ms, latencies.size(), recall(0).c_str(),
+      n, n / (ingest_ms / 1000), pct(0.5), pct(0.99), qps1, qps2, rebuild_ms, latencies.size(), recall(0).c_str(),
       recall(1).c_str());
   return 0;
 }

@@ -104,7 +104,9 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   }
   if (cmd == "grep") {
     STRATA_ASSIGN_OR_RETURN(auto matches, engine.Grep(a.query, a.under, a.ignore_case));
-    for (const auto &m : matches) std::cout << m.uri.str() << ":" << m.line << ":" << m.text << "\n";
+    for (const auto &m : matches) {
+      std::cout << m.uri.str() << ":" << m.line << ":" << m.text << (m.superseded ? "  [superseded]" : "") << "\n";
+    }
     return Status::Ok();
   }
   if (cmd == "find") {

@@ -7,7 +7,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "fts_text.h"
 #include "strata/memory/hash.h"
@@ -173,6 +175,11 @@ std::string AsciiLower(std::string_view s) {
   return out;
 }
 
+class SqliteStore;
+// The read connection lent to this thread and the store it belongs to (SqliteStore::ReadScope).
+thread_local Db* t_conn = nullptr;
+thread_local const SqliteStore* t_owner = nullptr;
+
 class SqliteStore final : public ContextStore {
  public:
   SqliteStore(std::string dir, SqliteStoreOptions options) : dir_(std::move(dir)), options_(std::move(options)) {
@@ -201,7 +208,7 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(EnsureFtsTokenizer());
       STRATA_RETURN_IF_ERROR(txn.Commit());
     }
-    STRATA_RETURN_IF_ERROR(RegisterFunctions());
+    STRATA_RETURN_IF_ERROR(RegisterFunctions(db_));
     embedder_ = options_.embedder ? options_.embedder : std::shared_ptr<Embedder>(NewLocalHashedEmbedder());
     if (embedder_->dimension() == 0) {  // Learn the dimension from one call.
       std::vector<std::string> probe = {"dimension probe"};
@@ -232,8 +239,8 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(db_.Exec("DROP TABLE IF EXISTS fts"));
     STRATA_RETURN_IF_ERROR(db_.Exec("CREATE VIRTUAL TABLE fts USING fts5(name, abstract, overview, content, tokenize = '" +
                                     std::string(kFtsTokenizer) + "')"));
-    Stmt nodes(db_, "SELECT id, name, is_dir, derived, abstract, overview, content FROM nodes");
-    Stmt ins(db_, "INSERT INTO fts(rowid, name, abstract, overview, content) VALUES (?, ?, ?, ?, ?)");
+    Stmt nodes(Conn(), "SELECT id, name, is_dir, derived, abstract, overview, content FROM nodes");
+    Stmt ins(Conn(), "INSERT INTO fts(rowid, name, abstract, overview, content) VALUES (?, ?, ?, ?, ?)");
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, nodes.Step());
       if (!row) break;
@@ -279,7 +286,7 @@ class SqliteStore final : public ContextStore {
       predicted.push_back(EmbeddingText(n));
     }
     STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(predicted));
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     Plan plan;
@@ -327,12 +334,13 @@ class SqliteStore final : public ContextStore {
   Result<Prepared> PreEmbed(const std::vector<std::string>& texts) {
     Prepared out;
     std::vector<std::string> missing;
+    std::unordered_set<std::string_view> seen;
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
     {
-      std::lock_guard lock(mu_);
-      Stmt get(db_, "SELECT vec FROM embedding_cache WHERE key = ?");
+      STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+      Stmt get(Conn(), "SELECT vec FROM embedding_cache WHERE key = ?");
       for (const std::string& text : texts) {
-        if (out.contains(text) || std::find(missing.begin(), missing.end(), text) != missing.end()) continue;
+        if (!seen.insert(text).second) continue;
         get.Reset().Bind(1, HashHex(model_ + '\0' + text));
         STRATA_ASSIGN_OR_RETURN(bool row, get.Step());
         if (row && get.Blob(0).size() == want_bytes) {
@@ -358,7 +366,7 @@ class SqliteStore final : public ContextStore {
   Status Mkdir(const Uri& uri, const WriteOptions& o) override {
     if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
     STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     Plan plan;
@@ -379,14 +387,14 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<Node> Stat(const Uri& uri) override {
-    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
     if (!row) return NotFoundError(uri);
     return row->node;
   }
 
   Result<std::string> Read(const Uri& uri, Level level) override {
-    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
     if (!row) return NotFoundError(uri);
     const Node& node = row->node;
@@ -412,7 +420,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<Node>> List(const Uri& dir, const ListOptions& options) override {
-    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     if (!dir.is_root()) {
       STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(dir));
       if (!row) return NotFoundError(dir);
@@ -435,9 +443,11 @@ class SqliteStore final : public ContextStore {
   Result<std::vector<GrepMatch>> Grep(std::string_view needle, const Uri& under, bool ignore_case,
                                       size_t limit) override {
     if (needle.empty()) return Status::InvalidArgument("grep: empty pattern");
-    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     auto [lo, hi] = DescendantRange(under);
-    Stmt s(db_, "SELECT uri, content FROM nodes WHERE is_dir = 0 AND (uri = ? OR (uri >= ? AND uri < ?)) ORDER BY uri");
+    Stmt s(Conn(),
+           "SELECT uri, content, json_extract(metadata, '$.valid_to') IS NOT NULL FROM nodes "
+           "WHERE is_dir = 0 AND (uri = ? OR (uri >= ? AND uri < ?)) ORDER BY uri");
     s.Bind(1, under.str()).Bind(2, lo).Bind(3, hi);
     std::string wanted = ignore_case ? AsciiLower(needle) : std::string(needle);
     std::vector<GrepMatch> out;
@@ -448,12 +458,13 @@ class SqliteStore final : public ContextStore {
       std::string haystack = ignore_case ? AsciiLower(content) : content;
       if (haystack.find(wanted) == std::string::npos) continue;
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
+      bool superseded = s.Int(2) != 0;
       int line = 1;
       for (size_t start = 0; start <= content.size();) {
         size_t nl = content.find('\n', start);
         size_t end = nl == std::string::npos ? content.size() : nl;
         if (std::string_view(haystack).substr(start, end - start).find(wanted) != std::string_view::npos) {
-          out.push_back({uri, line, content.substr(start, end - start)});
+          out.push_back({uri, line, content.substr(start, end - start), superseded});
           if (limit != 0 && out.size() >= limit) return out;
         }
         if (nl == std::string::npos) break;
@@ -472,7 +483,7 @@ class SqliteStore final : public ContextStore {
       }
     }
     if (from.Contains(to)) return Status::InvalidArgument("cannot move " + from.str() + " into itself (" + to.str() + ")");
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> source, FindStored(from));
@@ -485,7 +496,7 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(Apply(plan));
     auto [lo, hi] = DescendantRange(from);
     const int64_t cut = static_cast<int64_t>(from.str().size()) + 1;
-    Stmt nodes(db_,
+    Stmt nodes(Conn(),
                "UPDATE nodes SET uri = ?1 || substr(uri, ?2), "
                "parent = CASE WHEN uri = ?3 THEN ?4 ELSE ?1 || substr(parent, ?2) END, "
                "name = CASE WHEN uri = ?3 THEN ?5 ELSE name END, updated_ms = ?6 "
@@ -496,7 +507,7 @@ class SqliteStore final : public ContextStore {
     for (const char* column : {"src", "dst"}) {
       std::string sql = std::string("UPDATE relations SET ") + column + " = ?1 || substr(" + column + ", ?2) WHERE " +
                         column + " = ?3 OR (" + column + " >= ?4 AND " + column + " < ?5)";
-      Stmt rel(db_, sql);
+      Stmt rel(Conn(), sql);
       rel.Bind(1, to.str()).Bind(2, cut).Bind(3, from.str()).Bind(4, lo).Bind(5, hi);
       STRATA_RETURN_IF_ERROR(rel.Run());
     }
@@ -511,7 +522,7 @@ class SqliteStore final : public ContextStore {
 
   Result<int64_t> Remove(const Uri& uri, bool recursive) override {
     if (uri.is_root()) return Status::InvalidArgument("refusing to remove strata:// (the whole store)");
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
@@ -519,7 +530,7 @@ class SqliteStore final : public ContextStore {
     auto [lo, hi] = DescendantRange(uri);
     std::vector<int64_t> ids = {row->id};
     {
-      Stmt s(db_, "SELECT id FROM nodes WHERE uri >= ? AND uri < ?");
+      Stmt s(Conn(), "SELECT id FROM nodes WHERE uri >= ? AND uri < ?");
       s.Bind(1, lo).Bind(2, hi);
       while (true) {
         STRATA_ASSIGN_OR_RETURN(bool more, s.Step());
@@ -531,15 +542,15 @@ class SqliteStore final : public ContextStore {
       return Status::FailedPrecondition(uri.str() + " is a directory with " + std::to_string(ids.size() - 1) +
                                         " entries below it; remove it recursively (-r) to delete them all");
     }
-    Stmt del_node(db_, "DELETE FROM nodes WHERE id = ?");
-    Stmt del_fts(db_, "DELETE FROM fts WHERE rowid = ?");
-    Stmt del_vec(db_, "DELETE FROM vectors WHERE node_id = ?");
+    Stmt del_node(Conn(), "DELETE FROM nodes WHERE id = ?");
+    Stmt del_fts(Conn(), "DELETE FROM fts WHERE rowid = ?");
+    Stmt del_vec(Conn(), "DELETE FROM vectors WHERE node_id = ?");
     for (int64_t id : ids) {
       STRATA_RETURN_IF_ERROR(del_node.Reset().Bind(1, id).Run());
       STRATA_RETURN_IF_ERROR(del_fts.Reset().Bind(1, id).Run());
       STRATA_RETURN_IF_ERROR(del_vec.Reset().Bind(1, id).Run());
     }
-    Stmt rel(db_, "DELETE FROM relations WHERE src = ?1 OR dst = ?1 OR (src >= ?2 AND src < ?3) OR (dst >= ?2 AND dst < ?3)");
+    Stmt rel(Conn(), "DELETE FROM relations WHERE src = ?1 OR dst = ?1 OR (src >= ?2 AND src < ?3) OR (dst >= ?2 AND dst < ?3)");
     STRATA_RETURN_IF_ERROR(rel.Bind(1, uri.str()).Bind(2, lo).Bind(3, hi).Run());
     Plan plan;
     plan.removed = ids;
@@ -553,29 +564,29 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     for (const Uri* u : {&from, &to}) {
       STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(*u));
       if (!row) return Status::NotFound("cannot link: " + u->str() + " does not exist");
     }
-    Stmt s(db_, "INSERT OR REPLACE INTO relations(src, dst, reason, created_ms) VALUES (?, ?, ?, ?)");
+    Stmt s(Conn(), "INSERT OR REPLACE INTO relations(src, dst, reason, created_ms) VALUES (?, ?, ?, ?)");
     STRATA_RETURN_IF_ERROR(s.Bind(1, from.str()).Bind(2, to.str()).Bind(3, reason).Bind(4, NowMs()).Run());
     return txn.Commit();
   }
 
   Status Unlink(const Uri& from, const Uri& to) override {
-    std::lock_guard lock(mu_);
-    Stmt s(db_, "DELETE FROM relations WHERE src = ? AND dst = ?");
+    auto lock = LockForWrite();
+    Stmt s(Conn(), "DELETE FROM relations WHERE src = ? AND dst = ?");
     STRATA_RETURN_IF_ERROR(s.Bind(1, from.str()).Bind(2, to.str()).Run());
     if (sqlite3_changes(db_.get()) == 0) return Status::NotFound("no link from " + from.str() + " to " + to.str());
     return Status::Ok();
   }
 
   Result<std::vector<Relation>> Relations(const Uri& uri) override {
-    std::lock_guard lock(mu_);
-    Stmt s(db_, "SELECT src, dst, reason, created_ms FROM relations WHERE src = ?1 OR dst = ?1 ORDER BY src, dst");
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+    Stmt s(Conn(), "SELECT src, dst, reason, created_ms FROM relations WHERE src = ?1 OR dst = ?1 ORDER BY src, dst");
     s.Bind(1, uri.str());
     std::vector<Relation> out;
     while (true) {
@@ -603,8 +614,8 @@ class SqliteStore final : public ContextStore {
         "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, fts.name, fts.abstract, fts.overview, "
         "fts.content, n.abstract, n.overview FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
         FilterSql(filter) + " ORDER BY rank LIMIT ?2";
-    std::lock_guard lock(mu_);
-    Stmt s(db_, sql);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+    Stmt s(Conn(), sql);
     s.Bind(1, match).Bind(2, static_cast<int64_t>(limit));
     BindFilter(s, filter);
     while (true) {
@@ -645,24 +656,23 @@ class SqliteStore final : public ContextStore {
       return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
                                      std::to_string(embedder_->dimension()));
     }
-    std::lock_guard lock(mu_);
     std::vector<ScoredUri> out;
     if (limit == 0) return out;
-    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
-    if (generation != index_generation_) STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
+    STRATA_RETURN_IF_ERROR(EnsureIndexCurrent());
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     // A scoped search (subtree, type, category, leaves, parent) may cover few nodes: count them, and scan
     // exactly when they are few. current_only alone excludes only superseded memories, so it is checked row
     // by row on the graph's answers like the rest, without counting the whole store first.
     bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent;
     if (scoped) {
-      Stmt count(db_, "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
+      Stmt count(Conn(), "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
       BindFilter(count, filter);
       STRATA_ASSIGN_OR_RETURN(bool row, count.Step());
       int64_t candidates = row ? count.Int(0) : 0;
       if (candidates <= options_.exact_search_below) return ExactNeighbours(query, filter, limit);
     }
     // Over-fetch from the graph and filter; widen until enough pass or the graph is exhausted.
-    Stmt check(db_, "SELECT n.uri, n.is_dir FROM nodes n WHERE n.id = ?1" + FilterSql(filter, 3));
+    Stmt check(Conn(), "SELECT n.uri, n.is_dir FROM nodes n WHERE n.id = ?1" + FilterSql(filter, 3));
     for (size_t k = scoped ? limit * 4 : limit;; k *= 4) {
       STRATA_ASSIGN_OR_RETURN(auto hits, index_->Search(query.data(), k));
       out.clear();
@@ -684,9 +694,9 @@ class SqliteStore final : public ContextStore {
       return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
                                      std::to_string(embedder_->dimension()));
     }
-    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     std::vector<float> out(uris.size(), 0.0f);
-    Stmt s(db_, "SELECT v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE n.uri = ?1");
+    Stmt s(Conn(), "SELECT v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE n.uri = ?1");
     const size_t want_bytes = query.size() * sizeof(float);
     Vector v(query.size());
     for (size_t i = 0; i < uris.size(); ++i) {
@@ -729,10 +739,10 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<std::string>> Check() override {
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     std::vector<std::string> problems;
     auto collect = [&](std::string_view sql, std::string_view what) -> Status {
-      Stmt s(db_, sql);
+      Stmt s(Conn(), sql);
       while (true) {
         STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
@@ -746,7 +756,7 @@ class SqliteStore final : public ContextStore {
       ~EndRead() { (void)db.Exec("COMMIT"); }
     } end_read{db_};
     {
-      Stmt s(db_, "PRAGMA quick_check");
+      Stmt s(Conn(), "PRAGMA quick_check");
       while (true) {
         STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
@@ -770,7 +780,7 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(collect(
         "SELECT r.src || ' -> ' || r.dst FROM relations r WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.uri = r.src) "
         "OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.uri = r.dst)", "relation to a missing node"));
-    Stmt s(db_, std::string("SELECT ") + std::string(kNodeColumns) +
+    Stmt s(Conn(), std::string("SELECT ") + std::string(kNodeColumns) +
                     ", v.text_hash, length(v.vec) FROM nodes LEFT JOIN vectors v ON v.node_id = nodes.id");
     int64_t vectors = 0;
     while (true) {
@@ -795,21 +805,21 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Reindex() override {
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/false));
     STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
     return SaveIndexLocked();
   }
 
   Status Flush() override {
-    std::lock_guard lock(mu_);
+    auto lock = LockForWrite();
     return SaveIndexLocked();
   }
 
   Result<Stats> GetStats() override {
-    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     Stats stats;
-    Stmt s(db_,
+    Stmt s(Conn(),
            "SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM nodes WHERE is_dir = 0), "
            "(SELECT count(*) FROM vectors), (SELECT count(*) FROM relations)");
     STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -876,26 +886,109 @@ class SqliteStore final : public ContextStore {
             .ef_search = options_.hnsw_ef_search};
   }
 
-  Status RegisterFunctions() {
+  static Status RegisterFunctions(Db& db) {
     auto fts_text = [](sqlite3_context* ctx, int, sqlite3_value** argv) {
       const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
       std::string out = FtsText(text == nullptr ? "" : std::string_view(text, static_cast<size_t>(sqlite3_value_bytes(argv[0]))));
       sqlite3_result_text(ctx, out.data(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
     };
-    int rc = sqlite3_create_function_v2(db_.get(), "strata_fts_text", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+    int rc = sqlite3_create_function_v2(db.get(), "strata_fts_text", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
                                         fts_text, nullptr, nullptr, nullptr);
-    return rc == SQLITE_OK ? Status::Ok() : db_.Error(rc, "register strata_fts_text");
+    return rc == SQLITE_OK ? Status::Ok() : db.Error(rc, "register strata_fts_text");
+  }
+
+  // The connection of the calling thread: its read connection inside a ReadScope of this store, else the
+  // writer's.
+  Db& Conn() { return t_owner == this && t_conn != nullptr ? *t_conn : db_; }
+
+  // A read in progress: mu_ held shared and a read connection lent to this thread.
+  class ReadScope {
+   public:
+    ReadScope(SqliteStore* store, std::unique_ptr<Db> conn)
+        : store_(store), lock_(store->mu_), conn_(std::move(conn)), prev_conn_(t_conn), prev_owner_(t_owner) {
+      t_conn = conn_.get();
+      t_owner = store;
+    }
+    ReadScope(ReadScope&& other) noexcept
+        : store_(other.store_), lock_(std::move(other.lock_)), conn_(std::move(other.conn_)),
+          prev_conn_(other.prev_conn_), prev_owner_(other.prev_owner_) {
+      other.store_ = nullptr;
+    }
+    ReadScope(const ReadScope&) = delete;
+    ReadScope& operator=(const ReadScope&) = delete;
+    ReadScope& operator=(ReadScope&&) = delete;
+    ~ReadScope() {
+      if (store_ == nullptr) return;
+      t_conn = prev_conn_;
+      t_owner = prev_owner_;
+      store_->ReturnReader(std::move(conn_));
+    }
+
+   private:
+    SqliteStore* store_;
+    std::shared_lock<std::shared_mutex> lock_;
+    std::unique_ptr<Db> conn_;
+    Db* prev_conn_;
+    const SqliteStore* prev_owner_;
+  };
+
+  // Writers go through the turnstile: a waiting writer holds it, so readers that arrive after it wait
+  // instead of keeping the shared lock busy for ever (glibc's rwlock prefers readers).
+  std::unique_lock<std::shared_mutex> LockForWrite() {
+    std::lock_guard turn(turnstile_);
+    return std::unique_lock<std::shared_mutex>(mu_);
+  }
+
+  Result<ReadScope> BeginRead() {
+    { std::lock_guard turn(turnstile_); }  // Behind any writer already waiting.
+    std::unique_ptr<Db> conn;
+    {
+      std::lock_guard lock(readers_mu_);
+      if (!readers_.empty()) {
+        conn = std::move(readers_.back());
+        readers_.pop_back();
+      }
+    }
+    if (!conn) {
+      conn = std::make_unique<Db>();
+      STRATA_RETURN_IF_ERROR(conn->Open(dir_ + "/strata.db").WithContext("read connection"));
+      sqlite3_busy_timeout(conn->get(), static_cast<int>(options_.busy_timeout.count()));
+      STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA query_only=1"));
+      // Pages come from the shared file mapping instead of being copied into each connection's cache.
+      STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA mmap_size=1073741824"));
+      STRATA_RETURN_IF_ERROR(RegisterFunctions(*conn));
+    }
+    return ReadScope(this, std::move(conn));
+  }
+
+  void ReturnReader(std::unique_ptr<Db> conn) {
+    std::lock_guard lock(readers_mu_);
+    if (readers_.size() < kMaxIdleReaders) readers_.push_back(std::move(conn));
+  }
+  static constexpr size_t kMaxIdleReaders = 8;
+
+  // Rebuilds the vector index first when another process changed the vectors (generation moved).
+  Status EnsureIndexCurrent() {
+    {
+      STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+      STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+      if (generation == index_generation_) return Status::Ok();
+    }
+    auto lock = LockForWrite();
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    if (generation != index_generation_) STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
+    return Status::Ok();
   }
 
   Result<std::string> MetaGet(std::string_view key) {
-    Stmt s(db_, "SELECT value FROM meta WHERE key = ?");
+    Stmt s(Conn(), "SELECT value FROM meta WHERE key = ?");
     s.Bind(1, key);
     STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
     return row ? s.Text(0) : std::string();
   }
 
   Status MetaSet(std::string_view key, std::string_view value) {
-    Stmt s(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
+    Stmt s(Conn(), "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
     return s.Bind(1, key).Bind(2, value).Run();
   }
 
@@ -923,7 +1016,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::optional<Row>> FindStored(const Uri& uri) {
-    Stmt s(db_, std::string("SELECT ") + std::string(kNodeColumns) + " FROM nodes WHERE uri = ?");
+    Stmt s(Conn(), std::string("SELECT ") + std::string(kNodeColumns) + " FROM nodes WHERE uri = ?");
     s.Bind(1, uri.str());
     STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) return std::optional<Row>();
@@ -994,7 +1087,7 @@ class SqliteStore final : public ContextStore {
     if (plan.rows.empty()) return Status::Ok();
     std::vector<std::string> texts(plan.rows.size()), hashes(plan.rows.size());
     std::vector<size_t> to_embed;
-    Stmt old_hash(db_, "SELECT text_hash FROM vectors WHERE node_id = ?");
+    Stmt old_hash(Conn(), "SELECT text_hash FROM vectors WHERE node_id = ?");
     for (size_t i = 0; i < plan.rows.size(); ++i) {
       texts[i] = EmbeddingText(plan.rows[i].node);
       hashes[i] = HashHex(texts[i]);
@@ -1012,15 +1105,15 @@ class SqliteStore final : public ContextStore {
       embed_rows.push_back(i);
     }
     STRATA_ASSIGN_OR_RETURN(std::vector<Vector> vectors, CachedEmbed(embed_texts, prepared));
-    Stmt insert(db_,
+    Stmt insert(Conn(),
                 "INSERT INTO nodes(uri, parent, name, is_dir, type, category, abstract, overview, content, metadata, "
                 "derived, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
-    Stmt update(db_,
+    Stmt update(Conn(),
                 "UPDATE nodes SET uri = ?1, parent = ?2, name = ?3, is_dir = ?4, type = ?5, category = ?6, abstract = ?7, "
                 "overview = ?8, content = ?9, metadata = ?10, derived = ?11, created_ms = ?12, updated_ms = ?13 "
                 "WHERE id = ?14");
-    Stmt del_fts(db_, "DELETE FROM fts WHERE rowid = ?");
-    Stmt ins_fts(db_, "INSERT INTO fts(rowid, name, abstract, overview, content) VALUES (?, ?, ?, ?, ?)");
+    Stmt del_fts(Conn(), "DELETE FROM fts WHERE rowid = ?");
+    Stmt ins_fts(Conn(), "INSERT INTO fts(rowid, name, abstract, overview, content) VALUES (?, ?, ?, ?, ?)");
     for (Row& row : plan.rows) {
       const Node& n = row.node;
       Stmt& s = row.id == 0 ? insert : update;
@@ -1036,7 +1129,7 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(ins_fts.Bind(5, f.content).Run());
     }
     if (!embed_rows.empty()) {
-      Stmt vec(db_, "INSERT OR REPLACE INTO vectors(node_id, text_hash, vec) VALUES (?, ?, ?)");
+      Stmt vec(Conn(), "INSERT OR REPLACE INTO vectors(node_id, text_hash, vec) VALUES (?, ?, ?)");
       for (size_t j = 0; j < embed_rows.size(); ++j) {
         const Row& row = plan.rows[embed_rows[j]];
         std::string blob = VectorBlob(vectors[j]);
@@ -1061,9 +1154,9 @@ class SqliteStore final : public ContextStore {
     std::vector<std::string> keys(texts.size());
     std::vector<std::string> missing;
     std::vector<size_t> where;
-    Stmt get(db_, "SELECT vec FROM embedding_cache WHERE key = ?");
+    Stmt get(Conn(), "SELECT vec FROM embedding_cache WHERE key = ?");
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
-    Stmt put(db_, "INSERT OR REPLACE INTO embedding_cache(key, vec) VALUES (?, ?)");
+    Stmt put(Conn(), "INSERT OR REPLACE INTO embedding_cache(key, vec) VALUES (?, ?)");
     for (size_t i = 0; i < texts.size(); ++i) {
       keys[i] = HashHex(model_ + '\0' + texts[i]);
       if (prepared != nullptr) {
@@ -1127,7 +1220,7 @@ class SqliteStore final : public ContextStore {
       ~EndRead() { (void)db.Exec("COMMIT"); }
     } end_read{db_};
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
-    Stmt s(db_, "SELECT node_id, vec FROM vectors");
+    Stmt s(Conn(), "SELECT node_id, vec FROM vectors");
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -1157,7 +1250,7 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(txn.Begin());
     Plan plan;
     {
-      Stmt s(db_, std::string("SELECT ") + std::string(kNodeColumns) +
+      Stmt s(Conn(), std::string("SELECT ") + std::string(kNodeColumns) +
                       ", v.text_hash FROM nodes LEFT JOIN vectors v ON v.node_id = nodes.id");
       while (true) {
         STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -1181,7 +1274,7 @@ class SqliteStore final : public ContextStore {
     sql += options.recursive ? "uri >= ?2 AND uri < ?3" : "parent = ?1";
     sql += " ORDER BY uri";
     if (options.limit != 0) sql += " LIMIT " + std::to_string(options.limit);
-    Stmt s(db_, sql);
+    Stmt s(Conn(), sql);
     auto [lo, hi] = DescendantRange(dir);
     if (options.recursive) {
       s.Bind(2, lo).Bind(3, hi);
@@ -1223,7 +1316,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<ScoredUri>> ExactNeighbours(const Vector& query, const SearchFilter& filter, size_t limit) {
-    Stmt s(db_, "SELECT n.uri, n.is_dir, v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE 1" + FilterSql(filter));
+    Stmt s(Conn(), "SELECT n.uri, n.is_dir, v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE 1" + FilterSql(filter));
     BindFilter(s, filter);
     std::vector<std::tuple<float, std::string, bool>> scored;
     size_t want_bytes = query.size() * 4;
@@ -1252,9 +1345,14 @@ class SqliteStore final : public ContextStore {
   SqliteStoreOptions options_;
   std::shared_ptr<Embedder> embedder_;
   std::string model_;
-  std::mutex mu_;
-  Db db_;                                   // Guarded by mu_.
-  std::unique_ptr<VectorIndex> index_;      // Guarded by mu_.
+  // Writers hold mu_ exclusively and use db_; readers hold it shared and each uses a connection of its
+  // own from readers_ (SQLite in WAL mode lets them read in parallel with each other).
+  std::shared_mutex mu_;
+  std::mutex turnstile_;  // See LockForWrite().
+  Db db_;                                   // The writer's connection. Guarded by mu_ (exclusive).
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<Db>> readers_;  // Idle read connections. Guarded by readers_mu_.
+  std::unique_ptr<VectorIndex> index_;      // Replaced under mu_ exclusive; searched under mu_ shared.
   int64_t generation_ = 0;                  // The database's vector generation as last seen. Guarded by mu_.
   int64_t index_generation_ = -1;           // The generation index_ reflects; -1: stale. Guarded by mu_.
   bool index_dirty_ = false;                // index_ changed since it was saved. Guarded by mu_.

@@ -50,6 +50,7 @@ void VectorIndex::Remove(int64_t id) {
 Result<std::vector<std::pair<int64_t, float>>> VectorIndex::Search(const float* query, size_t k) const {
   std::vector<std::pair<int64_t, float>> out;
   if (live_ == 0 || k == 0) return out;
+  std::lock_guard lock(search_mu_);
   try {
     auto& g = *impl_->graph;
     g.setEf(std::max(static_cast<size_t>(params_.ef_search), k));

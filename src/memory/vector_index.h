@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,9 @@ class VectorIndex {
   struct Impl;
   VectorIndexParams params_;
   std::unique_ptr<Impl> impl_;
+  // Search sets the graph's ef before searching: concurrent searches (readers share the store's lock)
+  // take turns on the graph.
+  mutable std::mutex search_mu_;
   size_t live_ = 0;
 };
 

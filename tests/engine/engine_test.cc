@@ -344,6 +344,24 @@ TEST_F(EngineTest, SkillsRoundTripAsSkillMd) {
   EXPECT_NE(md->find("Run make deploy."), std::string::npos);
 }
 
+// ls, tree and grep tell a superseded memory from its successor.
+TEST_F(EngineTest, SupersededMemoriesAreMarkedInListingsAndGrep) {
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/seat", "Alice prefers window seats.",
+                           {.metadata = R"({"valid_to": 5, "superseded_by": "strata://user/alice/memories/preferences/seat2"})"}));
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/seat2", "Alice prefers aisle seats."));
+  auto list = engine_->List("strata://user/alice/memories/preferences");
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_TRUE(views::IsSuperseded((*list)[0]));
+  EXPECT_FALSE(views::IsSuperseded((*list)[1]));
+  EXPECT_EQ(views::NodeView((*list)[0])["superseded"], true);
+  auto grep = engine_->Grep("prefers", "strata://user/alice");
+  ASSERT_OK(grep);
+  ASSERT_EQ(grep->size(), 2u);
+  EXPECT_TRUE((*grep)[0].superseded);
+  EXPECT_FALSE((*grep)[1].superseded);
+}
+
 TEST(EngineViews, SupersededMemoriesAreMarked) {
   memory::Node n;
   n.uri = *memory::Uri::Parse("strata://user/a/memories/preferences/x");

@@ -9,7 +9,10 @@
 // Flush() and on destruction. Other processes may share the database (WAL, busy timeout); a process notices
 // their vector changes through the generation and rebuilds its index before the next vector search.
 //
-// Thread safety: all calls are serialised by one mutex per store.
+// Thread safety: reads (Stat, Read, List, Glob, Grep, Relations, Lexical, VectorNeighbours, Similarities,
+// GetStats) run in parallel, each on a read connection of its own (WAL); writes are serialised and exclude
+// reads for the length of their transaction. A write embeds its texts before it takes the lock, so no
+// lock is held across an embedder call.
 #pragma once
 
 #include <chrono>

@@ -76,6 +76,7 @@ struct GrepMatch {
   Uri uri = Uri::Root();
   int line = 0;  // 1-based.
   std::string text;
+  bool superseded = false;  // The leaf is a memory a newer one replaced (metadata "valid_to").
 };
 
 struct SearchFilter {

@@ -285,7 +285,7 @@ class SqliteStore final : public ContextStore {
       n.overview = option_of(i).overview.value_or(DeriveOverview(n.content));
       predicted.push_back(EmbeddingText(n));
     }
-    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(predicted));
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(predicted, AncestorsOf(leaves)));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -326,18 +326,40 @@ class SqliteStore final : public ContextStore {
     return CommitAndIndex(txn, plan);
   }
 
+  // The directories above `nodes`, below the kind directories: the ones a write creates when missing.
+  static std::vector<Uri> AncestorsOf(const std::vector<std::pair<Uri, std::string>>& nodes) {
+    std::vector<Uri> out;
+    std::set<std::string> seen;
+    for (const auto& [uri, content] : nodes) {
+      for (Uri dir = uri.Parent(); !dir.is_root() && !dir.is_kind_dir(); dir = dir.Parent()) {
+        if (!seen.insert(dir.str()).second) break;  // Its ancestors are in already.
+        out.push_back(dir);
+      }
+    }
+    return out;
+  }
+
   // Vectors computed before a write takes the lock, by text.
   using Prepared = std::unordered_map<std::string, Vector>;
 
   // Embeds `texts` without holding the store's lock across the embedder call: cached vectors are looked
   // up under the lock, the rest are embedded after it is released.
-  Result<Prepared> PreEmbed(const std::vector<std::string>& texts) {
+  // `new_dirs`: directories the write creates if they are missing; a missing one reads as its name.
+  Result<Prepared> PreEmbed(std::vector<std::string> texts, const std::vector<Uri>& new_dirs = {}) {
     Prepared out;
     std::vector<std::string> missing;
-    std::unordered_set<std::string_view> seen;
+    std::unordered_set<std::string> seen;
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
     {
       STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+      for (const Uri& dir : new_dirs) {
+        STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindStored(dir));
+        if (existing) continue;
+        Node n;
+        n.uri = dir;
+        n.is_dir = true;
+        texts.push_back(EmbeddingText(n));
+      }
       Stmt get(Conn(), "SELECT vec FROM embedding_cache WHERE key = ?");
       for (const std::string& text : texts) {
         if (!seen.insert(text).second) continue;
@@ -366,6 +388,14 @@ class SqliteStore final : public ContextStore {
   Status Mkdir(const Uri& uri, const WriteOptions& o) override {
     if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
     STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
+    // Embedded before the lock, as for leaves: the directory as it will read, and new parents.
+    Node self;
+    self.uri = uri;
+    self.is_dir = true;
+    self.abstract_text = o.abstract_text.value_or("");
+    self.overview = o.overview.value_or("");
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared,
+                            PreEmbed({EmbeddingText(self)}, AncestorsOf({{uri, std::string()}})));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -382,7 +412,7 @@ class SqliteStore final : public ContextStore {
       row->node.updated_ms = now;
       plan.Put(std::move(*row));
     }
-    STRATA_RETURN_IF_ERROR(Apply(plan));
+    STRATA_RETURN_IF_ERROR(Apply(plan, &prepared));
     return CommitAndIndex(txn, plan);
   }
 

@@ -1,5 +1,6 @@
 // Jinja2 renderer: walks internal::Tree with Python semantics (jinja.h).
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "jinja_internal.h"
@@ -429,8 +430,8 @@ class Renderer {
   Result<Value> Eval(const Expr& e) {
     STRATA_RETURN_IF_ERROR(Step(e.line));
     // Long operator chains (a + a + ... + a) are left-deep trees: evaluation recurses once per operator.
-    if (eval_depth_ >= kMaxEvalDepth) {
-      return LineError(e.line, "expression nested more than " + std::to_string(kMaxEvalDepth) + " levels deep");
+    if (eval_depth_ >= kMaxEvalDepth || StackUsed() > kMaxStackBytes) {
+      return LineError(e.line, "expression nested more than " + std::to_string(eval_depth_) + " levels deep");
     }
     ++eval_depth_;
     Result<Value> v = EvalUnchecked(e);
@@ -594,6 +595,7 @@ class Renderer {
 
   Status RenderNode(const Node& n, std::string* out) {
     STRATA_RETURN_IF_ERROR(Step(n.line));
+    if (StackUsed() > kMaxStackBytes) return LineError(n.line, "blocks and calls nested too many levels deep");
     Status s = RenderNodeUnchecked(n, out);
     if (!s.ok()) return s;
     return CheckOutput(*out, n.line);
@@ -807,6 +809,15 @@ class Renderer {
   int64_t steps_ = 0;
   static constexpr int kMaxEvalDepth = 1000;
   int eval_depth_ = 0;
+  // Besides the counts, the stack this render has used is bounded: frame sizes differ between builds
+  // (sanitizers make them many times larger), and macros, recursive loops and expressions nest in each
+  // other. 2 MiB leaves room on any thread with the usual 8 MiB stack.
+  static constexpr size_t kMaxStackBytes = 2u << 20;
+  uintptr_t stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  size_t StackUsed() const {
+    auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    return here < stack_base_ ? stack_base_ - here : 0;
+  }
 };
 
 }  // namespace

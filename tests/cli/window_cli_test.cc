@@ -95,6 +95,11 @@ TEST(WindowCli, BadInputNamesWhatIsWrong) {
   run = RunStrata({"window", "assemble", "--max-tokens", "10", "--reserve", "20"}, R"({"records":[]})");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.out.find("\"error\":\"invalid_budget\""), std::string::npos) << run.out;
+  // A wrongly typed field in a flat tool call is an error naming it, not an abort.
+  run = RunStrata({"window", "assemble", "--max-tokens", "100"},
+                  R"({"records":[{"role":"assistant","content":"","tool_calls":[{"id":5,"name":"f","arguments":{}}]}]})");
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("id"), std::string::npos) << run.err;
 }
 
 // A script whose replies are numbered answers, then the summaries.

@@ -1,6 +1,9 @@
 #include "strata/util/file_system.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 
 #include "strata/util/path.h"
 
@@ -34,15 +37,22 @@ Result<std::string> FileSystem::ReadFileToString(const std::string& path) {
 }
 
 Status FileSystem::WriteFileAtomically(const std::string& path, std::string_view data) {
-  std::string tmp = path + ".tmp";
-  {
+  // A name of its own per call (process and counter): two writers of the same file, in one process or two,
+  // never share a temporary file; the last rename wins, and each reader sees one whole version.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  Status written = [&]() -> Status {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
                             NewWritableFile(tmp, {.mode = WritableFileOptions::Mode::kTruncate}));
     STRATA_RETURN_IF_ERROR(file->Append(data));
     STRATA_RETURN_IF_ERROR(file->Sync());
     STRATA_RETURN_IF_ERROR(file->Close());
+    return RenameFile(tmp, path);
+  }();
+  if (!written.ok()) {
+    (void)RemoveFile(tmp);  // Best effort: nothing half-written is left behind.
+    return written;
   }
-  STRATA_RETURN_IF_ERROR(RenameFile(tmp, path));
   return SyncDirectory(Dirname(path));
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "test_util.h"
 
 namespace strata {
@@ -87,6 +90,37 @@ TEST(PosixFileSystemTest, SecondLockIsRefused) {
   ASSERT_OK(names);
   EXPECT_EQ(*names, std::vector<std::string>{"f"});
   EXPECT_EQ(fs->NewSequentialFile(dir.File("missing")).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Concurrent atomic writes of one file (two processes updating a session's record) each use a temporary
+// file of their own: every write succeeds, readers always see one whole version, nothing is left behind.
+TEST(WriteFileAtomically, ConcurrentWritersOfOneFileAllSucceed) {
+  testing::TempDir dir;
+  std::string path = dir.File("session.json");
+  FileSystem& fs = *PosixFileSystem();
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      std::string version(1000, static_cast<char>('a' + t));
+      for (int i = 0; i < 50; ++i) {
+        if (!fs.WriteFileAtomically(path, version).ok()) failures++;
+        auto read = fs.ReadFileToString(path);
+        if (!read.ok() || read->size() != 1000 || read->find_first_not_of((*read)[0]) != std::string::npos) failures++;
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto names = fs.ListDirectory(dir.path());
+  ASSERT_OK(names);
+  EXPECT_EQ(*names, std::vector<std::string>{"session.json"});
 }
 
 }  // namespace

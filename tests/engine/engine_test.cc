@@ -14,6 +14,7 @@
 
 #include "strata/engine/views.h"
 #include "strata/llm/scripted.h"
+#include "session/pipeline_stage.h"
 #include "test_util.h"
 
 namespace strata {
@@ -47,15 +48,8 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-enum class Stage { kSummary, kExtract, kDedup, kOther };
-
-Stage StageOf(const llm::ScriptedProvider::Request& req) {
-  std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
-  if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;
-  if (prompt.find("You maintain an agent's long-term memory") != std::string::npos) return Stage::kExtract;
-  if (prompt.find("A new memory was extracted") != std::string::npos) return Stage::kDedup;
-  return Stage::kOther;
-}
+using testing::Stage;
+using testing::StageOf;
 
 constexpr const char* kSeat =
     R"({"memories": [{"category": "preferences", "key": "seat_preference", "abstract": "Prefers aisle seats",

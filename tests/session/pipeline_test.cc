@@ -15,6 +15,7 @@
 #include "strata/memory/retrieval.h"
 #include "strata/memory/sqlite_store.h"
 #include "strata/session/memory_pipeline.h"
+#include "session/pipeline_stage.h"
 #include "test_util.h"
 
 namespace strata::session {
@@ -29,15 +30,8 @@ llm::ScriptedReply Text(std::string text) {
   return r;
 }
 
-enum class Stage { kSummary, kExtract, kDedup, kOther };
-
-Stage StageOf(const llm::ScriptedProvider::Request& req) {
-  std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
-  if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;
-  if (prompt.find("You maintain an agent's long-term memory") != std::string::npos) return Stage::kExtract;
-  if (prompt.find("A new memory was extracted") != std::string::npos) return Stage::kDedup;
-  return Stage::kOther;
-}
+using testing::Stage;
+using testing::StageOf;
 
 class PipelineTest : public ::testing::Test {
  protected:

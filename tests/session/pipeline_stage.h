@@ -1,0 +1,21 @@
+// Which step of the memory pipeline a scripted model is being asked for, told from the shipped prompts
+// (prompts/session/*.yaml): tests answer each step differently.
+#pragma once
+
+#include <string>
+
+#include "strata/llm/scripted.h"
+
+namespace strata::testing {
+
+enum class Stage { kSummary, kExtract, kDedup, kOther };
+
+inline Stage StageOf(const llm::ScriptedProvider::Request& req) {
+  std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+  if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;
+  if (prompt.find("You maintain an agent's long-term memory") != std::string::npos) return Stage::kExtract;
+  if (prompt.find("A new memory was extracted") != std::string::npos) return Stage::kDedup;
+  return Stage::kOther;
+}
+
+}  // namespace strata::testing

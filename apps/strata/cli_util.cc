@@ -16,12 +16,46 @@ Result<std::string> ReadStdin() {
   return data;
 }
 
+namespace {
+
+// An error is one line of bounded length whatever it quotes: control characters are escaped and a message
+// over kMaxBytes is cut at a UTF-8 boundary, saying how long it was.
+std::string OneLine(std::string_view message) {
+  constexpr size_t kMaxBytes = 2048;
+  std::string out;
+  size_t i = 0;
+  for (; i < message.size() && out.size() < kMaxBytes; ++i) {
+    unsigned char c = static_cast<unsigned char>(message[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (i < message.size()) {
+    while (i < message.size() && (static_cast<unsigned char>(message[i]) & 0xC0) == 0x80) out += message[i++];
+    out += "... (" + std::to_string(message.size()) + " bytes)";
+  }
+  return out;
+}
+
+}  // namespace
+
 int Fail(const Status& status) {
-  std::cerr << "strata: error: " << status.message() << " [" << StatusCodeName(status.code()) << "]\n";
+  std::cerr << "strata: error: " << OneLine(status.message()) << " [" << StatusCodeName(status.code()) << "]\n";
   return ExitCodeFor(status.code());
 }
 
-void Warn(const std::string& message) { std::cerr << "strata: warning: " << message << "\n"; }
+void Warn(const std::string& message) { std::cerr << "strata: warning: " << OneLine(message) << "\n"; }
 
 const MessageTokenCounter* LoadCounter(const std::string& name) {
   static std::mutex mu;

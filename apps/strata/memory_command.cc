@@ -70,7 +70,7 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     STRATA_ASSIGN_OR_RETURN(auto nodes, engine.List(uri, {.recursive = cmd == "tree"}));
     for (const memory::Node &n : nodes) {
       if (a.json) {
-        std::cout << views::NodeView(n).dump() << "\n";
+        std::cout << views::Dump(views::NodeView(n)) << "\n";
         continue;
       }
       std::string indent;
@@ -86,7 +86,7 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   if (cmd == "stat") {
     STRATA_ASSIGN_OR_RETURN(memory::Node n, engine.Stat(uri));
     STRATA_ASSIGN_OR_RETURN(auto rels, engine.Relations(uri));
-    std::cout << views::NodeDetailView(n, rels).dump(2) << "\n";
+    std::cout << views::Dump(views::NodeDetailView(n, rels), 2) << "\n";
     return Status::Ok();
   }
   if (cmd == "rm") {
@@ -118,7 +118,7 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     STRATA_ASSIGN_OR_RETURN(auto hits, engine.Find(a.query, o));
     for (const auto &h : hits) {
       if (a.json) {
-        std::cout << views::HitView(h).dump() << "\n";
+        std::cout << views::Dump(views::HitView(h)) << "\n";
       } else {
         std::cout << std::to_string(h.score).substr(0, 5) << "  " << h.uri.str() << "  " << h.abstract_text << "\n";
       }

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/provider.h"
@@ -44,8 +45,15 @@ Result<std::vector<llm::ToolDeclaration>> ToolsFromJson(const Json& tools) {
     if (!t->contains("name") || !(*t)["name"].is_string()) {
       return Status::InvalidArgument(where + ".name: expected a string");
     }
-    llm::ToolDeclaration d{(*t)["name"].get<std::string>(), t->value("description", ""),
-                           t->value("parameters", Json::object()).dump()};
+    auto description = json::OptionalString(*t, "description", where);
+    if (!description.ok()) return description.status();
+    const Json* parameters = json::Field(*t, "parameters");
+    if (parameters != nullptr && !parameters->is_null() && !parameters->is_object()) {
+      return Status::InvalidArgument(where + ".parameters: expected an object (a JSON Schema), not " +
+                                     std::string(json::TypeName(*parameters)));
+    }
+    llm::ToolDeclaration d{(*t)["name"].get<std::string>(), *description,
+                           parameters == nullptr || parameters->is_null() ? "{}" : parameters->dump()};
     out.push_back(std::move(d));
   }
   return out;
@@ -54,7 +62,7 @@ Result<std::vector<llm::ToolDeclaration>> ToolsFromJson(const Json& tools) {
 int RunRequest(const ProviderArgs& args) {
   auto input_text = ReadStdin();
   if (!input_text.ok()) return Fail(input_text.status());
-  Json input = Json::parse(*input_text, nullptr, false);
+  Json input = strata::json::ParseOrDiscard<Json>(*input_text);
   if (input.is_discarded() || !input.is_object()) {
     std::string why = input.is_discarded() ? json::DescribeSyntaxError(*input_text) : "not an object";
     return Fail(Status::InvalidArgument("stdin: expected a JSON object {\"system_prompt\",\"tools\",\"history\","
@@ -91,7 +99,7 @@ int RunRequest(const ProviderArgs& args) {
   // "provider_options" is the conformance cases' name for the same thing.
   Json options = input.value("options", input.value("provider_options", Json()));
   if (!args.options.empty()) {
-    options = Json::parse(args.options, nullptr, false);
+    options = strata::json::ParseOrDiscard<Json>(args.options);
     if (options.is_discarded()) {
       return Fail(Status::InvalidArgument("--options: not valid JSON: " + json::DescribeSyntaxError(args.options)));
     }

@@ -34,7 +34,7 @@ Result<std::unique_ptr<Engine>> OpenEngine(const SessionArgs& a) {
                        .prompt_dirs = a.prompt_dirs});
 }
 
-void Print(const Json& j) { std::cout << j.dump() << "\n"; }
+void Print(const Json& j) { std::cout << views::Dump(j) << "\n"; }
 
 Status RunSession(const std::string& cmd, const SessionArgs& a) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, OpenEngine(a));

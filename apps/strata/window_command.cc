@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "strata/json/checked.h"
 #include "strata/engine/views.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/message_json.h"
@@ -67,7 +68,7 @@ Result<int64_t> IntField(const Json& input, const char* key, int64_t fallback) {
 int RunAssemble(const WindowArgs& args) {
   auto text = ReadStdin();
   if (!text.ok()) return Fail(text.status());
-  Json input = Json::parse(*text, nullptr, false);
+  Json input = strata::json::ParseOrDiscard<Json>(*text);
   if (input.is_discarded() || !input.is_object()) {
     std::string why = input.is_discarded() ? json::DescribeSyntaxError(*text) : "not an object";
     return Fail(Status::InvalidArgument("stdin: expected a JSON object {\"records\":[...],...}: " + why));

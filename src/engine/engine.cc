@@ -130,7 +130,7 @@ struct Engine::Impl {
   Result<session::Sessions*> SessionsLocked() {
     if (!sessions) {
       STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, QueueLocked());
-      STRATA_ASSIGN_OR_RETURN(sessions, session::OpenSessions(options.data_dir, {.queue = q}));
+      STRATA_ASSIGN_OR_RETURN(sessions, session::OpenSessions(options.data_dir, {.queue = q, .lock_wait = options.busy_timeout}));
     }
     return sessions.get();
   }
@@ -395,7 +395,7 @@ Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view n
     STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(name));
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     STRATA_ASSIGN_OR_RETURN(memory::Node node, store->Stat(uri));
-    Json meta = Json::parse(node.metadata, nullptr, false);
+    Json meta = strata::json::ParseOrDiscard<Json>(node.metadata);
     std::string md = json::StringOr(meta, "skill_md");
     return md.empty() ? node.content : md;
   });
@@ -533,7 +533,7 @@ Result<int> Engine::Retry(std::string_view id) {
         STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, q->List(std::nullopt, info.id));
         bool queued = false;
         for (const session::Job& job : jobs) {
-          Json payload = Json::parse(job.payload, nullptr, false);
+          Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
           queued = queued || ((job.state == session::JobState::kPending || job.state == session::JobState::kRunning) &&
                               json::IntOr(payload, "archive", -1) == a.number);
         }

@@ -24,7 +24,7 @@ Result<ConfigFile> LoadConfigFile(const std::string& explicit_path) {
   std::ifstream in(path);
   if (!in) return Status::NotFound("config file " + path + " cannot be read");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Json j = Json::parse(text, nullptr, false);
+  Json j = strata::json::ParseOrDiscard<Json>(text);
   if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("config file " + path + ": expected a JSON object");
   config.path = path;
   std::string where = "config file " + path;

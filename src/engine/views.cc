@@ -6,9 +6,12 @@
 
 namespace strata::views {
 
+std::string Dump(const Json& j, int indent) { return j.dump(indent, ' ', false, Json::error_handler_t::replace); }
+
+
 bool IsSuperseded(const memory::Node& node) {
   if (node.metadata.find("valid_to") == std::string::npos) return false;  // Cheap test first.
-  Json meta = Json::parse(node.metadata, nullptr, false);
+  Json meta = strata::json::ParseOrDiscard<Json>(node.metadata);
   const Json* valid_to = json::Field(meta, "valid_to");
   return valid_to != nullptr && !valid_to->is_null();
 }
@@ -29,7 +32,7 @@ Json NodeView(const memory::Node& n) {
 Json NodeDetailView(const memory::Node& n, const std::vector<memory::Relation>& relations) {
   Json j = NodeView(n);
   j["overview"] = n.overview;
-  Json meta = Json::parse(n.metadata, nullptr, false);
+  Json meta = strata::json::ParseOrDiscard<Json>(n.metadata);
   j["metadata"] = meta.is_discarded() ? Json::object() : std::move(meta);
   j["relations"] = Json::array();
   for (const memory::Relation& r : relations) {
@@ -78,7 +81,7 @@ Json ArchiveView(const session::ArchiveInfo& a) {
 Json JobView(const session::Job& job) {
   Json j = {{"attempts", job.attempts}, {"id", job.id}};
   if (!job.last_error.empty()) j["last_error"] = job.last_error;
-  Json payload = Json::parse(job.payload, nullptr, false);
+  Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
   j["payload"] = payload.is_discarded() ? Json(job.payload) : std::move(payload);
   j["state"] = std::string(session::JobStateName(job.state));
   return j;

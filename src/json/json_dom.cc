@@ -67,7 +67,29 @@ std::string QuoteForError(std::string_view s, size_t max) {
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // Keep UTF-8 whole.
   AppendString(&out, s.substr(0, cut));
   out.insert(out.size() - 1, "...");
-  return out;
+  return out + " (" + std::to_string(s.size()) + " bytes)";
+}
+
+size_t FindTooDeep(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
 }
 
 Result<std::string> Canonicalize(std::string_view text) {
@@ -83,6 +105,9 @@ Result<std::string> Canonicalize(std::string_view text) {
 }
 
 std::string DescribeSyntaxError(std::string_view text) {
+  if (size_t deep = FindTooDeep(text); deep != std::string_view::npos) {
+    return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(deep);
+  }
   size_t bad = 0;
   if (!IsValidUtf8(text, &bad)) {
     return "invalid JSON at byte " + std::to_string(bad) + ": invalid UTF-8";
@@ -99,6 +124,16 @@ std::string DescribeSyntaxError(std::string_view text) {
     if (colon != std::string::npos) {
       where = what.substr(at + 15, colon - at - 15);
       detail = what.substr(colon + 2);
+    }
+    // nlohmann's detail ends with "last read: '<the token so far>'", which for an unterminated string is
+    // the rest of the input (megabytes): keep the start of it, escaped.
+    size_t last = detail.find("last read: '");
+    if (last != std::string::npos) {
+      std::string_view token = std::string_view(detail).substr(last + 12);
+      if (token.ends_with('\'')) token.remove_suffix(1);
+      detail = detail.substr(0, last) + "last read: " + QuoteForError(token, 40);
+    } else if (detail.size() > 200) {
+      detail = QuoteForError(detail, 200);
     }
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
     std::string out = "invalid JSON at byte " + std::to_string(byte);

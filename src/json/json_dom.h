@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "strata/json/json_writer.h"
+
 namespace strata::json {
 
 // Return the object / array view of an element of that type, by value. (Iterating
@@ -27,8 +29,5 @@ void AppendCanonical(std::string* out, simdjson::dom::element e);
 
 // Returns the JSON type name of `e` for error messages ("string", "object", ...).
 std::string_view TypeName(simdjson::dom::element e);
-
-// Returns `s` quoted and shortened to at most `max` bytes for an error message.
-std::string QuoteForError(std::string_view s, size_t max = 60);
 
 }  // namespace strata::json

@@ -1,5 +1,6 @@
 #include "strata/llm/chat_error.h"
 
+#include "strata/json/checked.h"
 #include <cmath>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -116,7 +117,7 @@ std::string ExtractProviderErrorMessage(std::string_view body) {
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
     return out;
   };
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json j = strata::json::ParseOrDiscard<nlohmann::json>(body);
   // Gemini and some proxies wrap the error object in a one-element array.
   if (j.is_array() && j.size() == 1) j = j[0];
   if (j.is_object()) {

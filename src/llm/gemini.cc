@@ -16,6 +16,7 @@
 
 #include "json_dom.h"
 #include "wire_internal.h"
+#include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 
@@ -55,7 +56,7 @@ void AppendUserParts(const Message& m, Json* parts) {
 
 std::optional<std::string> ThoughtSignature(const ToolCall& call) {
   if (!call.extras) return std::nullopt;
-  Json extras = Json::parse(*call.extras, nullptr, false);
+  Json extras = strata::json::ParseOrDiscard<Json>(*call.extras);
   if (!extras.is_object()) return std::nullopt;
   auto it = extras.find("thought_signature");
   if (it == extras.end() || !it->is_string()) return std::nullopt;

@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include "strata/json/json_writer.h"
+
 namespace strata::llm {
 namespace {
 
@@ -306,6 +308,14 @@ Result<std::string> ExtractModelJson(std::string_view reply, JsonShape want) {
   for (const Candidate& c : candidates) {
     for (int repaired = 0; repaired < 2; ++repaired) {
       std::string text = repaired ? RepairJson(c.text) : std::string(c.text);
+      if (size_t deep = json::FindTooDeep(text); deep != std::string::npos) {
+        // Callers copy and walk the value recursively: a reply nested this deep is refused, not parsed.
+        if (!first_error) {
+          first_error = Status::InvalidArgument(std::string("the ") + c.where + " is nested deeper than " +
+                                                std::to_string(json::kMaxJsonDepth) + " levels");
+        }
+        break;
+      }
       try {
         Json j = Json::parse(text);
         if (HasShape(j, want)) return repaired ? text : std::string(c.text);

@@ -17,7 +17,7 @@ namespace {
 using Json = nlohmann::json;
 
 Json BodyJson(const std::string& body) {
-  Json parsed = Json::parse(body, nullptr, false);
+  Json parsed = strata::json::ParseOrDiscard<Json>(body);
   return parsed.is_discarded() ? Json(json::ReplaceInvalidUtf8(body)) : parsed;
 }
 
@@ -163,7 +163,7 @@ Result<std::shared_ptr<HttpTransport>> ReplayTransport(const std::string& path, 
   for (int line_no = 1; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
     std::string where = path + ":" + std::to_string(line_no);
-    Json record = Json::parse(line, nullptr, false);
+    Json record = strata::json::ParseOrDiscard<Json>(line);
     if (record.is_discarded() || !record.is_object()) {
       return Status::InvalidArgument(where + ": not a JSON object");
     }

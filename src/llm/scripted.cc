@@ -115,7 +115,7 @@ ScriptedProvider::ScriptedProvider(std::string model, Responder responder)
     : model_(std::move(model)), responder_(std::move(responder)) {}
 
 Result<std::unique_ptr<ScriptedProvider>> ScriptedProvider::FromJson(std::string_view script) {
-  Json j = Json::parse(script, nullptr, false);
+  Json j = strata::json::ParseOrDiscard<Json>(script);
   if (j.is_discarded()) return Status::InvalidArgument("script: not valid JSON: " + json::DescribeSyntaxError(script));
   std::string model = "scripted";
   if (j.is_object()) {

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "wire_internal.h"
+#include "strata/json/checked.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/sse.h"
 #include "strata/message/stream_merge.h"
@@ -104,7 +105,7 @@ namespace internal {
 
 Result<Json> ParseOptions(std::string_view options, std::string_view format,
                           std::span<const std::string_view> known) {
-  Json parsed = Json::parse(options.empty() ? std::string_view("{}") : options, nullptr, false);
+  Json parsed = strata::json::ParseOrDiscard<Json>(options.empty() ? std::string_view("{}") : options);
   if (parsed.is_discarded()) return Status::InvalidArgument("options: not valid JSON");
   if (parsed.is_null()) return Json::object();
   if (!parsed.is_object()) return Status::InvalidArgument("options: expected a JSON object");
@@ -167,8 +168,8 @@ std::string DumpBody(const Json& body) { return body.dump(-1, ' ', false, Json::
 
 Result<Json> ParseToolParameters(const ToolDeclaration& tool) {
   if (tool.name.empty()) return Status::InvalidArgument("tools: a tool has an empty name");
-  Json schema = Json::parse(tool.parameters.empty() ? std::string_view("{}") : std::string_view(tool.parameters),
-                            nullptr, false);
+  Json schema = strata::json::ParseOrDiscard<Json>(tool.parameters.empty() ? std::string_view("{}")
+                                                                          : std::string_view(tool.parameters));
   if (schema.is_discarded()) {
     return Status::InvalidArgument("tools[" + tool.name + "].parameters: not valid JSON");
   }
@@ -180,7 +181,7 @@ Result<Json> ParseToolParameters(const ToolDeclaration& tool) {
 
 Json ArgumentsObject(const std::optional<std::string>& arguments) {
   if (!arguments.has_value() || arguments->empty()) return Json::object();
-  Json parsed = Json::parse(*arguments, nullptr, false);
+  Json parsed = strata::json::ParseOrDiscard<Json>(*arguments);
   if (parsed.is_discarded() || !parsed.is_object()) return Json::object();
   return parsed;
 }

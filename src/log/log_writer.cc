@@ -56,11 +56,25 @@ Status LogWriter::Poison(Status cause) {
   return cause;
 }
 
+Status LogWriter::RollBackLocked(uint64_t good_size, const Status& cause) {
+  // A write that failed part-way (ENOSPC, EIO) may have left a partial record: cut the file back to the
+  // last complete line so the log stays a sequence of whole lines and later appends are not glued to it.
+  Status cut = file_->Truncate(good_size);
+  if (cut.ok()) cut = file_->Sync();
+  size_ = good_size;
+  if (!cut.ok()) {
+    return Poison(Status(cause.code(), cause.message() + "; cutting the partial record failed too: " + cut.message()));
+  }
+  return cause;
+}
+
 Status LogWriter::FlushLocked() {
   if (buffer_.empty()) return Status::Ok();
+  uint64_t good_size = size_ - buffer_.size();
   Status s = file_->Append(buffer_);
   buffer_.clear();
-  if (!s.ok()) return Poison(s);
+  // Buffered lines were acknowledged without a durability promise; losing them poisons the writer.
+  if (!s.ok()) return Poison(RollBackLocked(good_size, s));
   return Status::Ok();
 }
 
@@ -84,7 +98,9 @@ Status LogWriter::Append(std::string_view lines) {
     return buffer_.size() >= options_.write_buffer_bytes ? FlushLocked() : Status::Ok();
   }
   Status s = file_->Append(lines);
-  if (!s.ok()) return Poison(s);
+  // Nothing of this call was acknowledged: once the partial record is cut off, the log is as it was and
+  // the writer stays usable (a full disk may have room again).
+  if (!s.ok()) return RollBackLocked(size_, s);
   size_ += lines.size();
   bool window_opened = unsynced_bytes_ == 0;
   if (window_opened) first_unsynced_micros_ = clock_->NowMicros();

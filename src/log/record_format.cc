@@ -74,9 +74,16 @@ Status SaveTornTail(FileSystem* fs, const std::string& path, uint64_t offset, ui
       if (file.status().code() == StatusCode::kAlreadyExists) continue;  // Taken: try the next number.
       return file.status().WithContext("saving torn tail of " + path);
     }
-    STRATA_RETURN_IF_ERROR(fs->CopyRange(path, offset, length, file->get()));
-    STRATA_RETURN_IF_ERROR((*file)->Sync());
-    STRATA_RETURN_IF_ERROR((*file)->Close());
+    std::string torn = path + ".torn-" + std::to_string(n);
+    Status saved = fs->CopyRange(path, offset, length, file->get());
+    if (saved.ok()) saved = (*file)->Sync();
+    if (saved.ok()) saved = (*file)->Close();
+    if (!saved.ok()) {
+      // Leave no empty or partial copy behind (a full disk would otherwise gain one per attempt).
+      file->reset();
+      (void)fs->RemoveFile(torn);
+      return saved.WithContext("saving torn tail of " + path + " to " + torn);
+    }
     return fs->SyncDirectory(Dirname(path));
   }
   return Status::ResourceExhausted("no free .torn-N name for " + path);

@@ -2,8 +2,14 @@
 
 #include "strata/json/checked.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,20 +25,85 @@ using Json = nlohmann::ordered_json;
 constexpr std::string_view kAbstractSuffix = ".abstract.md";
 constexpr std::string_view kOverviewSuffix = ".overview.md";
 
+// Export and import never follow a symbolic link inside the tree: a link planted in an export target would
+// make Strata overwrite a file outside it, and a link in an imported tree would pull outside files (or a
+// loop) into the store. Files are opened with O_NOFOLLOW, so there is no window between check and use.
 Status WriteText(const fs::path& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return Status::Internal("cannot write " + path.string());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == ELOOP) return Status::FailedPrecondition(path.string() + " is a symbolic link; export does not write through links");
+    return Status::Internal("cannot write " + path.string() + ": " + std::strerror(errno));
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      return Status::Internal("cannot write " + path.string() + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return Status::Internal("cannot write " + path.string() + ": " + std::strerror(errno));
   return Status::Ok();
 }
 
+// Reads a regular file, not through a symbolic link: kNotFound when it is missing, kFailedPrecondition
+// when it is a link or not a regular file.
 Result<std::string> ReadText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + path.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) return Status::FailedPrecondition(path.string() + ": a symbolic link, not followed");
+    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound("cannot read " + path.string());
+    return Status::Internal("cannot read " + path.string() + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::FailedPrecondition(path.string() + ": not a regular file");
+  }
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return Status::Internal("cannot read " + path.string() + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// Creates `path` (a directory of the export) unless it exists as a directory; refuses a symbolic link.
+Status MakeExportDir(const fs::path& path) {
+  std::error_code ec;
+  fs::file_status st = fs::symlink_status(path, ec);
+  if (fs::is_symlink(st)) {
+    return Status::FailedPrecondition("export: " + path.string() + " is a symbolic link; export does not write through links");
+  }
+  if (fs::is_directory(st)) return Status::Ok();
+  fs::create_directory(path, ec);
+  if (ec) return Status::Internal("export: cannot create " + path.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+// A sidecar layer (.abstract.md, .overview.md) when present; a linked or unreadable one is noted.
+std::optional<std::string> ReadSidecar(const fs::path& path, std::vector<std::string>* skipped) {
+  Result<std::string> text = ReadText(path);
+  if (text.ok()) {
+    size_t bad = 0;
+    if (json::IsValidUtf8(*text, &bad)) return std::move(*text);
+    skipped->push_back(path.string() + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+    return std::nullopt;
+  }
+  if (text.status().code() != StatusCode::kNotFound) skipped->push_back(text.status().message());
+  return std::nullopt;
 }
 
 std::string LeafFileName(std::string_view name) {
@@ -42,7 +113,7 @@ std::string LeafFileName(std::string_view name) {
 Json NodeMeta(const Node& node) {
   Json meta = {{"name", std::string(node.uri.name())}, {"type", std::string(ContextTypeName(node.type))},
                {"category", node.category}, {"created_ms", node.created_ms}, {"updated_ms", node.updated_ms}};
-  meta["metadata"] = Json::parse(node.metadata, nullptr, false);
+  meta["metadata"] = strata::json::ParseOrDiscard<Json>(node.metadata);
   if (meta["metadata"].is_discarded()) meta["metadata"] = Json::object();
   if (!node.is_dir) meta["file"] = LeafFileName(node.uri.name());
   return meta;
@@ -72,8 +143,7 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
     STRATA_ASSIGN_OR_RETURN(Node node, store.Stat(listed.uri));
     fs::path path = local_path(node.uri);
     if (node.is_dir) {
-      fs::create_directories(path, ec);
-      if (ec) return Status::Internal("export: cannot create " + path.string() + ": " + ec.message());
+      STRATA_RETURN_IF_ERROR(MakeExportDir(path));
       if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".abstract.md", node.abstract_text));
       if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".overview.md", node.overview));
       dir_meta[path.string()]["self"] = NodeMeta(node);
@@ -106,7 +176,8 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
 }
 
 Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir, const Uri& root) {
-  if (!fs::is_directory(dir)) return Status::NotFound("import: " + dir + " is not a directory");
+  std::error_code dir_ec;
+  if (!fs::is_directory(dir, dir_ec)) return Status::NotFound("import: " + dir + " is not a directory");
   ImportReport report;
   std::vector<std::pair<Uri, std::string>> leaves;
   std::vector<WriteOptions> leaf_options;
@@ -119,9 +190,9 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     return Status::Ok();
   };
   auto read_meta = [&](const fs::path& d) {
-    auto text = ReadText(d / ".meta.json");
-    if (!text.ok()) return Json::object();
-    Json meta = Json::parse(*text, nullptr, false);
+    auto text = ReadSidecar(d / ".meta.json", &report.skipped);
+    if (!text) return Json::object();
+    Json meta = strata::json::ParseOrDiscard<Json>(*text);
     if (meta.is_discarded() || !meta.is_object()) {
       report.skipped.push_back((d / ".meta.json").string() + ": not a JSON object (ignored)");
       return Json::object();
@@ -145,10 +216,8 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     Json meta = read_meta(path);
     if (!uri.is_root() && !uri.is_kind_dir()) {
       WriteOptions o;
-      auto abstract_text = ReadText(path / ".abstract.md");
-      auto overview = ReadText(path / ".overview.md");
-      if (abstract_text.ok()) o.abstract_text = *abstract_text;
-      if (overview.ok()) o.overview = *overview;
+      o.abstract_text = ReadSidecar(path / ".abstract.md", &report.skipped);
+      o.overview = ReadSidecar(path / ".overview.md", &report.skipped);
       if (meta.contains("self")) apply_meta(meta["self"], &o);
       STRATA_RETURN_IF_ERROR(flush());
       STRATA_RETURN_IF_ERROR(store.Mkdir(uri, o).WithContext("import " + path.string()));
@@ -165,14 +234,24 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     }
     std::vector<fs::directory_entry> entries;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(path, ec)) entries.push_back(e);
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
     if (ec) return Status::Internal("import: cannot list " + path.string() + ": " + ec.message());
     std::sort(entries.begin(), entries.end());
     std::vector<std::pair<fs::path, Uri>> subdirs;
     for (const auto& e : entries) {
       std::string file = e.path().filename().string();
       if (file.starts_with('.')) continue;  // Sidecars and hidden files.
-      if (e.is_directory()) {
+      fs::file_status st = e.symlink_status(ec);
+      if (ec) {
+        report.skipped.push_back(e.path().string() + ": " + ec.message());
+        ec.clear();
+        continue;
+      }
+      if (fs::is_symlink(st)) {
+        report.skipped.push_back(e.path().string() + ": a symbolic link, not followed");
+        continue;
+      }
+      if (fs::is_directory(st)) {
         auto child = uri.Child(file);
         if (!child.ok()) {
           report.skipped.push_back(e.path().string() + ": " + child.status().message());
@@ -181,11 +260,11 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
         subdirs.emplace_back(e.path(), *child);
         continue;
       }
-      if (!e.is_regular_file()) continue;
+      if (!fs::is_regular_file(st)) continue;
       if (file.ends_with(kAbstractSuffix) || file.ends_with(kOverviewSuffix)) {
         std::string_view suffix = file.ends_with(kAbstractSuffix) ? kAbstractSuffix : kOverviewSuffix;
         std::string base = file.substr(0, file.size() - suffix.size()) + ".md";
-        if (fs::exists(path / base) || by_file.contains(base)) continue;  // A sidecar of a leaf beside it.
+        if (fs::exists(fs::symlink_status(path / base, ec)) || by_file.contains(base)) continue;  // A leaf's sidecar.
       }
       std::string name = file;
       Json child_meta;
@@ -200,7 +279,13 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
         report.skipped.push_back(e.path().string() + ": " + (child.ok() ? "a file cannot be a scope" : child.status().message()));
         continue;
       }
-      STRATA_ASSIGN_OR_RETURN(std::string content, ReadText(e.path()));
+      Result<std::string> read = ReadText(e.path());
+      if (!read.ok()) {
+        if (read.status().code() == StatusCode::kInternal) return read.status().WithContext("import");
+        report.skipped.push_back(read.status().message());  // Replaced by a link since it was listed.
+        continue;
+      }
+      std::string content = std::move(*read);
       size_t bad = 0;
       if (!json::IsValidUtf8(content, &bad)) {
         report.skipped.push_back(e.path().string() + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
@@ -208,10 +293,8 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       }
       WriteOptions o;
       std::string stem = file.ends_with(".md") ? file.substr(0, file.size() - 3) : file;
-      auto abstract_text = ReadText(path / (stem + std::string(kAbstractSuffix)));
-      auto overview = ReadText(path / (stem + std::string(kOverviewSuffix)));
-      if (abstract_text.ok()) o.abstract_text = *abstract_text;
-      if (overview.ok()) o.overview = *overview;
+      o.abstract_text = ReadSidecar(path / (stem + std::string(kAbstractSuffix)), &report.skipped);
+      o.overview = ReadSidecar(path / (stem + std::string(kOverviewSuffix)), &report.skipped);
       apply_meta(child_meta, &o);
       leaves.emplace_back(*child, std::move(content));
       leaf_options.push_back(std::move(o));
@@ -220,15 +303,15 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     STRATA_RETURN_IF_ERROR(flush());
     for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) stack.push_back(*it);
   }
-  auto relations = ReadText(fs::path(dir) / ".relations.jsonl");
-  if (relations.ok()) {
+  auto relations = ReadSidecar(fs::path(dir) / ".relations.jsonl", &report.skipped);
+  if (relations) {
     std::istringstream lines(*relations);
     std::string line;
     int number = 0;
     while (std::getline(lines, line)) {
       ++number;
       if (line.empty()) continue;
-      Json r = Json::parse(line, nullptr, false);
+      Json r = strata::json::ParseOrDiscard<Json>(line);
       std::string where = ".relations.jsonl line " + std::to_string(number);
       if (r.is_discarded() || !r.contains("from") || !r.contains("to") || !r["from"].is_string() || !r["to"].is_string()) {
         report.skipped.push_back(where + ": expected {\"from\", \"to\", \"reason\"}");

@@ -439,6 +439,19 @@ Result<Skill> ParseSkill(std::string_view text, std::string_view where) {
     if (raw[i] == '\r' && i + 1 < raw.size() && raw[i + 1] == '\n') continue;  // CRLF → LF.
     front += raw[i];
   }
+  // YAML forbids raw control characters (they must be escaped, as "\0"), and yaml-cpp drops a raw NUL
+  // from a plain scalar without a word: refuse them rather than store a changed value.
+  int control_line = kFirstYamlLine;
+  for (char c : front) {
+    if (c == '\n') ++control_line;
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 && c != '\n' && c != '\t') {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(u));
+      return Error(where, control_line, std::string("front matter holds the control character ") + hex +
+                                            " (write it escaped in a double-quoted string, e.g. \"\\0\")");
+    }
+  }
   try {
     YAML::Node root = YAML::Load(front);
     Result<Skill> skill = FromFrontMatter(root, where);
@@ -522,7 +535,7 @@ std::string SerializeSkill(const Skill& skill) {
     }
   }
   out << YAML::EndMap;
-  return "---\n" + std::string(out.c_str()) + "\n---\n" + skill.body;
+  return "---\n" + std::string(out.c_str(), out.size()) + "\n---\n" + skill.body;
 }
 
 }  // namespace strata::memory

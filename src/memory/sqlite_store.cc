@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "fts_text.h"
+#include "strata/json/checked.h"
 #include "strata/memory/hash.h"
 #include "sqlite_db.h"
 #include "vector_index.h"
@@ -115,10 +116,25 @@ std::pair<std::string, std::string> DescendantRange(const Uri& uri) {
 
 Status CheckMetadata(const std::optional<std::string>& metadata) {
   if (!metadata) return Status::Ok();
-  auto parsed = nlohmann::json::parse(*metadata, nullptr, false);
+  auto parsed = strata::json::ParseOrDiscard<nlohmann::json>(*metadata);
   if (parsed.is_discarded() || !parsed.is_object()) {
-    return Status::InvalidArgument("metadata must be a JSON object, got: " + metadata->substr(0, 80));
+    return Status::InvalidArgument("metadata must be a JSON object, got " + json::QuoteForError(*metadata, 80));
   }
+  return Status::Ok();
+}
+
+// Everything stored as text must be valid UTF-8: the store's readers (JSON views, full text, export) take
+// it as such, and a stored invalid byte would fail every later read of the node.
+Status CheckText(std::string_view content, const WriteOptions& o) {
+  auto check = [](std::string_view field, std::string_view text) -> Status {
+    size_t bad = 0;
+    if (json::IsValidUtf8(text, &bad)) return Status::Ok();
+    return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  };
+  STRATA_RETURN_IF_ERROR(check("content", content));
+  if (o.abstract_text) STRATA_RETURN_IF_ERROR(check("abstract (L0)", *o.abstract_text));
+  if (o.overview) STRATA_RETURN_IF_ERROR(check("overview (L1)", *o.overview));
+  if (o.category) STRATA_RETURN_IF_ERROR(check("category", *o.category));
   return Status::Ok();
 }
 
@@ -272,6 +288,7 @@ class SqliteStore final : public ContextStore {
                                        (uri.is_root() ? std::string("strata://resources/notes") : uri.str() + "/notes"));
       }
       STRATA_RETURN_IF_ERROR(CheckMetadata(option_of(i).metadata).WithContext(uri.str()));
+      STRATA_RETURN_IF_ERROR(CheckText(leaves[i].second, option_of(i)).WithContext(uri.str()));
     }
     // Embed first, outside the store's lock (a remote embedder can take seconds, and readers must not wait
     // for it): the text each leaf will have. A kept hand-written layer of an existing leaf makes the text
@@ -388,6 +405,7 @@ class SqliteStore final : public ContextStore {
   Status Mkdir(const Uri& uri, const WriteOptions& o) override {
     if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
     STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
+    STRATA_RETURN_IF_ERROR(CheckText("", o).WithContext(uri.str()));
     // Embedded before the lock, as for leaves: the directory as it will read, and new parents.
     Node self;
     self.uri = uri;
@@ -903,8 +921,8 @@ class SqliteStore final : public ContextStore {
 
   // Keeps the preset bookkeeping of a scope root when its metadata is replaced.
   static std::string MergePresetVersion(const std::string& old_json, const std::string& new_json) {
-    auto old_value = nlohmann::json::parse(old_json, nullptr, false);
-    auto new_value = nlohmann::json::parse(new_json, nullptr, false);
+    auto old_value = strata::json::ParseOrDiscard<nlohmann::json>(old_json);
+    auto new_value = strata::json::ParseOrDiscard<nlohmann::json>(new_json);
     if (old_value.is_object() && old_value.contains("preset_version")) new_value["preset_version"] = old_value["preset_version"];
     return new_value.dump();
   }
@@ -1083,7 +1101,7 @@ class SqliteStore final : public ContextStore {
 
   Status PlanPresets(const Uri& root, int64_t now, Plan* plan) {
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> root_row, FindPlannedOrStored(*plan, root));
-    auto meta = nlohmann::json::parse(root_row->node.metadata, nullptr, false);
+    auto meta = strata::json::ParseOrDiscard<nlohmann::json>(root_row->node.metadata);
     if (!meta.is_object()) meta = nlohmann::json::object();
     int version = meta.contains("preset_version") && meta["preset_version"].is_number_integer()
                       ? meta["preset_version"].get<int>() : 0;

@@ -5,13 +5,7 @@
 namespace strata::memory {
 namespace {
 
-// Quotes `s` for an error message, cut at 60 bytes.
-std::string Quote(std::string_view s) {
-  std::string out = "'";
-  out.append(s.substr(0, 60));
-  if (s.size() > 60) out += "...";
-  return out + "'";
-}
+std::string Quote(std::string_view s) { return json::QuoteForError(s); }
 
 bool IsKind(std::string_view s) { return s == "user" || s == "agent" || s == "session"; }
 
@@ -79,8 +73,17 @@ Result<Uri> Uri::Parse(std::string_view text) {
   while (rest.ends_with('/')) rest.remove_suffix(1);
   Uri uri;
   if (rest.empty()) return uri;
+  // Bounded before anything is split: every ancestor of a URI is built as a string (directories are
+  // created on write), so a 30,000-segment URI would cost quadratic time.
+  if (text.size() > kMaxBytes) {
+    return Status::InvalidArgument("URI " + Quote(text) + " is longer than " + std::to_string(kMaxBytes) + " bytes");
+  }
   std::vector<std::string_view> segs = Split(rest);
   std::string where = "URI " + Quote(text);
+  if (segs.size() > kMaxSegments) {
+    return Status::InvalidArgument(where + " has " + std::to_string(segs.size()) + " segments; at most " +
+                                   std::to_string(kMaxSegments) + " are allowed");
+  }
   if (segs[0] != "resources" && !IsKind(segs[0])) {
     return Status::InvalidArgument(where + ": unknown scope " + Quote(segs[0]) +
                                    " (expected resources, user/<id>, agent/<id> or session/<id>)");

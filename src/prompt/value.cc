@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/token_estimator.h"
 
@@ -195,7 +196,7 @@ Value Value::Namespace(Dict d) {
 }
 
 Result<Value> Value::FromJson(std::string_view json) {
-  auto j = nlohmann::ordered_json::parse(json, nullptr, false);
+  auto j = strata::json::ParseOrDiscard<nlohmann::ordered_json>(json);
   if (j.is_discarded()) return Status::InvalidArgument("invalid JSON: " + json::DescribeSyntaxError(json));
   return FromNlohmann(j);
 }

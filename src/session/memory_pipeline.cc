@@ -96,7 +96,7 @@ std::string Transcript(const std::vector<Message>& messages) {
     for (const ContentPart& part : m.content) {
       const auto* custom = std::get_if<CustomPart>(&part);
       if (custom == nullptr || custom->type != kContextRefPartType) continue;
-      Json j = Json::parse(custom->json, nullptr, false);
+      Json j = strata::json::ParseOrDiscard<Json>(custom->json);
       if (j.is_object()) out += "[used " + json::StringOr(j, "kind", "context") + " " + json::StringOr(j, "uri") + "]\n";
     }
     if (m.tool_calls) {
@@ -114,7 +114,7 @@ std::vector<std::string> ContextUris(const std::vector<Message>& messages) {
     for (const ContentPart& part : m.content) {
       const auto* custom = std::get_if<CustomPart>(&part);
       if (custom == nullptr || custom->type != kContextRefPartType) continue;
-      Json j = Json::parse(custom->json, nullptr, false);
+      Json j = strata::json::ParseOrDiscard<Json>(custom->json);
       std::string uri = json::StringOr(j, "uri");
       if (!uri.empty() && std::find(out.begin(), out.end(), uri) == out.end()) out.push_back(uri);
     }
@@ -135,7 +135,7 @@ std::string FirstLine(std::string_view text) {
 }
 
 Json Metadata(std::string_view existing) {
-  Json j = Json::parse(existing, nullptr, false);
+  Json j = strata::json::ParseOrDiscard<Json>(existing);
   return j.is_object() ? j : Json::object();
 }
 
@@ -498,7 +498,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   diff.archive = archive;
   if (a.state == ArchiveState::kDone) {
     STRATA_ASSIGN_OR_RETURN(std::string text, fs.ReadFileToString(a.dir + "/diff.json"));
-    Json j = Json::parse(text, nullptr, false);
+    Json j = strata::json::ParseOrDiscard<Json>(text);
     if (j.is_object()) {
       diff.summary = json::StringOr(j, "summary");
       diff.candidates = static_cast<int>(json::IntOr(j, "candidates", 0));
@@ -543,7 +543,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   std::vector<Candidate> candidates;
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> saved, IfExists(fs.ReadFileToString(a.dir + "/candidates.json")));
   if (saved) {
-    Json j = Json::parse(*saved, nullptr, false);
+    Json j = strata::json::ParseOrDiscard<Json>(*saved);
     if (!j.is_array()) return Status::DataLoss(a.dir + "/candidates.json: not a JSON array of candidates");
     for (size_t i = 0; i < j.size(); ++i) {
       const Json& m = j[i];
@@ -627,7 +627,7 @@ Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canc
     if (cancel != nullptr && cancel->cancelled()) return Status::Cancelled("phase 2 cancelled");
     STRATA_ASSIGN_OR_RETURN(std::optional<Job> job, queue.Claim());
     if (!job) break;
-    Json payload = Json::parse(job->payload, nullptr, false);
+    Json payload = strata::json::ParseOrDiscard<Json>(job->payload);
     std::string session = json::StringOr(payload, "session");
     int64_t archive = json::IntOr(payload, "archive", -1);
     if (job->kind != kCommitJobKind || session.empty() || archive < 0 || archive > (1 << 30)) {

@@ -89,7 +89,7 @@ std::string InfoToJson(const SessionInfo& info) {
 Status Damaged(const Status& why) { return Status::DataLoss(why.message()); }
 
 Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where) {
-  Json j = Json::parse(text, nullptr, false);
+  Json j = strata::json::ParseOrDiscard<Json>(text);
   if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) {
     return Status::DataLoss(where + ": not a session record (expected a JSON object with an \"id\")");
   }
@@ -100,6 +100,11 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
     Result<std::string> v = json::OptionalString(j, key, where);
     if (!v.ok()) return Damaged(v.status());
     *slot = std::move(*v);
+  }
+  // The owners become URIs (strata://user/<id>) in phase 2: an edited id must not get that far.
+  for (auto [what, id] : {std::pair{"user", &info.user}, std::pair{"agent", &info.agent}}) {
+    if (id->empty()) continue;
+    if (Status s = memory::ValidateScopeId(*id, what); !s.ok()) return Damaged(s.WithContext(where));
   }
   info.created_ms = json::IntOr(j, "created_ms", 0);
   info.updated_ms = json::IntOr(j, "updated_ms", 0);
@@ -131,8 +136,8 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
     for (const std::string& id : ids) {
       if (!ValidateSessionId(id).ok()) continue;
-      SessionLock lock = LockSession(id);
-      Status recovered = RecoverLocked(id);
+      Result<SessionLock> lock = LockSession(id);
+      Status recovered = lock.ok() ? RecoverLocked(id) : lock.status();
       // One damaged session must not take the others down: its own operations report the damage.
       if (!recovered.ok() && recovered.code() != StatusCode::kDataLoss && recovered.code() != StatusCode::kNotFound &&
           recovered.code() != StatusCode::kInvalidArgument) {
@@ -147,7 +152,7 @@ class FileSessions final : public Sessions {
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(agent, "agent"));
     std::string sid = id.empty() ? NewId() : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
-    SessionLock lock = LockSession(sid);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(sid, /*create=*/true));
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(InfoPath(sid)));
     if (exists) return Status::AlreadyExists("session " + sid + " already exists");
     SessionInfo info;
@@ -162,7 +167,7 @@ class FileSessions final : public Sessions {
 
   Result<SessionInfo> Get(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     return LoadInfo(id);
   }
 
@@ -180,29 +185,35 @@ class FileSessions final : public Sessions {
 
   Status Add(std::string_view id, const Message& message) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
-    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
+    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info));
     STRATA_RETURN_IF_ERROR(storage->AppendMessage(message));
     Account(message, info);
     info.updated_ms = NowMs();
     RefreshSummary(storage->messages(), info);
-    return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
+    Status saved = fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
+    if (saved.ok()) {
+      NoteLogSignatureLocked(info);
+    } else {
+      (void)CloseStorageLocked(info.id);  // session.json lags the log: read it again next time.
+    }
+    return saved;
   }
 
   Result<std::vector<Message>> Messages(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
-    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
+    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info));
     return storage->messages();
   }
 
   Result<CommitTicket> Commit(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
-    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info.id));
+    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info));
     int64_t count = static_cast<int64_t>(storage->messages().size());
     if (count == 0) return Status::FailedPrecondition("session " + info.id + " has no messages to commit");
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(info.id));
@@ -225,14 +236,14 @@ class FileSessions final : public Sessions {
 
   Result<std::vector<ArchiveInfo>> Archives(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     return ArchivesLocked(info.id);
   }
 
   Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     std::string path = ArchiveDir(info.id, archive) + "/messages.jsonl";
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
@@ -246,7 +257,7 @@ class FileSessions final : public Sessions {
 
   Status RecordExtracted(std::string_view id, int64_t count) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     info.stats.memories_extracted += count;
     return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
@@ -254,7 +265,7 @@ class FileSessions final : public Sessions {
 
   Status AddArchiveNote(std::string_view id, int archive, std::string_view note) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
     current.notes.emplace_back(note);
@@ -263,7 +274,7 @@ class FileSessions final : public Sessions {
 
   Result<int64_t> EnqueueArchive(std::string_view id, int archive) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(info.id, archive));
     if (a.state == ArchiveState::kDone) {
@@ -274,7 +285,7 @@ class FileSessions final : public Sessions {
 
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    SessionLock lock = LockSession(id);
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
     return WriteState(info.id, archive, state, error, current.messages, current.notes);
@@ -305,17 +316,35 @@ class FileSessions final : public Sessions {
     return InfoFromJson(text, path);
   }
 
-  // The open message storage of a session; the caller holds the session's lock.
-  Result<LinearStorage*> StorageLocked(const std::string& id) {
-    std::lock_guard map_lock(map_mu_);
-    auto it = open_.find(id);
-    if (it != open_.end()) return it->second.get();
+  // What session.json says about the log: another process that appended or committed changed it, and a
+  // log this process keeps open is then stale (or, after a commit, an archive).
+  static std::pair<int64_t, int64_t> LogSignature(const SessionInfo& info) {
+    return {info.stats.commits, info.stats.messages};
+  }
+
+  // The open message storage of a session, as `info` (just loaded) describes it; the caller holds the
+  // session's lock. A kept storage whose signature no longer matches is closed and read again.
+  Result<LinearStorage*> StorageLocked(const SessionInfo& info) {
+    const std::string& id = info.id;
+    {
+      std::lock_guard map_lock(map_mu_);
+      auto it = open_.find(id);
+      if (it != open_.end() && it->second.signature == LogSignature(info)) return it->second.storage.get();
+    }
+    STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
     auto storage = std::make_unique<JsonlLinearStorage>(
         MessagesPath(id), JsonlLinearStorageOptions{.fs = options_.fs, .clock = options_.clock});
     STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(MessagesPath(id)));
     LinearStorage* raw = storage.get();
-    open_[id] = std::move(storage);
+    std::lock_guard map_lock(map_mu_);
+    open_[id] = OpenLog{std::move(storage), LogSignature(info)};
     return raw;
+  }
+
+  // Records that this process changed the log to what `info` now says (after an append).
+  void NoteLogSignatureLocked(const SessionInfo& info) {
+    std::lock_guard map_lock(map_mu_);
+    if (auto it = open_.find(info.id); it != open_.end()) it->second.signature = LogSignature(info);
   }
 
   Status CloseStorageLocked(const std::string& id) {
@@ -324,7 +353,7 @@ class FileSessions final : public Sessions {
       std::lock_guard map_lock(map_mu_);
       auto it = open_.find(id);
       if (it == open_.end()) return Status::Ok();
-      storage = std::move(it->second);
+      storage = std::move(it->second.storage);
       open_.erase(it);
     }
     return storage->Close();
@@ -338,7 +367,7 @@ class FileSessions final : public Sessions {
       if (const auto* text = std::get_if<TextPart>(&part)) chars += text->text.size();
       if (const auto* custom = std::get_if<CustomPart>(&part);
           custom != nullptr && custom->type == kContextRefPartType) {
-        Json j = Json::parse(custom->json, nullptr, false);
+        Json j = strata::json::ParseOrDiscard<Json>(custom->json);
         std::string uri = json::StringOr(j, "uri");
         if (uri.empty() || std::find(info.contexts.begin(), info.contexts.end(), uri) != info.contexts.end()) continue;
         info.contexts.push_back(uri);
@@ -421,7 +450,7 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
     if (!exists) return Status::NotFound(path + " is missing");
     STRATA_ASSIGN_OR_RETURN(std::string text, fs().ReadFileToString(path));
-    Json j = Json::parse(text, nullptr, false);
+    Json j = strata::json::ParseOrDiscard<Json>(text);
     if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
       return Status::DataLoss(path + ": not an archive state (expected {\"state\": ...})");
     }
@@ -483,13 +512,15 @@ class FileSessions final : public Sessions {
 
   std::string root_;
   SessionsOptions options_;
-  // Operations on one session are serialised by its own mutex; different sessions run in parallel.
+  // Operations on one session are serialised by its own mutex (threads of this process) and by a flock on
+  // <session>/session.lock (other processes sharing the data directory): an append can never land in a
+  // log that another process is committing. Different sessions run in parallel.
   struct SessionLock {
-    explicit SessionLock(std::shared_ptr<std::mutex> m) : mu(std::move(m)), lock(*mu) {}
     std::shared_ptr<std::mutex> mu;
     std::unique_lock<std::mutex> lock;
+    std::unique_ptr<FileLock> file_lock;
   };
-  SessionLock LockSession(std::string_view id) {
+  Result<SessionLock> LockSession(std::string_view id, bool create = false) {
     std::shared_ptr<std::mutex> m;
     {
       std::lock_guard map_lock(map_mu_);
@@ -497,12 +528,26 @@ class FileSessions final : public Sessions {
       if (!slot) slot = std::make_shared<std::mutex>();
       m = slot;
     }
-    return SessionLock(std::move(m));
+    SessionLock held{m, std::unique_lock<std::mutex>(*m), nullptr};
+    if (create) STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(id)));
+    Result<std::unique_ptr<FileLock>> file_lock = fs().LockFile(Dir(id) + "/session.lock", options_.lock_wait);
+    if (!file_lock.ok()) {
+      if (file_lock.status().code() == StatusCode::kNotFound) {
+        return Status::NotFound("no session " + std::string(id) + " under " + root_);
+      }
+      return file_lock.status();
+    }
+    held.file_lock = std::move(*file_lock);
+    return held;
   }
 
   std::mutex map_mu_;  // Guards the two maps below (not what they point to).
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;
-  std::map<std::string, std::unique_ptr<JsonlLinearStorage>> open_;
+  struct OpenLog {
+    std::unique_ptr<JsonlLinearStorage> storage;
+    std::pair<int64_t, int64_t> signature;  // LogSignature of the session when last read or written here.
+  };
+  std::map<std::string, OpenLog> open_;
 };
 
 }  // namespace
@@ -533,13 +578,14 @@ Status ValidateSessionId(std::string_view id) { return memory::ValidateScopeId(i
 
 Status RegisterContextRefPart() {
   static const Status registered = RegisterContentPartType(std::string(kContextRefPartType), [](std::string_view json) {
-    Json j = Json::parse(json, nullptr, false);
+    Json j = strata::json::ParseOrDiscard<Json>(json);
     if (!j.is_object() || !j.contains("uri") || !j["uri"].is_string()) {
       return Status::InvalidArgument("a context_ref part needs a string \"uri\"");
     }
-    std::string uri = j["uri"].get<std::string>();
-    if (uri.rfind("strata://", 0) != 0 && uri.rfind("viking://", 0) != 0) {
-      return Status::InvalidArgument("context_ref uri '" + uri + "' is not a strata:// URI");
+    // The whole URI is checked (no "..", NUL or control characters), not just its prefix: it is stored
+    // in the session and linked to memories at commit.
+    if (Result<memory::Uri> uri = memory::Uri::Parse(j["uri"].get<std::string>()); !uri.ok()) {
+      return uri.status().WithContext("context_ref");
     }
     if (j.contains("kind")) {
       std::string kind = j["kind"].is_string() ? j["kind"].get<std::string>() : "";

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 
 namespace strata::tools {
@@ -255,7 +256,7 @@ class Validator {
 }  // namespace
 
 Result<JsonSchema> JsonSchema::Parse(std::string_view schema) {
-  Json root = Json::parse(schema, nullptr, false);
+  Json root = strata::json::ParseOrDiscard<Json>(schema);
   if (root.is_discarded()) return Status::InvalidArgument("schema is not valid JSON: " + json::DescribeSyntaxError(schema));
   if (!root.is_object() && !root.is_boolean()) return Status::InvalidArgument("schema must be an object or a boolean");
   JsonSchema out;
@@ -266,7 +267,7 @@ Result<JsonSchema> JsonSchema::Parse(std::string_view schema) {
 }
 
 Status JsonSchema::Validate(std::string_view instance) const {
-  Json v = Json::parse(instance, nullptr, false);
+  Json v = strata::json::ParseOrDiscard<Json>(instance);
   if (v.is_discarded()) return Status::InvalidArgument("not valid JSON: " + json::DescribeSyntaxError(instance));
   if (!impl_) return Status::Ok();
   std::string error = Validator(impl_->root).Check(impl_->root, v, "$");

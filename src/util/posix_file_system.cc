@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "strata/util/file_system.h"
 #include "strata/util/path.h"
@@ -130,8 +132,48 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   int fd_;
 };
 
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // Releases the flock.
+  PosixFileLock(const PosixFileLock&) = delete;  // Owns the descriptor.
+  PosixFileLock& operator=(const PosixFileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 class PosixFileSystemImpl final : public FileSystem {
  public:
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, std::chrono::milliseconds wait) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+      // A directory this process may only read: lock an existing file read-only (flock does not care);
+      // where none exists and none can be made, nobody without write access could exclude anyone either.
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 && errno == ENOENT) return std::make_unique<FileLock>();
+    }
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    auto pause = std::chrono::microseconds(200);
+    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      if (err != EWOULDBLOCK) {
+        ::close(fd);
+        return ErrnoStatus("flock", path, err);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::close(fd);
+        return Status::Unavailable(path + " stayed locked by another process for " + std::to_string(wait.count()) +
+                                   " ms; try again");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
+    }
+    return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
   Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus("open", path, errno);

@@ -45,7 +45,7 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   EXPECT_EQ(Memory({"check"}).out, "ok\n");
   CliRun bad = Memory({"read", "strata://people/x"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("unknown scope 'people'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("unknown scope \"people\""), std::string::npos) << bad.err;
   EXPECT_NE(Memory({"read", "strata://resources/missing"}).err.find("does not exist"), std::string::npos);
 }
 

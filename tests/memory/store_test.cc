@@ -86,8 +86,8 @@ TEST(Uri, RejectsBadInputNamingTheProblem) {
     const char *message;
   } cases[] = {
       {"http://user/alice", "must start with strata://"},
-      {"strata://people/alice", "unknown scope 'people'"},
-      {"strata://user/al ice/x", "id 'al ice'"},
+      {"strata://people/alice", "unknown scope \"people\""},
+      {"strata://user/al ice/x", "id \"al ice\""},
       {"strata://user/.hidden", "starts with '.'"},
       {"strata://resources/a//b", "is empty"},
       {"strata://resources/a/../b", "relative reference"},

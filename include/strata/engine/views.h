@@ -32,6 +32,10 @@ namespace strata::views {
 
 using Json = nlohmann::ordered_json;
 
+// Returns `j` as JSON text (indented by `indent` spaces, or compact for -1). Never throws: a string that is
+// not valid UTF-8 (stored before writes were checked) is written with U+FFFD in place of its bad bytes.
+std::string Dump(const Json& j, int indent = -1);
+
 Json NodeView(const memory::Node& node);
 Json NodeDetailView(const memory::Node& node, const std::vector<memory::Relation>& relations);
 Json HitView(const memory::Hit& hit);

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "strata/json/json_writer.h"
 #include "strata/util/status.h"
 
 namespace strata::json {
@@ -96,6 +97,28 @@ Result<std::string> OptionalString(const J& j, std::string_view key, std::string
   const J* f = Field(j, key);
   if (f == nullptr || f->is_null()) return std::string();
   return RequireString(j, key, where);
+}
+
+// `J::parse(text, nullptr, false)` for untrusted text: a discarded value for invalid JSON and also for JSON
+// nested deeper than `max_depth` (DescribeSyntaxError says which).
+template <typename J>
+J ParseOrDiscard(std::string_view text, size_t max_depth = kMaxJsonDepth) {
+  if (FindTooDeep(text, max_depth) != std::string_view::npos) return J(J::value_t::discarded);
+  return J::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+// Parses untrusted `text` without throwing: invalid JSON and JSON nested deeper than `max_depth` are
+// kInvalidArgument naming `what`, the byte offset and the problem (never echoing the input whole).
+template <typename J = nlohmann::json>
+Result<J> ParseUntrusted(std::string_view text, std::string_view what, size_t max_depth = kMaxJsonDepth) {
+  size_t deep = FindTooDeep(text, max_depth);
+  if (deep != std::string_view::npos) {
+    return Status::InvalidArgument(std::string(what) + ": JSON nested deeper than " + std::to_string(max_depth) +
+                                   " levels at byte " + std::to_string(deep));
+  }
+  J j = J::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument(std::string(what) + ": " + DescribeSyntaxError(text));
+  return j;
 }
 
 }  // namespace strata::json

@@ -34,6 +34,19 @@ Result<std::string> Canonicalize(std::string_view text);
 // (e.g. "invalid JSON at byte 12 (line 1, column 13): syntax error ..."). Returns "" if `text` is valid.
 std::string DescribeSyntaxError(std::string_view text);
 
+// Returns `s` as a JSON string literal for an error message: control characters escaped (a newline in a
+// URI cannot split the message), cut at a UTF-8 boundary to at most about `max` bytes, with the full
+// length said when cut ("...\" (52428800 bytes)"). Untrusted input is never echoed whole.
+std::string QuoteForError(std::string_view s, size_t max = 60);
+
+// JSON from outside (request bodies, files, model replies, command-line options) is nested at most this
+// deep: recursive operations on a parsed value (copy, dump, compare, conversion) use stack per level.
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// Returns the byte offset of the first '[' or '{' that opens a level deeper than `max_depth` (strings
+// skipped), or npos. Linear, no allocation; does not check the rest of the syntax.
+size_t FindTooDeep(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
 // Returns whether `s` is valid UTF-8; on failure sets `*bad_offset` to the first invalid byte.
 bool IsValidUtf8(std::string_view s, size_t* bad_offset = nullptr);
 

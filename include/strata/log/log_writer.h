@@ -63,6 +63,8 @@ class LogWriter {
   LogWriter& operator=(const LogWriter&) = delete;
 
   // Appends `lines` (one or more complete '\n'-terminated lines) in one write, then applies the policy.
+  // A write that fails (disk full) leaves no partial record: the file is cut back to its previous end and
+  // the error returned; the writer stays usable unless that cut fails too (then it is poisoned).
   Status Append(std::string_view lines);
   // Makes everything appended durable now.
   Status Sync();
@@ -83,6 +85,8 @@ class LogWriter {
             Clock* clock);
   Status SyncLocked();
   Status FlushLocked();  // Writes the user-space buffer.
+  // Cuts the file back to `good_size` after a failed write and returns `cause` (poisoned if cutting fails).
+  Status RollBackLocked(uint64_t good_size, const Status& cause);
   Status Poison(Status cause);
   void BackgroundLoop();
 

@@ -8,7 +8,8 @@
 // Scopes: `resources`, and `user/<id>`, `agent/<id>`, `session/<id>` whose root is the id's directory.
 // `viking://` is accepted as an alias on input; URIs are always written with `strata://`. A trailing `/`
 // is dropped. Ids are 1..128 of [A-Za-z0-9_.-] not starting with '.'; path segments are 1..255 bytes of
-// valid UTF-8 without control characters, '/', '\\', or a leading '.', and not "." or "..".
+// valid UTF-8 without control characters, '/', '\\', or a leading '.', and not "." or "..". A URI has at
+// most kMaxSegments segments and kMaxBytes bytes.
 //
 // The namespace tree: `strata://` (virtual root) → `strata://user` (kind directory) → `strata://user/alice`
 // (scope root) → children. `strata://resources` is both kind directory and scope root.
@@ -64,6 +65,9 @@ class Uri {
 
   static constexpr std::string_view kPrefix = "strata://";
   static constexpr std::string_view kAliasPrefix = "viking://";
+  // Longer or deeper URIs are rejected by Parse (kInvalidArgument).
+  static constexpr size_t kMaxBytes = 4096;
+  static constexpr size_t kMaxSegments = 128;
 
  private:
   Uri() : text_(kPrefix) {}

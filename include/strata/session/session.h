@@ -23,6 +23,7 @@
 // same session at the same time gets kUnavailable from that lock.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -90,6 +91,9 @@ struct SessionsOptions {
   FileSystem* fs = nullptr;   // Default: PosixFileSystem(). Borrowed.
   Clock* clock = nullptr;     // Default: SystemClock(). Borrowed.
   JobQueue* queue = nullptr;  // Where phase 2 is enqueued. Borrowed; required.
+  // How long an operation waits for another process that holds the session (session.lock) before failing
+  // with kUnavailable.
+  std::chrono::milliseconds lock_wait{10'000};
 };
 
 class Sessions {

@@ -8,6 +8,7 @@
 //   - a created, renamed, linked or removed name survives a crash only after SyncDirectory() of its directory.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,9 +73,21 @@ struct WritableFileOptions {
   bool lock = false;
 };
 
+// An exclusive advisory lock on a file, released when destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
+
+  // Takes an exclusive advisory lock on `path` (created empty if missing), waiting up to `wait` while
+  // another holder (another process, or another handle in this one) has it; kUnavailable naming the path
+  // when the wait runs out. The POSIX file system uses flock(2); the default, for file systems that live
+  // inside one process, returns a lock that excludes nothing (callers serialise their own threads).
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, std::chrono::milliseconds wait);
 
   virtual Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) = 0;
   virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -29,9 +32,26 @@ class Db {
   Status Open(const std::string& path) {
     int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              nullptr);
+    path_ = path;
     if (rc != SQLITE_OK) return Error(rc, "open " + path);
     sqlite3_extended_result_codes(db_, 1);
     return Status::Ok();
+  }
+
+  // Returns why this process cannot write the database at `path` (its directory or the file is read-only),
+  // or "" when it can. SQLite needs to write beside the database (WAL, -shm) even to read it.
+  static std::string ReadOnlyReason(const std::string& path) {
+    if (path.empty()) return "";
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::string dir = parent.empty() ? "." : parent.string();
+    if (::access(dir.c_str(), W_OK) != 0 && errno != ENOENT) {
+      return "the data directory " + dir + " is not writable by this process (" + std::strerror(errno) +
+             "); Strata writes beside its databases even to read them (SQLite WAL)";
+    }
+    if (::access(path.c_str(), W_OK) != 0 && errno != ENOENT) {
+      return path + " is not writable by this process (" + std::strerror(errno) + ")";
+    }
+    return "";
   }
 
   // Opens `path` for a durable single-file store: creates its directory, WAL journal, synchronous=FULL,
@@ -68,11 +88,25 @@ class Db {
     if (rc == SQLITE_OK) return Status::Ok();
     std::string text = message != nullptr ? message : sqlite3_errstr(rc);
     sqlite3_free(message);
-    return MakeStatus(rc, std::string(sql.substr(0, 80)) + ": " + text);
+    return WithAccess(rc, MakeStatus(rc, std::string(sql.substr(0, 80)) + ": " + text));
   }
 
   Status Error(int rc, std::string_view what) const {
-    return MakeStatus(rc, std::string(what) + ": " + (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
+    std::string message = std::string(what) + ": " + (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+    return WithAccess(rc, MakeStatus(rc, std::move(message)));
+  }
+
+  // A failure to open or write that comes from missing write access says so (kFailedPrecondition), rather
+  // than SQLite's "unable to open database file".
+  Status WithAccess(int rc, Status status) const {
+    int primary = rc & 0xff;
+    if (primary != SQLITE_CANTOPEN && primary != SQLITE_READONLY && primary != SQLITE_PERM &&
+        primary != SQLITE_IOERR) {
+      return status;
+    }
+    std::string why = ReadOnlyReason(path_);
+    if (why.empty()) return status;
+    return Status::FailedPrecondition(why + " [" + status.message() + "]");
   }
 
   static Status MakeStatus(int rc, std::string message) {
@@ -87,6 +121,7 @@ class Db {
 
  private:
   sqlite3* db_ = nullptr;
+  std::string path_;  // As opened; for error messages.
 };
 
 class Stmt {

@@ -217,6 +217,8 @@ Engine::~Engine() = default;
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   return Guard("open engine", [&]() -> Result<std::unique_ptr<Engine>> {
     if (options.data_dir.empty()) return Status::InvalidArgument("engine: the data directory is empty");
+    // Messages that front ends parse before touching the sessions may carry context_ref parts.
+    STRATA_RETURN_IF_ERROR(session::RegisterContextRefPart());
     auto impl = std::make_unique<Impl>();
     impl->options = std::move(options);
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));

@@ -15,5 +15,6 @@ void AddPromptCommand(CLI::App& app, int* exit_code);
 void AddMemoryCommand(CLI::App& app, int* exit_code);  // Also `strata skill`.
 // `strata session`; needs AddMemoryCommand first: it adds remember/history/consolidate to `strata memory`.
 void AddSessionCommand(CLI::App& app, int* exit_code);
+void AddServeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

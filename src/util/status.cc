@@ -15,6 +15,8 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kDeadlineExceeded: return "deadline_exceeded";
     case StatusCode::kAlreadyExists: return "already_exists";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kUnauthenticated: return "unauthenticated";
+    case StatusCode::kPermissionDenied: return "permission_denied";
   }
   return "unknown";
 }
@@ -80,6 +82,8 @@ int ExitCodeFor(StatusCode code) {
     case StatusCode::kDeadlineExceeded: return 9;
     case StatusCode::kAlreadyExists: return 11;
     case StatusCode::kInternal: return 10;
+    case StatusCode::kUnauthenticated: return 12;
+    case StatusCode::kPermissionDenied: return 13;
   }
   return 10;
 }
@@ -97,6 +101,8 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kDeadlineExceeded: return 504;
     case StatusCode::kAlreadyExists: return 409;
     case StatusCode::kInternal: return 500;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
   }
   return 500;
 }

@@ -215,8 +215,10 @@ ln -s "$W/outside/abstract" tree/sub/.abstract.md
 run import-links "$S" memory --data "$D" import tree --uri strata://resources/tree
 want_ok
 run import-links-not-followed "$S" memory --data "$D" grep "outside the tree" --under strata://resources/tree
+expect import-grep-ran test "$rc" -eq 0
 expect import-no-outside-content bash -c "! grep -q 'outside the tree' '$OUT'"
-run import-link-abstract "$S" memory --data "$D" read strata://resources/tree/sub --level abstract
+run import-link-abstract "$S" memory --data "$D" read strata://resources/tree/sub --level 0
+expect import-read-abstract test "$rc" -eq 0
 expect import-no-linked-sidecar bash -c "! grep -q 'stolen' '$OUT'"
 mkdir -p export-target
 echo "precious" >outside/victim.md

@@ -52,7 +52,7 @@ TEST(StatusTest, EveryCodeMapsToDistinctExitCode) {
   for (StatusCode c : {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kFailedPrecondition,
                        StatusCode::kUnavailable, StatusCode::kResourceExhausted, StatusCode::kDataLoss,
                        StatusCode::kCancelled, StatusCode::kDeadlineExceeded, StatusCode::kAlreadyExists,
-                       StatusCode::kInternal}) {
+                       StatusCode::kInternal, StatusCode::kUnauthenticated, StatusCode::kPermissionDenied}) {
     int code = ExitCodeFor(c);
     EXPECT_GT(code, 1) << StatusCodeName(c);  // 0 is success, 1 means "ran and found a problem".
     EXPECT_TRUE(seen.insert(code).second) << StatusCodeName(c);

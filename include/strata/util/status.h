@@ -31,6 +31,8 @@ enum class StatusCode {
   kDeadlineExceeded,    // A timeout expired.
   kAlreadyExists,       // The name is taken (a file created exclusively, a registered type): pick another.
   kInternal,            // A bug or an unexpected operating-system failure.
+  kUnauthenticated,     // No valid credentials (an API key): supply them.
+  kPermissionDenied,    // The credentials do not reach this (another user's scope): nothing to retry.
 };
 
 // Returns the lower-case name of `code` ("invalid_argument", ...).
@@ -53,6 +55,8 @@ class [[nodiscard]] Status {
   static Status DeadlineExceeded(std::string msg) { return {StatusCode::kDeadlineExceeded, std::move(msg)}; }
   static Status AlreadyExists(std::string msg) { return {StatusCode::kAlreadyExists, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  static Status Unauthenticated(std::string msg) { return {StatusCode::kUnauthenticated, std::move(msg)}; }
+  static Status PermissionDenied(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

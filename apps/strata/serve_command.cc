@@ -1,0 +1,93 @@
+// `strata serve`: the engine as an HTTP service (include/strata/server/server.h). SIGTERM and SIGINT stop
+// it gracefully: no new connections, requests in flight answered, the phase-2 worker stopped between jobs.
+#include <pthread.h>
+
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "provider_flags.h"
+#include "strata/server/server.h"
+
+namespace strata::cli {
+namespace {
+
+struct ServeArgs {
+  std::string data = "strata-data";
+  std::string listen = "127.0.0.1:8420";
+  std::string embedder = "local";
+  std::string root_key_file;
+  std::vector<std::string> prompt_dirs;
+  ProviderSettings provider;
+  int threads = 16;
+  int64_t max_body_mb = 8;
+};
+
+Status RunServe(const ServeArgs& a) {
+  // The signals are taken by a thread of their own (sigwait), never by a handler in the middle of a request.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerOptions options{.listen = a.listen};
+  options.http.threads = a.threads;
+  options.http.max_body_bytes = static_cast<size_t>(a.max_body_mb) << 20;
+  if (!a.root_key_file.empty()) {
+    std::ifstream in(a.root_key_file);
+    if (!in) return Status::NotFound("cannot read the root key file " + a.root_key_file);
+    std::getline(in, options.root_key);
+    while (!options.root_key.empty() && (options.root_key.back() == '\r' || options.root_key.back() == ' ')) {
+      options.root_key.pop_back();
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(auto server, server::Server::Open({.data_dir = a.data,
+                                                              .embedder = a.embedder,
+                                                              .provider = a.provider,
+                                                              .on_model_retry = WarnRetry,
+                                                              .prompt_dirs = a.prompt_dirs},
+                                                             options));
+  STRATA_ASSIGN_OR_RETURN(int port, server->Bind());
+  std::string host = a.listen.substr(0, a.listen.rfind(':'));
+  std::cerr << "strata: serving " << a.data << " on http://" << host << ":" << port << "/ (health: /health, API: /api/v1)"
+            << std::endl;
+  std::thread watcher([&server, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::cerr << "strata: stopping (" << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << "): answering requests in flight"
+              << std::endl;
+    server->Shutdown();
+  });
+  Status served = server->Serve();
+  // Serve returned (stopped by a signal, or failed): wake the watcher if it still waits.
+  pthread_kill(watcher.native_handle(), SIGTERM);
+  watcher.join();
+  std::cerr << "strata: stopped" << std::endl;
+  return served;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the engine over HTTP: the API, keys, a phase-2 worker");
+  cmd->add_option("--data", a->data, "Data directory (default ./strata-data)");
+  cmd->add_option("--listen", a->listen, "HOST:PORT (default 127.0.0.1:8420; port 0 picks a free one)");
+  cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
+  cmd->add_option("--root-key-file", a->root_key_file,
+                  "File whose first line is the root key (default: $STRATA_ROOT_KEY; none: loopback only, no keys)");
+  cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
+  cmd->add_option("--threads", a->threads, "Requests served at once (default 16)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (default 8)")->check(CLI::Range(1, 1024));
+  AddProviderFlags(cmd, &a->provider);
+  cmd->callback([a, exit_code] {
+    Status s = RunServe(*a);
+    *exit_code = s.ok() ? 0 : Fail(s);
+  });
+}
+
+}  // namespace strata::cli

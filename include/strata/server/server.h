@@ -1,0 +1,75 @@
+// strata::server::Server — `strata serve`: the Engine over HTTP (docs/api/openapi.yaml, docs/server.md).
+//
+//   auto server = strata::server::Server::Open({.data_dir = "strata-data"}, {.listen = "127.0.0.1:8420"});
+//   int port = *(*server)->Bind();
+//   (*server)->Serve();            // blocks until Shutdown(), from a signal-watching thread
+//
+// Every response is one JSON envelope: {"status":"ok","result":...} or
+// {"status":"error","error":{"code","message","request_id"}}, with the HTTP status of the error's
+// StatusCode (util/status.h). Each request carries an id (X-Request-Id, echoed or generated).
+//
+// Identity (server/keys): with a root key (ServerOptions::root_key or $STRATA_ROOT_KEY) every request needs
+// a key, sent as `Authorization: Bearer KEY` or `X-API-Key: KEY`; the root key issues per-user keys bound
+// to an account, a user and a role. Each account has its own data (an Engine of its own: the default
+// account's is the data directory, another's is <data>/accounts/<account>), so nothing crosses accounts;
+// within an account a "user" key reaches only its own user scope and sessions, and the shared resources
+// and agent scopes. Without any key the server is one open account and listens on loopback only.
+//
+// A resident worker runs phase 2 of commits (summaries, extraction, dedup) in the background; a commit
+// returns at once with a task id. Shutdown stops accepting, answers requests in flight, stops the worker
+// between jobs and returns; every write acknowledged before it is durable.
+//
+// Thread safety: Serve blocks one thread; Shutdown may be called from any other.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/engine/engine.h"
+#include "strata/server/http.h"
+#include "strata/util/status.h"
+
+namespace strata::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8420";  // host:port; port 0 picks a free one.
+  // The root key; empty: $STRATA_ROOT_KEY. With neither, no key is needed and only loopback is allowed.
+  std::string root_key;
+  bool read_root_key_from_env = true;
+  HttpServerOptions http;
+  // The phase-2 worker runs after each commit and at least this often (jobs waiting out a backoff).
+  std::chrono::milliseconds worker_poll{2000};
+  bool run_worker = true;
+  // Server-Sent Event streams open at once; one more is answered 429.
+  int max_streams = 64;
+};
+
+class Server {
+ public:
+  // Opens the default account's engine (the data directory) and the key store; nothing listens yet.
+  static Result<std::unique_ptr<Server>> Open(EngineOptions engine, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;  // Owns engines, threads and a socket.
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port. kFailedPrecondition for a non-loopback address without a
+  // root key, kUnavailable when the port is taken.
+  Result<int> Bind();
+  // Serves until Shutdown(); returns when requests in flight are answered and the worker has stopped.
+  Status Serve();
+  // Stops the server (see Serve). Safe from any thread, more than once.
+  void Shutdown();
+  // The routes served, as (method, OpenAPI path template) pairs: what docs/api/openapi.yaml documents.
+  std::vector<std::pair<std::string, std::string>> Routes() const;
+
+  struct Impl;  // Opaque.
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::server

@@ -1,0 +1,149 @@
+// HttpServer on cpp-httplib: the only file of the server that includes httplib.h.
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+
+#include "strata/server/http.h"
+
+namespace strata::server {
+
+std::string HttpRequest::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k.size() == name.size() &&
+        std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) { return a == std::tolower(b); })) {
+      return v;
+    }
+  }
+  return "";
+}
+
+std::optional<std::string> HttpRequest::Query(std::string_view name) const {
+  for (const auto& [k, v] : query) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+HttpRequest Convert(const httplib::Request& in) {
+  HttpRequest out;
+  out.method = in.method;
+  out.path = in.path;
+  for (const auto& [k, v] : in.params) out.query.emplace_back(k, v);
+  for (const auto& [k, v] : in.headers) {
+    std::string name = k;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    out.headers.emplace_back(std::move(name), v);
+  }
+  out.body = in.body;
+  for (size_t i = 1; i < in.matches.size(); ++i) out.path_params.push_back(in.matches[i].str());
+  out.remote_addr = in.remote_addr;
+  return out;
+}
+
+void Apply(HttpResponse& in, httplib::Response& out) {
+  out.status = in.status;
+  for (const auto& [k, v] : in.headers) out.set_header(k, v);
+  if (in.stream) {
+    auto stream = std::move(in.stream);
+    out.set_chunked_content_provider(in.content_type, [stream](size_t, httplib::DataSink& sink) {
+      stream([&sink](std::string_view chunk) {
+        if (chunk.empty()) return sink.is_writable();
+        return sink.write(chunk.data(), chunk.size());
+      });
+      sink.done();
+      return true;
+    });
+    return;
+  }
+  out.set_content(in.body, in.content_type);
+}
+
+class HttplibServer final : public HttpServer {
+ public:
+  explicit HttplibServer(HttpServerOptions options) : options_(options) {
+    server_.set_payload_max_length(options_.max_body_bytes);
+    server_.set_read_timeout(options_.read_timeout);
+    server_.set_write_timeout(options_.write_timeout);
+    server_.set_tcp_nodelay(true);
+    int threads = std::max(1, options_.threads);
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    // A handler that throws is a bug; the client still gets a JSON error and the server lives on.
+    server_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      res.status = 500;
+      res.set_content(R"({"status":"error","error":{"code":"internal","message":"unexpected error in the handler"}})",
+                      "application/json");
+    });
+    // Errors httplib raises itself (413 body too large, 404 no route, 400 bad request line) in the same
+    // envelope; an unmatched route goes to the NotFound handler when one is set.
+    server_.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 404 && not_found_) {
+            HttpResponse out;
+            not_found_(Convert(req), out);
+            Apply(out, res);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+          std::string code = res.status == 413 ? "resource_exhausted" : res.status == 404 ? "not_found" : "invalid_argument";
+          std::string message = res.status == 413 ? "the request body is larger than the server accepts"
+                                                  : "HTTP " + std::to_string(res.status);
+          res.set_content(R"({"status":"error","error":{"code":")" + code + R"(","message":")" + message + "\"}}",
+                          "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+  }
+
+  void Route(std::string_view method, std::string pattern, HttpHandler handler) override {
+    auto adapt = [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      HttpRequest in = Convert(req);
+      HttpResponse out;
+      handler(in, out);
+      Apply(out, res);
+    };
+    if (method == "GET") {
+      server_.Get(pattern, adapt);
+    } else if (method == "POST") {
+      server_.Post(pattern, adapt);
+    } else if (method == "PUT") {
+      server_.Put(pattern, adapt);
+    } else if (method == "PATCH") {
+      server_.Patch(pattern, adapt);
+    } else if (method == "DELETE") {
+      server_.Delete(pattern, adapt);
+    } else if (method == "OPTIONS") {
+      server_.Options(pattern, adapt);
+    }
+  }
+
+  void NotFound(HttpHandler handler) override { not_found_ = std::move(handler); }
+
+  Result<int> Bind(const std::string& host, int port) override {
+    int bound = port == 0 ? server_.bind_to_any_port(host) : (server_.bind_to_port(host, port) ? port : -1);
+    if (bound < 0) return Status::Unavailable("cannot listen on " + host + ":" + std::to_string(port) + " (in use?)");
+    return bound;
+  }
+
+  Status Serve() override {
+    if (!server_.listen_after_bind()) return Status::Internal("the HTTP server stopped with an error");
+    return Status::Ok();
+  }
+
+  void Stop() override { server_.stop(); }
+
+ private:
+  HttpServerOptions options_;
+  httplib::Server server_;
+  HttpHandler not_found_;
+};
+
+}  // namespace
+
+std::unique_ptr<HttpServer> NewHttpServer(HttpServerOptions options) {
+  return std::make_unique<HttplibServer>(options);
+}
+
+}  // namespace strata::server

@@ -1,0 +1,144 @@
+#include "keys.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "strata/memory/uri.h"
+
+namespace strata::server {
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kRoot: return "root";
+    case Role::kAdmin: return "admin";
+    case Role::kUser: return "user";
+  }
+  return "user";
+}
+
+Result<Role> ParseRole(std::string_view name) {
+  if (name == "admin") return Role::kAdmin;
+  if (name == "user") return Role::kUser;
+  return Status::InvalidArgument("role must be \"admin\" or \"user\", not \"" + std::string(name.substr(0, 40)) + "\"");
+}
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+namespace {
+
+Result<std::string> RandomHex(size_t bytes) {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!in.read(raw.data(), static_cast<std::streamsize>(bytes))) return Status::Internal("cannot read /dev/urandom");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr char kSchema[] = R"(
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY,
+  secret_sha256 TEXT NOT NULL UNIQUE,
+  account TEXT NOT NULL,
+  user TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
+);)";
+
+}  // namespace
+
+Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& path, std::string root_key) {
+  std::unique_ptr<KeyStore> store(new KeyStore());
+  if (!root_key.empty()) {
+    if (root_key.size() < 16) return Status::InvalidArgument("the root key must be at least 16 characters long");
+    store->root_key_hash_ = Sha256Hex(root_key);
+  }
+  STRATA_RETURN_IF_ERROR(store->db_.OpenDurable(path));
+  STRATA_RETURN_IF_ERROR(store->db_.Exec(kSchema));
+  sqlite::Stmt all(store->db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(bool row, all.Step());
+    if (!row) break;
+    auto role = ParseRole(all.Text(4));
+    if (!role.ok()) return Status::DataLoss(path + ": key " + all.Text(0) + " has an unknown role");
+    store->cache_[all.Text(1)] = KeyInfo{all.Text(0), all.Text(2), all.Text(3), *role, all.Int(5)};
+  }
+  return store;
+}
+
+Result<Identity> KeyStore::Authenticate(std::string_view key) {
+  if (key.empty()) return Status::Unauthenticated("an API key is required (Authorization: Bearer KEY or X-API-Key)");
+  std::string hash = Sha256Hex(key);
+  if (!root_key_hash_.empty() && hash == root_key_hash_) return Identity{"default", "default", Role::kRoot, ""};
+  std::lock_guard lock(mu_);
+  auto it = cache_.find(hash);
+  if (it == cache_.end()) return Status::Unauthenticated("the API key is not valid (unknown or revoked)");
+  return Identity{it->second.account, it->second.user, it->second.role, it->second.id};
+}
+
+Result<std::pair<KeyInfo, std::string>> KeyStore::Issue(const std::string& account, const std::string& user, Role role) {
+  if (role == Role::kRoot) return Status::InvalidArgument("the root key comes from the configuration, not from Issue");
+  STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(account, "account"));
+  STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(user, "user"));
+  STRATA_ASSIGN_OR_RETURN(std::string secret_hex, RandomHex(24));
+  STRATA_ASSIGN_OR_RETURN(std::string id, RandomHex(6));
+  std::string secret = "sk-strata-" + secret_hex;
+  KeyInfo info{id, account, user, role, NowMs()};
+  std::string hash = Sha256Hex(secret);
+  std::lock_guard lock(mu_);
+  sqlite::Stmt ins(db_, "INSERT INTO api_keys(id, secret_sha256, account, user, role, created_ms) VALUES (?,?,?,?,?,?)");
+  ins.Bind(1, id).Bind(2, hash).Bind(3, account).Bind(4, user).Bind(5, RoleName(role)).Bind(6, info.created_ms);
+  STRATA_RETURN_IF_ERROR(ins.Run());
+  cache_[hash] = info;
+  return std::make_pair(info, secret);
+}
+
+Result<std::vector<KeyInfo>> KeyStore::List(const std::string& account) {
+  std::lock_guard lock(mu_);
+  std::vector<KeyInfo> out;
+  for (const auto& [hash, info] : cache_) {
+    if (account.empty() || info.account == account) out.push_back(info);
+  }
+  std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.created_ms < b.created_ms; });
+  return out;
+}
+
+Status KeyStore::Revoke(const std::string& id) {
+  std::lock_guard lock(mu_);
+  sqlite::Stmt del(db_, "DELETE FROM api_keys WHERE id = ?");
+  del.Bind(1, id);
+  STRATA_RETURN_IF_ERROR(del.Run());
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->second.id == id) {
+      cache_.erase(it);
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound("no API key " + id);
+}
+
+}  // namespace strata::server

@@ -1,0 +1,315 @@
+// `strata serve` over real HTTP on loopback: the envelope, keys, per-user and per-account isolation by
+// every route (crafted URIs included), graceful shutdown, and the OpenAPI document against the routes.
+#include "strata/server/server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "test_util.h"
+
+namespace strata::server {
+namespace {
+
+using Json = nlohmann::json;
+constexpr char kRootKey[] = "root-key-for-tests-0123456789";
+
+struct Reply {
+  int status = 0;
+  Json body;
+  std::string raw;
+  std::string request_id;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+  void TearDown() override { Stop(); }
+
+  void Start() {
+    auto server = Server::Open({.data_dir = dir_.File("data")},
+                               {.listen = "127.0.0.1:0", .root_key = kRootKey, .read_root_key_from_env = false});
+    ASSERT_OK(server);
+    server_ = std::move(*server);
+    auto port = server_->Bind();
+    ASSERT_OK(port);
+    port_ = *port;
+    thread_ = std::thread([this] { served_ = server_->Serve(); });
+  }
+  void Stop() {
+    if (!server_) return;
+    server_->Shutdown();
+    thread_.join();
+    server_.reset();
+  }
+
+  Reply Call(const std::string& method, const std::string& path, const std::string& key, const std::string& body = "",
+             const httplib::Headers& extra = {}) {
+    httplib::Client client("127.0.0.1", port_);
+    httplib::Headers headers = extra;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    httplib::Result r = method == "GET"      ? client.Get(path, headers)
+                        : method == "DELETE" ? client.Delete(path, headers, body, "application/json")
+                                             : client.Post(path, headers, body, "application/json");
+    Reply out;
+    if (!r) return out;
+    out.status = r->status;
+    out.raw = r->body;
+    out.body = Json::parse(r->body, nullptr, false);
+    out.request_id = r->get_header_value("X-Request-Id");
+    return out;
+  }
+  std::string Issue(const std::string& user, const std::string& account = "default", const std::string& role = "user") {
+    Reply r = Call("POST", "/api/v1/admin/keys", kRootKey,
+                   Json{{"account", account}, {"user", user}, {"role", role}}.dump());
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body["result"]["key"].get<std::string>();
+  }
+  static std::string Q(const std::string& s) { return httplib::detail::encode_query_param(s); }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  Status served_;
+  int port_ = 0;
+};
+
+TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
+  Reply health = Call("GET", "/health", "");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body["status"], "ok");
+  EXPECT_EQ(health.body["result"]["alive"], true);
+  EXPECT_FALSE(health.request_id.empty());
+  Reply echoed = Call("GET", "/health", "", "", {{"X-Request-Id", "trace-42"}});
+  EXPECT_EQ(echoed.request_id, "trace-42");
+
+  Reply no_route = Call("GET", "/api/v1/nothing", kRootKey);
+  EXPECT_EQ(no_route.status, 404);
+  EXPECT_EQ(no_route.body["status"], "error");
+  EXPECT_EQ(no_route.body["error"]["code"], "not_found");
+
+  Reply bad_json = Call("POST", "/api/v1/fs/write", kRootKey, "{\"uri\": ");
+  EXPECT_EQ(bad_json.status, 400);
+  EXPECT_EQ(bad_json.body["error"]["code"], "invalid_argument");
+  EXPECT_NE(bad_json.body["error"]["message"].get<std::string>().find("request body: invalid JSON"), std::string::npos);
+  EXPECT_EQ(bad_json.body["error"]["request_id"], bad_json.request_id);
+
+  std::string deep(100000, '[');
+  Reply too_deep = Call("POST", "/api/v1/fs/write", kRootKey, deep);
+  EXPECT_EQ(too_deep.status, 400);
+  EXPECT_NE(too_deep.raw.find("nested deeper"), std::string::npos) << too_deep.raw;
+
+  Reply missing = Call("POST", "/api/v1/fs/write", kRootKey, R"({"uri": "strata://resources/a"})");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_NE(missing.raw.find("\\\"content\\\" is required"), std::string::npos) << missing.raw;
+
+  Reply huge = Call("POST", "/api/v1/fs/write", kRootKey, std::string(9 << 20, ' '));
+  EXPECT_EQ(huge.status, 413);
+  EXPECT_EQ(huge.body["error"]["code"], "resource_exhausted");
+}
+
+TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {
+  Reply none = Call("GET", "/api/v1/fs/ls", "");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.body["error"]["code"], "unauthenticated");
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls", "sk-strata-not-a-key").status, 401);
+  std::string alice = Issue("alice");
+  EXPECT_EQ(alice.rfind("sk-strata-", 0), 0u);
+  // X-API-Key works as well as the bearer header.
+  httplib::Client client("127.0.0.1", port_);
+  auto r = client.Get("/api/v1/sessions", httplib::Headers{{"X-API-Key", alice}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // Only the root key manages keys; a revoked key stops working.
+  EXPECT_EQ(Call("POST", "/api/v1/admin/keys", alice, R"({"user": "mallory", "role": "admin"})").status, 403);
+  Reply listed = Call("GET", "/api/v1/admin/keys", kRootKey);
+  ASSERT_EQ(listed.body["result"].size(), 1u);
+  std::string id = listed.body["result"][0]["id"];
+  EXPECT_EQ(listed.raw.find(alice), std::string::npos) << "secrets are never listed";
+  EXPECT_EQ(Call("DELETE", "/api/v1/admin/keys/" + id, kRootKey).status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions", alice).status, 401);
+  // Keys survive a restart (only their hashes are stored).
+  std::string bob = Issue("bob");
+  Stop();
+  Start();
+  EXPECT_EQ(Call("GET", "/api/v1/sessions", bob).status, 200);
+}
+
+TEST_F(ServerTest, AUserCannotReachAnotherUsersContextsByAnyRoute) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  const std::string secret = "strata://user/alice/memories/profile/secret";
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice,
+                 Json{{"uri", secret}, {"content", "Alice's passport number is X123"}}.dump()).status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", bob,
+                 Json{{"uri", "strata://user/bob/memories/profile/note"}, {"content", "Bob likes passports"}}.dump())
+                .status, 200);
+  // Alice reads her own.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q(secret), alice).status, 200);
+
+  // Bob, by every route and every spelling of the URI.
+  for (const std::string& uri : {secret, std::string("viking://user/alice/memories/profile/secret"),
+                                 std::string("strata://user/alice"), std::string("strata://user"),
+                                 std::string("strata://"), std::string("strata://user/alice/")}) {
+    SCOPED_TRACE(uri);
+    for (const char* path : {"/api/v1/fs/read?uri=", "/api/v1/fs/stat?uri=", "/api/v1/fs/ls?uri=",
+                                    "/api/v1/fs/tree?uri=", "/api/v1/memories/history?uri="}) {
+      Reply r = Call("GET", std::string(path) + Q(uri), bob);
+      EXPECT_EQ(r.status, 403) << path << " " << r.raw;
+      EXPECT_EQ(r.raw.find("X123"), std::string::npos);
+    }
+    EXPECT_EQ(Call("GET", "/api/v1/fs/glob?pattern=**&under=" + Q(uri), bob).status, 403);
+    EXPECT_EQ(Call("GET", "/api/v1/fs/grep?pattern=passport&under=" + Q(uri), bob).status, 403);
+    EXPECT_EQ(Call("POST", "/api/v1/search/find", bob, Json{{"query", "passport"}, {"under", uri}}.dump()).status, 403);
+    EXPECT_EQ(Call("DELETE", "/api/v1/fs?recursive=true&uri=" + Q(uri), bob).status, 403);
+  }
+  for (const std::string& uri : {secret, std::string("strata://user/alice/memories/new")}) {
+    EXPECT_EQ(Call("POST", "/api/v1/fs/write", bob, Json{{"uri", uri}, {"content", "overwrite"}}.dump()).status, 403);
+    EXPECT_EQ(Call("POST", "/api/v1/fs/mkdir", bob, Json{{"uri", uri + "dir"}}.dump()).status, 403);
+  }
+  // Percent-encoding decodes to the same URI and is refused the same way.
+  Reply encoded = Call("GET", "/api/v1/fs/read?uri=strata%3A%2F%2Fuser%2F%61lice%2Fmemories%2Fprofile%2Fsecret", bob);
+  EXPECT_EQ(encoded.status, 403) << encoded.raw;
+  // '..' is not a path step: the URI is invalid.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://user/bob/../alice/memories/profile/secret"), bob).status,
+            400);
+  // Moving, linking or remembering across users.
+  EXPECT_EQ(Call("POST", "/api/v1/fs/mv", bob,
+                 Json{{"from", secret}, {"to", "strata://user/bob/memories/stolen"}}.dump()).status, 403);
+  EXPECT_EQ(Call("POST", "/api/v1/fs/link", bob,
+                 Json{{"from", "strata://user/bob/memories/profile/note"}, {"to", secret}}.dump()).status, 403);
+  EXPECT_EQ(Call("POST", "/api/v1/memories/remember", bob,
+                 Json{{"scope", "strata://user/alice"}, {"text", "Alice owes Bob"}}.dump()).status, 403);
+  // Without `under`, a user's searches cover the user's own scope only.
+  Reply find = Call("POST", "/api/v1/search/find", bob, R"({"query": "passport"})");
+  ASSERT_EQ(find.status, 200) << find.raw;
+  EXPECT_EQ(find.raw.find("alice"), std::string::npos) << find.raw;
+  EXPECT_NE(find.raw.find("strata://user/bob/memories/profile/note"), std::string::npos) << find.raw;
+  Reply grep = Call("GET", "/api/v1/fs/grep?pattern=passport", bob);
+  ASSERT_EQ(grep.status, 200);
+  EXPECT_EQ(grep.raw.find("alice"), std::string::npos) << grep.raw;
+  // Alice's memory is untouched.
+  Reply after = Call("GET", "/api/v1/fs/read?uri=" + Q(secret), alice);
+  EXPECT_EQ(after.body["result"]["content"], "Alice's passport number is X123");
+}
+
+TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "trip"})").status, 200);
+  EXPECT_EQ(Call("POST", "/api/v1/sessions", bob, R"({"id": "b1", "user": "alice"})").status, 403);
+  Reply added = Call("POST", "/api/v1/sessions/trip/messages", alice,
+                     R"({"messages": [{"role": "user", "content": "I fly to Kyoto in April."},
+                                     {"role": "assistant", "content": "Noted."}]})");
+  ASSERT_EQ(added.status, 200) << added.raw;
+  EXPECT_EQ(added.body["result"]["stats"]["messages"], 2);
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/api/v1/sessions/trip"}, {"GET", "/api/v1/sessions/trip/messages"},
+           {"POST", "/api/v1/sessions/trip/messages"}, {"POST", "/api/v1/sessions/trip/commit"},
+           {"GET", "/api/v1/sessions/trip/status"}}) {
+    Reply r = Call(method, path, bob, R"({"role": "user", "content": "hijack"})");
+    EXPECT_EQ(r.status, 404) << method << " " << path << " " << r.raw;
+  }
+  Reply listed = Call("GET", "/api/v1/sessions", bob);
+  EXPECT_TRUE(listed.body["result"].empty()) << listed.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls?uri=" + Q("strata://session/trip"), bob).status, 403);
+  // The commit returns at once with a task the owner (only) can follow.
+  Reply commit = Call("POST", "/api/v1/sessions/trip/commit", alice, "{}");
+  ASSERT_EQ(commit.status, 200) << commit.raw;
+  int64_t task = commit.body["result"]["task_id"];
+  EXPECT_EQ(commit.body["result"]["messages"], 2);
+  EXPECT_EQ(Call("GET", "/api/v1/tasks/" + std::to_string(task), alice).status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/tasks/" + std::to_string(task), bob).status, 404);
+  Reply messages = Call("GET", "/api/v1/sessions/trip/messages", alice);
+  EXPECT_TRUE(messages.body["result"].empty()) << "committed messages are archived";
+}
+
+TEST_F(ServerTest, AccountsKeepTheirDataApart) {
+  std::string acme = Issue("ann", "acme", "admin");
+  std::string globex = Issue("gus", "globex", "admin");
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", acme,
+                 Json{{"uri", "strata://resources/plans"}, {"content", "acme launch plan"}}.dump()).status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/plans"), acme).status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/plans"), globex).status, 404);
+  Reply find = Call("POST", "/api/v1/search/find", globex, R"({"query": "launch plan"})");
+  EXPECT_EQ(find.raw.find("acme"), std::string::npos) << find.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/plans"), kRootKey).status, 404)
+      << "the root key works in the default account unless it names another";
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/plans"), kRootKey, "",
+                 {{"X-Strata-Account", "acme"}}).status, 200);
+  EXPECT_TRUE(std::filesystem::exists(dir_.File("data/accounts/acme")));
+}
+
+TEST_F(ServerTest, ShutdownAnswersRequestsInFlightAndLosesNoAcknowledgedWrite) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  std::mutex mu;
+  std::vector<std::string> acknowledged;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; !stop.load() && i < 400; ++i) {
+        std::string uri = "strata://resources/load/w" + std::to_string(w) + "-" + std::to_string(i);
+        Reply r = Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", "note " + uri}}.dump());
+        if (r.status == 200) {
+          std::lock_guard lock(mu);
+          acknowledged.push_back(uri);
+        } else if (r.status != 0) {
+          ADD_FAILURE() << "a request in flight got " << r.status << " " << r.raw;
+        }
+      }
+    });
+  }
+  while (true) {
+    std::lock_guard lock(mu);
+    if (acknowledged.size() >= 40) break;
+  }
+  Stop();
+  stop = true;
+  for (auto& t : writers) t.join();
+  EXPECT_OK(served_);
+  auto engine = Engine::Open({.data_dir = dir_.File("data")});
+  ASSERT_OK(engine);
+  for (const std::string& uri : acknowledged) EXPECT_TRUE((*engine)->Stat(uri).ok()) << uri;
+  auto check = (*engine)->Check();
+  ASSERT_OK(check);
+  EXPECT_TRUE(check->empty());
+}
+
+TEST_F(ServerTest, TheOpenApiDocumentListsExactlyTheRoutesServed) {
+  YAML::Node doc = YAML::LoadFile(std::string(STRATA_SOURCE_DIR) + "/docs/api/openapi.yaml");
+  std::set<std::pair<std::string, std::string>> documented;
+  for (const auto& path : doc["paths"]) {
+    for (const auto& op : path.second) {
+      std::string method = op.first.as<std::string>();
+      if (method == "parameters") continue;
+      for (char& ch : method) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      documented.insert({method, path.first.as<std::string>()});
+      EXPECT_TRUE(op.second["responses"]) << method << " " << path.first.as<std::string>() << " has no responses";
+    }
+  }
+  std::set<std::pair<std::string, std::string>> served;
+  for (const auto& r : server_->Routes()) served.insert(r);
+  for (const auto& r : served) EXPECT_TRUE(documented.count(r)) << "undocumented: " << r.first << " " << r.second;
+  for (const auto& r : documented) EXPECT_TRUE(served.count(r)) << "documented, not served: " << r.first << " " << r.second;
+}
+
+TEST(ServerOpen, ARemoteAddressWithoutAKeyIsRefused) {
+  testing::TempDir dir;
+  auto server = Server::Open({.data_dir = dir.File("data")},
+                             {.listen = "0.0.0.0:0", .read_root_key_from_env = false});
+  ASSERT_OK(server);
+  auto bound = (*server)->Bind();
+  ASSERT_FALSE(bound.ok());
+  EXPECT_EQ(bound.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(bound.status().message().find("without a root key"), std::string::npos);
+  EXPECT_FALSE(Server::Open({.data_dir = dir.File("data")}, {.listen = "localhost"}).ok());
+}
+
+}  // namespace
+}  // namespace strata::server

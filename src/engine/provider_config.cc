@@ -66,6 +66,16 @@ Result<std::unique_ptr<llm::ChatProvider>> MakeProvider(const ProviderSettings& 
     if (!scripted.ok()) return scripted.status().WithContext("script " + settings.script);
     return std::unique_ptr<llm::ChatProvider>(std::move(*scripted));
   }
+  STRATA_ASSIGN_OR_RETURN(llm::ProviderConfig pc, ResolveProviderConfig(settings, config));
+  pc.on_retry = std::move(on_retry);
+  return llm::NewHttpProvider(std::move(pc));
+}
+
+Result<llm::ProviderConfig> ResolveProviderConfig(const ProviderSettings& settings, const ConfigFile& config) {
+  std::string name = First(settings.provider, config.provider);
+  if (!settings.script.empty() || name == "scripted") {
+    return Status::InvalidArgument("a scripted provider has no HTTP endpoint");
+  }
   if (name.empty()) name = "openai";
   STRATA_ASSIGN_OR_RETURN(llm::ProviderPreset preset, llm::FindProviderPreset(name));
   llm::ProviderConfig pc;
@@ -83,8 +93,7 @@ Result<std::unique_ptr<llm::ChatProvider>> MakeProvider(const ProviderSettings& 
   } else if (!settings.record.empty()) {
     pc.transport = llm::RecordingTransport(llm::CurlTransport(), settings.record);
   }
-  pc.on_retry = std::move(on_retry);
-  return llm::NewHttpProvider(std::move(pc));
+  return pc;
 }
 
 }  // namespace strata

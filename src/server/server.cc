@@ -21,7 +21,11 @@
 #include "strata/message/message_json.h"
 #include "strata/prompt/value.h"
 #include "strata/tokenizer/encoding.h"
+#include "strata/engine/provider_config.h"
+#include "strata/llm/http.h"
+#include "strata/llm/wire.h"
 #include "strata/util/cancel.h"
+#include "strata/window/assembler.h"
 
 namespace strata::server {
 namespace {
@@ -105,7 +109,8 @@ class Metrics {
 
 struct Call {
   const HttpRequest& req;
-  HttpResponse& res;  // Handlers that answer other than JSON (metrics, event streams) write it directly.
+  HttpResponse& res;  // Handlers that answer other than in the envelope write it directly and set `raw`.
+  bool raw = false;
   Identity id;
   Engine* engine = nullptr;
   Json body;  // The parsed body of requests that have one (an object).
@@ -304,15 +309,16 @@ struct Server::Impl {
     if (!id_ok) request_id = NewRequestId();
     res.headers.emplace_back("X-Request-Id", request_id);
     Result<Json> result = Status::Internal("not run");
+    bool raw = false;
     try {
-      result = Run(route, req, res);
+      result = Run(route, req, res, &raw);
     } catch (const std::exception& e) {
       result = Status::Internal(std::string("unexpected error: ") + e.what());
     } catch (...) {
       result = Status::Internal("unexpected error");
     }
-    if (res.stream || res.content_type != "application/json") {
-      // The handler wrote its own response (metrics text, an event stream).
+    if (raw && result.ok()) {
+      // The handler wrote its own response (metrics text, an event stream, a proxied reply).
     } else if (result.ok()) {
       res.status = 200;
       Json envelope = {{"status", "ok"}, {"result", std::move(*result)}};
@@ -331,8 +337,8 @@ struct Server::Impl {
     metrics.Record(route.method + " " + route.name, res.status, seconds);
   }
 
-  Result<Json> Run(const RouteSpec& route, const HttpRequest& req, HttpResponse& res) {
-    Call c{req, res, Identity{}, nullptr, Json::object()};
+  Result<Json> Run(const RouteSpec& route, const HttpRequest& req, HttpResponse& res, bool* raw) {
+    Call c{req, res, false, Identity{}, nullptr, Json::object()};
     if (route.needs_key) {
       STRATA_ASSIGN_OR_RETURN(c.id, Authenticate(req));
       STRATA_ASSIGN_OR_RETURN(c.engine, EngineFor(c.id.account));
@@ -342,7 +348,9 @@ struct Server::Impl {
       STRATA_ASSIGN_OR_RETURN(Json body, json::ParseUntrusted<Json>(req.body, "request body"));
       c.body = std::move(body);
     }
-    return route.api(c);
+    Result<Json> result = route.api(c);
+    *raw = c.raw;
+    return result;
   }
 
   void WakeWorker() {
@@ -374,7 +382,211 @@ struct Server::Impl {
   }
 
   void AddRoutes();
+  Result<Json> ChatCompletions(Call& c);
+  Result<std::string> AssembleForSession(Call& c, const std::string& session_id, const Json& messages,
+                                         const llm::ProviderConfig& upstream, Json* forward, int64_t* prompt_tokens);
+  void LogReply(Engine* engine, const std::string& session_id, const llm::ProviderConfig& upstream, bool streamed,
+                std::string_view body);
+  void MaybeCommit(Engine* engine, const std::string& session_id);
 };
+
+namespace {
+
+// The text of an OpenAI message's content: a string, or the text parts of an array.
+std::string ContentText(const Json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string out;
+  if (content.is_array()) {
+    for (const Json& part : content) {
+      if (json::StringOr(part, "type") == "text") out += json::StringOr(part, "text");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Json> Server::Impl::ChatCompletions(Call& c) {
+  STRATA_ASSIGN_OR_RETURN(const ConfigFile* config, c.engine->config());
+  STRATA_ASSIGN_OR_RETURN(llm::ProviderConfig upstream, ResolveProviderConfig(engine_options.provider, *config));
+  if (upstream.kind != llm::ProviderKind::kOpenAIChat && upstream.kind != llm::ProviderKind::kKimi) {
+    return Status::FailedPrecondition("/v1/chat/completions forwards to an OpenAI-compatible upstream; the configured "
+                                      "provider speaks " + std::string(llm::ProviderKindName(upstream.kind)));
+  }
+  const Json* messages = json::Field(c.body, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Status::InvalidArgument("\"messages\" must be a non-empty array");
+  }
+  const Json* stream_flag = json::Field(c.body, "stream");
+  bool stream = stream_flag != nullptr && stream_flag->is_boolean() && stream_flag->get<bool>();
+  Json forward = c.body;
+  if (json::StringOr(forward, "model").empty()) forward["model"] = upstream.model;
+  std::string model = forward["model"].get<std::string>();
+
+  std::string session_id = c.req.Header("x-strata-session");
+  int64_t prompt_tokens = -1;
+  if (!session_id.empty()) {
+    STRATA_RETURN_IF_ERROR(AssembleForSession(c, session_id, *messages, upstream, &forward, &prompt_tokens).status());
+  } else if (auto parsed = ParseMessages(messages->dump()); parsed.ok()) {
+    prompt_tokens = Engine::Counter("o200k_base").CountMessages(*parsed);
+  }
+
+  llm::HttpRequest request;
+  request.url = upstream.base_url + llm::RequestPath(upstream.kind, model, stream);
+  request.headers = {{"Content-Type", "application/json"}};
+  if (!upstream.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + upstream.api_key);
+  if (stream) request.headers.emplace_back("Accept", "text/event-stream");
+  request.body = forward.dump();
+  std::shared_ptr<llm::HttpTransport> transport = upstream.transport ? upstream.transport : llm::CurlTransport();
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<llm::HttpResponse> response, transport->Send(request, upstream.http, nullptr));
+
+  c.raw = true;
+  if (prompt_tokens >= 0) c.res.headers.emplace_back("X-Strata-Prompt-Tokens", std::to_string(prompt_tokens));
+  if (!session_id.empty()) c.res.headers.emplace_back("X-Strata-Session", session_id);
+  c.res.status = response->status();
+  std::string content_type(response->header("content-type"));
+  c.res.content_type = content_type.empty() ? "application/json" : content_type;
+  if (response->status() >= 400 || !stream) {
+    // A whole body: the upstream's error (already in OpenAI's shape) or a non-streamed completion.
+    STRATA_ASSIGN_OR_RETURN(std::string body, llm::ReadAll(*response));
+    if (response->status() < 400 && !session_id.empty()) LogReply(c.engine, session_id, upstream, false, body);
+    c.res.body = std::move(body);
+    return Json();
+  }
+  // Streamed: each chunk goes to the client as it arrives; the whole stream is decoded for the log at the end.
+  std::shared_ptr<llm::HttpResponse> live(std::move(response));
+  Engine* engine = c.engine;
+  // The last chunk is held back until the reply is in the session's log, so a client that sends its next
+  // turn as soon as the stream ends finds the previous reply there.
+  c.res.stream = [this, live, engine, session_id, upstream](const ChunkWriter& write) {
+    std::string all, chunk, held;
+    while (true) {
+      Result<bool> more = live->Read(&chunk);
+      if (!more.ok() || !*more) break;
+      if (!session_id.empty()) all += chunk;
+      if (!held.empty() && !write(held)) return;  // The client went away: nothing of the reply is logged.
+      held.swap(chunk);
+    }
+    if (!session_id.empty()) LogReply(engine, session_id, upstream, true, all);
+    if (!held.empty()) write(held);
+  };
+  return Json();
+}
+
+Result<std::string> Server::Impl::AssembleForSession(Call& c, const std::string& session_id, const Json& messages,
+                                                     const llm::ProviderConfig& upstream, Json* forward,
+                                                     int64_t* prompt_tokens) {
+  Result<session::SessionInfo> info = c.engine->GetSession(session_id);
+  if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+    std::string user = c.id.role == Role::kUser ? c.id.user : c.req.Header("x-strata-user");
+    info = c.engine->CreateSession(user, c.req.Header("x-strata-agent"), session_id);
+  }
+  if (!info.ok()) return info.status();
+  if (c.id.role == Role::kUser && info->user != c.id.user) return Status::NotFound("no session " + session_id);
+
+  // The system messages of the request are its system prompt (not logged); the rest is the new turn.
+  std::string system;
+  Json turn = Json::array();
+  for (const Json& m : messages) {
+    std::string role = json::StringOr(m, "role");
+    if (role == "system" || role == "developer") {
+      if (!system.empty()) system += "\n\n";
+      system += ContentText(json::Field(m, "content") != nullptr ? m["content"] : Json());
+    } else {
+      turn.push_back(m);
+    }
+  }
+  std::string query;
+  if (!turn.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> added, ParseMessages(turn.dump()));
+    STRATA_RETURN_IF_ERROR(c.engine->AddMessages(session_id, added).status());
+    for (const Json& m : turn) {
+      if (json::StringOr(m, "role") == "user") query = ContentText(json::Field(m, "content") ? m["content"] : Json());
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<Message> history, c.engine->SessionMessages(session_id));
+
+  // What Strata remembers that bears on the newest user message.
+  if (!query.empty() && !info->user.empty()) {
+    memory::FindOptions o;
+    auto under = Uri::Parse("strata://user/" + info->user);
+    if (under.ok()) {
+      o.under = *under;
+      o.limit = 5;
+      auto hits = c.engine->Find(query, o);
+      if (hits.ok() && !hits->empty()) {
+        system += system.empty() ? "" : "\n\n";
+        system += "What you remember about this user (from earlier sessions):";
+        for (const memory::Hit& h : *hits) {
+          if (!h.is_dir && !h.abstract_text.empty()) system += "\n- " + h.abstract_text;
+        }
+      }
+    }
+  }
+
+  const MessageTokenCounter& counter = Engine::Counter("o200k_base");
+  int64_t window = options.upstream_context_tokens;
+  if (std::string header = c.req.Header("x-strata-max-context"); !header.empty()) {
+    char* end = nullptr;
+    long long v = std::strtoll(header.c_str(), &end, 10);
+    if (*end != '\0' || v <= 0) return Status::InvalidArgument("X-Strata-Max-Context must be a positive integer");
+    window = v;
+  }
+  int64_t reserve = json::IntOr(c.body, "max_completion_tokens", json::IntOr(c.body, "max_tokens", 4096));
+  window::AssembleOptions ao;
+  ao.max_context_tokens = window;
+  ao.reserve_for_reply = std::min<int64_t>(reserve, window / 2);
+  ao.system_prompt = system;
+  if (const Json* tools = json::Field(c.body, "tools"); tools != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(ao.reserved_tokens, CountText("o200k_base", tools->dump()));
+  }
+  window::HistoryIndex index(&counter);
+  index.Sync(history);
+  STRATA_ASSIGN_OR_RETURN(window::Assembly assembly, window::Assemble(history, index, ao, counter));
+  std::vector<Message> sent = window::AssembledMessages(history, assembly, ao);
+  llm::ChatRequest request;
+  request.model = json::StringOr(*forward, "model");
+  request.system_prompt = system;
+  request.history = std::move(sent);
+  request.options = upstream.options;
+  STRATA_ASSIGN_OR_RETURN(std::string wire, llm::BuildRequestBody(upstream.kind, request));
+  Json built = Json::parse(wire);
+  (*forward)["messages"] = built["messages"];
+  *prompt_tokens = assembly.total_tokens;
+  return std::string();
+}
+
+void Server::Impl::LogReply(Engine* engine, const std::string& session_id, const llm::ProviderConfig& upstream,
+                            bool streamed, std::string_view body) {
+  Result<llm::DecodedResponse> reply = streamed ? llm::DecodeSseText(upstream.kind, upstream.options, body)
+                                                : llm::DecodeResponseBody(upstream.kind, upstream.options, body);
+  if (!reply.ok()) {
+    std::fprintf(stderr, "strata serve: session %s: the reply was not logged: %s\n", session_id.c_str(),
+                 reply.status().ToString().c_str());
+    return;
+  }
+  Status added = engine->AddMessages(session_id, std::vector<Message>{reply->message}).status();
+  if (!added.ok()) {
+    std::fprintf(stderr, "strata serve: session %s: %s\n", session_id.c_str(), added.ToString().c_str());
+    return;
+  }
+  MaybeCommit(engine, session_id);
+}
+
+void Server::Impl::MaybeCommit(Engine* engine, const std::string& session_id) {
+  auto history = engine->SessionMessages(session_id);
+  if (!history.ok()) return;
+  int64_t turns = 0;
+  for (const Message& m : *history) turns += m.role == strata::Role::kUser ? 1 : 0;
+  int64_t tokens = Engine::Counter("o200k_base").CountMessages(*history);
+  bool due = (options.commit_after_tokens > 0 && tokens >= options.commit_after_tokens) ||
+             (options.commit_after_turns > 0 && turns >= options.commit_after_turns);
+  if (!due) return;
+  if (engine->Commit(session_id, {.wait = false}).ok()) {
+    metrics.Commit("accepted");
+    WakeWorker();
+  }
+}
 
 // Builds the route table; every route here is in docs/api/openapi.yaml (ServerTest checks both ways).
 void Server::Impl::AddRoutes() {
@@ -405,6 +617,7 @@ void Server::Impl::AddRoutes() {
     // Written directly: Prometheus reads text, not the JSON envelope.
     c.res.content_type = "text/plain; version=0.0.4";
     c.res.body = metrics.Text(queue);
+    c.raw = true;
     return Json();
   });
 
@@ -621,6 +834,7 @@ void Server::Impl::AddRoutes() {
     int64_t task = first.id;
     c.res.content_type = "text/event-stream";
     c.res.headers.emplace_back("Cache-Control", "no-cache");
+    c.raw = true;
     c.res.stream = [this, engine, task](const ChunkWriter& write) {
       std::string last;
       for (int i = 0; i < 36000 && !shut_down.load(); ++i) {  // An hour at most.
@@ -693,6 +907,9 @@ void Server::Impl::AddRoutes() {
     }
     return out;
   });
+
+  // ---- The memory-managing OpenAI-compatible endpoint ----
+  add("POST", "/v1/chat/completions", "/v1/chat/completions", [this](Call& c) { return ChatCompletions(c); });
 
   // ---- Keys (root only) ----
   auto root_only = [](Call& c) -> Status {

@@ -52,4 +52,8 @@ Result<ConfigFile> LoadConfigFile(const std::string& explicit_path);
 Result<std::unique_ptr<llm::ChatProvider>> MakeProvider(const ProviderSettings& settings, const ConfigFile& config,
                                                         llm::RetryCallback on_retry = {});
 
+// The HTTP endpoint the settings name (kind, model, base URL, key, options, transport for --record and
+// --replay), without building a provider: what a proxy forwards to. kInvalidArgument for a scripted one.
+Result<llm::ProviderConfig> ResolveProviderConfig(const ProviderSettings& settings, const ConfigFile& config);
+
 }  // namespace strata

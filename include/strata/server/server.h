@@ -15,6 +15,12 @@
 // within an account a "user" key reaches only its own user scope and sessions, and the shared resources
 // and agent scopes. Without any key the server is one open account and listens on loopback only.
 //
+// POST /v1/chat/completions is an OpenAI-compatible endpoint in front of the configured (OpenAI-compatible)
+// upstream: without a session header it forwards the request as it is and counts its tokens exactly; with
+// `X-Strata-Session: ID` the client sends only its new turn, and Strata appends it to the session, assembles
+// the request within the upstream's window (system prompt, relevant memories, newest history, tool groups
+// whole), forwards it, streams the reply back while logging it, and commits the session by policy.
+//
 // A resident worker runs phase 2 of commits (summaries, extraction, dedup) in the background; a commit
 // returns at once with a task id. Shutdown stops accepting, answers requests in flight, stops the worker
 // between jobs and returns; every write acknowledged before it is durable.
@@ -45,6 +51,13 @@ struct ServerOptions {
   bool run_worker = true;
   // Server-Sent Event streams open at once; one more is answered 429.
   int max_streams = 64;
+  // The memory-managing endpoint (POST /v1/chat/completions with X-Strata-Session): the upstream model's
+  // context window that requests are assembled to fit (X-Strata-Max-Context overrides it per request) ...
+  int64_t upstream_context_tokens = 128'000;
+  // ... and when a session is committed into memory: once its uncommitted messages reach this many tokens
+  // or this many user turns (0: never by that measure).
+  int64_t commit_after_tokens = 24'000;
+  int64_t commit_after_turns = 40;
 };
 
 class Server {

@@ -1,0 +1,188 @@
+// The official `openai` npm client, unmodified, against `strata serve`'s /v1/chat/completions, with a fake
+// OpenAI-compatible upstream on loopback. Run by ctest (server_openai_client):
+//   node openai_client_test.mjs PATH/TO/strata        (STRATA_NPM_CACHE holds the pinned npm packages)
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+
+const require = createRequire((process.env.STRATA_NPM_CACHE ?? path.join(os.homedir(), ".cache/strata/npm")) + "/");
+const OpenAI = require("openai").default ?? require("openai");
+
+const strataBin = process.argv[2];
+const rootKey = "root-key-for-the-openai-client-test";
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "strata-openai-"));
+const received = [];  // Bodies the fake upstream got.
+let upstream, upstreamPort, server, serverPort, userKey;
+
+// The fake upstream answers like OpenAI: streamed chunks (text, or a tool call split over chunks) or a whole
+// completion; a request for model "broken" gets a 429 in OpenAI's error shape.
+function fakeUpstream(req, res) {
+  let body = "";
+  req.on("data", (d) => (body += d));
+  req.on("end", () => {
+    const request = JSON.parse(body);
+    received.push({ headers: req.headers, body: request });
+    if (request.model === "broken") {
+      res.writeHead(429, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error", code: "rate_limited" } }));
+      return;
+    }
+    const last = request.messages[request.messages.length - 1];
+    const wantsTool = Array.isArray(request.tools) && request.tools.length > 0 && last.role === "user";
+    const usage = { prompt_tokens: 21, completion_tokens: 5, total_tokens: 26 };
+    if (!request.stream) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({
+        id: "cmpl-1", object: "chat.completion", created: 1, model: request.model,
+        choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "Whole reply." } }], usage,
+      }));
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const chunk = (delta, finish = null, extra = {}) =>
+      `data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model,
+                               choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+    const parts = wantsTool
+      ? [chunk({ role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }),
+         chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }),
+         chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Kyoto\"}" } }] }),
+         chunk({}, "tool_calls")]
+      : [chunk({ role: "assistant", content: "" }), chunk({ content: "Hello" }), chunk({ content: ", Alice." }), chunk({}, "stop")];
+    parts.push(`data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model, choices: [], usage })}\n\n`);
+    parts.push("data: [DONE]\n\n");
+    let i = 0;
+    const next = () => {
+      if (i === parts.length) return res.end();
+      res.write(parts[i++]);
+      setTimeout(next, 5);
+    };
+    next();
+  });
+}
+
+async function call(method, url, key, body) {
+  const r = await fetch(`http://127.0.0.1:${serverPort}${url}`, {
+    method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: r.status, json: await r.json() };
+}
+
+before(async () => {
+  upstream = http.createServer(fakeUpstream);
+  await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+  upstreamPort = upstream.address().port;
+  server = spawn(strataBin, ["serve", "--data", path.join(work, "data"), "--listen", "127.0.0.1:0",
+                             "--provider", "openai", "--model", "fake-model", "--base-url", `http://127.0.0.1:${upstreamPort}/v1`,
+                             "--api-key-env", "FAKE_UPSTREAM_KEY"],
+                 { env: { ...process.env, STRATA_ROOT_KEY: rootKey, FAKE_UPSTREAM_KEY: "upstream-secret" }, stdio: ["ignore", "ignore", "pipe"] });
+  serverPort = await new Promise((resolve, reject) => {
+    let err = "";
+    server.stderr.on("data", (d) => {
+      err += d;
+      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) resolve(Number(m[1]));
+    });
+    server.on("exit", (code) => reject(new Error(`strata serve exited ${code}: ${err}`)));
+  });
+  const issued = await call("POST", "/api/v1/admin/keys", rootKey, { user: "alice" });
+  assert.equal(issued.status, 200);
+  userKey = issued.json.result.key;
+});
+
+after(async () => {
+  server.kill("SIGTERM");
+  await new Promise((r) => server.on("exit", r));
+  upstream.close();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+test("without a session it is a transparent proxy (streamed and not)", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey });
+  const whole = await client.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: "Hi" }] });
+  assert.equal(whole.choices[0].message.content, "Whole reply.");
+  assert.equal(whole.usage.total_tokens, 26);
+  const sent = received.at(-1);
+  assert.equal(sent.headers.authorization, "Bearer upstream-secret", "the upstream's key, not the client's");
+  assert.deepEqual(sent.body.messages, [{ role: "user", content: "Hi" }], "forwarded as it is");
+
+  const stream = await client.chat.completions.create({ model: "fake-model", stream: true, messages: [{ role: "user", content: "Hi" }] });
+  let text = "";
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
+  assert.equal(text, "Hello, Alice.");
+});
+
+test("with a session the client sends only its new turn; Strata logs both sides and assembles the history", async () => {
+  const remembered = await call("POST", "/api/v1/fs/write", userKey,
+                                { uri: "strata://user/alice/memories/profile/name", content: "The user's full name is Alice Liddell." });
+  assert.equal(remembered.status, 200);
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey,
+                              defaultHeaders: { "X-Strata-Session": "chat-1" } });
+  const first = await client.chat.completions.create({
+    model: "fake-model", stream: true,
+    messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "My name is Alice." }] });
+  let text = "";
+  for await (const chunk of first) text += chunk.choices[0]?.delta?.content ?? "";
+  assert.equal(text, "Hello, Alice.");
+  const second = await client.chat.completions.create({
+    model: "fake-model", messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "What is my name?" }] });
+  assert.equal(second.choices[0].message.content, "Whole reply.");
+  const sent = received.at(-1).body.messages;
+  assert.equal(sent[0].role, "system");
+  assert.match(sent[0].content, /You are terse\./);
+  assert.match(sent[0].content, /Alice Liddell/, "a relevant memory joins the system prompt");
+  assert.deepEqual(sent.slice(1).map((m) => [m.role, m.content]),
+                   [["user", "My name is Alice."], ["assistant", "Hello, Alice."], ["user", "What is my name?"]],
+                   "the earlier turn comes from Strata's log");
+  const session = await call("GET", "/api/v1/sessions/chat-1/messages", userKey);
+  assert.equal(session.status, 200);
+  assert.deepEqual(session.json.result.map((m) => m.role), ["user", "assistant", "user", "assistant"]);
+  assert.equal(session.json.result[3].content, "Whole reply.");
+});
+
+test("streamed tool calls reach the client whole and are logged", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey,
+                              defaultHeaders: { "X-Strata-Session": "chat-tools" } });
+  const tools = [{ type: "function", function: { name: "get_weather", description: "Weather for a city",
+                                                 parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+  const stream = await client.chat.completions.create({ model: "fake-model", stream: true, tools,
+                                                        messages: [{ role: "user", content: "Weather in Kyoto?" }] });
+  let args = "";
+  let name = "";
+  for await (const chunk of stream) {
+    for (const call of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      name ||= call.function?.name ?? "";
+      args += call.function?.arguments ?? "";
+    }
+  }
+  assert.equal(name, "get_weather");
+  assert.deepEqual(JSON.parse(args), { city: "Kyoto" });
+  // The tool result comes back in the next turn, and the whole group goes upstream.
+  const answer = await client.chat.completions.create({ model: "fake-model", tools,
+    messages: [{ role: "tool", tool_call_id: "call_1", content: "Sunny, 21 C" }] });
+  assert.equal(answer.choices[0].message.content, "Whole reply.");
+  const sent = received.at(-1).body.messages;
+  assert.deepEqual(sent.map((m) => m.role), ["user", "assistant", "tool"]);
+  assert.equal(sent[1].tool_calls[0].id, "call_1");
+  assert.equal(sent[2].tool_call_id, "call_1");
+});
+
+test("errors: the upstream's error reaches the client as an APIError; bad keys and another user's session are refused", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0 });
+  await assert.rejects(client.chat.completions.create({ model: "broken", messages: [{ role: "user", content: "x" }] }),
+                       (e) => e.status === 429 && /Rate limit reached/.test(e.message));
+  const stranger = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: "sk-strata-wrong", maxRetries: 0 });
+  await assert.rejects(stranger.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: "x" }] }),
+                       (e) => e.status === 401);
+  const bob = (await call("POST", "/api/v1/admin/keys", rootKey, { user: "bob" })).json.result.key;
+  const bobClient = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: bob, maxRetries: 0,
+                                 defaultHeaders: { "X-Strata-Session": "chat-1" } });
+  await assert.rejects(bobClient.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: "x" }] }),
+                       (e) => e.status === 404);
+  await assert.rejects(client.chat.completions.create({ model: "fake-model", messages: [] }), (e) => e.status === 400);
+});

@@ -2,6 +2,7 @@
 # Throughput and latency of `strata serve` under load, with wrk (Debian) on loopback, beside a minimal
 # cpp-httplib server doing nothing (bench/http_baseline.cc: the transport's limit) in the same run.
 #   bench/run_server_bench.sh [NODES...]     (default: 10000 100000)
+# STRATA_BENCH_DATA=DIR keeps the seeded stores (DIR/dataN) between runs: seeding 100k nodes takes minutes.
 # For each store size: find (32 connections), and once: health, append to a session, and chat completions
 # through the proxy (streamed, no session) against the baseline as the upstream, beside the upstream direct.
 set -euo pipefail
@@ -51,10 +52,14 @@ wait_port 18490
 echo "| scenario (wrk -t$threads, ${duration}s) | requests/s | p50 | p99 |"
 echo "|---|---|---|---|"
 for n in "${sizes[@]}"; do
-  echo "seeding $n nodes ..." >&2
-  "$bin/strata_memory_bench" "$n" "$work/data$n" >/dev/null
+  data=${STRATA_BENCH_DATA:-$work}/data$n
+  if [ ! -f "$data/strata.db" ]; then
+    echo "seeding $n nodes ..." >&2
+    # The store benchmark builds the store (and then measures it; its report is not needed here).
+    timeout 3600 "$bin/strata_memory_bench" "$n" "$data" >/dev/null || [ -f "$data/strata.db" ]
+  fi
   port=$((18500 + ${#pids[@]}))
-  "$bin/strata" serve --data "$work/data$n" --listen "127.0.0.1:$port" --provider openai --model m \
+  "$bin/strata" serve --data "$data" --listen "127.0.0.1:$port" --provider openai --model m \
     --base-url http://127.0.0.1:18490/v1 2>"$work/serve$n.log" & pids+=($!)
   wait_port "$port"
   curl -s "http://127.0.0.1:$port/api/v1/search/find" -d '{"query": "warm up"}' >/dev/null

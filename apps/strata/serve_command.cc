@@ -22,7 +22,7 @@ struct ServeArgs {
   std::string root_key_file;
   std::vector<std::string> prompt_dirs;
   ProviderSettings provider;
-  int threads = 16;
+  int threads = 64;
   int64_t max_body_mb = 8;
 };
 
@@ -36,6 +36,7 @@ Status RunServe(const ServeArgs& a) {
 
   server::ServerOptions options{.listen = a.listen};
   options.http.threads = a.threads;
+  options.max_streams = std::max(1, a.threads * 3 / 4);
   options.http.max_body_bytes = static_cast<size_t>(a.max_body_mb) << 20;
   if (!a.root_key_file.empty()) {
     std::ifstream in(a.root_key_file);
@@ -81,7 +82,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--root-key-file", a->root_key_file,
                   "File whose first line is the root key (default: $STRATA_ROOT_KEY; none: loopback only, no keys)");
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
-  cmd->add_option("--threads", a->threads, "Requests served at once (default 16)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--threads", a->threads, "Requests served at once (default 64; at most 3/4 of them streams)")->check(CLI::Range(2, 1024));
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (default 8)")->check(CLI::Range(1, 1024));
   AddProviderFlags(cmd, &a->provider);
   cmd->callback([a, exit_code] {

@@ -50,10 +50,15 @@ void Apply(HttpResponse& in, httplib::Response& out) {
   if (in.stream) {
     auto stream = std::move(in.stream);
     out.set_chunked_content_provider(in.content_type, [stream](size_t, httplib::DataSink& sink) {
-      stream([&sink](std::string_view chunk) {
-        if (chunk.empty()) return sink.is_writable();
-        return sink.write(chunk.data(), chunk.size());
-      });
+      // Runs in httplib's response writer, outside every handler's try: nothing may escape it.
+      try {
+        stream([&sink](std::string_view chunk) {
+          if (chunk.empty()) return sink.is_writable();
+          return sink.write(chunk.data(), chunk.size());
+        });
+      } catch (...) {
+        return false;  // Ends the connection; the client sees a cut stream.
+      }
       sink.done();
       return true;
     });

@@ -1,6 +1,7 @@
 #include "strata/server/server.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -131,8 +132,11 @@ struct Call {
   Result<int64_t> IntArg(std::string_view name, int64_t fallback) const {
     if (auto q = req.Query(name)) {
       char* end = nullptr;
+      errno = 0;
       long long v = std::strtoll(q->c_str(), &end, 10);
-      if (q->empty() || *end != '\0') return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
+      if (q->empty() || *end != '\0' || errno == ERANGE) {
+        return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
+      }
       return static_cast<int64_t>(v);
     }
     if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {
@@ -289,6 +293,7 @@ struct Server::Impl {
 
   Result<Uri> UriArg(Call& c, std::string_view name, bool write, bool required = true) {
     STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg(name, required));
+    if (text.empty() && required) return Status::InvalidArgument("\"" + std::string(name) + "\" must not be empty");
     if (text.empty()) {
       // Unset: everything for an admin, the user's own scope for a user.
       if (c.id.role == Role::kUser) return Uri::Parse("strata://user/" + c.id.user);
@@ -297,6 +302,34 @@ struct Server::Impl {
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
     STRATA_RETURN_IF_ERROR(CheckUri(c, uri, write));
     return uri;
+  }
+
+  // A web page must not drive the API from a user's browser: a request with an Origin other than the
+  // server's own is refused (browsers send Origin on every cross-origin POST, even with mode "no-cors").
+  // Without keys, the Host must be a loopback name too, so DNS rebinding cannot make a page same-origin.
+  Status CheckOrigin(const HttpRequest& req) const {
+    std::string host_header = req.Header("host");
+    std::string origin = req.Header("origin");
+    if (!origin.empty()) {
+      size_t scheme = origin.find("://");
+      std::string origin_host = scheme == std::string::npos ? origin : origin.substr(scheme + 3);
+      if (origin_host != host_header) {
+        return Status::PermissionDenied("cross-origin requests are refused (Origin " + json::QuoteForError(origin, 80) + ")");
+      }
+    }
+    if (!keys->has_root_key() && !host_header.empty()) {
+      std::string name = host_header;
+      if (name.front() == '[') {
+        name = name.substr(1, name.find(']') == std::string::npos ? std::string::npos : name.find(']') - 1);
+      } else if (size_t colon = name.rfind(':'); colon != std::string::npos) {
+        name = name.substr(0, colon);
+      }
+      if (!IsLoopback(name)) {
+        return Status::PermissionDenied("this server has no keys and answers loopback names only (Host " +
+                                        json::QuoteForError(host_header, 80) + ")");
+      }
+    }
+    return Status::Ok();
   }
 
   // ---- Dispatch ----
@@ -311,7 +344,8 @@ struct Server::Impl {
     Result<Json> result = Status::Internal("not run");
     bool raw = false;
     try {
-      result = Run(route, req, res, &raw);
+      Status allowed = CheckOrigin(req);
+      result = allowed.ok() ? Run(route, req, res, &raw) : Result<Json>(allowed);
     } catch (const std::exception& e) {
       result = Status::Internal(std::string("unexpected error: ") + e.what());
     } catch (...) {
@@ -325,6 +359,8 @@ struct Server::Impl {
       res.body = views::Dump(envelope);
     } else {
       const Status& s = result.status();
+      res.content_type = "application/json";
+      res.stream = nullptr;
       res.status = HttpStatusFor(s.code());
       Json envelope = {{"status", "error"},
                        {"error", {{"code", std::string(StatusCodeName(s.code()))},
@@ -351,6 +387,48 @@ struct Server::Impl {
     Result<Json> result = route.api(c);
     *raw = c.raw;
     return result;
+  }
+
+  // A user key may not remove or move a scope root or kind directory (all of strata://resources, an
+  // agent's scope, its own scope) in one call: shared scopes belong to the account.
+  static Status CheckWholeScope(const Call& c, const Uri& uri) {
+    if (c.id.role == Role::kUser && (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root())) {
+      return Status::PermissionDenied("a user key cannot remove or move " + uri.str() + " as a whole");
+    }
+    return Status::Ok();
+  }
+
+  // One open stream (event stream or streamed chat), released when the response's stream function is
+  // destroyed, whether or not it ever ran (a HEAD request, a client gone before the headers).
+  struct StreamSlot {
+    explicit StreamSlot(std::atomic<int>* n) : count(n) {}
+    ~StreamSlot() { count->fetch_sub(1); }
+    StreamSlot(const StreamSlot&) = delete;
+    StreamSlot& operator=(const StreamSlot&) = delete;
+    std::atomic<int>* count;
+  };
+  Result<std::shared_ptr<StreamSlot>> TakeStreamSlot() {
+    if (open_streams.fetch_add(1) >= options.max_streams) {
+      open_streams.fetch_sub(1);
+      return Status::ResourceExhausted("too many streams open (" + std::to_string(options.max_streams) +
+                                       "); try again when one ends");
+    }
+    return std::make_shared<StreamSlot>(&open_streams);
+  }
+
+  // The context_ref parts of `messages` point only where the caller may read: phase 2 links memories to
+  // them, and a link names both ends.
+  Status CheckRefs(Call& c, const std::vector<Message>& messages) {
+    for (const Message& m : messages) {
+      for (const ContentPart& part : m.content) {
+        const auto* custom = std::get_if<CustomPart>(&part);
+        if (custom == nullptr || custom->type != "context_ref") continue;
+        Json j = json::ParseOrDiscard<Json>(custom->json);
+        STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(json::StringOr(j, "uri")));
+        STRATA_RETURN_IF_ERROR(CheckUri(c, uri, false));
+      }
+    }
+    return Status::Ok();
   }
 
   void WakeWorker() {
@@ -383,8 +461,11 @@ struct Server::Impl {
 
   void AddRoutes();
   Result<Json> ChatCompletions(Call& c);
-  Result<std::string> AssembleForSession(Call& c, const std::string& session_id, const Json& messages,
-                                         const llm::ProviderConfig& upstream, Json* forward, int64_t* prompt_tokens);
+  // Assembles the request of a session-mode call into `forward`; returns the new turn, which the caller
+  // appends once the upstream has accepted the request.
+  Result<std::vector<Message>> AssembleForSession(Call& c, const std::string& session_id, const Json& messages,
+                                                  const llm::ProviderConfig& upstream, Json* forward,
+                                                  int64_t* prompt_tokens);
   void LogReply(Engine* engine, const std::string& session_id, const llm::ProviderConfig& upstream, bool streamed,
                 std::string_view body);
   void MaybeCommit(Engine* engine, const std::string& session_id);
@@ -425,8 +506,13 @@ Result<Json> Server::Impl::ChatCompletions(Call& c) {
 
   std::string session_id = c.req.Header("x-strata-session");
   int64_t prompt_tokens = -1;
+  std::vector<Message> turn;
+  std::shared_ptr<StreamSlot> slot;
+  if (stream) {
+    STRATA_ASSIGN_OR_RETURN(slot, TakeStreamSlot());
+  }
   if (!session_id.empty()) {
-    STRATA_RETURN_IF_ERROR(AssembleForSession(c, session_id, *messages, upstream, &forward, &prompt_tokens).status());
+    STRATA_ASSIGN_OR_RETURN(turn, AssembleForSession(c, session_id, *messages, upstream, &forward, &prompt_tokens));
   } else if (auto parsed = ParseMessages(messages->dump()); parsed.ok()) {
     prompt_tokens = Engine::Counter("o200k_base").CountMessages(*parsed);
   }
@@ -439,6 +525,11 @@ Result<Json> Server::Impl::ChatCompletions(Call& c) {
   request.body = forward.dump();
   std::shared_ptr<llm::HttpTransport> transport = upstream.transport ? upstream.transport : llm::CurlTransport();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<llm::HttpResponse> response, transport->Send(request, upstream.http, nullptr));
+  // The turn joins the session only once the upstream has taken the request: a refused request can be
+  // retried without logging the turn twice.
+  if (!session_id.empty() && response->status() < 400 && !turn.empty()) {
+    STRATA_RETURN_IF_ERROR(c.engine->AddMessages(session_id, turn).status());
+  }
 
   c.raw = true;
   if (prompt_tokens >= 0) c.res.headers.emplace_back("X-Strata-Prompt-Tokens", std::to_string(prompt_tokens));
@@ -458,24 +549,31 @@ Result<Json> Server::Impl::ChatCompletions(Call& c) {
   Engine* engine = c.engine;
   // The last chunk is held back until the reply is in the session's log, so a client that sends its next
   // turn as soon as the stream ends finds the previous reply there.
-  c.res.stream = [this, live, engine, session_id, upstream](const ChunkWriter& write) {
+  c.res.stream = [this, live, engine, session_id, upstream, slot](const ChunkWriter& write) {
+    constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
-    while (true) {
+    bool too_long = false;
+    while (!shut_down.load()) {
       Result<bool> more = live->Read(&chunk);
       if (!more.ok() || !*more) break;
-      if (!session_id.empty()) all += chunk;
+      if (!session_id.empty() && !too_long) {
+        all += chunk;
+        too_long = all.size() > kMaxLoggedReply;
+      }
       if (!held.empty() && !write(held)) return;  // The client went away: nothing of the reply is logged.
       held.swap(chunk);
     }
-    if (!session_id.empty()) LogReply(engine, session_id, upstream, true, all);
+    if (!session_id.empty() && !too_long) LogReply(engine, session_id, upstream, true, all);
+    if (too_long) std::fprintf(stderr, "strata serve: session %s: a reply over 16 MiB was not logged\n", session_id.c_str());
     if (!held.empty()) write(held);
   };
   return Json();
 }
 
-Result<std::string> Server::Impl::AssembleForSession(Call& c, const std::string& session_id, const Json& messages,
-                                                     const llm::ProviderConfig& upstream, Json* forward,
-                                                     int64_t* prompt_tokens) {
+Result<std::vector<Message>> Server::Impl::AssembleForSession(Call& c, const std::string& session_id,
+                                                              const Json& messages,
+                                                              const llm::ProviderConfig& upstream, Json* forward,
+                                                              int64_t* prompt_tokens) {
   Result<session::SessionInfo> info = c.engine->GetSession(session_id);
   if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
     std::string user = c.id.role == Role::kUser ? c.id.user : c.req.Header("x-strata-user");
@@ -497,14 +595,16 @@ Result<std::string> Server::Impl::AssembleForSession(Call& c, const std::string&
     }
   }
   std::string query;
+  std::vector<Message> added;
   if (!turn.empty()) {
-    STRATA_ASSIGN_OR_RETURN(std::vector<Message> added, ParseMessages(turn.dump()));
-    STRATA_RETURN_IF_ERROR(c.engine->AddMessages(session_id, added).status());
+    STRATA_ASSIGN_OR_RETURN(added, ParseMessages(turn.dump()));
+    STRATA_RETURN_IF_ERROR(CheckRefs(c, added));
     for (const Json& m : turn) {
       if (json::StringOr(m, "role") == "user") query = ContentText(json::Field(m, "content") ? m["content"] : Json());
     }
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<Message> history, c.engine->SessionMessages(session_id));
+  history.insert(history.end(), added.begin(), added.end());
 
   // What Strata remembers that bears on the newest user message.
   if (!query.empty() && !info->user.empty()) {
@@ -528,8 +628,11 @@ Result<std::string> Server::Impl::AssembleForSession(Call& c, const std::string&
   int64_t window = options.upstream_context_tokens;
   if (std::string header = c.req.Header("x-strata-max-context"); !header.empty()) {
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(header.c_str(), &end, 10);
-    if (*end != '\0' || v <= 0) return Status::InvalidArgument("X-Strata-Max-Context must be a positive integer");
+    if (*end != '\0' || v <= 0 || errno == ERANGE) {
+      return Status::InvalidArgument("X-Strata-Max-Context must be a positive integer");
+    }
     window = v;
   }
   int64_t reserve = json::IntOr(c.body, "max_completion_tokens", json::IntOr(c.body, "max_tokens", 4096));
@@ -553,7 +656,7 @@ Result<std::string> Server::Impl::AssembleForSession(Call& c, const std::string&
   Json built = Json::parse(wire);
   (*forward)["messages"] = built["messages"];
   *prompt_tokens = assembly.total_tokens;
-  return std::string();
+  return added;
 }
 
 void Server::Impl::LogReply(Engine* engine, const std::string& session_id, const llm::ProviderConfig& upstream,
@@ -605,7 +708,7 @@ void Server::Impl::AddRoutes() {
     return Json{{"ready", true}};
   }, false);
   add("GET", "/metrics", "/metrics", [this](Call& c) -> Result<Json> {
-    if (c.id.role == Role::kUser) return Status::PermissionDenied("metrics need an admin or root key");
+    if (c.id.role != Role::kRoot) return Status::PermissionDenied("metrics cover every account: they need the root key");
     std::map<std::string, int64_t> queue;
     for (Engine* engine : OpenEngines()) {
       auto q = engine->queue();
@@ -639,6 +742,11 @@ void Server::Impl::AddRoutes() {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
     STRATA_ASSIGN_OR_RETURN(auto relations, c.engine->Relations(uri.str()));
+    // A relation names both its ends: one the caller cannot reach is left out (it would reveal another
+    // user's memory or session).
+    std::erase_if(relations, [&](const memory::Relation& r) {
+      return !CheckUri(c, r.from, false).ok() || !CheckUri(c, r.to, false).ok();
+    });
     return views::NodeDetailView(node, relations);
   });
   add("GET", "/api/v1/fs/read", "/api/v1/fs/read", [this](Call& c) -> Result<Json> {
@@ -676,11 +784,13 @@ void Server::Impl::AddRoutes() {
   add("POST", "/api/v1/fs/mv", "/api/v1/fs/mv", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from", true));
     STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to", true));
+    STRATA_RETURN_IF_ERROR(CheckWholeScope(c, from));
     STRATA_RETURN_IF_ERROR(c.engine->Move(from.str(), to.str()));
     return Json{{"from", from.str()}, {"to", to.str()}};
   });
   add("DELETE", "/api/v1/fs", "/api/v1/fs", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", true));
+    STRATA_RETURN_IF_ERROR(CheckWholeScope(c, uri));
     STRATA_ASSIGN_OR_RETURN(int64_t removed, c.engine->Remove(uri.str(), c.BoolArg("recursive")));
     return Json{{"removed", removed}};
   });
@@ -778,6 +888,7 @@ void Server::Impl::AddRoutes() {
     const Json& payload = given != nullptr ? *given : c.body;
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, ParseMessages(payload.dump()));
     if (messages.empty()) return Status::InvalidArgument("no messages given");
+    STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
     return views::SessionView(info);
   });
@@ -826,16 +937,13 @@ void Server::Impl::AddRoutes() {
   });
   add("GET", "/api/v1/tasks/([0-9]+)/events", "/api/v1/tasks/{id}/events", [this, task_of](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(session::Job first, task_of(c));
-    if (open_streams.fetch_add(1) >= options.max_streams) {
-      open_streams.fetch_sub(1);
-      return Status::ResourceExhausted("too many event streams open (" + std::to_string(options.max_streams) + ")");
-    }
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<StreamSlot> slot, TakeStreamSlot());
     Engine* engine = c.engine;
     int64_t task = first.id;
     c.res.content_type = "text/event-stream";
     c.res.headers.emplace_back("Cache-Control", "no-cache");
     c.raw = true;
-    c.res.stream = [this, engine, task](const ChunkWriter& write) {
+    c.res.stream = [this, engine, task, slot](const ChunkWriter& write) {
       std::string last;
       for (int i = 0; i < 36000 && !shut_down.load(); ++i) {  // An hour at most.
         auto queue = engine->queue();
@@ -854,7 +962,6 @@ void Server::Impl::AddRoutes() {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       write("event: end\ndata: {}\n\n");
-      open_streams.fetch_sub(1);
     };
     return Json();
   });

@@ -176,6 +176,13 @@ test("errors: the upstream's error reaches the client as an APIError; bad keys a
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0 });
   await assert.rejects(client.chat.completions.create({ model: "broken", messages: [{ role: "user", content: "x" }] }),
                        (e) => e.status === 429 && /Rate limit reached/.test(e.message));
+  // A refused request leaves the session as it was (the turn is logged only once the upstream takes it).
+  const inSession = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
+                                 defaultHeaders: { "X-Strata-Session": "chat-refused" } });
+  await assert.rejects(inSession.chat.completions.create({ model: "broken", messages: [{ role: "user", content: "lost?" }] }),
+                       (e) => e.status === 429);
+  const logged = await call("GET", "/api/v1/sessions/chat-refused/messages", userKey);
+  assert.deepEqual(logged.json.result, []);
   const stranger = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: "sk-strata-wrong", maxRetries: 0 });
   await assert.rejects(stranger.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: "x" }] }),
                        (e) => e.status === 401);

@@ -199,6 +199,56 @@ TEST_F(ServerTest, AUserCannotReachAnotherUsersContextsByAnyRoute) {
   EXPECT_EQ(after.body["result"]["content"], "Alice's passport number is X123");
 }
 
+// Found in review: what the store returns or keeps must not reveal another user's URIs either.
+TEST_F(ServerTest, RelationsAndReferencesNeverRevealAnotherUsersUris) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice,
+                 Json{{"uri", "strata://resources/doc"}, {"content", "shared doc"}}.dump()).status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice,
+                 Json{{"uri", "strata://user/alice/memories/plan"}, {"content", "secret plan"}}.dump()).status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/fs/link", alice,
+                 Json{{"from", "strata://user/alice/memories/plan"}, {"to", "strata://resources/doc"}}.dump()).status, 200);
+  Reply as_alice = Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://resources/doc"), alice);
+  EXPECT_NE(as_alice.raw.find("strata://user/alice/memories/plan"), std::string::npos) << as_alice.raw;
+  Reply as_bob = Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://resources/doc"), bob);
+  ASSERT_EQ(as_bob.status, 200);
+  EXPECT_EQ(as_bob.raw.find("alice"), std::string::npos) << as_bob.raw;
+  // A context_ref into another user's scope is refused before it is stored (phase 2 would link to it).
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", bob, R"({"id": "b1"})").status, 200);
+  Reply ref = Call("POST", "/api/v1/sessions/b1/messages", bob,
+                   R"({"role": "user", "content": [{"type": "context_ref", "uri": "strata://user/alice/memories/plan"}]})");
+  EXPECT_EQ(ref.status, 403) << ref.raw;
+  // A user key cannot remove a shared scope as a whole, and an empty required URI is not "everything".
+  EXPECT_EQ(Call("DELETE", "/api/v1/fs?recursive=true&uri=" + Q("strata://resources"), bob).status, 403);
+  EXPECT_EQ(Call("DELETE", "/api/v1/fs?recursive=true&uri=", kRootKey).status, 400);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/doc"), alice).status, 200);
+}
+
+TEST_F(ServerTest, CrossOriginRequestsAreRefused) {
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls", kRootKey, "", {{"Origin", "http://evil.example"}}).status, 403);
+  std::string same = "http://127.0.0.1:" + std::to_string(port_);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls", kRootKey, "", {{"Origin", same}}).status, 200);
+}
+
+TEST(ServerOpen, WithoutKeysOnlyLoopbackHostNamesAreAnswered) {
+  testing::TempDir dir;
+  auto server = Server::Open({.data_dir = dir.File("data")}, {.listen = "127.0.0.1:0", .read_root_key_from_env = false});
+  ASSERT_OK(server);
+  auto port = (*server)->Bind();
+  ASSERT_OK(port);
+  std::thread serving([&] { (void)(*server)->Serve(); });
+  httplib::Client client("127.0.0.1", *port);
+  auto fine = client.Get("/api/v1/fs/ls");
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->status, 200);
+  auto rebound = client.Get("/api/v1/fs/ls", httplib::Headers{{"Host", "attacker.example:8420"}});
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403) << "DNS rebinding: a page of attacker.example resolved to 127.0.0.1";
+  (*server)->Shutdown();
+  serving.join();
+}
+
 TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
   std::string alice = Issue("alice");
   std::string bob = Issue("bob");

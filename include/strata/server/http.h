@@ -51,7 +51,7 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
 struct HttpServerOptions {
   size_t max_body_bytes = 8 << 20;   // A larger request body is answered 413 without reading it.
-  int threads = 16;                  // Requests served at once; more wait in the accept queue.
+  int threads = 64;                  // Requests served at once; more wait in the accept queue.
   std::chrono::seconds read_timeout{30};   // A client that sends nothing for this long is disconnected.
   std::chrono::seconds write_timeout{60};
 };

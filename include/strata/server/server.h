@@ -49,8 +49,9 @@ struct ServerOptions {
   // The phase-2 worker runs after each commit and at least this often (jobs waiting out a backoff).
   std::chrono::milliseconds worker_poll{2000};
   bool run_worker = true;
-  // Server-Sent Event streams open at once; one more is answered 429.
-  int max_streams = 64;
+  // Streams open at once (task event streams and streamed chat completions), kept below http.threads so
+  // that plain requests always have threads; one more is answered 429.
+  int max_streams = 48;
   // The memory-managing endpoint (POST /v1/chat/completions with X-Strata-Session): the upstream model's
   // context window that requests are assembled to fit (X-Strata-Max-Context overrides it per request) ...
   int64_t upstream_context_tokens = 128'000;

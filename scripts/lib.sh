@@ -66,6 +66,8 @@ strata_build() {
     *) dir=build-$preset ;;
   esac
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/strata-ccache}
+  # Paths relative to the checkout, so that another clone of the project (CI's) hits the same cache.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$STRATA_ROOT}
   if [ ! -f "$STRATA_ROOT/$dir/build.ninja" ]; then
     strata_log "configuring ($preset)"
     cmake --preset "$preset" -S "$STRATA_ROOT" >/dev/null

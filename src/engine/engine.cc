@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <nlohmann/json.hpp>
 
+#include "guard.h"
 #include "strata/json/checked.h"
 #include "strata/memory/embedder.h"
 #include "strata/memory/skill.h"
@@ -23,18 +24,7 @@ namespace strata {
 namespace {
 
 using Json = nlohmann::json;
-
-// Runs `body`, turning an exception that escaped the library (a bug) into kInternal naming `what`.
-template <typename F>
-auto Guard(std::string_view what, F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(what) + ": unexpected error: " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(what) + ": unexpected error");
-  }
-}
+using engine_internal::Guard;
 
 // An exclusive, non-blocking flock on a file that records the holder's pid. Held until destroyed.
 class WorkerLock {
@@ -429,7 +419,7 @@ Result<session::SessionInfo> Engine::GetSession(std::string_view id) {
 Result<session::SessionInfo> Engine::AddMessages(std::string_view id, std::span<const Message> messages) {
   return Guard("session add", [&]() -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
-    for (const Message& m : messages) STRATA_RETURN_IF_ERROR(s->Add(id, m));
+    STRATA_RETURN_IF_ERROR(s->Add(id, messages));
     return s->Get(id);
   });
 }

@@ -205,6 +205,13 @@ Status ContextLog::UpdateTokenCount(int64_t token_count) {
   return Status::Ok();
 }
 
+std::vector<ContextLog::CheckpointPosition> ContextLog::checkpoints() const {
+  std::vector<CheckpointPosition> out;
+  out.reserve(checkpoints_.size());
+  for (const CheckpointMark& m : checkpoints_) out.push_back({m.id, m.history_size});
+  return out;
+}
+
 Result<int64_t> ContextLog::Checkpoint(bool add_user_message) {
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   int64_t id = next_checkpoint_id_;

@@ -1,6 +1,9 @@
 #include "strata/session/session.h"
 
 #include <algorithm>
+#include <functional>
+#include <utility>
+#include <array>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -9,7 +12,7 @@
 #include <set>
 
 #include "strata/json/checked.h"
-#include "strata/log/linear_storage.h"
+#include "strata/log/context_log.h"
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
 #include "strata/message/part_registry.h"
@@ -20,6 +23,23 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::string_view kArchivePrefix = "archive_";
+
+// The number N of a rotation `messages_N.jsonl` of the current log, or 0.
+int RotationNumber(std::string_view name) {
+  constexpr std::string_view kStem = "messages_", kExt = ".jsonl";
+  if (name.size() <= kStem.size() + kExt.size() || name.substr(0, kStem.size()) != kStem ||
+      name.substr(name.size() - kExt.size()) != kExt) {
+    return 0;
+  }
+  std::string_view digits = name.substr(kStem.size(), name.size() - kStem.size() - kExt.size());
+  if (digits.size() > 9) return 0;
+  int n = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
 
 // The archive number of a directory name, or 0.
 int ArchiveNumber(std::string_view name) {
@@ -56,7 +76,7 @@ Json StatsJson(const SessionStats& s) {
   return {{"messages", s.messages},       {"turns", s.turns},
           {"tokens", s.tokens},           {"contexts_used", s.contexts_used},
           {"skills_used", s.skills_used}, {"memories_extracted", s.memories_extracted},
-          {"commits", s.commits}};
+          {"commits", s.commits},         {"revisions", s.revisions}};
 }
 
 SessionStats StatsFromJson(const Json& j) {
@@ -69,6 +89,7 @@ SessionStats StatsFromJson(const Json& j) {
   s.skills_used = get("skills_used");
   s.memories_extracted = get("memories_extracted");
   s.commits = get("commits");
+  s.revisions = get("revisions");
   return s;
 }
 
@@ -184,37 +205,163 @@ class FileSessions final : public Sessions {
   }
 
   Status Add(std::string_view id, const Message& message) override {
+    return Add(id, std::span<const Message>(&message, 1));
+  }
+
+  Status Add(std::string_view id, std::span<const Message> messages) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
-    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info));
-    STRATA_RETURN_IF_ERROR(storage->AppendMessage(message));
-    Account(message, info);
-    info.updated_ms = NowMs();
-    RefreshSummary(storage->messages(), info);
-    Status saved = fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
-    if (saved.ok()) {
-      NoteLogSignatureLocked(info);
-    } else {
-      (void)CloseStorageLocked(info.id);  // session.json lags the log: read it again next time.
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    STRATA_RETURN_IF_ERROR(log->Append(messages));
+    for (const Message& m : messages) Account(m, info, +1);
+    return SaveInfoLocked(info, log);
+  }
+
+  Status RecordUsage(std::string_view id, int64_t tokens) override {
+    if (tokens < 0) return Status::InvalidArgument("a usage mark must be a non-negative token count");
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    STRATA_RETURN_IF_ERROR(log->UpdateTokenCount(tokens));
+    info.stats.revisions += 1;  // Another process holding the log open must read it again.
+    return SaveInfoLocked(info, log);
+  }
+
+  Status SetSystemPrompt(std::string_view id, std::string_view prompt) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    if (log->system_prompt() && *log->system_prompt() == prompt) return Status::Ok();
+    STRATA_RETURN_IF_ERROR(log->WriteSystemPrompt(prompt));
+    // Another process holding the log open must read it again.
+    info.stats.revisions += 1;
+    return SaveInfoLocked(info, log);
+  }
+
+  Result<int64_t> Checkpoint(std::string_view id) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, log->Checkpoint(/*add_user_message=*/false));
+    info.stats.revisions += 1;
+    STRATA_RETURN_IF_ERROR(SaveInfoLocked(info, log));
+    return checkpoint;
+  }
+
+  Result<SessionLog> Log(std::string_view id) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    SessionLog out;
+    out.system_prompt = log->system_prompt();
+    out.messages = log->history();
+    for (const ContextLog::CheckpointPosition& c : log->checkpoints()) {
+      out.checkpoints.push_back({c.id, static_cast<int64_t>(c.messages)});
     }
-    return saved;
+    out.usage_tokens = log->token_count();
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs().ListDirectory(Dir(info.id)));
+    std::vector<std::pair<int, std::string>> rotations;
+    for (const std::string& name : names) {
+      if (int n = RotationNumber(name); n > 0) rotations.emplace_back(n, name);
+    }
+    std::sort(rotations.begin(), rotations.end());
+    for (auto& [n, name] : rotations) out.rotations.push_back(std::move(name));
+    return out;
+  }
+
+  Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    std::vector<Message> before = log->history();
+    Status reverted = log->RevertTo(checkpoint);
+    if (!reverted.ok()) {
+      if (reverted.code() == StatusCode::kNotFound) {
+        return Status::NotFound("session " + info.id + " has no checkpoint " + std::to_string(checkpoint) +
+                                " in its current messages (it has " + std::to_string(log->n_checkpoints()) +
+                                "; a commit archives them)");
+      }
+      (void)CloseStorageLocked(info.id);
+      return reverted;
+    }
+    for (size_t i = log->history().size(); i < before.size(); ++i) Account(before[i], info, -1);
+    info.stats.revisions += 1;
+    STRATA_RETURN_IF_ERROR(SaveInfoLocked(info, log));
+    return info;
+  }
+
+  Result<SessionInfo> Replace(std::string_view id, std::span<const Message> messages,
+                              std::optional<int64_t> token_count) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    std::vector<Message> before = log->history();
+    Result<std::string> rotation = log->Rewrite(log->system_prompt(), messages, token_count, /*checkpoint=*/true);
+    if (!rotation.ok()) {
+      (void)CloseStorageLocked(info.id);
+      return rotation.status();
+    }
+    for (const Message& m : before) Account(m, info, -1);
+    for (const Message& m : messages) Account(m, info, +1);
+    info.stats.revisions += 1;
+    STRATA_RETURN_IF_ERROR(SaveInfoLocked(info, log));
+    return info;
+  }
+
+  Result<SessionInfo> Fork(std::string_view id, std::string_view new_id, std::optional<int64_t> checkpoint) override {
+    SessionInfo source;
+    std::optional<std::string> prompt;
+    std::vector<Message> messages;
+    {
+      STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+      STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+      STRATA_ASSIGN_OR_RETURN(source, LoadInfo(id));
+      STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(source, lock));
+      size_t end = log->history().size();
+      if (checkpoint) {
+        std::vector<ContextLog::CheckpointPosition> marks = log->checkpoints();
+        auto mark = std::find_if(marks.begin(), marks.end(),
+                                 [&](const ContextLog::CheckpointPosition& m) { return m.id == *checkpoint; });
+        if (mark == marks.end()) {
+          return Status::NotFound("session " + source.id + " has no checkpoint " + std::to_string(*checkpoint) +
+                                  " in its current messages");
+        }
+        end = mark->messages;
+      }
+      prompt = log->system_prompt();
+      messages.assign(log->history().begin(), log->history().begin() + static_cast<ptrdiff_t>(end));
+    }
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, Create(source.user, source.agent, new_id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(info.id));
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    if (prompt) STRATA_RETURN_IF_ERROR(log->WriteSystemPrompt(*prompt));
+    if (!messages.empty()) STRATA_RETURN_IF_ERROR(log->Append(std::span<const Message>(messages)));
+    for (const Message& m : messages) Account(m, info, +1);
+    STRATA_RETURN_IF_ERROR(SaveInfoLocked(info, log));
+    return info;
   }
 
   Result<std::vector<Message>> Messages(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
-    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info));
-    return storage->messages();
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    return log->history();
   }
 
   Result<CommitTicket> Commit(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
-    STRATA_ASSIGN_OR_RETURN(LinearStorage * storage, StorageLocked(info));
-    int64_t count = static_cast<int64_t>(storage->messages().size());
+    STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
+    int64_t count = static_cast<int64_t>(log->history().size());
     if (count == 0) return Status::FailedPrecondition("session " + info.id + " has no messages to commit");
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(info.id));
     STRATA_ASSIGN_OR_RETURN(int last, LastArchiveLocked(info.id));
@@ -248,11 +395,7 @@ class FileSessions final : public Sessions {
     std::string path = ArchiveDir(info.id, archive) + "/messages.jsonl";
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
     if (!exists) return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
-    JsonlLinearStorage storage(path, {.fs = options_.fs, .clock = options_.clock});
-    STRATA_RETURN_IF_ERROR(storage.Restore().status());
-    std::vector<Message> out = storage.messages();
-    STRATA_RETURN_IF_ERROR(storage.Close());
-    return out;
+    return ReadArchivedMessages(path);
   }
 
   Status RecordExtracted(std::string_view id, int64_t count) override {
@@ -292,6 +435,28 @@ class FileSessions final : public Sessions {
   }
 
  private:
+  // Runs a function when destroyed (unless moved from).
+  class OnRelease {
+   public:
+    OnRelease() = default;
+    OnRelease(OnRelease&& other) noexcept : f_(std::exchange(other.f_, nullptr)) {}
+    OnRelease& operator=(OnRelease&&) = delete;
+    ~OnRelease() {
+      if (f_) f_();
+    }
+    void Set(std::function<void()> f) { f_ = std::move(f); }
+
+   private:
+    std::function<void()> f_;
+  };
+  struct SessionLock {
+    std::shared_ptr<std::mutex> mu;
+    std::unique_lock<std::mutex> lock;
+    std::unique_ptr<FileLock> file_lock;
+    // Releases the log's own file lock before session.lock is released (members are destroyed in reverse
+    // order): the log stays cached, and session.lock alone orders the processes.
+    OnRelease release_log;
+  };
   FileSystem& fs() { return *options_.fs; }
   int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
   std::string Dir(std::string_view id) const { return root_ + "/" + std::string(id); }
@@ -318,24 +483,28 @@ class FileSessions final : public Sessions {
 
   // What session.json says about the log: another process that appended or committed changed it, and a
   // log this process keeps open is then stale (or, after a commit, an archive).
-  static std::pair<int64_t, int64_t> LogSignature(const SessionInfo& info) {
-    return {info.stats.commits, info.stats.messages};
+  static std::array<int64_t, 3> LogSignature(const SessionInfo& info) {
+    return {info.stats.commits, info.stats.messages, info.stats.revisions};
   }
 
   // The open message storage of a session, as `info` (just loaded) describes it; the caller holds the
   // session's lock. A kept storage whose signature no longer matches is closed and read again.
-  Result<LinearStorage*> StorageLocked(const SessionInfo& info) {
+  Result<ContextLog*> StorageLocked(const SessionInfo& info, SessionLock& lock) {
     const std::string& id = info.id;
+    lock.release_log.Set([this, id] {
+      std::lock_guard map_lock(map_mu_);
+      if (auto it = open_.find(id); it != open_.end()) (void)it->second.storage->Close();
+    });
     {
       std::lock_guard map_lock(map_mu_);
       auto it = open_.find(id);
       if (it != open_.end() && it->second.signature == LogSignature(info)) return it->second.storage.get();
     }
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
-    auto storage = std::make_unique<JsonlLinearStorage>(
-        MessagesPath(id), JsonlLinearStorageOptions{.fs = options_.fs, .clock = options_.clock});
+    std::unique_ptr<ContextLog> storage =
+        ContextLog::Open(MessagesPath(id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock});
     STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(MessagesPath(id)));
-    LinearStorage* raw = storage.get();
+    ContextLog* raw = storage.get();
     std::lock_guard map_lock(map_mu_);
     open_[id] = OpenLog{std::move(storage), LogSignature(info)};
     return raw;
@@ -347,8 +516,29 @@ class FileSessions final : public Sessions {
     if (auto it = open_.find(info.id); it != open_.end()) it->second.signature = LogSignature(info);
   }
 
+  // Saves `info` after a change to the log this process holds open (`log`).
+  Status SaveInfoLocked(SessionInfo& info, const ContextLog* log) {
+    info.updated_ms = NowMs();
+    RefreshSummary(log->history(), info);
+    Status saved = fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
+    if (saved.ok()) {
+      NoteLogSignatureLocked(info);
+    } else {
+      (void)CloseStorageLocked(info.id);  // session.json lags the log: read it again next time.
+    }
+    return saved;
+  }
+
+  // The messages of an archived log (read-only: an archive is never written again).
+  Result<std::vector<Message>> ReadArchivedMessages(const std::string& path) {
+    std::unique_ptr<ContextLog> log =
+        ContextLog::Open(path, ContextLogOptions{.fs = options_.fs, .clock = options_.clock, .read_only = true});
+    STRATA_RETURN_IF_ERROR(log->Restore().status().WithContext(path));
+    return log->history();
+  }
+
   Status CloseStorageLocked(const std::string& id) {
-    std::unique_ptr<JsonlLinearStorage> storage;
+    std::unique_ptr<ContextLog> storage;
     {
       std::lock_guard map_lock(map_mu_);
       auto it = open_.find(id);
@@ -359,14 +549,16 @@ class FileSessions final : public Sessions {
     return storage->Close();
   }
 
-  static void Account(const Message& m, SessionInfo& info) {
-    info.stats.messages += 1;
-    if (m.role == Role::kUser) info.stats.turns += 1;
+  // Adds (sign +1) or takes back (-1, for messages a revert or compaction removed) what `m` contributes to
+  // the stats. Contexts once used stay counted.
+  static void Account(const Message& m, SessionInfo& info, int sign) {
+    info.stats.messages += sign;
+    if (m.role == Role::kUser) info.stats.turns += sign;
     size_t chars = 0;
     for (const ContentPart& part : m.content) {
       if (const auto* text = std::get_if<TextPart>(&part)) chars += text->text.size();
       if (const auto* custom = std::get_if<CustomPart>(&part);
-          custom != nullptr && custom->type == kContextRefPartType) {
+          sign > 0 && custom != nullptr && custom->type == kContextRefPartType) {
         Json j = strata::json::ParseOrDiscard<Json>(custom->json);
         std::string uri = json::StringOr(j, "uri");
         if (uri.empty() || std::find(info.contexts.begin(), info.contexts.end(), uri) != info.contexts.end()) continue;
@@ -379,7 +571,7 @@ class FileSessions final : public Sessions {
       for (const ToolCall& call : *m.tool_calls)
         chars += call.function.name.size() + call.function.arguments.value_or("").size();
     }
-    info.stats.tokens += static_cast<int64_t>((chars + 3) / 4);
+    info.stats.tokens += sign * static_cast<int64_t>((chars + 3) / 4);
   }
 
   // The live L0/L1: what the conversation opened with and where it is now. Phase 2 writes the model's
@@ -496,10 +688,8 @@ class FileSessions final : public Sessions {
       STRATA_ASSIGN_OR_RETURN(bool has_messages, fs().FileExists(dir + "/messages.jsonl"));
       if (!has_messages) continue;  // Created, but the crash came before the rename: nothing was moved.
       if (!has_state) {
-        JsonlLinearStorage storage(dir + "/messages.jsonl", {.fs = options_.fs, .clock = options_.clock});
-        STRATA_RETURN_IF_ERROR(storage.Restore().status());
-        int64_t count = static_cast<int64_t>(storage.messages().size());
-        STRATA_RETURN_IF_ERROR(storage.Close());
+        STRATA_ASSIGN_OR_RETURN(std::vector<Message> archived, ReadArchivedMessages(dir + "/messages.jsonl"));
+        int64_t count = static_cast<int64_t>(archived.size());
         STRATA_RETURN_IF_ERROR(WriteState(id, n, ArchiveState::kArchived, "", count));
       }
       STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(id, n));
@@ -515,11 +705,6 @@ class FileSessions final : public Sessions {
   // Operations on one session are serialised by its own mutex (threads of this process) and by a flock on
   // <session>/session.lock (other processes sharing the data directory): an append can never land in a
   // log that another process is committing. Different sessions run in parallel.
-  struct SessionLock {
-    std::shared_ptr<std::mutex> mu;
-    std::unique_lock<std::mutex> lock;
-    std::unique_ptr<FileLock> file_lock;
-  };
   Result<SessionLock> LockSession(std::string_view id, bool create = false) {
     std::shared_ptr<std::mutex> m;
     {
@@ -528,7 +713,7 @@ class FileSessions final : public Sessions {
       if (!slot) slot = std::make_shared<std::mutex>();
       m = slot;
     }
-    SessionLock held{m, std::unique_lock<std::mutex>(*m), nullptr};
+    SessionLock held{m, std::unique_lock<std::mutex>(*m), nullptr, {}};
     if (create) STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(id)));
     Result<std::unique_ptr<FileLock>> file_lock = fs().LockFile(Dir(id) + "/session.lock", options_.lock_wait);
     if (!file_lock.ok()) {
@@ -544,8 +729,8 @@ class FileSessions final : public Sessions {
   std::mutex map_mu_;  // Guards the two maps below (not what they point to).
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;
   struct OpenLog {
-    std::unique_ptr<JsonlLinearStorage> storage;
-    std::pair<int64_t, int64_t> signature;  // LogSignature of the session when last read or written here.
+    std::unique_ptr<ContextLog> storage;
+    std::array<int64_t, 3> signature;  // LogSignature of the session when last read or written here.
   };
   std::map<std::string, OpenLog> open_;
 };

@@ -162,5 +162,112 @@ TEST_F(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
   EXPECT_EQ(sessions_->Commit("s")->archive, 3);
 }
 
+
+TEST_F(SessionTest, RevertToACheckpointDropsWhatCameAfterAndKeepsTheOldLog) {
+  ASSERT_OK(sessions_->Create("alice", "coder", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("first")));
+  auto cp = sessions_->Checkpoint("s1");
+  ASSERT_OK(cp);
+  EXPECT_EQ(*cp, 0);
+  std::vector<Message> more = {Message::Assistant("reply"), Message::User("second")};
+  ASSERT_OK(sessions_->Add("s1", std::span<const Message>(more)));
+  ASSERT_EQ(sessions_->Get("s1")->stats.messages, 3);
+
+  // An unknown checkpoint changes nothing.
+  auto bad = sessions_->Revert("s1", 7);
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(bad.status().message().find("no checkpoint 7"), std::string::npos) << bad.status().ToString();
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 3u);
+
+  auto reverted = sessions_->Revert("s1", *cp);
+  ASSERT_OK(reverted);
+  EXPECT_EQ(reverted->stats.messages, 1);
+  EXPECT_EQ(reverted->stats.turns, 1);
+  auto log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  ASSERT_EQ(log->messages.size(), 1u);
+  EXPECT_EQ(log->messages[0].ExtractText(), "first");
+  EXPECT_TRUE(log->checkpoints.empty());
+  ASSERT_EQ(log->rotations.size(), 1u);
+  // The old log, kept whole.
+  std::string old = testing::ReadFileOrDie(dir_.File("sessions/s1/" + log->rotations[0]));
+  EXPECT_NE(old.find("second"), std::string::npos);
+  // What this process cached and a fresh reader agree.
+  Reopen();
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 1u);
+  EXPECT_EQ(sessions_->Get("s1")->stats.messages, 1);
+}
+
+TEST_F(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
+  ASSERT_OK(sessions_->Create("alice", "coder", "s1"));
+  ASSERT_OK(sessions_->SetSystemPrompt("s1", "You are terse."));
+  ASSERT_OK(sessions_->Add("s1", Message::User("one")));
+  auto cp = sessions_->Checkpoint("s1");
+  ASSERT_OK(cp);
+  ASSERT_OK(sessions_->Add("s1", Message::User("two")));
+  auto fork = sessions_->Fork("s1", "s2", *cp);
+  ASSERT_OK(fork);
+  EXPECT_EQ(fork->id, "s2");
+  EXPECT_EQ(fork->user, "alice");
+  EXPECT_EQ(fork->agent, "coder");
+  EXPECT_EQ(fork->stats.messages, 1);
+  auto log = sessions_->Log("s2");
+  ASSERT_OK(log);
+  ASSERT_EQ(log->messages.size(), 1u);
+  EXPECT_EQ(log->messages[0].ExtractText(), "one");
+  EXPECT_EQ(log->system_prompt.value_or(""), "You are terse.");
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 2u);  // The source is unchanged.
+  // A whole fork with a generated id; a fork onto an existing id or from a missing checkpoint fails.
+  auto whole = sessions_->Fork("s1", "", std::nullopt);
+  ASSERT_OK(whole);
+  EXPECT_NE(whole->id, "s1");
+  EXPECT_EQ(sessions_->Messages(whole->id)->size(), 2u);
+  EXPECT_EQ(sessions_->Fork("s1", "s2", std::nullopt).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(sessions_->Fork("s1", "s3", 9).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  for (int i = 0; i < 4; ++i) ASSERT_OK(sessions_->Add("s1", Message::User("turn " + std::to_string(i))));
+  ASSERT_OK(sessions_->RecordUsage("s1", 1234));
+  EXPECT_EQ(sessions_->Log("s1")->usage_tokens, 1234);
+  EXPECT_EQ(sessions_->RecordUsage("s1", -1).code(), StatusCode::kInvalidArgument);
+  std::vector<Message> compacted = {Message::User("summary of turns 0-2"), Message::User("turn 3")};
+  auto info = sessions_->Replace("s1", compacted, 50);
+  ASSERT_OK(info);
+  EXPECT_EQ(info->stats.messages, 2);
+  auto log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  EXPECT_EQ(log->messages, compacted);
+  EXPECT_EQ(log->usage_tokens, 50);
+  ASSERT_EQ(log->checkpoints.size(), 1u);  // The rewrite opens with checkpoint 0, as kimi-cli's does.
+  EXPECT_EQ(log->rotations.size(), 1u);
+  // A commit archives the compacted messages; the archive reads back.
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  EXPECT_EQ(*sessions_->ArchiveMessages("s1", ticket->archive), compacted);
+}
+
+TEST_F(SessionTest, AnotherInstanceSeesRevertsEvenWhenTheCountMatches) {
+  // Two Sessions on one directory stand for two processes: each caches the log it last used.
+  auto other = OpenSessions(dir_.path(), {.clock = &clock_, .queue = queue_.get()});
+  ASSERT_OK(other);
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("a")));
+  auto cp = sessions_->Checkpoint("s1");
+  ASSERT_OK(cp);
+  ASSERT_OK(sessions_->Add("s1", Message::User("b")));
+  ASSERT_EQ((*other)->Messages("s1")->size(), 2u);  // `other` caches [a, b].
+  ASSERT_OK(sessions_->Revert("s1", *cp));
+  ASSERT_OK(sessions_->Add("s1", Message::User("c")));  // Two messages again: [a, c].
+  auto seen = (*other)->Messages("s1");
+  ASSERT_OK(seen);
+  ASSERT_EQ(seen->size(), 2u);
+  EXPECT_EQ((*seen)[1].ExtractText(), "c");
+  // And `other` can append after it (the log file's own lock is not held between operations).
+  ASSERT_OK((*other)->Add("s1", Message::User("d")));
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 3u);
+}
+
 }  // namespace
 }  // namespace strata::session

@@ -106,6 +106,51 @@ struct WorkReport {
   size_t dead = 0;
 };
 
+// What Engine::AssembleSession builds: a session's window for a budget.
+struct SessionContextOptions {
+  int64_t max_context_tokens = 128'000;  // The model's window.
+  int64_t reserve_for_reply = 4'096;     // Kept free for the answer.
+  int64_t reserved_tokens = 0;           // Sent beside the messages (tool schemas and the like).
+  std::optional<std::string> system_prompt;  // Default: the session's own (its log's system prompt record).
+  std::vector<Message> pinned;           // Always sent, after the system prompt.
+  std::vector<Message> pending;          // A new turn not yet in the session, assembled as its newest messages.
+  // What to recall memories for (the owner's user scope): default the newest user message's text.
+  std::string query;
+  size_t memory_limit = 5;               // 0: recall nothing.
+  std::string encoding = "o200k_base";   // Engine::Counter's names.
+};
+
+struct SessionContext {
+  std::string system_prompt;       // As sent: the system prompt followed by the recalled memories.
+  std::vector<Message> messages;   // As sent after it: pinned, the summary, the selected history.
+  std::vector<memory::Hit> memories;  // Recalled for the query (those shown in the system prompt).
+  int64_t window = 0;              // max_context_tokens.
+  int64_t budget = 0;              // window - reserve_for_reply.
+  int64_t total_tokens = 0;        // Everything sent; never over budget.
+  // Exact tokens per section (together total_tokens, with `reserved`).
+  struct Sections {
+    int64_t system = 0, memories = 0, pinned = 0, summary = 0, history = 0, reserved = 0, reply = 0;
+  } tokens;
+  // Per message of the session's current messages followed by `pending`: its tokens and whether it is sent.
+  std::vector<int64_t> message_tokens;
+  std::vector<bool> included;
+  bool summary_included = false;   // The history opens with a compaction summary, and it was sent.
+  std::vector<std::string> warnings;  // What was left out and why.
+  std::string encoding;
+};
+
+// What Engine::CompactSession did.
+struct SessionCompaction {
+  session::SessionInfo session;
+  std::string summary;        // "" when the model failed and old tool output was pruned instead.
+  size_t compacted = 0;       // Messages folded into the summary.
+  size_t kept = 0;            // Kept verbatim.
+  bool pruned_fallback = false;
+  std::string llm_error;      // Why the model failed (pruned_fallback).
+  int64_t tokens_before = 0;  // o200k_base.
+  int64_t tokens_after = 0;
+};
+
 struct CommitOptions {
   bool wait = false;  // Run phase 2 now (taking the worker lock) and report what it changed.
   const Canceller* cancel = nullptr;
@@ -154,6 +199,26 @@ class Engine {
   // Appends messages in order; returns the session afterwards.
   Result<session::SessionInfo> AddMessages(std::string_view id, std::span<const Message> messages);
   Result<std::vector<Message>> SessionMessages(std::string_view id);
+  // Checkpoints, revert and fork (session::Sessions has the details). A revert keeps the previous log as
+  // a rotation; a fork copies the owners, system prompt and messages (up to a checkpoint) to a new session.
+  Result<int64_t> Checkpoint(std::string_view id);
+  Result<session::SessionInfo> Revert(std::string_view id, int64_t checkpoint);
+  Result<session::SessionInfo> Fork(std::string_view id, std::string_view new_id = "",
+                                    std::optional<int64_t> checkpoint = std::nullopt);
+  // The current messages with checkpoints, usage mark, system prompt and rotations.
+  Result<session::SessionLog> GetSessionLog(std::string_view id);
+  Status SetSystemPrompt(std::string_view id, std::string_view prompt);
+  // Records the provider-reported size of the session's whole context.
+  Status RecordUsage(std::string_view id, int64_t tokens);
+  // Folds the older messages into a summary with the engine's model (window/compaction.h), keeping the
+  // newest turns; the previous log stays as a rotation. The folded messages reach long-term memory only
+  // through the summary: commit first to extract memories from them in full.
+  Result<SessionCompaction> CompactSession(std::string_view id, std::string_view focus = "",
+                                           const Canceller* cancel = nullptr);
+  // The window a model would be sent for this session and budget (window/assembler.h): the system prompt
+  // with the owner's recalled memories, pinned messages, the compaction summary, and the newest history
+  // that fits (tool groups whole), with exact tokens per section and per message.
+  Result<SessionContext> AssembleSession(std::string_view id, const SessionContextOptions& options = {});
   // Phase 1 (archive + queue), then with options.wait phase 2 (see CommitOutcome).
   Result<CommitOutcome> Commit(std::string_view id, const CommitOptions& options = {});
   Result<SessionStatus> GetSessionStatus(std::string_view id);

@@ -105,6 +105,12 @@ class ContextLog {
   // Returns token_count() plus the estimate for messages appended after the last usage mark.
   int64_t token_count_with_pending() const;
   int64_t n_checkpoints() const { return next_checkpoint_id_; }
+  // The live checkpoints in file order, each with how many messages of history() come before it.
+  struct CheckpointPosition {
+    int64_t id;
+    size_t messages;
+  };
+  std::vector<CheckpointPosition> checkpoints() const;
   const std::optional<std::string>& system_prompt() const { return system_prompt_; }
   const RestoreReport& restore_report() const { return report_; }
   const std::string& path() const { return path_; }

@@ -2,7 +2,9 @@
 //
 // Layout under `<data>/sessions/<id>/` (docs/formats/session.md):
 //   session.json                 id, owners, times, stats, live L0/L1 summary (replaced atomically)
-//   messages.jsonl               the current messages (JsonlLinearStorage: crash-safe appends, kosong JSON)
+//   messages.jsonl               the current messages: a context log (kimi-cli's context.jsonl format, so
+//                                crash-safe appends, usage marks, checkpoints and a system prompt record)
+//   messages_N.jsonl             earlier versions of it, kept by reverts and compactions (rotations)
 //   history/archive_NNN/         one per commit, numbered from 001, never overwritten:
 //     messages.jsonl             the archived messages (moved here by one rename)
 //     state.json                 {"state": "archived" | ... | "done" | "failed", "error"?, "notes"?: [...]}
@@ -18,15 +20,16 @@
 // turn used; they feed the session's stats and, in phase 2, the relations of what it produced.
 //
 // Thread safety: safe from several threads. Operations on one session are serialised (a lock per session);
-// operations on different sessions run in parallel. A session's current messages are held open by the
-// process that last appended to them (JsonlLinearStorage's writer lock): another process appending to the
-// same session at the same time gets kUnavailable from that lock.
+// operations on different sessions run in parallel. Processes sharing a data directory take turns through
+// session.lock; a process keeps a session's log cached between operations (releasing the log file's own
+// lock) and reads it again when session.json shows another process changed it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +57,8 @@ struct SessionStats {
   int64_t skills_used = 0;    // Of those, skills.
   int64_t memories_extracted = 0;
   int64_t commits = 0;
+  int64_t revisions = 0;      // Changes to the current log other than appended messages (checkpoints,
+                              // usage marks, system prompts, reverts, compactions).
   bool operator==(const SessionStats&) const = default;
 };
 
@@ -87,6 +92,21 @@ struct CommitTicket {
   int64_t messages = 0;  // How many messages were archived.
 };
 
+// A checkpoint in the current messages: `messages` of them come before it.
+struct CheckpointInfo {
+  int64_t id = 0;
+  int64_t messages = 0;
+};
+
+// The current messages as their log holds them.
+struct SessionLog {
+  std::optional<std::string> system_prompt;
+  std::vector<Message> messages;
+  std::vector<CheckpointInfo> checkpoints;  // In order.
+  int64_t usage_tokens = 0;                 // The last provider-reported context size (0: none).
+  std::vector<std::string> rotations;       // Earlier versions of the log kept by reverts and compactions.
+};
+
 struct SessionsOptions {
   FileSystem* fs = nullptr;   // Default: PosixFileSystem(). Borrowed.
   Clock* clock = nullptr;     // Default: SystemClock(). Borrowed.
@@ -105,6 +125,28 @@ class Sessions {
   virtual Result<std::vector<SessionInfo>> List() = 0;
   // Appends one message (validated), updating stats and the live summary.
   virtual Status Add(std::string_view id, const Message& message) = 0;
+  // Appends messages in one write and one sync: all of them or none.
+  virtual Status Add(std::string_view id, std::span<const Message> messages) = 0;
+  // Records the provider-reported size of the whole context (a usage mark in the log).
+  virtual Status RecordUsage(std::string_view id, int64_t tokens) = 0;
+  // Makes `prompt` the session's system prompt (the log's first record).
+  virtual Status SetSystemPrompt(std::string_view id, std::string_view prompt) = 0;
+  // Marks the current end of the messages as a checkpoint to revert to; returns its id (checkpoints are
+  // numbered from 0 within the current messages and end at a commit, which archives them).
+  virtual Result<int64_t> Checkpoint(std::string_view id) = 0;
+  // The current messages with their checkpoints, usage mark, system prompt and rotations.
+  virtual Result<SessionLog> Log(std::string_view id) = 0;
+  // Drops checkpoint `checkpoint` and every message after it. The previous log is kept as a rotation
+  // (`messages_N.jsonl`). Errors: unknown checkpoint (kNotFound).
+  virtual Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) = 0;
+  // Replaces the current messages (a compaction): checkpoint 0, `messages`, and a usage mark of
+  // `token_count` when given, in one atomic step; the previous log is kept as a rotation.
+  virtual Result<SessionInfo> Replace(std::string_view id, std::span<const Message> messages,
+                                      std::optional<int64_t> token_count) = 0;
+  // A new session `new_id` (generated when empty) with the same owners, system prompt and current messages
+  // (those before `checkpoint` when given). The source is unchanged.
+  virtual Result<SessionInfo> Fork(std::string_view id, std::string_view new_id,
+                                   std::optional<int64_t> checkpoint) = 0;
   // The current (not yet committed) messages.
   virtual Result<std::vector<Message>> Messages(std::string_view id) = 0;
   // Phase 1 (see above). Errors: unknown session; nothing to commit (kFailedPrecondition).

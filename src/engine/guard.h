@@ -1,0 +1,24 @@
+// Internal to the engine: the exception barrier of its entry points.
+#pragma once
+
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "strata/util/status.h"
+
+namespace strata::engine_internal {
+
+// Runs `body`, turning an exception that escaped the library (a bug) into kInternal naming `what`.
+template <typename F>
+auto Guard(std::string_view what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(what) + ": unexpected error: " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(what) + ": unexpected error");
+  }
+}
+
+}  // namespace strata::engine_internal

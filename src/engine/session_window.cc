@@ -1,0 +1,187 @@
+// Engine operations on a session's current messages as a context window: checkpoints, revert, fork,
+// compaction, and the assembled window with its tokens per section.
+#include <algorithm>
+
+#include "guard.h"
+#include "strata/engine/engine.h"
+#include "strata/memory/uri.h"
+#include "strata/window/assembler.h"
+#include "strata/window/compaction.h"
+
+namespace strata {
+
+using engine_internal::Guard;
+
+namespace {
+
+// Runs `body` with the engine's sessions, guarded.
+template <typename F>
+auto WithSessions(Engine& engine, std::string_view what, F&& body) -> decltype(body(std::declval<session::Sessions&>())) {
+  return Guard(what, [&]() -> decltype(body(std::declval<session::Sessions&>())) {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, engine.sessions());
+    return body(*s);
+  });
+}
+
+Status CheckEncoding(const std::string& encoding) {
+  if (encoding == "o200k_base" || encoding == "cl100k_base" || encoding == "chars") return Status::Ok();
+  return Status::InvalidArgument("encoding must be o200k_base, cl100k_base or chars, not \"" + encoding + "\"");
+}
+
+}  // namespace
+
+Result<int64_t> Engine::Checkpoint(std::string_view id) {
+  return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) { return s.Checkpoint(id); });
+}
+
+Result<session::SessionInfo> Engine::Revert(std::string_view id, int64_t checkpoint) {
+  return WithSessions(*this, "session revert", [&](session::Sessions& s) { return s.Revert(id, checkpoint); });
+}
+
+Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view new_id,
+                                          std::optional<int64_t> checkpoint) {
+  return WithSessions(*this, "session fork", [&](session::Sessions& s) { return s.Fork(id, new_id, checkpoint); });
+}
+
+Result<session::SessionLog> Engine::GetSessionLog(std::string_view id) {
+  return WithSessions(*this, "session log", [&](session::Sessions& s) { return s.Log(id); });
+}
+
+Status Engine::SetSystemPrompt(std::string_view id, std::string_view prompt) {
+  return WithSessions(*this, "session system prompt", [&](session::Sessions& s) { return s.SetSystemPrompt(id, prompt); });
+}
+
+Status Engine::RecordUsage(std::string_view id, int64_t tokens) {
+  return WithSessions(*this, "session usage", [&](session::Sessions& s) { return s.RecordUsage(id, tokens); });
+}
+
+Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::string_view focus, const Canceller* cancel) {
+  return Guard("session compact", [&]() -> Result<SessionCompaction> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> history, s->Messages(id));
+    STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * provider, model());
+    window::CompactionOptions options;
+    options.instruction = std::string(focus);
+    options.counter = &Counter("o200k_base");
+    options.generate.cancel = cancel;
+    STRATA_ASSIGN_OR_RETURN(window::CompactionResult result, window::Compact(*provider, history, options));
+    SessionCompaction out;
+    out.summary = result.summary;
+    out.compacted = result.compacted;
+    out.kept = result.kept;
+    out.pruned_fallback = result.pruned_fallback;
+    if (!result.llm_error.ok()) out.llm_error = result.llm_error.message();
+    out.tokens_before = result.tokens_before;
+    out.tokens_after = result.tokens_after;
+    if (result.compacted == 0 && !result.pruned_fallback) {
+      STRATA_ASSIGN_OR_RETURN(out.session, s->Get(id));
+      return out;  // Too little to compact: nothing changes.
+    }
+    // Messages appended while the model was summarising would be lost by the replacement: refuse then.
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> now, s->Messages(id));
+    if (now.size() != history.size()) {
+      return Status::FailedPrecondition("session " + std::string(id) + " changed while it was being compacted; compact again");
+    }
+    STRATA_ASSIGN_OR_RETURN(out.session, s->Replace(id, result.messages, std::nullopt));
+    return out;
+  });
+}
+
+Result<SessionContext> Engine::AssembleSession(std::string_view id, const SessionContextOptions& options) {
+  return Guard("session context", [&]() -> Result<SessionContext> {
+    STRATA_RETURN_IF_ERROR(CheckEncoding(options.encoding));
+    if (options.max_context_tokens <= 0) return Status::InvalidArgument("the window must be a positive number of tokens");
+    if (options.reserve_for_reply < 0 || options.reserve_for_reply >= options.max_context_tokens) {
+      return Status::InvalidArgument("the reply reserve (" + std::to_string(options.reserve_for_reply) +
+                                     ") must be at least 0 and less than the window (" +
+                                     std::to_string(options.max_context_tokens) + ")");
+    }
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, s->Log(id));
+    std::vector<Message> history = std::move(log.messages);
+    history.insert(history.end(), options.pending.begin(), options.pending.end());
+
+    SessionContext out;
+    out.encoding = options.encoding;
+    std::string system = options.system_prompt ? *options.system_prompt : log.system_prompt.value_or("");
+
+    // What the owner's memories say about the newest request.
+    std::string query = options.query;
+    for (auto m = history.rbegin(); query.empty() && m != history.rend(); ++m) {
+      if (m->role == Role::kUser && !window::SummaryOf(*m)) query = m->ExtractText(" ");
+    }
+    std::string memory_block;
+    if (options.memory_limit > 0 && !query.empty() && !info.user.empty()) {
+      STRATA_ASSIGN_OR_RETURN(memory::Uri under, memory::Uri::Parse("strata://user/" + info.user));
+      memory::FindOptions find;
+      find.under = under;
+      find.limit = options.memory_limit;
+      Result<std::vector<memory::Hit>> hits = Find(query, find);
+      if (!hits.ok()) {
+        out.warnings.push_back("memories were not recalled: " + hits.status().message());
+      } else {
+        for (memory::Hit& h : *hits) {
+          if (h.is_dir || h.abstract_text.empty()) continue;
+          memory_block += "\n- " + h.abstract_text;
+          out.memories.push_back(std::move(h));
+        }
+      }
+    }
+    std::string sent_system = system;
+    if (!memory_block.empty()) {
+      if (!sent_system.empty()) sent_system += "\n\n";
+      sent_system += "What you remember about this user (from earlier sessions):" + memory_block;
+    }
+
+    const MessageTokenCounter& counter = Counter(options.encoding);
+    window::AssembleOptions ao;
+    ao.max_context_tokens = options.max_context_tokens;
+    ao.reserve_for_reply = options.reserve_for_reply;
+    ao.reserved_tokens = options.reserved_tokens;
+    ao.system_prompt = sent_system;
+    ao.pinned = options.pinned;
+    std::span<const Message> rest = history;
+    bool has_summary = !history.empty() && window::SummaryOf(history[0]).has_value();
+    if (has_summary) {
+      ao.pinned.push_back(history[0]);
+      rest = rest.subspan(1);
+    }
+    window::HistoryIndex index(&counter);
+    index.Sync(rest);
+    STRATA_ASSIGN_OR_RETURN(window::Assembly a, window::Assemble(rest, index, ao, counter));
+
+    auto count_one = [&](const Message& m) { return counter.CountMessages({&m, 1}); };
+    if (!system.empty()) out.tokens.system = count_one(Message::System(system));
+    if (!sent_system.empty()) out.tokens.memories = count_one(Message::System(sent_system)) - out.tokens.system;
+    for (const Message& m : options.pinned) out.tokens.pinned += count_one(m);
+    if (has_summary) out.tokens.summary = count_one(history[0]);
+    out.tokens.history = a.history_tokens;
+    out.tokens.reserved = options.reserved_tokens;
+    out.tokens.reply = options.reserve_for_reply;
+    out.window = options.max_context_tokens;
+    out.budget = a.budget;
+    out.total_tokens = a.total_tokens;
+    out.summary_included = has_summary;
+
+    out.message_tokens.assign(history.size(), 0);
+    out.included.assign(history.size(), false);
+    size_t offset = has_summary ? 1 : 0;
+    if (has_summary) {
+      out.message_tokens[0] = out.tokens.summary;
+      out.included[0] = true;
+    }
+    for (size_t i = 0; i < rest.size(); ++i) out.message_tokens[i + offset] = index.tokens(i);
+    for (size_t i : a.included) out.included[i + offset] = true;
+    for (const window::AssemblyWarning& w : a.warnings) out.warnings.push_back(w.message);
+    if (!rest.empty() && (a.included.empty() || a.included.back() != rest.size() - 1)) {
+      out.warnings.push_back("the newest message does not fit in the " + std::to_string(a.budget) +
+                             "-token budget after the system prompt, memories and summary");
+    }
+    out.system_prompt = std::move(sent_system);
+    out.messages = window::AssembledMessages(rest, a, ao);
+    return out;
+  });
+}
+
+}  // namespace strata

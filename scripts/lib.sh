@@ -16,7 +16,8 @@ STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev python3 python3-jinja2 python3-ya
 # tests and benchmarks compare against, and the streaming peers of the LLM benchmark (eventsource-parser,
 # the OpenAI Node SDK). Installed into a cache outside the repository, pinned.
 STRATA_NPM_CACHE=${STRATA_NPM_CACHE:-$HOME/.cache/strata/npm}
-STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0 eventsource-parser@4.1.3 openai@7.57.0)
+STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0 eventsource-parser@4.1.3 openai@7.57.0 @anthropic-ai/sdk@1.13.0
+                     @modelcontextprotocol/sdk@1.32.2)
 export STRATA_NPM_CACHE
 
 strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

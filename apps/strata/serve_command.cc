@@ -24,6 +24,10 @@ struct ServeArgs {
   ProviderSettings provider;
   int threads = 64;
   int64_t max_body_mb = 8;
+  int64_t window = 128'000;
+  int64_t commit_after_tokens = 24'000;
+  int64_t commit_after_turns = 40;
+  int64_t commit_after_idle_s = 600;
 };
 
 Status RunServe(const ServeArgs& a) {
@@ -38,6 +42,10 @@ Status RunServe(const ServeArgs& a) {
   options.http.threads = a.threads;
   options.max_streams = std::max(1, a.threads * 3 / 4);
   options.http.max_body_bytes = static_cast<size_t>(a.max_body_mb) << 20;
+  options.upstream_context_tokens = a.window;
+  options.commit_after_tokens = a.commit_after_tokens;
+  options.commit_after_turns = a.commit_after_turns;
+  options.commit_after_idle = std::chrono::seconds(a.commit_after_idle_s);
   if (!a.root_key_file.empty()) {
     std::ifstream in(a.root_key_file);
     if (!in) return Status::NotFound("cannot read the root key file " + a.root_key_file);
@@ -84,6 +92,17 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
   cmd->add_option("--threads", a->threads, "Requests served at once (default 64; at most 3/4 of them streams)")->check(CLI::Range(2, 1024));
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body in MiB (default 8)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--window", a->window,
+                  "The upstream model's context window in tokens, for sessions on the model endpoints (default 128000)")
+      ->check(CLI::Range(int64_t{256}, int64_t{100'000'000}));
+  cmd->add_option("--commit-after-tokens", a->commit_after_tokens,
+                  "Commit a proxied session once its uncommitted messages reach this many tokens (default 24000; 0: never)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--commit-after-turns", a->commit_after_turns, "... or this many user turns (default 40; 0: never)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--commit-after-idle", a->commit_after_idle_s,
+                  "... or once it has been idle this many seconds (default 600; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   AddProviderFlags(cmd, &a->provider);
   cmd->callback([a, exit_code] {
     Status s = RunServe(*a);

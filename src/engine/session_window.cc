@@ -30,6 +30,10 @@ Status CheckEncoding(const std::string& encoding) {
 
 }  // namespace
 
+Status Engine::DeleteSession(std::string_view id, bool force) {
+  return WithSessions(*this, "session delete", [&](session::Sessions& s) { return s.Delete(id, force); });
+}
+
 Result<int64_t> Engine::Checkpoint(std::string_view id) {
   return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) { return s.Checkpoint(id); });
 }
@@ -180,6 +184,7 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     }
     out.system_prompt = std::move(sent_system);
     out.messages = window::AssembledMessages(rest, a, ao);
+    out.history = std::move(history);  // `rest` points into it: last.
     return out;
   });
 }

@@ -14,6 +14,7 @@
 // running value), message_stop, error.
 #include "json_dom.h"
 #include "wire_internal.h"
+#include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 
@@ -99,12 +100,18 @@ TokenUsage ReadUsage(simdjson::dom::element usage, TokenUsage current) {
   return current;
 }
 
-std::string RedactedPartJson(std::string_view data) {
+}  // namespace
+
+std::string RedactedThinkingJson(std::string_view data) {
   std::string out = "{\"data\":";
   json::AppendString(&out, data);
   out += ",\"type\":\"redacted_thinking\"}";
   return out;
 }
+
+namespace {
+
+std::string RedactedPartJson(std::string_view data) { return RedactedThinkingJson(data); }
 
 int StatusForErrorType(std::string_view type) {
   if (type == "overloaded_error") return 529;
@@ -284,3 +291,112 @@ Result<std::unique_ptr<StreamDecoder>> NewAnthropicDecoder(std::string_view opti
 }
 
 }  // namespace strata::llm::internal
+
+namespace strata::llm {
+
+namespace {
+
+using internal::Json;
+
+// The text of a string or an array of text blocks (other blocks are refused, naming `where`).
+Result<std::string> TextOfContent(const Json& content, const std::string& where) {
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return Status::InvalidArgument(where + " must be a string or an array of blocks");
+  std::string out;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& block = content[i];
+    if (!block.is_object() || json::StringOr(block, "type") != "text") {
+      return Status::InvalidArgument(where + "[" + std::to_string(i) + "] must be a text block");
+    }
+    if (!out.empty()) out += "\n";
+    out += json::StringOr(block, "text");
+  }
+  return out;
+}
+
+Result<ContentPart> ImagePart(const Json& block, const std::string& where) {
+  const Json* source = json::Field(block, "source");
+  if (source == nullptr || !source->is_object()) return Status::InvalidArgument(where + ": an image needs a \"source\"");
+  std::string type = json::StringOr(*source, "type");
+  if (type == "base64") {
+    return ContentPart(MediaPart{MediaKind::kImage,
+                                 "data:" + json::StringOr(*source, "media_type") + ";base64," + json::StringOr(*source, "data"),
+                                 std::nullopt});
+  }
+  if (type == "url") return ContentPart(MediaPart{MediaKind::kImage, json::StringOr(*source, "url"), std::nullopt});
+  return Status::InvalidArgument(where + ": image source type must be base64 or url, not \"" + type + "\"");
+}
+
+}  // namespace
+
+Result<std::vector<Message>> ParseAnthropicRequestMessages(std::string_view messages_json,
+                                                           std::string_view system_json, std::string* system_prompt) {
+  STRATA_ASSIGN_OR_RETURN(Json messages, json::ParseUntrusted<Json>(messages_json, "messages"));
+  if (!messages.is_array()) return Status::InvalidArgument("\"messages\" must be an array");
+  if (system_prompt != nullptr) {
+    Json system;
+    if (!system_json.empty()) {
+      STRATA_ASSIGN_OR_RETURN(system, json::ParseUntrusted<Json>(system_json, "system"));
+    }
+    STRATA_ASSIGN_OR_RETURN(*system_prompt, TextOfContent(system, "\"system\""));
+  }
+  std::vector<Message> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Status::InvalidArgument(where + " must be an object");
+    std::string role = json::StringOr(m, "role");
+    if (role != "user" && role != "assistant") {
+      return Status::InvalidArgument(where + ".role must be \"user\" or \"assistant\", not \"" + role + "\"");
+    }
+    Message message;
+    message.role = role == "user" ? Role::kUser : Role::kAssistant;
+    const Json* content = json::Field(m, "content");
+    if (content == nullptr || content->is_null()) return Status::InvalidArgument(where + ".content is required");
+    if (content->is_string()) {
+      message.content.push_back(TextPart{content->get<std::string>()});
+      out.push_back(std::move(message));
+      continue;
+    }
+    if (!content->is_array()) return Status::InvalidArgument(where + ".content must be a string or an array of blocks");
+    for (size_t b = 0; b < content->size(); ++b) {
+      const Json& block = (*content)[b];
+      std::string at = where + ".content[" + std::to_string(b) + "]";
+      if (!block.is_object()) return Status::InvalidArgument(at + " must be an object");
+      std::string type = json::StringOr(block, "type");
+      if (type == "text") {
+        message.content.push_back(TextPart{json::StringOr(block, "text")});
+      } else if (type == "image") {
+        STRATA_ASSIGN_OR_RETURN(ContentPart part, ImagePart(block, at));
+        message.content.push_back(std::move(part));
+      } else if (type == "thinking" && message.role == Role::kAssistant) {
+        std::string signature = json::StringOr(block, "signature");
+        message.content.push_back(ThinkPart{json::StringOr(block, "thinking"),
+                                            signature.empty() ? std::nullopt : std::optional<std::string>(signature)});
+      } else if (type == "redacted_thinking" && message.role == Role::kAssistant) {
+        message.content.push_back(CustomPart{"redacted_thinking", internal::RedactedThinkingJson(json::StringOr(block, "data"))});
+      } else if (type == "tool_use" && message.role == Role::kAssistant) {
+        const Json* input = json::Field(block, "input");
+        std::string id = json::StringOr(block, "id"), name = json::StringOr(block, "name");
+        if (id.empty() || name.empty()) return Status::InvalidArgument(at + ": a tool_use block needs an id and a name");
+        if (!message.tool_calls) message.tool_calls.emplace();
+        message.tool_calls->push_back(ToolCall{.id = id,
+                                               .function = {name, input != nullptr ? input->dump() : std::string("{}")}});
+      } else if (type == "tool_result" && message.role == Role::kUser) {
+        std::string id = json::StringOr(block, "tool_use_id");
+        if (id.empty()) return Status::InvalidArgument(at + ": a tool_result block needs a tool_use_id");
+        const Json* result = json::Field(block, "content");
+        STRATA_ASSIGN_OR_RETURN(std::string text, TextOfContent(result != nullptr ? *result : Json(), at + ".content"));
+        if (json::BoolOr(block, "is_error", false)) text = "<system>ERROR: the tool failed</system>\n" + text;
+        out.push_back(Message::ToolResult(id, std::move(text)));
+      } else {
+        return Status::InvalidArgument(at + ": a " + role + " message cannot hold a \"" + type + "\" block");
+      }
+    }
+    if (!message.content.empty() || message.tool_calls) out.push_back(std::move(message));
+  }
+  return out;
+}
+
+}  // namespace strata::llm

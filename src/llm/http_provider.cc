@@ -104,27 +104,7 @@ class HttpProvider final : public ChatProvider {
   }
 
  private:
-  HttpHeaders Headers() const {
-    HttpHeaders headers = {{"Content-Type", "application/json"}};
-    if (config_.stream) headers.emplace_back("Accept", "text/event-stream");
-    switch (config_.kind) {
-      case ProviderKind::kAnthropic:
-        headers.emplace_back("anthropic-version", "2023-06-01");
-        if (!config_.api_key.empty()) headers.emplace_back("x-api-key", config_.api_key);
-        break;
-      case ProviderKind::kGemini:
-        if (!config_.api_key.empty()) headers.emplace_back("x-goog-api-key", config_.api_key);
-        break;
-      default:
-        if (!config_.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + config_.api_key);
-    }
-    for (const auto& header : config_.headers) {
-      // A configured header replaces a default of the same name (compared case-insensitively).
-      std::erase_if(headers, [&](const auto& h) { return !FindHeader({h}, header.first).empty(); });
-      headers.push_back(header);
-    }
-    return headers;
-  }
+  HttpHeaders Headers() const { return RequestHeaders(config_, config_.stream); }
 
   ProviderConfig config_;
 };
@@ -175,6 +155,28 @@ Result<std::unique_ptr<HttpResponse>> SendWithRetry(HttpTransport& transport, co
 std::chrono::milliseconds RetryPolicy::BaseDelay(int retry) const {
   double delay = static_cast<double>(initial_backoff.count()) * std::pow(multiplier, std::max(0, retry - 1));
   return std::chrono::milliseconds(static_cast<int64_t>(std::min(delay, static_cast<double>(max_backoff.count()))));
+}
+
+HttpHeaders RequestHeaders(const ProviderConfig& config, bool stream) {
+  HttpHeaders headers = {{"Content-Type", "application/json"}};
+  if (stream) headers.emplace_back("Accept", "text/event-stream");
+  switch (config.kind) {
+    case ProviderKind::kAnthropic:
+      headers.emplace_back("anthropic-version", "2023-06-01");
+      if (!config.api_key.empty()) headers.emplace_back("x-api-key", config.api_key);
+      break;
+    case ProviderKind::kGemini:
+      if (!config.api_key.empty()) headers.emplace_back("x-goog-api-key", config.api_key);
+      break;
+    default:
+      if (!config.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + config.api_key);
+  }
+  for (const auto& header : config.headers) {
+    // A configured header replaces a default of the same name (compared case-insensitively).
+    std::erase_if(headers, [&](const auto& h) { return !FindHeader({h}, header.first).empty(); });
+    headers.push_back(header);
+  }
+  return headers;
 }
 
 Result<std::unique_ptr<ChatProvider>> NewHttpProvider(ProviderConfig config) {

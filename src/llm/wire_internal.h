@@ -25,6 +25,9 @@ Result<Json> ParseOptions(std::string_view options, std::string_view format,
                           std::span<const std::string_view> known);
 
 // Reads an optional option of the given JSON type; a present value of another type is an error naming it.
+// The CustomPart JSON of an Anthropic redacted_thinking block.
+std::string RedactedThinkingJson(std::string_view data);
+
 Result<std::optional<std::string>> OptionalString(const Json& options, const char* key);
 Result<std::optional<int64_t>> OptionalInt(const Json& options, const char* key);
 Result<std::optional<bool>> OptionalBool(const Json& options, const char* key);

@@ -1,6 +1,7 @@
 #include "strata/session/session.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <utility>
 #include <array>
@@ -354,6 +355,34 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     return log->history();
+  }
+
+  Status Delete(std::string_view id, bool force) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    if (!force) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<ArchiveInfo> archives, ArchivesLocked(info.id));
+      for (const ArchiveInfo& a : archives) {
+        if (a.state != ArchiveState::kDone && a.state != ArchiveState::kFailed) {
+          return Status::FailedPrecondition("session " + info.id + ": phase 2 of archive " + std::to_string(a.number) +
+                                            " has not finished; wait for it, or delete with force");
+        }
+      }
+    }
+    STRATA_RETURN_IF_ERROR(CloseStorageLocked(info.id));
+    // One rename makes the session disappear (names starting with '.' are not session ids); what it held
+    // is then removed.
+    std::string trash = root_ + "/.deleted";
+    STRATA_RETURN_IF_ERROR(fs().CreateDirectories(trash));
+    std::string gone = trash + "/" + info.id + "-" + std::to_string(options_.clock->WallMicros());
+    STRATA_RETURN_IF_ERROR(fs().RenameFile(Dir(info.id), gone));
+    STRATA_RETURN_IF_ERROR(fs().SyncDirectory(root_));
+    if (options_.fs == PosixFileSystem()) {
+      std::error_code ec;
+      std::filesystem::remove_all(gone, ec);  // Best effort: a leftover in .deleted is harmless.
+    }
+    return Status::Ok();
   }
 
   Result<CommitTicket> Commit(std::string_view id) override {

@@ -3,104 +3,53 @@
 //   node openai_client_test.mjs PATH/TO/strata        (STRATA_NPM_CACHE holds the pinned npm packages)
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
+import { fakeUpstream, requireNpm, startProxy, writeSlowly } from "./harness.mjs";
 
-const require = createRequire((process.env.STRATA_NPM_CACHE ?? path.join(os.homedir(), ".cache/strata/npm")) + "/");
-const OpenAI = require("openai").default ?? require("openai");
+const OpenAI = requireNpm("openai").default ?? requireNpm("openai");
 
 const strataBin = process.argv[2];
 const rootKey = "root-key-for-the-openai-client-test";
-const work = fs.mkdtempSync(path.join(os.tmpdir(), "strata-openai-"));
 const received = [];  // Bodies the fake upstream got.
-let upstream, upstreamPort, server, serverPort, userKey;
+let strata, serverPort, userKey, call;
 
 // The fake upstream answers like OpenAI: streamed chunks (text, or a tool call split over chunks) or a whole
 // completion; a request for model "broken" gets a 429 in OpenAI's error shape.
-function fakeUpstream(req, res) {
-  let body = "";
-  req.on("data", (d) => (body += d));
-  req.on("end", () => {
-    const request = JSON.parse(body);
-    received.push({ headers: req.headers, body: request });
-    if (request.model === "broken") {
-      res.writeHead(429, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error: { message: "Rate limit reached", type: "rate_limit_error", code: "rate_limited" } }));
-      return;
-    }
-    const last = request.messages[request.messages.length - 1];
-    const wantsTool = Array.isArray(request.tools) && request.tools.length > 0 && last.role === "user";
-    const usage = { prompt_tokens: 21, completion_tokens: 5, total_tokens: 26 };
-    if (!request.stream) {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({
-        id: "cmpl-1", object: "chat.completion", created: 1, model: request.model,
-        choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "Whole reply." } }], usage,
-      }));
-      return;
-    }
-    res.writeHead(200, { "content-type": "text/event-stream" });
-    const chunk = (delta, finish = null, extra = {}) =>
-      `data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model,
-                               choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
-    const parts = wantsTool
-      ? [chunk({ role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }),
-         chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }),
-         chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Kyoto\"}" } }] }),
-         chunk({}, "tool_calls")]
-      : [chunk({ role: "assistant", content: "" }), chunk({ content: "Hello" }), chunk({ content: ", Alice." }), chunk({}, "stop")];
-    parts.push(`data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model, choices: [], usage })}\n\n`);
-    parts.push("data: [DONE]\n\n");
-    let i = 0;
-    const next = () => {
-      if (i === parts.length) return res.end();
-      res.write(parts[i++]);
-      setTimeout(next, 5);
-    };
-    next();
-  });
-}
+const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit reached", type: "rate_limit_error", code: "rate_limited" } }, (request, res) => {
+  const last = request.messages[request.messages.length - 1];
+  const wantsTool = Array.isArray(request.tools) && request.tools.length > 0 && last.role === "user";
+  const usage = { prompt_tokens: 21, completion_tokens: 5, total_tokens: 26 };
+  if (!request.stream) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({
+      id: "cmpl-1", object: "chat.completion", created: 1, model: request.model,
+      choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "Whole reply." } }], usage,
+    }));
+    return;
+  }
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  const chunk = (delta, finish = null, extra = {}) =>
+    `data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model,
+                             choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+  const parts = wantsTool
+    ? [chunk({ role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }),
+       chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }),
+       chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Kyoto\"}" } }] }),
+       chunk({}, "tool_calls")]
+    : [chunk({ role: "assistant", content: "" }), chunk({ content: "Hello" }), chunk({ content: ", Alice." }), chunk({}, "stop")];
+  parts.push(`data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model, choices: [], usage })}\n\n`);
+  parts.push("data: [DONE]\n\n");
+  writeSlowly(res, parts);
+});
 
-async function call(method, url, key, body) {
-  const r = await fetch(`http://127.0.0.1:${serverPort}${url}`, {
-    method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: r.status, json: await r.json() };
-}
-
+let proxy;
 before(async () => {
-  upstream = http.createServer(fakeUpstream);
-  await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
-  upstreamPort = upstream.address().port;
-  server = spawn(strataBin, ["serve", "--data", path.join(work, "data"), "--listen", "127.0.0.1:0",
-                             "--provider", "openai", "--model", "fake-model", "--base-url", `http://127.0.0.1:${upstreamPort}/v1`,
-                             "--api-key-env", "FAKE_UPSTREAM_KEY"],
-                 { env: { ...process.env, STRATA_ROOT_KEY: rootKey, FAKE_UPSTREAM_KEY: "upstream-secret" }, stdio: ["ignore", "ignore", "pipe"] });
-  serverPort = await new Promise((resolve, reject) => {
-    let err = "";
-    server.stderr.on("data", (d) => {
-      err += d;
-      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
-      if (m) resolve(Number(m[1]));
-    });
-    server.on("exit", (code) => reject(new Error(`strata serve exited ${code}: ${err}`)));
-  });
-  const issued = await call("POST", "/api/v1/admin/keys", rootKey, { user: "alice" });
-  assert.equal(issued.status, 200);
-  userKey = issued.json.result.key;
+  proxy = await startProxy(strataBin, { handler: upstreamHandler, provider: "openai", model: "fake-model", rootKey });
+  ({ strata, userKey } = proxy);
+  serverPort = strata.port;
+  call = strata.call;
 });
 
-after(async () => {
-  server.kill("SIGTERM");
-  await new Promise((r) => server.on("exit", r));
-  upstream.close();
-  fs.rmSync(work, { recursive: true, force: true });
-});
+after(() => proxy.stop());
 
 test("without a session it is a transparent proxy (streamed and not)", async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey });

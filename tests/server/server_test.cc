@@ -262,8 +262,12 @@ TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
   for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
            {"GET", "/api/v1/sessions/trip"}, {"GET", "/api/v1/sessions/trip/messages"},
            {"POST", "/api/v1/sessions/trip/messages"}, {"POST", "/api/v1/sessions/trip/commit"},
-           {"GET", "/api/v1/sessions/trip/status"}}) {
-    Reply r = Call(method, path, bob, R"({"role": "user", "content": "hijack"})");
+           {"GET", "/api/v1/sessions/trip/status"}, {"POST", "/api/v1/sessions/trip/checkpoints"},
+           {"GET", "/api/v1/sessions/trip/log"}, {"POST", "/api/v1/sessions/trip/revert"},
+           {"POST", "/api/v1/sessions/trip/fork"}, {"POST", "/api/v1/sessions/trip/compact"},
+           {"POST", "/api/v1/sessions/trip/system-prompt"}, {"GET", "/api/v1/sessions/trip/context"},
+           {"DELETE", "/api/v1/sessions/trip"}}) {
+    Reply r = Call(method, path, bob, R"({"role": "user", "content": "hijack", "checkpoint": 0, "prompt": "x"})");
     EXPECT_EQ(r.status, 404) << method << " " << path << " " << r.raw;
   }
   Reply listed = Call("GET", "/api/v1/sessions", bob);
@@ -278,6 +282,79 @@ TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
   EXPECT_EQ(Call("GET", "/api/v1/tasks/" + std::to_string(task), bob).status, 404);
   Reply messages = Call("GET", "/api/v1/sessions/trip/messages", alice);
   EXPECT_TRUE(messages.body["result"].empty()) << "committed messages are archived";
+}
+
+TEST_F(ServerTest, CheckpointsRevertForkAndTheAssembledContextOverHttp) {
+  std::string alice = Issue("alice");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "s1"})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/s1/system-prompt", alice, R"({"prompt": "You plan trips."})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/s1/messages", alice, R"({"role": "user", "content": "Plan Kyoto."})").status, 200);
+  Reply cp = Call("POST", "/api/v1/sessions/s1/checkpoints", alice, "{}");
+  ASSERT_EQ(cp.status, 200) << cp.raw;
+  EXPECT_EQ(cp.body["result"]["checkpoint"], 0);
+  std::string long_reply(3000, 'x');
+  for (int i = 0; i < 3; ++i) {
+    std::string text = "Day " + std::to_string(i) + ": " + std::string(400, 'a' + i) + " temples.";
+    ASSERT_EQ(Call("POST", "/api/v1/sessions/s1/messages", alice,
+                   Json{{"messages", {{{"role", "assistant"}, {"content", text}}, {{"role", "user"}, {"content", "more"}}}}}.dump())
+                  .status, 200);
+  }
+  Reply log = Call("GET", "/api/v1/sessions/s1/log", alice);
+  ASSERT_EQ(log.status, 200) << log.raw;
+  EXPECT_EQ(log.body["result"]["messages"].size(), 7u);
+  EXPECT_EQ(log.body["result"]["system_prompt"], "You plan trips.");
+  ASSERT_EQ(log.body["result"]["checkpoints"].size(), 1u);
+  EXPECT_EQ(log.body["result"]["checkpoints"][0]["messages"], 1);
+
+  // The context for a roomy window: everything, and the sections add up to the total.
+  auto context = [&](int window) {
+    Reply r = Call("GET", "/api/v1/sessions/s1/context?max_context_tokens=" + std::to_string(window) +
+                              "&reserve_for_reply=100", alice);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body["result"];
+  };
+  Json wide = context(100000);
+  const Json& t = wide["sections"];
+  EXPECT_GT(t["system"].get<int64_t>(), 0);
+  EXPECT_EQ(t["system"].get<int64_t>() + t["memories"].get<int64_t>() + t["pinned"].get<int64_t>() +
+                t["summary"].get<int64_t>() + t["history"].get<int64_t>() + t["reserved"].get<int64_t>(),
+            wide["total_tokens"].get<int64_t>());
+  int64_t history = 0, sent = 0;
+  for (const Json& m : wide["messages"]) {
+    if (m["included"]) history += m["tokens"].get<int64_t>(), sent += 1;
+  }
+  EXPECT_EQ(sent, 7);
+  EXPECT_EQ(history, t["history"].get<int64_t>());
+  // A window that holds only the newest messages cuts the older ones, never the newest, never over budget.
+  Json narrow = context(static_cast<int>(t["system"].get<int64_t>() + 100 + 260));
+  EXPECT_LE(narrow["total_tokens"].get<int64_t>(), narrow["budget"].get<int64_t>());
+  ASSERT_EQ(narrow["messages"].size(), 7u);
+  EXPECT_FALSE(narrow["messages"][0]["included"]);
+  EXPECT_TRUE(narrow["messages"][6]["included"]);
+  // A bad budget is a clear error.
+  Reply bad = Call("GET", "/api/v1/sessions/s1/context?max_context_tokens=10&reserve_for_reply=100", alice);
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+
+  // Fork at the checkpoint, then revert the original to it.
+  Reply fork = Call("POST", "/api/v1/sessions/s1/fork", alice, R"({"id": "s2", "checkpoint": 0})");
+  ASSERT_EQ(fork.status, 200) << fork.raw;
+  EXPECT_EQ(fork.body["result"]["user"], "alice");
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/s2/messages", alice).body["result"].size(), 1u);
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/s1/revert", alice, R"({"checkpoint": 5})").status, 404);
+  Reply reverted = Call("POST", "/api/v1/sessions/s1/revert", alice, R"({"checkpoint": 0})");
+  ASSERT_EQ(reverted.status, 200) << reverted.raw;
+  EXPECT_EQ(reverted.body["result"]["stats"]["messages"], 1);
+  Reply after = Call("GET", "/api/v1/sessions/s1/log", alice);
+  EXPECT_EQ(after.body["result"]["messages"].size(), 1u);
+  EXPECT_EQ(after.body["result"]["rotations"].size(), 1u);
+  // One message is too little to compact: nothing changes.
+  Reply compact = Call("POST", "/api/v1/sessions/s1/compact", alice, "{}");
+  ASSERT_EQ(compact.status, 200) << compact.raw;
+  EXPECT_EQ(compact.body["result"]["compacted"], 0);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/s1/log", alice).body["result"]["messages"].size(), 1u);
+  // Delete.
+  EXPECT_EQ(Call("DELETE", "/api/v1/sessions/s2", alice).status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/s2", alice).status, 404);
 }
 
 TEST_F(ServerTest, AccountsKeepTheirDataApart) {

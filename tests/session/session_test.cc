@@ -269,5 +269,27 @@ TEST_F(SessionTest, AnotherInstanceSeesRevertsEvenWhenTheCountMatches) {
   EXPECT_EQ(sessions_->Messages("s1")->size(), 3u);
 }
 
+TEST_F(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("a")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  Status refused = sessions_->Delete("s1", /*force=*/false);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+  EXPECT_OK(sessions_->Get("s1"));
+  ASSERT_OK(sessions_->SetArchiveState("s1", 1, ArchiveState::kDone, ""));
+  ASSERT_OK(sessions_->Delete("s1", false));
+  EXPECT_EQ(sessions_->Get("s1").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(sessions_->List()->empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("sessions/s1")));
+  // The id can be used again, and a forced delete removes a session with pending work.
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("b")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  ASSERT_OK(sessions_->Delete("s1", true));
+  EXPECT_EQ(sessions_->Messages("s1").status().code(), StatusCode::kNotFound);
+  Reopen();  // Recovery skips what was deleted.
+  EXPECT_TRUE(sessions_->List()->empty());
+}
+
 }  // namespace
 }  // namespace strata::session

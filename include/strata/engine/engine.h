@@ -131,7 +131,8 @@ struct SessionContext {
   struct Sections {
     int64_t system = 0, memories = 0, pinned = 0, summary = 0, history = 0, reserved = 0, reply = 0;
   } tokens;
-  // Per message of the session's current messages followed by `pending`: its tokens and whether it is sent.
+  // The session's current messages followed by `pending`, and for each its tokens and whether it is sent.
+  std::vector<Message> history;
   std::vector<int64_t> message_tokens;
   std::vector<bool> included;
   bool summary_included = false;   // The history opens with a compaction summary, and it was sent.
@@ -199,6 +200,8 @@ class Engine {
   // Appends messages in order; returns the session afterwards.
   Result<session::SessionInfo> AddMessages(std::string_view id, std::span<const Message> messages);
   Result<std::vector<Message>> SessionMessages(std::string_view id);
+  // Deletes a session (session::Sessions::Delete).
+  Status DeleteSession(std::string_view id, bool force = false);
   // Checkpoints, revert and fork (session::Sessions has the details). A revert keeps the previous log as
   // a rotation; a fork copies the owners, system prompt and messages (up to a checkpoint) to a new session.
   Result<int64_t> Checkpoint(std::string_view id);

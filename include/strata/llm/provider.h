@@ -92,6 +92,10 @@ struct ProviderConfig {
   RetryCallback on_retry;
 };
 
+// The headers of a request to `config`'s API: content type, the format's auth header and version, then the
+// configured extra headers (which replace defaults of the same name).
+HttpHeaders RequestHeaders(const ProviderConfig& config, bool stream);
+
 // Fails with kInvalidArgument if the config cannot work (no model, no base URL, bad options).
 Result<std::unique_ptr<ChatProvider>> NewHttpProvider(ProviderConfig config);
 

@@ -102,6 +102,14 @@ struct DecodedResponse {
 Result<DecodedResponse> DecodeSseText(ProviderKind kind, std::string_view options, std::string_view sse_text);
 Result<DecodedResponse> DecodeResponseBody(ProviderKind kind, std::string_view options, std::string_view body);
 
+// Reads the "messages" (and "system") of an Anthropic Messages request, as a client sends them to an
+// Anthropic-compatible server, into Messages: text, images, thinking (with its signature), redacted
+// thinking, tool_use blocks (tool calls) and tool_result blocks (each a tool message, before the rest of
+// its user turn). `system` (a string or text blocks, or null) is returned in *system_prompt. Fails with
+// kInvalidArgument naming the message and block that cannot be read.
+Result<std::vector<Message>> ParseAnthropicRequestMessages(std::string_view messages_json,
+                                                           std::string_view system_json, std::string* system_prompt);
+
 // Returns a decoder for `kind`. `options` as for BuildRequestBody (some affect decoding, e.g. which field
 // carries reasoning text).
 Result<std::unique_ptr<StreamDecoder>> NewStreamDecoder(ProviderKind kind, std::string_view options = "{}");

@@ -59,6 +59,8 @@ struct ServerOptions {
   // or this many user turns (0: never by that measure).
   int64_t commit_after_tokens = 24'000;
   int64_t commit_after_turns = 40;
+  // ... or once it has been idle this long after a proxied turn (0: never by idleness).
+  std::chrono::milliseconds commit_after_idle{std::chrono::minutes(10)};
 };
 
 class Server {

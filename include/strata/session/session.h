@@ -149,6 +149,9 @@ class Sessions {
                                    std::optional<int64_t> checkpoint) = 0;
   // The current (not yet committed) messages.
   virtual Result<std::vector<Message>> Messages(std::string_view id) = 0;
+  // Deletes the session: its messages, archives and state (memories already extracted stay). Refused with
+  // kFailedPrecondition while phase 2 of an archive is pending, unless `force` (the job then fails).
+  virtual Status Delete(std::string_view id, bool force) = 0;
   // Phase 1 (see above). Errors: unknown session; nothing to commit (kFailedPrecondition).
   virtual Result<CommitTicket> Commit(std::string_view id) = 0;
   virtual Result<std::vector<ArchiveInfo>> Archives(std::string_view id) = 0;

@@ -1,0 +1,481 @@
+// The API routes (docs/api/openapi.yaml): service, store, sessions, tasks, memories, prompts, tokens, keys.
+#include <algorithm>
+
+#include "server_impl.h"
+#include "strata/message/message_json.h"
+#include "strata/prompt/value.h"
+
+namespace strata::server {
+
+// The assembled window of a session (GET /api/v1/sessions/{id}/context).
+Json ContextView(const std::string& session, const SessionContext& ctx) {
+  const std::vector<Message>& messages = ctx.history;
+  Json memories = Json::array(), listed = Json::array(), warnings = ctx.warnings;
+  for (const memory::Hit& h : ctx.memories) memories.push_back(views::HitView(h));
+  for (size_t i = 0; i < messages.size() && i < ctx.message_tokens.size(); ++i) {
+    listed.push_back({{"index", i},
+                      {"tokens", ctx.message_tokens[i]},
+                      {"included", static_cast<bool>(ctx.included[i])},
+                      {"message", json::ParseOrDiscard<Json>(MessageToJson(messages[i]))}});
+  }
+  const SessionContext::Sections& t = ctx.tokens;
+  return Json{{"session", session},
+              {"encoding", ctx.encoding},
+              {"window", ctx.window},
+              {"budget", ctx.budget},
+              {"total_tokens", ctx.total_tokens},
+              {"sections", {{"system", t.system}, {"memories", t.memories}, {"pinned", t.pinned},
+                            {"summary", t.summary}, {"history", t.history}, {"reserved", t.reserved},
+                            {"reply", t.reply}}},
+              {"system_prompt", ctx.system_prompt},
+              {"memories", memories},
+              {"summary_included", ctx.summary_included},
+              {"messages", listed},
+              {"warnings", warnings}};
+}
+
+// Builds the route table; every route here is in docs/api/openapi.yaml (ServerTest checks both ways).
+void Server::Impl::AddRoutes() {
+  auto add = [this](std::string method, std::string pattern, std::string name, Api api, bool needs_key = true,
+                    std::optional<Dialect> errors = std::nullopt) {
+    routes.push_back({std::move(method), std::move(pattern), std::move(name), std::move(api), needs_key, errors});
+  };
+  constexpr const char* kId = "([A-Za-z0-9_.-]+)";
+  const std::string sid = kId;
+
+  // ---- Service ----
+  add("GET", "/health", "/health", [](Call&) -> Result<Json> { return Json{{"alive", true}}; }, false);
+  add("GET", "/ready", "/ready", [this](Call&) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Engine * engine, EngineFor("default"));
+    STRATA_RETURN_IF_ERROR(engine->store().status());
+    STRATA_RETURN_IF_ERROR(engine->sessions().status());
+    return Json{{"ready", true}};
+  }, false);
+  add("GET", "/metrics", "/metrics", [this](Call& c) -> Result<Json> {
+    if (c.id.role != Role::kRoot) return Status::PermissionDenied("metrics cover every account: they need the root key");
+    std::map<std::string, int64_t> queue;
+    for (Engine* engine : OpenEngines()) {
+      auto q = engine->queue();
+      if (!q.ok()) continue;
+      auto jobs = (*q)->List(std::nullopt);
+      if (!jobs.ok()) continue;
+      for (const session::Job& j : *jobs) queue[std::string(session::JobStateName(j.state))] += 1;
+    }
+    // Written directly: Prometheus reads text, not the JSON envelope.
+    c.res.content_type = "text/plain; version=0.0.4";
+    c.res.body = metrics.Text(queue);
+    c.raw = true;
+    return Json();
+  });
+
+  // ---- The store ----
+  auto list = [this](bool recursive) {
+    return [this, recursive](Call& c) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false, false));
+      STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 0));
+      STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || c.BoolArg("recursive"),
+                                                                     .limit = static_cast<size_t>(std::max<int64_t>(0, limit))}));
+      Json out = Json::array();
+      for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+      return out;
+    };
+  };
+  add("GET", "/api/v1/fs/ls", "/api/v1/fs/ls", list(false));
+  add("GET", "/api/v1/fs/tree", "/api/v1/fs/tree", list(true));
+  add("GET", "/api/v1/fs/stat", "/api/v1/fs/stat", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
+    STRATA_ASSIGN_OR_RETURN(auto relations, c.engine->Relations(uri.str()));
+    // A relation names both its ends: one the caller cannot reach is left out (it would reveal another
+    // user's memory or session).
+    std::erase_if(relations, [&](const memory::Relation& r) {
+      return !CheckUri(c, r.from, false).ok() || !CheckUri(c, r.to, false).ok();
+    });
+    return views::NodeDetailView(node, relations);
+  });
+  add("GET", "/api/v1/fs/read", "/api/v1/fs/read", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
+    STRATA_ASSIGN_OR_RETURN(int64_t level, c.IntArg("level", 2));
+    if (level < 0 || level > 2) return Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)");
+    STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->Read(uri.str(), static_cast<memory::Level>(level)));
+    return Json{{"uri", uri.str()}, {"level", level}, {"content", text}};
+  });
+  add("POST", "/api/v1/fs/write", "/api/v1/fs/write", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", true));
+    STRATA_ASSIGN_OR_RETURN(std::string content, c.Arg("content"));
+    memory::WriteOptions o;
+    o.abstract_text = c.OptString("abstract");
+    o.overview = c.OptString("overview");
+    o.category = c.OptString("category");
+    if (const Json* m = json::Field(c.body, "metadata"); m != nullptr && !m->is_null()) {
+      if (!m->is_object()) return Status::InvalidArgument("\"metadata\" must be an object");
+      o.metadata = m->dump();
+    }
+    o.overwrite = json::BoolOr(c.body, "overwrite", true);
+    STRATA_RETURN_IF_ERROR(c.engine->Write(uri.str(), content, o));
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
+    return views::NodeView(node);
+  });
+  add("POST", "/api/v1/fs/mkdir", "/api/v1/fs/mkdir", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", true));
+    memory::WriteOptions o;
+    o.abstract_text = c.OptString("abstract");
+    o.overview = c.OptString("overview");
+    STRATA_RETURN_IF_ERROR(c.engine->Mkdir(uri.str(), o));
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
+    return views::NodeView(node);
+  });
+  add("POST", "/api/v1/fs/mv", "/api/v1/fs/mv", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from", true));
+    STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to", true));
+    STRATA_RETURN_IF_ERROR(CheckWholeScope(c, from));
+    STRATA_RETURN_IF_ERROR(c.engine->Move(from.str(), to.str()));
+    return Json{{"from", from.str()}, {"to", to.str()}};
+  });
+  add("DELETE", "/api/v1/fs", "/api/v1/fs", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", true));
+    STRATA_RETURN_IF_ERROR(CheckWholeScope(c, uri));
+    STRATA_ASSIGN_OR_RETURN(int64_t removed, c.engine->Remove(uri.str(), c.BoolArg("recursive")));
+    return Json{{"removed", removed}};
+  });
+  add("POST", "/api/v1/fs/link", "/api/v1/fs/link", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from", true));
+    STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to", false));
+    STRATA_ASSIGN_OR_RETURN(std::string reason, c.Arg("reason", false));
+    STRATA_RETURN_IF_ERROR(c.engine->Link(from.str(), to.str(), reason));
+    return Json{{"from", from.str()}, {"to", to.str()}, {"reason", reason}};
+  });
+  add("POST", "/api/v1/fs/unlink", "/api/v1/fs/unlink", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from", true));
+    STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to", false));
+    STRATA_RETURN_IF_ERROR(c.engine->Unlink(from.str(), to.str()));
+    return Json{{"from", from.str()}, {"to", to.str()}};
+  });
+  add("GET", "/api/v1/fs/glob", "/api/v1/fs/glob", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
+    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
+    STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->Glob(pattern, under.str()));
+    Json out = Json::array();
+    for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+    return out;
+  });
+  add("GET", "/api/v1/fs/grep", "/api/v1/fs/grep", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
+    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
+    STRATA_ASSIGN_OR_RETURN(auto matches, c.engine->Grep(pattern, under.str(), c.BoolArg("ignore_case")));
+    Json out = Json::array();
+    for (const memory::GrepMatch& m : matches) {
+      out.push_back({{"uri", m.uri.str()}, {"line", m.line}, {"text", m.text}, {"superseded", m.superseded}});
+    }
+    return out;
+  });
+  add("POST", "/api/v1/search/find", "/api/v1/search/find", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string query, c.Arg("query"));
+    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 10));
+    STRATA_ASSIGN_OR_RETURN(int64_t budget, c.IntArg("token_budget", 0));
+    if (limit < 1 || limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
+    memory::FindOptions o;
+    o.under = under;
+    o.limit = static_cast<size_t>(limit);
+    STRATA_ASSIGN_OR_RETURN(auto hits, c.engine->Find(query, o));
+    // With a token budget, the hits whose abstracts fit it, best first.
+    Json out = Json::array();
+    int64_t used = 0;
+    for (const memory::Hit& h : hits) {
+      STRATA_ASSIGN_OR_RETURN(int64_t tokens, CountText("o200k_base", h.abstract_text));
+      if (budget > 0 && used + tokens > budget) break;
+      used += tokens;
+      Json v = views::HitView(h);
+      v["tokens"] = tokens;
+      out.push_back(std::move(v));
+    }
+    return Json{{"hits", out}, {"tokens", used}};
+  });
+
+  // ---- Sessions ----
+  add("POST", "/api/v1/sessions", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string user, c.Arg("user", false));
+    STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent", false));
+    STRATA_ASSIGN_OR_RETURN(std::string id, c.Arg("id", false));
+    if (c.id.role == Role::kUser) {
+      if (!user.empty() && user != c.id.user) {
+        return Status::PermissionDenied("this key creates sessions for user " + c.id.user + " only");
+      }
+      user = c.id.user;
+    }
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->CreateSession(user, agent, id));
+    return views::SessionView(info);
+  });
+  add("GET", "/api/v1/sessions", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(auto sessions, c.engine->ListSessions());
+    Json out = Json::array();
+    for (const session::SessionInfo& s : sessions) {
+      if (c.id.role == Role::kUser && s.user != c.id.user) continue;
+      out.push_back(views::SessionView(s));
+    }
+    return out;
+  });
+  add("GET", "/api/v1/sessions/" + sid, "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(id));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(id));
+    return views::SessionView(info, &messages);
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/messages", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    // {"message": {...}}, {"messages": [...]}, or the message or array itself.
+    const Json* given = json::Field(c.body, "messages");
+    if (given == nullptr) given = json::Field(c.body, "message");
+    const Json& payload = given != nullptr ? *given : c.body;
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, ParseMessages(payload.dump()));
+    if (messages.empty()) return Status::InvalidArgument("no messages given");
+    STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
+    return views::SessionView(info);
+  });
+  add("GET", "/api/v1/sessions/" + sid + "/messages", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(id));
+    Json out = Json::array();
+    for (const Message& m : messages) out.push_back(Json::parse(MessageToJson(m)));
+    return out;
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/commit", "/api/v1/sessions/{id}/commit", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, c.engine->Commit(id, {.wait = false}));
+    metrics.Commit("accepted");
+    WakeWorker();
+    return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
+                {"messages", outcome.ticket.messages}};
+  });
+  add("GET", "/api/v1/sessions/" + sid + "/status", "/api/v1/sessions/{id}/status", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(SessionStatus status, c.engine->GetSessionStatus(id));
+    Json archives = Json::array(), jobs = Json::array();
+    for (const auto& a : status.archives) archives.push_back(views::ArchiveView(a));
+    for (const auto& j : status.jobs) jobs.push_back(views::JobView(j));
+    return Json{{"session", status.session}, {"archives", archives}, {"jobs", jobs}};
+  });
+
+  add("DELETE", "/api/v1/sessions/" + sid, "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, c.BoolArg("force")));
+    return Json{{"deleted", id}};
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/checkpoints", "/api/v1/sessions/{id}/checkpoints", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.engine->Checkpoint(id));
+    return Json{{"checkpoint", checkpoint}};
+  });
+  add("GET", "/api/v1/sessions/" + sid + "/log", "/api/v1/sessions/{id}/log", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, c.engine->GetSessionLog(id));
+    Json messages = Json::array(), checkpoints = Json::array();
+    for (const Message& m : log.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
+    for (const session::CheckpointInfo& cp : log.checkpoints) {
+      checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}});
+    }
+    return Json{{"session", id},
+                {"system_prompt", log.system_prompt ? Json(*log.system_prompt) : Json()},
+                {"messages", messages},
+                {"checkpoints", checkpoints},
+                {"usage_tokens", log.usage_tokens},
+                {"rotations", log.rotations}};
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/revert", "/api/v1/sessions/{id}/revert", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
+    if (checkpoint < 0) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, checkpoint));
+    return views::SessionView(info);
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/fork", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::string new_id, c.Arg("id", false));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
+    std::optional<int64_t> at;
+    if (checkpoint >= 0) at = checkpoint;
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(id, new_id, at));
+    return views::SessionView(info);
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/system-prompt", "/api/v1/sessions/{id}/system-prompt", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::string prompt, c.Arg("prompt"));
+    STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(id, prompt));
+    return Json{{"session", id}, {"system_prompt", prompt}};
+  });
+  add("POST", "/api/v1/sessions/" + sid + "/compact", "/api/v1/sessions/{id}/compact", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::string focus, c.Arg("focus", false));
+    STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(id, focus));
+    Json out = {{"session", views::SessionView(done.session)}, {"compacted", done.compacted}, {"kept", done.kept},
+                {"summary", done.summary}, {"pruned_fallback", done.pruned_fallback},
+                {"tokens_before", done.tokens_before}, {"tokens_after", done.tokens_after}};
+    if (!done.llm_error.empty()) out["llm_error"] = done.llm_error;
+    return out;
+  });
+  add("GET", "/api/v1/sessions/" + sid + "/context", "/api/v1/sessions/{id}/context", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    SessionContextOptions o;
+    STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, c.IntArg("max_context_tokens", options.upstream_context_tokens));
+    STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, c.IntArg("reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4)));
+    STRATA_ASSIGN_OR_RETURN(int64_t memory_limit, c.IntArg("memory_limit", 5));
+    if (memory_limit < 0 || memory_limit > 100) return Status::InvalidArgument("\"memory_limit\" must be between 0 and 100");
+    o.memory_limit = static_cast<size_t>(memory_limit);
+    STRATA_ASSIGN_OR_RETURN(o.query, c.Arg("query", false));
+    STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
+    if (!encoding.empty()) o.encoding = encoding;
+    if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
+    return ContextView(id, ctx);
+  });
+
+  // ---- Background tasks (phase-2 jobs) ----
+  auto task_of = [this](Call& c) -> Result<session::Job> {
+    char* end = nullptr;
+    long long task = std::strtoll(c.req.path_params.at(0).c_str(), &end, 10);
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
+    STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
+    if (!job) return Status::NotFound("no task " + c.req.path_params.at(0));
+    if (c.id.role == Role::kUser && !CheckSession(c, job->key).ok()) {
+      return Status::NotFound("no task " + c.req.path_params.at(0));
+    }
+    return *job;
+  };
+  add("GET", "/api/v1/tasks/([0-9]+)", "/api/v1/tasks/{id}", [task_of](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(session::Job job, task_of(c));
+    return views::JobView(job);
+  });
+  add("GET", "/api/v1/tasks/([0-9]+)/events", "/api/v1/tasks/{id}/events", [this, task_of](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(session::Job first, task_of(c));
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<StreamSlot> slot, TakeStreamSlot());
+    Engine* engine = c.engine;
+    int64_t task = first.id;
+    c.res.content_type = "text/event-stream";
+    c.res.headers.emplace_back("Cache-Control", "no-cache");
+    c.raw = true;
+    c.res.stream = [this, engine, task, slot](const ChunkWriter& write) {
+      std::string last;
+      for (int i = 0; i < 36000 && !shut_down.load(); ++i) {  // An hour at most.
+        auto queue = engine->queue();
+        if (!queue.ok()) break;
+        auto job = (*queue)->Get(task);
+        if (!job.ok() || !*job) break;
+        std::string state(session::JobStateName((*job)->state));
+        std::string view = views::Dump(views::JobView(**job));
+        if (view != last) {
+          if (!write("event: task\ndata: " + view + "\n\n")) break;
+          last = view;
+        } else if (i % 50 == 0 && !write(": keep-alive\n\n")) {
+          break;
+        }
+        if (state == "done" || state == "dead") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      write("event: end\ndata: {}\n\n");
+    };
+    return Json();
+  });
+
+  // ---- Memories, prompts, tokens ----
+  add("POST", "/api/v1/memories/remember", "/api/v1/memories/remember", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri scope, UriArg(c, "scope", true));
+    STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg("text"));
+    STRATA_ASSIGN_OR_RETURN(std::string category, c.Arg("category", false));
+    STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Remember(scope.str(), text, category));
+    return views::ChangesView(changes);
+  });
+  add("GET", "/api/v1/memories/history", "/api/v1/memories/history", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
+    STRATA_ASSIGN_OR_RETURN(auto entries, c.engine->MemoryHistory(uri.str()));
+    Json out = Json::array();
+    for (const auto& e : entries) out.push_back(views::AuditEntryView(e));
+    return out;
+  });
+  add("POST", "/api/v1/memories/consolidate", "/api/v1/memories/consolidate", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", true));
+    STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Consolidate(under.str()));
+    return views::ChangesView(changes);
+  });
+  add("POST", "/api/v1/prompts/render", "/api/v1/prompts/render", [](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string id, c.Arg("id"));
+    const Json* vars = json::Field(c.body, "vars");
+    STRATA_ASSIGN_OR_RETURN(prompt::Value values, prompt::Value::FromJson(vars == nullptr ? "{}" : vars->dump()));
+    STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->RenderPrompt(id, values));
+    return Json{{"id", id}, {"text", text}};
+  });
+  add("POST", "/api/v1/tokens/count", "/api/v1/tokens/count", [](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
+    if (encoding.empty()) encoding = "o200k_base";
+    if (encoding != "o200k_base" && encoding != "cl100k_base" && encoding != "chars") {
+      return Status::InvalidArgument("\"encoding\" must be o200k_base, cl100k_base or chars");
+    }
+    Json out = {{"encoding", encoding}};
+    if (const Json* messages = json::Field(c.body, "messages"); messages != nullptr) {
+      // A whole request's messages, counted the way the context window counts them.
+      STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
+      std::string warning;
+      const MessageTokenCounter& counter = Engine::Counter(encoding, &warning);
+      out["tokens"] = counter.CountMessages(parsed);
+      if (!warning.empty()) out["warning"] = warning;
+    } else {
+      STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg("text"));
+      STRATA_ASSIGN_OR_RETURN(int64_t tokens, CountText(encoding, text));
+      out["tokens"] = tokens;
+    }
+    return out;
+  });
+
+  // ---- The memory-managing OpenAI-compatible endpoint ----
+  add("POST", "/v1/chat/completions", "/v1/chat/completions", [this](Call& c) { return ModelEndpoint(c, Dialect::kOpenAI); },
+      true, Dialect::kOpenAI);
+  add("POST", "/v1/messages", "/v1/messages", [this](Call& c) { return ModelEndpoint(c, Dialect::kAnthropic); },
+      true, Dialect::kAnthropic);
+
+  // ---- Keys (root only) ----
+  auto root_only = [](Call& c) -> Status {
+    return c.id.role == Role::kRoot ? Status::Ok() : Status::PermissionDenied("managing keys needs the root key");
+  };
+  add("POST", "/api/v1/admin/keys", "/api/v1/admin/keys", [this, root_only](Call& c) -> Result<Json> {
+    STRATA_RETURN_IF_ERROR(root_only(c));
+    if (!keys->has_root_key()) return Status::FailedPrecondition("this server has no root key; keys cannot be issued");
+    STRATA_ASSIGN_OR_RETURN(std::string account, c.Arg("account", false));
+    STRATA_ASSIGN_OR_RETURN(std::string user, c.Arg("user"));
+    STRATA_ASSIGN_OR_RETURN(std::string role_name, c.Arg("role", false));
+    STRATA_ASSIGN_OR_RETURN(Role role, ParseRole(role_name.empty() ? "user" : role_name));
+    STRATA_ASSIGN_OR_RETURN(auto issued, keys->Issue(account.empty() ? "default" : account, user, role));
+    return Json{{"id", issued.first.id}, {"account", issued.first.account}, {"user", issued.first.user},
+                {"role", std::string(RoleName(issued.first.role))}, {"key", issued.second}};
+  });
+  add("GET", "/api/v1/admin/keys", "/api/v1/admin/keys", [this, root_only](Call& c) -> Result<Json> {
+    STRATA_RETURN_IF_ERROR(root_only(c));
+    STRATA_ASSIGN_OR_RETURN(auto issued_keys, keys->List());
+    Json out = Json::array();
+    for (const KeyInfo& k : issued_keys) {
+      out.push_back({{"id", k.id}, {"account", k.account}, {"user", k.user},
+                     {"role", std::string(RoleName(k.role))}, {"created_ms", k.created_ms}});
+    }
+    return out;
+  });
+  add("DELETE", "/api/v1/admin/keys/" + sid, "/api/v1/admin/keys/{id}", [this, root_only](Call& c) -> Result<Json> {
+    STRATA_RETURN_IF_ERROR(root_only(c));
+    STRATA_RETURN_IF_ERROR(keys->Revoke(c.req.path_params.at(0)));
+    return Json{{"revoked", c.req.path_params.at(0)}};
+  });
+}
+
+}  // namespace strata::server

@@ -1,11 +1,106 @@
 // The API routes (docs/api/openapi.yaml): service, store, sessions, tasks, memories, prompts, tokens, keys.
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "server_impl.h"
 #include "strata/message/message_json.h"
 #include "strata/prompt/value.h"
 
 namespace strata::server {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A private directory under <data>/tmp, removed with everything in it when destroyed.
+class ScratchDir {
+ public:
+  static Result<ScratchDir> Make(const std::string& data_dir) {
+    static std::atomic<uint64_t> counter{0};
+    std::error_code ec;
+    fs::path base = fs::path(data_dir) / "tmp";
+    fs::create_directories(base, ec);
+    fs::path dir = base / ("http-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+    if (ec || !fs::create_directory(dir, ec) || ec) {
+      return Status::Internal("cannot create a scratch directory in " + base.string() + ": " + ec.message());
+    }
+    return ScratchDir(dir.string());
+  }
+  ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, "")) {}
+  ScratchDir& operator=(ScratchDir&&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// The regular files under `root` as [{"path", "content"}], paths relative and sorted; at most `max_bytes`.
+Result<Json> ReadTree(const std::string& root, size_t max_bytes) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return Json::array();
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) paths.push_back(fs::relative(it->path(), root, ec).generic_string());
+  }
+  if (ec) return Status::Internal("reading the export: " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  Json out = Json::array();
+  size_t total = 0;
+  for (const std::string& rel : paths) {
+    std::ifstream in(fs::path(root) / rel, std::ios::binary);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    total += content.size();
+    if (total > max_bytes) {
+      return Status::ResourceExhausted("the export is larger than " + std::to_string(max_bytes >> 20) +
+                                       " MiB; export a smaller subtree");
+    }
+    out.push_back({{"path", rel}, {"content", std::move(content)}});
+  }
+  return out;
+}
+
+// Writes `files` ([{"path", "content"}]) under `root`. Paths must be relative, without "." or ".."
+// segments, empty segments, backslashes or control characters.
+Status WriteTree(const Json& files, const std::string& root) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const Json& f = files[i];
+    std::string where = "files[" + std::to_string(i) + "]";
+    const Json* path = json::Field(f, "path");
+    const Json* content = json::Field(f, "content");
+    if (path == nullptr || !path->is_string() || content == nullptr || !content->is_string()) {
+      return Status::InvalidArgument(where + " must be {\"path\": string, \"content\": string}");
+    }
+    const std::string& rel = path->get_ref<const std::string&>();
+    bool bad = rel.empty() || rel.size() > 1024 || rel.front() == '/' || rel.back() == '/';
+    for (unsigned char ch : rel) bad = bad || ch < 0x20 || ch == 0x7f || ch == '\\';
+    for (size_t start = 0; !bad && start <= rel.size();) {
+      size_t slash = rel.find('/', start);
+      std::string_view segment(rel.data() + start, (slash == std::string::npos ? rel.size() : slash) - start);
+      bad = segment.empty() || segment == "." || segment == "..";
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    if (bad) return Status::InvalidArgument(where + ".path " + json::QuoteForError(rel, 120) + " must be a plain relative path");
+    fs::path target = fs::path(root) / rel;
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    if (fs::exists(target, ec)) return Status::InvalidArgument(where + ".path " + json::QuoteForError(rel, 120) + " is given twice");
+    std::ofstream out(target, std::ios::binary);
+    out << content->get_ref<const std::string&>();
+    if (ec || !out) return Status::Internal("cannot write " + rel + " for the import");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 // The assembled window of a session (GET /api/v1/sessions/{id}/context).
 Json ContextView(const std::string& session, const SessionContext& ctx) {
@@ -168,6 +263,26 @@ void Server::Impl::AddRoutes() {
       out.push_back({{"uri", m.uri.str()}, {"line", m.line}, {"text", m.text}, {"superseded", m.superseded}});
     }
     return out;
+  });
+  // Export and import carry the Markdown tree in the request and the response (never a path on the server):
+  // {"files": [{"path": "relative/path", "content": "..."}]}.
+  add("GET", "/api/v1/fs/export", "/api/v1/fs/export", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
+    STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(engine_options.data_dir));
+    STRATA_ASSIGN_OR_RETURN(memory::ExportReport report, c.engine->Export(uri.str(), scratch.path() + "/tree"));
+    STRATA_ASSIGN_OR_RETURN(Json files, ReadTree(scratch.path() + "/tree", options.http.max_body_bytes * 8));
+    return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
+                {"relations", report.relations}, {"files", std::move(files)}};
+  });
+  add("POST", "/api/v1/fs/import", "/api/v1/fs/import", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", true));
+    const Json* files = json::Field(c.body, "files");
+    if (files == nullptr || !files->is_array()) return Status::InvalidArgument("\"files\" must be an array of {path, content}");
+    STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(engine_options.data_dir));
+    STRATA_RETURN_IF_ERROR(WriteTree(*files, scratch.path() + "/tree"));
+    STRATA_ASSIGN_OR_RETURN(memory::ImportReport report, c.engine->Import(scratch.path() + "/tree", uri.str()));
+    return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
+                {"relations", report.relations}, {"skipped", report.skipped}};
   });
   add("POST", "/api/v1/search/find", "/api/v1/search/find", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string query, c.Arg("query"));

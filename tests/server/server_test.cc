@@ -357,6 +357,39 @@ TEST_F(ServerTest, CheckpointsRevertForkAndTheAssembledContextOverHttp) {
   EXPECT_EQ(Call("GET", "/api/v1/sessions/s2", alice).status, 404);
 }
 
+TEST_F(ServerTest, ExportAndImportCarryTheTreeInTheRequestAndTheResponse) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice,
+                 R"({"uri": "strata://user/alice/memories/tea", "content": "Alice drinks green tea."})").status, 200);
+  Reply exported = Call("GET", "/api/v1/fs/export?uri=" + Q("strata://user/alice/memories"), alice);
+  ASSERT_EQ(exported.status, 200) << exported.raw;
+  const Json& files = exported.body["result"]["files"];
+  ASSERT_FALSE(files.empty());
+  bool found = false;
+  for (const Json& f : files) found = found || f["content"].get<std::string>().find("green tea") != std::string::npos;
+  EXPECT_TRUE(found) << exported.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/fs/export?uri=" + Q("strata://user/alice/memories"), bob).status, 403);
+
+  // The same files, imported elsewhere in alice's scope, read back.
+  Reply imported = Call("POST", "/api/v1/fs/import", alice,
+                        Json{{"uri", "strata://user/alice/copy"}, {"files", files}}.dump());
+  ASSERT_EQ(imported.status, 200) << imported.raw;
+  EXPECT_GE(imported.body["result"]["leaves"].get<int>(), 1);
+  Reply read = Call("GET", "/api/v1/fs/grep?pattern=green&under=" + Q("strata://user/alice/copy"), alice);
+  ASSERT_EQ(read.status, 200) << read.raw;
+  EXPECT_EQ(read.body["result"].size(), 1u) << read.raw;
+  // Bob cannot import into alice's scope, and no path leaves the tree.
+  EXPECT_EQ(Call("POST", "/api/v1/fs/import", bob, Json{{"uri", "strata://user/alice/x"}, {"files", files}}.dump()).status, 403);
+  for (const char* path : {"../escape.md", "/etc/passwd", "a/../../b.md", "a//b.md", "a\\b.md", ""}) {
+    Reply r = Call("POST", "/api/v1/fs/import", alice,
+                   Json{{"uri", "strata://user/alice/y"}, {"files", {{{"path", path}, {"content", "x"}}}}}.dump());
+    EXPECT_EQ(r.status, 400) << path << " " << r.raw;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("escape.md")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("data/tmp/escape.md")));
+}
+
 TEST_F(ServerTest, AccountsKeepTheirDataApart) {
   std::string acme = Issue("ann", "acme", "admin");
   std::string globex = Issue("gus", "globex", "admin");

@@ -3,8 +3,9 @@
 # cpp-httplib server doing nothing (bench/http_baseline.cc: the transport's limit) in the same run.
 #   bench/run_server_bench.sh [NODES...]     (default: 10000 100000)
 # STRATA_BENCH_DATA=DIR keeps the seeded stores (DIR/dataN) between runs: seeding 100k nodes takes minutes.
-# For each store size: find (32 connections), and once: health, append to a session, and chat completions
-# through the proxy (streamed, no session) against the baseline as the upstream, beside the upstream direct.
+# For each store size: find (32 connections), and once: health, append to a session, a session's assembled
+# context, and chat completions through the proxy (streamed, no session) against the baseline as the
+# upstream, beside the upstream direct.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 strata_install "${STRATA_PACKAGES[@]}" wrk
@@ -72,6 +73,19 @@ run "health (strata serve)" "http://127.0.0.1:$port/health" get
 run "baseline: cpp-httplib doing nothing" "http://127.0.0.1:18490/health" get
 curl -s "http://127.0.0.1:$port/api/v1/sessions" -d '{"id": "bench", "user": "bench"}' >/dev/null
 run "append one message to a session" "http://127.0.0.1:$port/api/v1/sessions/bench/messages" append
+# A 200-message conversation (100 turns of ~60 tokens a side), assembled for an 8k window: the cut, the
+# per-message counts and the sections, with and without recalling memories.
+ctx="ctx$RANDOM"
+curl -s "http://127.0.0.1:$port/api/v1/sessions" -d "{\"id\": \"$ctx\", \"user\": \"bench\"}" >/dev/null
+turns=""
+for i in $(seq 1 100); do
+  turns+="${turns:+,}{\"role\": \"user\", \"content\": \"Turn $i: please look at the deploy logs for service $i and tell me why the canary failed after the schema migration ran.\"},"
+  turns+="{\"role\": \"assistant\", \"content\": \"The canary for service $i failed because the migration added a NOT NULL column without a default; the old pods kept writing rows without it.\"}"
+done
+curl -s "http://127.0.0.1:$port/api/v1/sessions/$ctx/messages" -d "{\"messages\": [$turns]}" >/dev/null
+run "assembled context, 200 messages, 8k window" \
+  "http://127.0.0.1:$port/api/v1/sessions/$ctx/context?max_context_tokens=8000&memory_limit=0" get
+run "  ... with memories recalled" "http://127.0.0.1:$port/api/v1/sessions/$ctx/context?max_context_tokens=8000" get
 run "chat, streamed, through the proxy" "http://127.0.0.1:$port/v1/chat/completions" chat
 run "chat, streamed, upstream direct" "http://127.0.0.1:18490/v1/chat/completions" chat
 run "chat, proxy, 1 connection" "http://127.0.0.1:$port/v1/chat/completions" chat 1

@@ -103,22 +103,47 @@ class HttplibServer final : public HttpServer {
   }
 
   void Route(std::string_view method, std::string pattern, HttpHandler handler) override {
-    auto adapt = [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    auto adapt = [handler](const httplib::Request& req, httplib::Response& res) {
       HttpRequest in = Convert(req);
       HttpResponse out;
       handler(in, out);
       Apply(out, res);
     };
+    // Bodies are read through a content reader: httplib's own reading parses a form-urlencoded body (what
+    // `curl -d` sends) as form fields and refuses one over 8 KiB; here a body is bytes, up to max_body_bytes.
+    auto adapt_body = [handler, max = options_.max_body_bytes](const httplib::Request& req, httplib::Response& res,
+                                                             const httplib::ContentReader& reader) {
+      HttpRequest in = Convert(req);
+      bool too_large = false;
+      bool read = reader([&](const char* data, size_t n) {
+        if (in.body.size() + n > max) {
+          too_large = true;
+          return false;
+        }
+        in.body.append(data, n);
+        return true;
+      });
+      too_large = too_large || res.status == 413;  // httplib's own limit (payload_max_length).
+      HttpResponse out;
+      if (too_large || !read) {
+        out.status = too_large ? 413 : 400;
+        out.body = too_large ? R"({"status":"error","error":{"code":"resource_exhausted","message":"the request body is larger than the server accepts"}})"
+                             : R"({"status":"error","error":{"code":"invalid_argument","message":"the request body could not be read"}})";
+      } else {
+        handler(in, out);
+      }
+      Apply(out, res);
+    };
     if (method == "GET") {
       server_.Get(pattern, adapt);
     } else if (method == "POST") {
-      server_.Post(pattern, adapt);
+      server_.Post(pattern, adapt_body);
     } else if (method == "PUT") {
-      server_.Put(pattern, adapt);
+      server_.Put(pattern, adapt_body);
     } else if (method == "PATCH") {
-      server_.Patch(pattern, adapt);
+      server_.Patch(pattern, adapt_body);
     } else if (method == "DELETE") {
-      server_.Delete(pattern, adapt);
+      server_.Delete(pattern, adapt_body);
     } else if (method == "OPTIONS") {
       server_.Options(pattern, adapt);
     }

@@ -112,6 +112,16 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   Reply huge = Call("POST", "/api/v1/fs/write", kRootKey, std::string(9 << 20, ' '));
   EXPECT_EQ(huge.status, 413);
   EXPECT_EQ(huge.body["error"]["code"], "resource_exhausted");
+
+  // `curl -d` labels its body a form: a 60 KB JSON body sent that way is still a JSON body (httplib's own
+  // form reading refused anything over 8 KiB).
+  httplib::Client client("127.0.0.1", port_);
+  std::string content(60000, 'x');
+  auto form = client.Post("/api/v1/fs/write", {{"Authorization", std::string("Bearer ") + kRootKey}},
+                          Json{{"uri", "strata://resources/big"}, {"content", content}}.dump(),
+                          "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 200) << form->body;
 }
 
 TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {

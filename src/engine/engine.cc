@@ -358,17 +358,34 @@ Result<memory::Uri> SkillsDir(std::string_view agent) {
 }
 }  // namespace
 
+namespace {
+
+// Stores `skill` under strata://agent/<agent>/skills/<name>; returns its URI.
+Result<std::string> StoreSkill(memory::ContextStore& store, const memory::Uri& skills, const memory::Skill& skill) {
+  STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(skill.name));
+  Json meta = {{"tools", skill.tools}, {"skill_md", memory::SerializeSkill(skill)}};
+  STRATA_RETURN_IF_ERROR(store.Write(
+      uri, skill.body, {.abstract_text = skill.description, .type = memory::ContextType::kSkill, .metadata = meta.dump()}));
+  return uri.str();
+}
+
+}  // namespace
+
 Result<std::string> Engine::AddSkill(std::string_view agent, const std::string& path) {
   return Guard("skill add", [&]() -> Result<std::string> {
     STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
     STRATA_ASSIGN_OR_RETURN(memory::Skill skill, memory::LoadSkillFile(path));
-    STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(skill.name));
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
-    Json meta = {{"tools", skill.tools}, {"skill_md", memory::SerializeSkill(skill)}};
-    STRATA_RETURN_IF_ERROR(store->Write(
-        uri, skill.body,
-        {.abstract_text = skill.description, .type = memory::ContextType::kSkill, .metadata = meta.dump()}));
-    return uri.str();
+    return StoreSkill(*store, skills, skill);
+  });
+}
+
+Result<std::string> Engine::AddSkillText(std::string_view agent, std::string_view skill_md) {
+  return Guard("skill add", [&]() -> Result<std::string> {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
+    STRATA_ASSIGN_OR_RETURN(memory::Skill skill, memory::ParseSkill(skill_md));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    return StoreSkill(*store, skills, skill);
   });
 }
 

@@ -102,6 +102,31 @@ Status WriteTree(const Json& files, const std::string& root) {
 
 }  // namespace
 
+// The query a find with a session searches for: a short query (under eight words) is joined by the
+// session's newest user message that is not the query itself, cut to 400 bytes.
+std::string SessionAwareQuery(const std::string& query, const std::vector<Message>& messages) {
+  size_t words = 0;
+  bool in_word = false;
+  for (unsigned char ch : query) {
+    bool space = std::isspace(ch) != 0;
+    if (!space && !in_word) ++words;
+    in_word = !space;
+  }
+  if (words >= 8) return query;
+  for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
+    if (m->role != strata::Role::kUser) continue;
+    std::string text = m->ExtractText(" ");
+    if (text.empty() || text == query) continue;
+    if (text.size() > 400) {
+      size_t cut = 400;
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+      text.resize(cut);
+    }
+    return query + "\n" + text;
+  }
+  return query;
+}
+
 // The assembled window of a session (GET /api/v1/sessions/{id}/context).
 Json ContextView(const std::string& session, const SessionContext& ctx) {
   const std::vector<Message>& messages = ctx.history;
@@ -293,7 +318,16 @@ void Server::Impl::AddRoutes() {
     memory::FindOptions o;
     o.under = under;
     o.limit = static_cast<size_t>(limit);
-    STRATA_ASSIGN_OR_RETURN(auto hits, c.engine->Find(query, o));
+    // Session-aware: a short follow-up ("and the second one?") is read with the session's newest user
+    // message before it, so what it refers to is searched for too.
+    STRATA_ASSIGN_OR_RETURN(std::string session_id, c.Arg("session", false));
+    std::string searched = query;
+    if (!session_id.empty()) {
+      STRATA_RETURN_IF_ERROR(CheckSession(c, session_id));
+      STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(session_id));
+      searched = SessionAwareQuery(query, messages);
+    }
+    STRATA_ASSIGN_OR_RETURN(auto hits, c.engine->Find(searched, o));
     // With a token budget, the hits whose abstracts fit it, best first.
     Json out = Json::array();
     int64_t used = 0;
@@ -305,7 +339,9 @@ void Server::Impl::AddRoutes() {
       v["tokens"] = tokens;
       out.push_back(std::move(v));
     }
-    return Json{{"hits", out}, {"tokens", used}};
+    Json result = {{"hits", out}, {"tokens", used}};
+    if (searched != query) result["searched"] = searched;
+    return result;
   });
 
   // ---- Sessions ----
@@ -525,6 +561,25 @@ void Server::Impl::AddRoutes() {
     STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", true));
     STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Consolidate(under.str()));
     return views::ChangesView(changes);
+  });
+  // ---- Skills (strata://agent/<agent>/skills/<name>) ----
+  add("GET", "/api/v1/skills", "/api/v1/skills", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
+    STRATA_ASSIGN_OR_RETURN(auto skills, c.engine->ListSkills(agent));
+    Json out = Json::array();
+    for (const memory::Node& n : skills) out.push_back(views::NodeView(n));
+    return out;
+  });
+  add("GET", "/api/v1/skills/" + sid, "/api/v1/skills/{name}", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
+    STRATA_ASSIGN_OR_RETURN(std::string md, c.engine->ShowSkill(agent, c.req.path_params.at(0)));
+    return Json{{"agent", agent}, {"name", c.req.path_params.at(0)}, {"skill_md", md}};
+  });
+  add("POST", "/api/v1/skills", "/api/v1/skills", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
+    STRATA_ASSIGN_OR_RETURN(std::string md, c.Arg("skill_md"));
+    STRATA_ASSIGN_OR_RETURN(std::string uri, c.engine->AddSkillText(agent, md));
+    return Json{{"uri", uri}};
   });
   add("POST", "/api/v1/prompts/render", "/api/v1/prompts/render", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string id, c.Arg("id"));

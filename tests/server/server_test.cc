@@ -400,6 +400,39 @@ TEST_F(ServerTest, ExportAndImportCarryTheTreeInTheRequestAndTheResponse) {
   EXPECT_FALSE(std::filesystem::exists(dir_.File("data/tmp/escape.md")));
 }
 
+TEST_F(ServerTest, SkillsAndSessionAwareFind) {
+  std::string alice = Issue("alice");
+  std::string skill = "---\nname: deploy\ndescription: How to deploy the service safely\n---\nRun the canary first.\n";
+  Reply added = Call("POST", "/api/v1/skills", alice, Json{{"agent", "coder"}, {"skill_md", skill}}.dump());
+  ASSERT_EQ(added.status, 200) << added.raw;
+  EXPECT_EQ(added.body["result"]["uri"], "strata://agent/coder/skills/deploy");
+  Reply listed = Call("GET", "/api/v1/skills?agent=coder", alice);
+  ASSERT_EQ(listed.status, 200) << listed.raw;
+  EXPECT_EQ(listed.body["result"].size(), 1u);
+  Reply shown = Call("GET", "/api/v1/skills/deploy?agent=coder", alice);
+  ASSERT_EQ(shown.status, 200) << shown.raw;
+  EXPECT_NE(shown.body["result"]["skill_md"].get<std::string>().find("Run the canary first."), std::string::npos);
+  Reply bad = Call("POST", "/api/v1/skills", alice, Json{{"agent", "coder"}, {"skill_md", "no front matter"}}.dump());
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+
+  // A short follow-up is searched with the session's newest user message.
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice,
+                 R"({"uri": "strata://user/alice/memories/kyoto", "content": "Alice's Kyoto hotel is near Gion."})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "trip"})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/trip/messages", alice,
+                 R"({"role": "user", "content": "Where is my Kyoto hotel?"})").status, 200);
+  Reply plain = Call("POST", "/api/v1/search/find", alice, R"({"query": "and near it?", "under": "strata://user/alice"})");
+  Reply aware = Call("POST", "/api/v1/search/find", alice,
+                     R"({"query": "and near it?", "under": "strata://user/alice", "session": "trip"})");
+  ASSERT_EQ(aware.status, 200) << aware.raw;
+  EXPECT_EQ(aware.body["result"]["searched"], "and near it?\nWhere is my Kyoto hotel?");
+  ASSERT_FALSE(aware.body["result"]["hits"].empty()) << aware.raw;
+  EXPECT_EQ(aware.body["result"]["hits"][0]["uri"], "strata://user/alice/memories/kyoto");
+  EXPECT_FALSE(plain.body["result"].contains("searched"));
+  std::string bob = Issue("bob");
+  EXPECT_EQ(Call("POST", "/api/v1/search/find", bob, R"({"query": "x", "session": "trip"})").status, 404);
+}
+
 TEST_F(ServerTest, AccountsKeepTheirDataApart) {
   std::string acme = Issue("ann", "acme", "admin");
   std::string globex = Issue("gus", "globex", "admin");

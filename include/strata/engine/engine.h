@@ -189,6 +189,8 @@ class Engine {
   // ---- Skills (SKILL.md, stored under strata://agent/<agent>/skills/<name>) ----
   // Validates and stores the SKILL.md at `path` (a file, or a directory holding one); returns its URI.
   Result<std::string> AddSkill(std::string_view agent, const std::string& path);
+  // The same from the SKILL.md text itself (what the HTTP and MCP servers receive).
+  Result<std::string> AddSkillText(std::string_view agent, std::string_view skill_md);
   Result<std::vector<memory::Node>> ListSkills(std::string_view agent);
   // The skill as SKILL.md text.
   Result<std::string> ShowSkill(std::string_view agent, std::string_view name);

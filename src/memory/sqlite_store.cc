@@ -138,49 +138,71 @@ Status CheckText(std::string_view content, const WriteOptions& o) {
   return Status::Ok();
 }
 
+constexpr size_t kMaxGlobPattern = 512;
+
 // Matches `path` against a glob: `*` and `?` within one segment, `**` across segments, `[...]` classes.
-bool GlobMatch(std::string_view pattern, std::string_view path) {
-  if (pattern.empty()) return path.empty();
-  if (pattern.starts_with("**")) {
-    std::string_view rest = pattern.substr(2);
-    if (rest.starts_with('/')) {
-      // "**/" matches zero or more whole segments.
-      if (GlobMatch(rest.substr(1), path)) return true;
-    }
-    for (size_t i = 0; i <= path.size(); ++i) {
-      if (GlobMatch(rest, path.substr(i))) return true;
-    }
-    return false;
+struct GlobMatcher {
+  size_t path_size;
+  std::vector<bool> failed;  // (pattern suffix length) x (path suffix length).
+
+  bool Match(std::string_view pattern, std::string_view path) {
+    // The suffixes of the full pattern and path are identified by their lengths; a failure is remembered,
+    // so each (pattern suffix, path suffix) pair is tried once: O(|pattern| x |path|), never exponential.
+    size_t key = pattern.size() * (path_size + 1) + path.size();
+    if (failed[key]) return false;
+    bool matched = MatchOnce(pattern, path);
+    if (!matched) failed[key] = true;
+    return matched;
   }
-  char p = pattern.front();
-  if (p == '*') {
-    for (size_t i = 0; i <= path.size(); ++i) {
-      if (GlobMatch(pattern.substr(1), path.substr(i))) return true;
-      if (i < path.size() && path[i] == '/') break;
-    }
-    return false;
-  }
-  if (path.empty()) return false;
-  if (p == '?') return path.front() != '/' && GlobMatch(pattern.substr(1), path.substr(1));
-  if (p == '[') {
-    size_t close = pattern.find(']', 1);
-    if (close != std::string_view::npos) {
-      std::string_view set = pattern.substr(1, close - 1);
-      bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
-      if (negate) set.remove_prefix(1);
-      bool hit = false;
-      for (size_t i = 0; i < set.size(); ++i) {
-        if (i + 2 < set.size() && set[i + 1] == '-') {
-          hit |= path.front() >= set[i] && path.front() <= set[i + 2];
-          i += 2;
-        } else {
-          hit |= path.front() == set[i];
-        }
+
+  bool MatchOnce(std::string_view pattern, std::string_view path) {
+    if (pattern.empty()) return path.empty();
+    if (pattern.starts_with("**")) {
+      std::string_view rest = pattern.substr(2);
+      if (rest.starts_with('/')) {
+        // "**/" matches zero or more whole segments.
+        if (Match(rest.substr(1), path)) return true;
       }
-      return hit != negate && GlobMatch(pattern.substr(close + 1), path.substr(1));
+      for (size_t i = 0; i <= path.size(); ++i) {
+        if (Match(rest, path.substr(i))) return true;
+      }
+      return false;
     }
+    char p = pattern.front();
+    if (p == '*') {
+      for (size_t i = 0; i <= path.size(); ++i) {
+        if (Match(pattern.substr(1), path.substr(i))) return true;
+        if (i < path.size() && path[i] == '/') break;
+      }
+      return false;
+    }
+    if (path.empty()) return false;
+    if (p == '?') return path.front() != '/' && Match(pattern.substr(1), path.substr(1));
+    if (p == '[') {
+      size_t close = pattern.find(']', 1);
+      if (close != std::string_view::npos) {
+        std::string_view set = pattern.substr(1, close - 1);
+        bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
+        if (negate) set.remove_prefix(1);
+        bool hit = false;
+        for (size_t i = 0; i < set.size(); ++i) {
+          if (i + 2 < set.size() && set[i + 1] == '-') {
+            hit |= path.front() >= set[i] && path.front() <= set[i + 2];
+            i += 2;
+          } else {
+            hit |= path.front() == set[i];
+          }
+        }
+        return hit != negate && Match(pattern.substr(close + 1), path.substr(1));
+      }
+    }
+    return p == path.front() && Match(pattern.substr(1), path.substr(1));
   }
-  return p == path.front() && GlobMatch(pattern.substr(1), path.substr(1));
+};
+
+bool GlobMatch(std::string_view pattern, std::string_view path) {
+  GlobMatcher m{path.size(), std::vector<bool>((pattern.size() + 1) * (path.size() + 1), false)};
+  return m.Match(pattern, path);
 }
 
 std::string AsciiLower(std::string_view s) {
@@ -479,6 +501,10 @@ class SqliteStore final : public ContextStore {
 
   Result<std::vector<Node>> Glob(std::string_view pattern, const Uri& under) override {
     if (pattern.empty()) return Status::InvalidArgument("glob: empty pattern");
+    if (pattern.size() > kMaxGlobPattern) {
+      return Status::InvalidArgument("glob: the pattern is " + std::to_string(pattern.size()) + " bytes; at most " +
+                                     std::to_string(kMaxGlobPattern) + " are allowed");
+    }
     STRATA_ASSIGN_OR_RETURN(std::vector<Node> all, List(under, {.recursive = true}));
     std::vector<Node> out;
     size_t prefix = under.is_root() ? Uri::kPrefix.size() : under.str().size() + 1;

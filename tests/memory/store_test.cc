@@ -239,6 +239,17 @@ TEST_F(StoreTest, ListTreeGlobGrep) {
   EXPECT_EQ(store_->Glob("*", U("strata://resources/proj"))->size(),
             2u);  // README, src: one level.
   EXPECT_EQ(store_->Glob("src/r?n.[abc]c", U("strata://resources/proj"))->size(), 1u);
+  // Patterns that backtrack exponentially in a naive matcher (each star retried at every position) are
+  // answered at once, and correctly.
+  std::string name(80, 'a');
+  ASSERT_OK(store_->Write(U("strata://resources/proj/" + name + "/" + name), "deep"));
+  std::string stars, globstars;
+  for (int i = 0; i < 20; ++i) stars += "*a", globstars += "**a";
+  EXPECT_TRUE(store_->Glob(stars + "*b", U("strata://resources/proj"))->empty());
+  EXPECT_TRUE(store_->Glob(globstars + "**b", U("strata://resources/proj"))->empty());
+  EXPECT_EQ(store_->Glob(globstars + "**", U("strata://resources/proj"))->size(), 2u);  // The directory and the leaf.
+  EXPECT_EQ(store_->Glob(std::string(600, '*'), U("strata://resources/proj")).status().code(),
+            StatusCode::kInvalidArgument);
   auto grep = store_->Grep("Run", U("strata://resources/proj"), false);
   ASSERT_OK(grep);
   ASSERT_EQ(grep->size(), 2u);

@@ -16,5 +16,6 @@ void AddMemoryCommand(CLI::App& app, int* exit_code);  // Also `strata skill`.
 // `strata session`; needs AddMemoryCommand first: it adds remember/history/consolidate to `strata memory`.
 void AddSessionCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
+void AddMcpCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   strata::cli::AddMemoryCommand(app, &exit_code);
   strata::cli::AddSessionCommand(app, &exit_code);
   strata::cli::AddServeCommand(app, &exit_code);
+  strata::cli::AddMcpCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

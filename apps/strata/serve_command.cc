@@ -2,7 +2,9 @@
 // it gracefully: no new connections, requests in flight answered, the phase-2 worker stopped between jobs.
 #include <pthread.h>
 
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -10,6 +12,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "provider_flags.h"
+#include "strata/server/mcp.h"
 #include "strata/server/server.h"
 
 namespace strata::cli {
@@ -79,7 +82,65 @@ Status RunServe(const ServeArgs& a) {
   return served;
 }
 
+struct McpArgs {
+  std::string data = "strata-data";
+  std::string user = "default";
+  std::string embedder = "local";
+  std::vector<std::string> prompt_dirs;
+  ProviderSettings provider;
+};
+
+// `strata mcp`: MCP over stdin/stdout, with a phase-2 worker for the commits its tools start.
+Status RunMcp(const McpArgs& a) {
+  STRATA_ASSIGN_OR_RETURN(auto engine, Engine::Open({.data_dir = a.data,
+                                                      .embedder = a.embedder,
+                                                      .provider = a.provider,
+                                                      .on_model_retry = WarnRetry,
+                                                      .prompt_dirs = a.prompt_dirs}));
+  std::cerr << "strata: MCP on stdio for user " << a.user << " over " << a.data << std::endl;
+  Canceller stop;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread worker([&] {
+    std::unique_lock lock(mu);
+    while (!done) {
+      lock.unlock();
+      Result<WorkReport> report = engine->Work(&stop);
+      if (!report.ok() && report.status().code() != StatusCode::kCancelled &&
+          report.status().code() != StatusCode::kUnavailable) {
+        std::cerr << "strata mcp: phase 2: " << report.status().ToString() << std::endl;
+      }
+      lock.lock();
+      cv.wait_for(lock, std::chrono::seconds(2), [&] { return done; });
+    }
+  });
+  Status served = server::ServeMcpStdio(engine.get(), {.user = a.user}, stdin, stdout);
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  stop.Cancel();
+  cv.notify_all();
+  worker.join();
+  return served;
+}
+
 }  // namespace
+
+void AddMcpCommand(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<McpArgs>();
+  CLI::App* cmd = app.add_subcommand("mcp", "Serve the engine over MCP on stdio (for Claude Code, kimi-cli, Cursor ...)");
+  cmd->add_option("--data", a->data, "Data directory (default ./strata-data)");
+  cmd->add_option("--user", a->user, "Whose memories the tools reach (default: default)");
+  cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
+  cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
+  AddProviderFlags(cmd, &a->provider);
+  cmd->callback([a, exit_code] {
+    Status s = RunMcp(*a);
+    *exit_code = s.ok() ? 0 : Fail(s);
+  });
+}
 
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<ServeArgs>();

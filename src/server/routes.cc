@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "server_impl.h"
+#include "strata/server/mcp.h"
 #include "strata/message/message_json.h"
 #include "strata/prompt/value.h"
 
@@ -101,31 +102,6 @@ Status WriteTree(const Json& files, const std::string& root) {
 }
 
 }  // namespace
-
-// The query a find with a session searches for: a short query (under eight words) is joined by the
-// session's newest user message that is not the query itself, cut to 400 bytes.
-std::string SessionAwareQuery(const std::string& query, const std::vector<Message>& messages) {
-  size_t words = 0;
-  bool in_word = false;
-  for (unsigned char ch : query) {
-    bool space = std::isspace(ch) != 0;
-    if (!space && !in_word) ++words;
-    in_word = !space;
-  }
-  if (words >= 8) return query;
-  for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
-    if (m->role != strata::Role::kUser) continue;
-    std::string text = m->ExtractText(" ");
-    if (text.empty() || text == query) continue;
-    if (text.size() > 400) {
-      size_t cut = 400;
-      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-      text.resize(cut);
-    }
-    return query + "\n" + text;
-  }
-  return query;
-}
 
 // The assembled window of a session (GET /api/v1/sessions/{id}/context).
 Json ContextView(const std::string& session, const SessionContext& ctx) {
@@ -615,6 +591,53 @@ void Server::Impl::AddRoutes() {
       true, Dialect::kOpenAI);
   add("POST", "/v1/messages", "/v1/messages", [this](Call& c) { return ModelEndpoint(c, Dialect::kAnthropic); },
       true, Dialect::kAnthropic);
+
+  // ---- MCP, Streamable HTTP (include/strata/server/mcp.h) ----
+  // Each POST carries one JSON-RPC message: a request is answered with its response as JSON; a
+  // notification or a response is accepted with 202. The server opens no SSE streams of its own (GET is
+  // 405), as the transport allows. A notifications/cancelled reaches a request of the same key in flight.
+  add("POST", "/mcp", "/mcp", [this](Call& c) -> Result<Json> {
+    c.raw = true;
+    if (std::string version = c.req.Header("mcp-protocol-version"); !version.empty()) {
+      bool known = false;
+      for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) known = known || version == v;
+      if (!known) return Status::InvalidArgument("unsupported MCP-Protocol-Version " + json::QuoteForError(version, 40));
+    }
+    std::string owner = c.id.key_id + "|" + c.id.account + "|" + c.id.user + "|";
+    if (auto cancelled = McpHandler::CancelledId(c.req.body)) {
+      std::lock_guard lock(mcp_mu);
+      if (auto it = mcp_in_flight.find(owner + *cancelled); it != mcp_in_flight.end()) it->second->Cancel();
+    }
+    std::optional<std::string> id = McpHandler::RequestId(c.req.body);
+    auto cancel = std::make_shared<Canceller>();
+    if (id) {
+      std::lock_guard lock(mcp_mu);
+      mcp_in_flight[owner + *id] = cancel;
+    }
+    McpHandler handler(c.engine, c.id, options.http.max_body_bytes);
+    std::optional<std::string> reply = handler.Handle(c.req.body, cancel.get());
+    if (id) {
+      std::lock_guard lock(mcp_mu);
+      mcp_in_flight.erase(owner + *id);
+    }
+    if (!reply) {
+      c.res.status = 202;
+      c.res.body.clear();
+      return Json();
+    }
+    c.res.status = 200;
+    c.res.content_type = "application/json";
+    c.res.body = std::move(*reply);
+    return Json();
+  });
+  routes.back().parse_body = false;
+  add("GET", "/mcp", "/mcp", [](Call& c) -> Result<Json> {
+    c.raw = true;
+    c.res.status = 405;
+    c.res.headers.emplace_back("Allow", "POST");
+    c.res.body = R"({"status":"error","error":{"code":"invalid_argument","message":"this MCP server opens no SSE stream; POST JSON-RPC messages to /mcp"}})";
+    return Json();
+  });
 
   // ---- Keys (root only) ----
   auto root_only = [](Call& c) -> Status {

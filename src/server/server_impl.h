@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "access.h"
 #include "keys.h"
 #include "strata/engine/engine.h"
 #include "strata/engine/views.h"
@@ -169,6 +170,7 @@ struct RouteSpec {
   bool needs_key = true;  // False: health and readiness.
   // Errors in this model API's own shape (what its SDKs read), not the envelope.
   std::optional<Dialect> errors;
+  bool parse_body = true;  // False: the route reads the raw body itself (MCP answers bad JSON in JSON-RPC).
 };
 
 // A model request's messages as Strata messages, and its system prompt (OpenAI: the system and developer
@@ -257,35 +259,9 @@ struct Server::Impl {
     return id;
   }
 
-  // The session `sid` exists and `id` may use it.
-  Status CheckSession(Call& c, std::string_view sid) {
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(sid));
-    if (c.id.role == Role::kUser && info.user != c.id.user) {
-      // Not "forbidden": another user's session is not even said to exist.
-      return Status::NotFound("no session " + std::string(sid));
-    }
-    return Status::Ok();
-  }
-
-  // Whether `id` may read (or write) `uri`: everything for root and admin; for a user, its own user scope,
-  // its own sessions' scopes, and the shared resources and agent scopes.
-  Status CheckUri(Call& c, const Uri& uri, bool write) {
-    (void)write;
-    if (c.id.role != Role::kUser) return Status::Ok();
-    std::string_view kind = uri.kind();
-    auto deny = [&] {
-      return Status::PermissionDenied("this key reaches strata://user/" + c.id.user +
-                                      ", its own sessions, strata://resources and strata://agent; not " + uri.str());
-    };
-    if (kind == "resources" || kind == "agent") return Status::Ok();
-    if (kind == "user") return uri.scope_id() == c.id.user ? Status::Ok() : deny();
-    if (kind == "session") {
-      if (uri.scope_id().empty()) return deny();
-      Status s = CheckSession(c, uri.scope_id());
-      return s.ok() ? s : deny();
-    }
-    return deny();  // The root and the kind directories list every user.
-  }
+  // The rules are in access.h; these apply them to a request's identity.
+  Status CheckSession(Call& c, std::string_view sid) { return CheckSessionAccess(*c.engine, c.id, sid); }
+  Status CheckUri(Call& c, const Uri& uri, bool /*write*/) { return CheckUriAccess(*c.engine, c.id, uri); }
 
   Result<Uri> UriArg(Call& c, std::string_view name, bool write, bool required = true) {
     STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg(name, required));
@@ -380,7 +356,7 @@ struct Server::Impl {
       STRATA_ASSIGN_OR_RETURN(c.id, Authenticate(req));
       STRATA_ASSIGN_OR_RETURN(c.engine, EngineFor(c.id.account));
     }
-    if (!req.body.empty() && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+    if (route.parse_body && !req.body.empty() && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
                               req.method == "DELETE")) {
       STRATA_ASSIGN_OR_RETURN(Json body, json::ParseUntrusted<Json>(req.body, "request body"));
       c.body = std::move(body);
@@ -390,14 +366,7 @@ struct Server::Impl {
     return result;
   }
 
-  // A user key may not remove or move a scope root or kind directory (all of strata://resources, an
-  // agent's scope, its own scope) in one call: shared scopes belong to the account.
-  static Status CheckWholeScope(const Call& c, const Uri& uri) {
-    if (c.id.role == Role::kUser && (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root())) {
-      return Status::PermissionDenied("a user key cannot remove or move " + uri.str() + " as a whole");
-    }
-    return Status::Ok();
-  }
+  static Status CheckWholeScope(const Call& c, const Uri& uri) { return CheckWholeScopeAccess(c.id, uri); }
 
   // One open stream (event stream or streamed chat), released when the response's stream function is
   // destroyed, whether or not it ever ran (a HEAD request, a client gone before the headers).
@@ -475,6 +444,8 @@ struct Server::Impl {
   // Idle-time commits: sessions with uncommitted proxied turns, by when they were last active.
   void NoteActivity(Engine* engine, const std::string& session_id);
   void CommitIdleSessions();
+  std::mutex mcp_mu;  // Guards mcp_in_flight.
+  std::map<std::string, std::shared_ptr<Canceller>> mcp_in_flight;  // MCP requests over HTTP, by key and id.
   std::mutex idle_mu;
   std::map<std::pair<Engine*, std::string>, std::chrono::steady_clock::time_point> idle;  // Guarded by idle_mu.
 };

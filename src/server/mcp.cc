@@ -1,0 +1,706 @@
+#include "strata/server/mcp.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "access.h"
+#include "keys.h"
+#include "strata/engine/views.h"
+#include "strata/json/checked.h"
+#include "strata/memory/uri.h"
+#include "strata/message/message_json.h"
+#include "strata/prompt/value.h"
+#include "strata/tools/json_schema.h"
+
+namespace strata::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using memory::Uri;
+
+// JSON-RPC 2.0 error codes.
+constexpr int kParseError = -32700;
+constexpr int kInvalidRequest = -32600;
+constexpr int kMethodNotFound = -32601;
+constexpr int kInvalidParams = -32602;
+constexpr int kInternalError = -32603;
+constexpr int kResourceNotFound = -32002;  // MCP: resources/read of an unknown URI.
+
+constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+
+}  // namespace
+
+// Defined in server.cc: exact token counts by encoding name.
+Result<int64_t> CountText(const std::string& encoding, std::string_view text);
+
+namespace {
+
+// A failure that becomes a JSON-RPC error.
+struct RpcError {
+  int code;
+  std::string message;
+};
+
+Json ErrorResponse(const Json& id, int code, const std::string& message) {
+  return Json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
+}
+
+// ---- Tools ----
+
+struct Tool {
+  std::string name;
+  std::string title;
+  std::string description;
+  Json schema;  // inputSchema
+  bool read_only = true;
+  tools::JsonSchema validator;
+};
+
+Json Prop(const char* type, const char* description) { return Json{{"type", type}, {"description", description}}; }
+
+Json Object(Json properties, std::vector<std::string> required = {}) {
+  Json schema = {{"type", "object"}, {"properties", std::move(properties)}, {"additionalProperties", false}};
+  if (!required.empty()) schema["required"] = required;
+  return schema;
+}
+
+std::vector<Tool> MakeTools() {
+  Json uri = Prop("string", "A Strata URI, e.g. strata://user/alice/memories/preferences/editor");
+  Json under = Prop("string", "Only below this URI (default: everything you can reach)");
+  Json limit = {{"type", "integer"}, {"minimum", 1}, {"maximum", 1000}, {"description", "At most this many results"}};
+  Json level = {{"type", "integer"}, {"minimum", 0}, {"maximum", 2},
+                {"description", "0: the one-line abstract (L0), 1: the overview (L1), 2: the full content (L2, default)"}};
+  Json session = Prop("string", "A session id of yours");
+  std::vector<Tool> out = {
+      {"find", "Find", "Hybrid (full-text + vector), hierarchical retrieval over memories, resources and skills. Returns "
+                       "the best URIs with scores, one-line abstracts and why each matched; read a hit for more.",
+       Object({{"query", Prop("string", "What to look for, in natural language")}, {"under", under}, {"limit", limit}},
+              {"query"})},
+      {"search", "Search with context", "Like find, but aware of a session (a short follow-up is searched together with "
+                                        "the session's newest request) and with a token budget: the best hits whose "
+                                        "abstracts fit it.",
+       Object({{"query", Prop("string", "What to look for")}, {"session", session}, {"under", under}, {"limit", limit},
+               {"token_budget", {{"type", "integer"}, {"minimum", 1}, {"description", "Tokens the returned abstracts may take"}}}},
+              {"query"})},
+      {"read", "Read", "Read one or more URIs at a level of detail (L0 abstract, L1 overview, L2 content).",
+       Object({{"uri", uri}, {"uris", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 50},
+                                       {"description", "Several URIs at once"}}},
+               {"level", level}})},
+      {"list", "List", "The children of a directory URI, with their abstracts.", Object({{"uri", uri}, {"limit", limit}})},
+      {"tree", "Tree", "Everything below a URI, recursively.", Object({{"uri", uri}, {"limit", limit}})},
+      {"grep", "Grep", "Lines containing a text, below a URI.",
+       Object({{"pattern", Prop("string", "The text to look for")}, {"under", under},
+               {"ignore_case", Prop("boolean", "Match regardless of case")}},
+              {"pattern"})},
+      {"glob", "Glob", "URIs matching a glob pattern below a URI (`*`, `?` in a segment, `**` across, `[abc]`).",
+       Object({{"pattern", Prop("string", "e.g. memories/**/editor*")}, {"under", under}}, {"pattern"})},
+      {"write", "Write", "Create or replace the content at a URI (directories are created as needed).",
+       Object({{"uri", uri}, {"content", Prop("string", "The full content (L2)")},
+               {"abstract", Prop("string", "A one-line abstract (L0); derived when absent")},
+               {"overview", Prop("string", "An overview (L1); derived when absent")}},
+              {"uri", "content"})},
+      {"edit", "Edit", "Replace an exact piece of text in the content at a URI. The old text must occur exactly once "
+                       "unless replace_all is set.",
+       Object({{"uri", uri}, {"old_text", Prop("string", "The exact text to replace")},
+               {"new_text", Prop("string", "What to put instead")},
+               {"replace_all", Prop("boolean", "Replace every occurrence")}},
+              {"uri", "old_text", "new_text"})},
+      {"forget", "Forget", "Remove a URI (with recursive, a directory and everything below it).",
+       Object({{"uri", uri}, {"recursive", Prop("boolean", "Remove a directory with its contents")}}, {"uri"})},
+      {"remember", "Remember", "Remember something about you for later sessions: a text (deduplicated against what is "
+                               "already known, merged or superseded when the model decides so), or the messages of a "
+                               "conversation (committed into memory in the background).",
+       Object({{"text", Prop("string", "A fact, preference or event to remember")},
+               {"category", Prop("string", "e.g. preferences, profile, events (default: the model chooses)")},
+               {"messages", {{"type", "array"}, {"items", {{"type", "object"}}}, {"minItems", 1},
+                             {"description", "Messages ({role, content}) to commit into memory"}}}})},
+      {"get_context", "Get context", "The assembled context window of a session for a token budget: the system prompt "
+                                     "with recalled memories, the summary and the newest history that fits, with tokens "
+                                     "per section.",
+       Object({{"session", session},
+               {"max_context_tokens", {{"type", "integer"}, {"minimum", 256}, {"description", "The window (default 128000)"}}},
+               {"reserve_for_reply", {{"type", "integer"}, {"minimum", 0}, {"description", "Tokens kept for the reply"}}}},
+              {"session"})},
+      {"commit_session", "Commit session", "Archive a session's messages and extract memories from them in the background.",
+       Object({{"session", session}}, {"session"})},
+      {"count_tokens", "Count tokens", "Exact token count of a text (tiktoken-compatible).",
+       Object({{"text", Prop("string", "The text")},
+               {"encoding", {{"type", "string"}, {"enum", {"o200k_base", "cl100k_base"}}, {"description", "Default o200k_base"}}}},
+              {"text"})},
+      {"health", "Health", "Whether Strata is up, and who you are to it.", Object(Json::object())},
+  };
+  for (const char* writer : {"write", "edit", "forget", "remember", "commit_session"}) {
+    for (Tool& t : out) {
+      if (t.name == writer) t.read_only = false;
+    }
+  }
+  for (Tool& t : out) t.validator = *tools::JsonSchema::Parse(t.schema.dump());
+  return out;
+}
+
+const std::vector<Tool>& Tools() {
+  static const std::vector<Tool>* tools = new std::vector<Tool>(MakeTools());
+  return *tools;
+}
+
+// Resource URIs may carry the level to read: strata://...?level=0|1|2.
+Result<std::pair<Uri, memory::Level>> ResourceUri(const std::string& text) {
+  std::string base = text;
+  memory::Level level = memory::Level::kContent;
+  if (size_t q = text.find("?level="); q != std::string::npos) {
+    base = text.substr(0, q);
+    std::string l = text.substr(q + 7);
+    if (l != "0" && l != "1" && l != "2") return Status::InvalidArgument("level must be 0, 1 or 2, not \"" + l + "\"");
+    level = static_cast<memory::Level>(l[0] - '0');
+  }
+  STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(base));
+  return std::make_pair(uri, level);
+}
+
+}  // namespace
+
+struct McpHandler::Impl {
+  Engine* engine;
+  Identity who;
+  size_t max_message_bytes;
+
+  Status CheckUri(const Uri& uri) { return CheckUriAccess(*engine, who, uri); }
+
+  // The URI argument `name` (checked against the identity), or the identity's default scope when absent.
+  Result<Uri> UriArg(const Json& args, const char* name, bool required) {
+    std::string text = json::StringOr(args, name);
+    if (text.empty()) {
+      if (required) return Status::InvalidArgument(std::string("\"") + name + "\" is required");
+      return who.role == Role::kUser ? Uri::Parse("strata://user/" + who.user) : Uri::Root();
+    }
+    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
+    STRATA_RETURN_IF_ERROR(CheckUri(uri));
+    return uri;
+  }
+
+  Result<Json> Find(const Json& args, bool session_aware) {
+    std::string query = json::StringOr(args, "query");
+    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(args, "under", false));
+    memory::FindOptions o;
+    o.under = under;
+    o.limit = static_cast<size_t>(json::IntOr(args, "limit", 10));
+    std::string searched = query;
+    if (session_aware) {
+      if (std::string sid = json::StringOr(args, "session"); !sid.empty()) {
+        STRATA_RETURN_IF_ERROR(CheckSessionAccess(*engine, who, sid));
+        STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, engine->SessionMessages(sid));
+        searched = SessionAwareQuery(query, messages);
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(auto hits, engine->Find(searched, o));
+    int64_t budget = json::IntOr(args, "token_budget", 0);
+    const MessageTokenCounter& counter = Engine::Counter("o200k_base");
+    Json out = Json::array();
+    int64_t used = 0;
+    for (const memory::Hit& h : hits) {
+      Message m = Message::User(h.abstract_text);
+      int64_t tokens = counter.CountMessages({&m, 1});
+      if (budget > 0 && used + tokens > budget) break;
+      used += tokens;
+      out.push_back(views::HitView(h));
+    }
+    Json result = {{"hits", out}};
+    if (budget > 0) result["tokens"] = used;
+    if (searched != query) result["searched"] = searched;
+    return result;
+  }
+
+  Result<Json> Read(const Json& args) {
+    std::vector<std::string> uris;
+    if (std::string one = json::StringOr(args, "uri"); !one.empty()) uris.push_back(one);
+    if (const Json* many = json::Field(args, "uris"); many != nullptr) {
+      for (const Json& u : *many) uris.push_back(u.get<std::string>());
+    }
+    if (uris.empty()) return Status::InvalidArgument("give \"uri\" or \"uris\"");
+    auto level = static_cast<memory::Level>(json::IntOr(args, "level", 2));
+    Json out = Json::array();
+    for (const std::string& text : uris) {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
+      STRATA_RETURN_IF_ERROR(CheckUri(uri));
+      STRATA_ASSIGN_OR_RETURN(std::string content, engine->Read(uri.str(), level));
+      out.push_back({{"uri", uri.str()}, {"level", static_cast<int>(level)}, {"content", content}});
+    }
+    return Json{{"results", out}};
+  }
+
+  Result<Json> Remember(const Json& args, const Canceller* cancel) {
+    Uri scope = *Uri::Parse("strata://user/" + who.user);
+    if (const Json* messages = json::Field(args, "messages"); messages != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
+      STRATA_RETURN_IF_ERROR(engine->AddMessages(info.id, parsed).status());
+      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(info.id, {.wait = false}));
+      return Json{{"session", info.id}, {"task_id", outcome.ticket.job_id}, {"messages", outcome.ticket.messages},
+                  {"note", "committed; memories are extracted in the background"}};
+    }
+    std::string text = json::StringOr(args, "text");
+    if (text.empty()) return Status::InvalidArgument("give \"text\" or \"messages\"");
+    Result<std::vector<session::MemoryChange>> changes =
+        engine->Remember(scope.str(), text, json::StringOr(args, "category"), cancel);
+    if (changes.ok()) {
+      Json out = {{"changes", views::ChangesView(*changes)}};
+      if (!changes->empty()) out["uri"] = out["changes"][0]["uri"];
+      return out;
+    }
+    if (changes.status().code() != StatusCode::kFailedPrecondition &&
+        changes.status().code() != StatusCode::kUnavailable) {
+      return changes.status();
+    }
+    // No model to deduplicate with: keep the text as it is rather than lose it, and say so.
+    std::string category = json::StringOr(args, "category", "notes");
+    if (!memory::ValidateScopeId(category, "category").ok()) category = "notes";
+    uint64_t h = std::hash<std::string>{}(text);
+    char name[32];
+    std::snprintf(name, sizeof name, "note-%012llx", static_cast<unsigned long long>(h & 0xffffffffffffULL));
+    std::string uri = scope.str() + "/memories/" + category + "/" + name;
+    STRATA_RETURN_IF_ERROR(engine->Write(uri, text));
+    return Json{{"uri", uri}, {"stored_as_is", true},
+                {"note", "stored without deduplication: " + changes.status().message()}};
+  }
+
+  Result<Json> GetContext(const Json& args) {
+    std::string sid = json::StringOr(args, "session");
+    STRATA_RETURN_IF_ERROR(CheckSessionAccess(*engine, who, sid));
+    SessionContextOptions o;
+    o.max_context_tokens = json::IntOr(args, "max_context_tokens", 128'000);
+    o.reserve_for_reply = json::IntOr(args, "reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4));
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(sid, o));
+    Json messages = Json::array();
+    for (const Message& m : ctx.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
+    const SessionContext::Sections& t = ctx.tokens;
+    return Json{{"session", sid}, {"total_tokens", ctx.total_tokens}, {"budget", ctx.budget},
+                {"sections", {{"system", t.system}, {"memories", t.memories}, {"pinned", t.pinned}, {"summary", t.summary},
+                              {"history", t.history}, {"reserved", t.reserved}}},
+                {"system_prompt", ctx.system_prompt}, {"messages", messages}, {"warnings", ctx.warnings}};
+  }
+
+  Result<Json> Edit(const Json& args) {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
+    std::string old_text = json::StringOr(args, "old_text"), new_text = json::StringOr(args, "new_text");
+    if (old_text.empty()) return Status::InvalidArgument("\"old_text\" must not be empty");
+    STRATA_ASSIGN_OR_RETURN(std::string content, engine->Read(uri.str(), memory::Level::kContent));
+    size_t count = 0;
+    for (size_t at = content.find(old_text); at != std::string::npos; at = content.find(old_text, at + old_text.size())) {
+      ++count;
+    }
+    if (count == 0) return Status::NotFound("the old text does not occur in " + uri.str());
+    bool all = json::BoolOr(args, "replace_all", false);
+    if (count > 1 && !all) {
+      return Status::InvalidArgument("the old text occurs " + std::to_string(count) + " times in " + uri.str() +
+                                     "; give more context to make it unique, or set replace_all");
+    }
+    std::string out;
+    size_t from = 0;
+    for (size_t at = content.find(old_text); at != std::string::npos; at = content.find(old_text, from)) {
+      out.append(content, from, at - from);
+      out += new_text;
+      from = at + old_text.size();
+      if (!all) break;
+    }
+    out.append(content, from, std::string::npos);
+    STRATA_RETURN_IF_ERROR(engine->Write(uri.str(), out));
+    return Json{{"uri", uri.str()}, {"replaced", all ? count : 1}};
+  }
+
+  Result<Json> RunTool(const std::string& name, const Json& args, const Canceller* cancel) {
+    if (name == "health") {
+      return Json{{"alive", true}, {"user", who.user}, {"account", who.account}, {"protocol", kMcpProtocolVersion}};
+    }
+    if (name == "find") return Find(args, false);
+    if (name == "search") return Find(args, true);
+    if (name == "read") return Read(args);
+    if (name == "list" || name == "tree") {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", false));
+      STRATA_ASSIGN_OR_RETURN(auto nodes, engine->List(uri.str(), {.recursive = name == "tree",
+                                                                     .limit = static_cast<size_t>(json::IntOr(args, "limit", 200))}));
+      Json out = Json::array();
+      for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+      return Json{{"uri", uri.str()}, {"nodes", out}};
+    }
+    if (name == "grep") {
+      STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(args, "under", false));
+      STRATA_ASSIGN_OR_RETURN(auto matches, engine->Grep(json::StringOr(args, "pattern"), under.str(),
+                                                         json::BoolOr(args, "ignore_case", false)));
+      Json out = Json::array();
+      for (const memory::GrepMatch& m : matches) out.push_back({{"uri", m.uri.str()}, {"line", m.line}, {"text", m.text}});
+      return Json{{"matches", out}};
+    }
+    if (name == "glob") {
+      STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(args, "under", false));
+      STRATA_ASSIGN_OR_RETURN(auto nodes, engine->Glob(json::StringOr(args, "pattern"), under.str()));
+      Json out = Json::array();
+      for (const memory::Node& n : nodes) out.push_back(n.uri.str());
+      return Json{{"uris", out}};
+    }
+    if (name == "write") {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
+      memory::WriteOptions o;
+      if (const Json* a = json::Field(args, "abstract")) o.abstract_text = a->get<std::string>();
+      if (const Json* v = json::Field(args, "overview")) o.overview = v->get<std::string>();
+      STRATA_RETURN_IF_ERROR(engine->Write(uri.str(), json::StringOr(args, "content"), o));
+      STRATA_ASSIGN_OR_RETURN(memory::Node node, engine->Stat(uri.str()));
+      return views::NodeView(node);
+    }
+    if (name == "edit") return Edit(args);
+    if (name == "forget") {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
+      STRATA_RETURN_IF_ERROR(CheckWholeScopeAccess(who, uri));
+      STRATA_ASSIGN_OR_RETURN(int64_t removed, engine->Remove(uri.str(), json::BoolOr(args, "recursive", false)));
+      return Json{{"removed", removed}};
+    }
+    if (name == "remember") return Remember(args, cancel);
+    if (name == "get_context") return GetContext(args);
+    if (name == "commit_session") {
+      std::string sid = json::StringOr(args, "session");
+      STRATA_RETURN_IF_ERROR(CheckSessionAccess(*engine, who, sid));
+      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(sid, {.wait = false}));
+      return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
+                  {"messages", outcome.ticket.messages}};
+    }
+    if (name == "count_tokens") {
+      std::string encoding = json::StringOr(args, "encoding", "o200k_base");
+      STRATA_ASSIGN_OR_RETURN(int64_t tokens, CountText(encoding, json::StringOr(args, "text")));
+      return Json{{"encoding", encoding}, {"tokens", tokens}};
+    }
+    return Status::NotFound("no tool " + name);
+  }
+
+  // ---- Resources and prompts ----
+
+  Result<Json> ListResources() {
+    // The scopes the identity reaches, and what lies directly in them.
+    std::vector<std::string> roots;
+    if (who.role == Role::kUser) {
+      roots = {"strata://user/" + who.user, "strata://resources", "strata://agent"};
+    } else {
+      roots = {"strata://user", "strata://resources", "strata://agent"};
+    }
+    Json out = Json::array();
+    for (const std::string& root : roots) {
+      auto nodes = engine->List(root, {.recursive = true, .limit = 500});
+      if (!nodes.ok()) continue;
+      for (const memory::Node& n : *nodes) {
+        if (n.is_dir) continue;
+        out.push_back({{"uri", n.uri.str()}, {"name", std::string(n.uri.name())}, {"description", n.abstract_text},
+                       {"mimeType", "text/markdown"}});
+        if (out.size() >= 1000) break;
+      }
+    }
+    return Json{{"resources", out}};
+  }
+
+  Result<Json> ReadResource(const Json& params) {
+    STRATA_ASSIGN_OR_RETURN(auto target, ResourceUri(json::StringOr(params, "uri")));
+    STRATA_RETURN_IF_ERROR(CheckUri(target.first));
+    STRATA_ASSIGN_OR_RETURN(std::string content, engine->Read(target.first.str(), target.second));
+    return Json{{"contents", Json::array({{{"uri", json::StringOr(params, "uri")}, {"mimeType", "text/markdown"},
+                                            {"text", content}}})}};
+  }
+
+  Result<Json> ListPrompts() {
+    Json out = Json::array();
+    STRATA_ASSIGN_OR_RETURN(prompt::PromptLibrary * library, engine->prompts());
+    for (const std::string& id : library->Ids()) {
+      auto t = library->Get(id);
+      if (!t.ok()) continue;
+      Json arguments = Json::array();
+      for (const prompt::PromptVariable& v : (*t)->variables()) {
+        arguments.push_back({{"name", v.name}, {"description", v.description},
+                             {"required", v.required && !v.default_value}});
+      }
+      out.push_back({{"name", id}, {"title", (*t)->name()}, {"description", (*t)->description()}, {"arguments", arguments}});
+    }
+    // Skills of the agents, as prompts named skill:<agent>/<name>.
+    auto agents = engine->List("strata://agent", {});
+    if (agents.ok()) {
+      for (const memory::Node& agent : *agents) {
+        auto skills = engine->ListSkills(agent.uri.name());
+        if (!skills.ok()) continue;
+        for (const memory::Node& s : *skills) {
+          out.push_back({{"name", "skill:" + std::string(agent.uri.name()) + "/" + std::string(s.uri.name())},
+                         {"description", s.abstract_text}, {"arguments", Json::array()}});
+        }
+      }
+    }
+    return Json{{"prompts", out}};
+  }
+
+  Result<Json> GetPrompt(const Json& params) {
+    std::string name = json::StringOr(params, "name");
+    if (name.rfind("skill:", 0) == 0) {
+      std::string rest = name.substr(6);
+      size_t slash = rest.find('/');
+      if (slash == std::string::npos) return Status::InvalidArgument("a skill prompt is named skill:<agent>/<name>");
+      STRATA_ASSIGN_OR_RETURN(std::string md, engine->ShowSkill(rest.substr(0, slash), rest.substr(slash + 1)));
+      return Json{{"description", "The skill " + rest},
+                  {"messages", Json::array({{{"role", "user"}, {"content", {{"type", "text"}, {"text", md}}}}})}};
+    }
+    Json vars = Json::object();
+    if (const Json* a = json::Field(params, "arguments"); a != nullptr && a->is_object()) vars = *a;
+    STRATA_ASSIGN_OR_RETURN(prompt::Value values, prompt::Value::FromJson(vars.dump()));
+    STRATA_ASSIGN_OR_RETURN(std::string text, engine->RenderPrompt(name, values));
+    return Json{{"messages", Json::array({{{"role", "user"}, {"content", {{"type", "text"}, {"text", text}}}}})}};
+  }
+
+  // ---- Dispatch ----
+
+  // The result of request `method`, or an RpcError.
+  std::variant<Json, RpcError> Dispatch(const std::string& method, const Json& params, const Canceller* cancel,
+                                        const std::function<void(double, const std::string&)>& progress) {
+    auto failed = [](const Status& s) -> std::variant<Json, RpcError> {
+      int code = s.code() == StatusCode::kInvalidArgument ? kInvalidParams
+                 : s.code() == StatusCode::kNotFound      ? kResourceNotFound
+                                                          : kInternalError;
+      return RpcError{code, s.message()};
+    };
+    if (method == "initialize") {
+      std::string asked = json::StringOr(params, "protocolVersion");
+      std::string version(kMcpProtocolVersion);
+      for (const char* v : kSupportedVersions) {
+        if (asked == v) version = v;
+      }
+      return Json{{"protocolVersion", version},
+                  {"capabilities", {{"tools", {{"listChanged", false}}},
+                                    {"resources", {{"listChanged", false}, {"subscribe", false}}},
+                                    {"prompts", {{"listChanged", false}}},
+                                    {"logging", Json::object()}}},
+                  {"serverInfo", {{"name", "strata"}, {"title", "Strata context engine"}, {"version", "0.1.0"}}},
+                  {"instructions", "Strata keeps your long-term memory and context. Use find or search before "
+                                   "answering from memory, read hits at level 0/1/2 as needed, and remember what "
+                                   "the user tells you about themselves."}};
+    }
+    if (method == "ping") return Json::object();
+    if (method == "logging/setLevel") return Json::object();
+    if (method == "tools/list") {
+      Json tools = Json::array();
+      for (const Tool& t : Tools()) {
+        tools.push_back({{"name", t.name}, {"title", t.title}, {"description", t.description}, {"inputSchema", t.schema},
+                         {"annotations", {{"readOnlyHint", t.read_only}, {"openWorldHint", false}}}});
+      }
+      return Json{{"tools", tools}};
+    }
+    if (method == "tools/call") {
+      std::string name = json::StringOr(params, "name");
+      auto tool = std::find_if(Tools().begin(), Tools().end(), [&](const Tool& t) { return t.name == name; });
+      if (tool == Tools().end()) return RpcError{kInvalidParams, "unknown tool " + json::QuoteForError(name, 80)};
+      Json args = Json::object();
+      if (const Json* a = json::Field(params, "arguments"); a != nullptr && !a->is_null()) args = *a;
+      if (Status valid = tool->validator.Validate(args.dump()); !valid.ok()) {
+        return RpcError{kInvalidParams, "invalid arguments for " + name + ": " + valid.message()};
+      }
+      if (progress) progress(0, "running " + name);
+      Result<Json> result = RunTool(name, args, cancel);
+      if (progress) progress(1, "done");
+      if (cancel != nullptr && cancel->cancelled()) return RpcError{kInternalError, "cancelled"};
+      if (!result.ok()) {
+        // A failure of the tool itself is a result the model can read and act on.
+        return Json{{"content", Json::array({{{"type", "text"},
+                                               {"text", std::string(StatusCodeName(result.status().code())) + ": " +
+                                                            result.status().message()}}})},
+                    {"isError", true}};
+      }
+      // structuredContent must be an object: a list is wrapped as {"result": [...]}.
+      Json structured = result->is_object() ? *result : Json{{"result", *result}};
+      return Json{{"content", Json::array({{{"type", "text"}, {"text", result->dump(2)}}})},
+                  {"structuredContent", std::move(structured)}, {"isError", false}};
+    }
+    if (method == "resources/list") {
+      Result<Json> r = ListResources();
+      return r.ok() ? std::variant<Json, RpcError>(*r) : failed(r.status());
+    }
+    if (method == "resources/templates/list") {
+      return Json{{"resourceTemplates",
+                   Json::array({{{"uriTemplate", "strata://{+path}"}, {"name", "strata-node"},
+                                 {"description", "A node of the context store, its full content (L2)"}, {"mimeType", "text/markdown"}},
+                                {{"uriTemplate", "strata://{+path}?level={level}"}, {"name", "strata-node-level"},
+                                 {"description", "A node at a level: 0 abstract, 1 overview, 2 content"},
+                                 {"mimeType", "text/markdown"}}})}};
+    }
+    if (method == "resources/read") {
+      Result<Json> r = ReadResource(params);
+      if (!r.ok() && r.status().code() == StatusCode::kPermissionDenied) return RpcError{kInvalidParams, r.status().message()};
+      return r.ok() ? std::variant<Json, RpcError>(*r) : failed(r.status());
+    }
+    if (method == "prompts/list") {
+      Result<Json> r = ListPrompts();
+      return r.ok() ? std::variant<Json, RpcError>(*r) : failed(r.status());
+    }
+    if (method == "prompts/get") {
+      Result<Json> r = GetPrompt(params);
+      return r.ok() ? std::variant<Json, RpcError>(*r) : failed(r.status());
+    }
+    if (method == "resources/subscribe" || method == "resources/unsubscribe" || method == "completion/complete") {
+      return RpcError{kMethodNotFound, method + " is not supported by this server"};
+    }
+    return RpcError{kMethodNotFound, "unknown method " + json::QuoteForError(method, 80)};
+  }
+};
+
+McpHandler::McpHandler(Engine* engine, const Identity& who, size_t max_message_bytes)
+    : impl_(new Impl{engine, who, max_message_bytes}) {}
+
+McpHandler::~McpHandler() = default;
+
+std::optional<std::string> McpHandler::Handle(std::string_view message, const Canceller* cancel, const Notify& notify) {
+  try {
+    if (message.size() > impl_->max_message_bytes) {
+      return ErrorResponse(nullptr, kInvalidRequest,
+                           "the message is " + std::to_string(message.size()) + " bytes; at most " +
+                               std::to_string(impl_->max_message_bytes) + " are accepted")
+          .dump();
+    }
+    Result<Json> parsed = json::ParseUntrusted<Json>(message, "JSON-RPC message");
+    if (!parsed.ok()) return ErrorResponse(nullptr, kParseError, parsed.status().message()).dump();
+    const Json& m = *parsed;
+    if (m.is_array()) {
+      return ErrorResponse(nullptr, kInvalidRequest, "batches are not part of MCP 2025-11-25; send one message at a time").dump();
+    }
+    if (!m.is_object() || json::StringOr(m, "jsonrpc") != "2.0") {
+      return ErrorResponse(nullptr, kInvalidRequest, "not a JSON-RPC 2.0 message (expected an object with \"jsonrpc\": \"2.0\")").dump();
+    }
+    const Json* id = json::Field(m, "id");
+    const Json* method = json::Field(m, "method");
+    if (method == nullptr) return std::nullopt;  // A response to us (we send no requests): ignored.
+    if (!method->is_string()) {
+      return ErrorResponse(id != nullptr ? *id : Json(), kInvalidRequest, "\"method\" must be a string").dump();
+    }
+    if (id == nullptr) return std::nullopt;  // A notification: initialized, cancelled (the transport's), ...
+    if (!id->is_string() && !id->is_number_integer()) {
+      return ErrorResponse(nullptr, kInvalidRequest, "\"id\" must be a string or an integer").dump();
+    }
+    Json params = Json::object();
+    if (const Json* p = json::Field(m, "params"); p != nullptr && !p->is_null()) {
+      if (!p->is_object()) return ErrorResponse(*id, kInvalidParams, "\"params\" must be an object").dump();
+      params = *p;
+    }
+    std::function<void(double, const std::string&)> progress;
+    if (const Json* meta = json::Field(params, "_meta"); meta != nullptr && notify) {
+      if (const Json* token = json::Field(*meta, "progressToken"); token != nullptr) {
+        Json t = *token;
+        progress = [notify, t](double value, const std::string& text) {
+          notify(Json{{"jsonrpc", "2.0"}, {"method", "notifications/progress"},
+                      {"params", {{"progressToken", t}, {"progress", value}, {"total", 1}, {"message", text}}}}
+                     .dump());
+        };
+      }
+    }
+    auto outcome = impl_->Dispatch(method->get<std::string>(), params, cancel, progress);
+    if (cancel != nullptr && cancel->cancelled()) return std::nullopt;  // The client no longer wants an answer.
+    if (auto* error = std::get_if<RpcError>(&outcome)) return ErrorResponse(*id, error->code, error->message).dump();
+    return Json{{"jsonrpc", "2.0"}, {"id", *id}, {"result", std::move(std::get<Json>(outcome))}}.dump();
+  } catch (const std::exception& e) {
+    return ErrorResponse(nullptr, kInternalError, std::string("unexpected error: ") + e.what()).dump();
+  } catch (...) {
+    return ErrorResponse(nullptr, kInternalError, "unexpected error").dump();
+  }
+}
+
+std::optional<std::string> McpHandler::RequestId(std::string_view message) {
+  Json m = json::ParseOrDiscard<Json>(message);
+  const Json* id = json::Field(m, "id");
+  if (id == nullptr || json::Field(m, "method") == nullptr) return std::nullopt;
+  return id->dump();
+}
+
+std::optional<std::string> McpHandler::CancelledId(std::string_view message) {
+  Json m = json::ParseOrDiscard<Json>(message);
+  if (json::StringOr(m, "method") != "notifications/cancelled") return std::nullopt;
+  const Json* params = json::Field(m, "params");
+  const Json* id = params != nullptr ? json::Field(*params, "requestId") : nullptr;
+  if (id == nullptr) return std::nullopt;
+  return id->dump();
+}
+
+// ---- stdio ----
+
+Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* in, std::FILE* out) {
+  STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(options.user, "user"));
+  Identity who{"default", options.user, Role::kUser, ""};
+  McpHandler handler(engine, who, options.max_message_bytes);
+  // Shared with the request threads, which are detached: the last of them may still release the lock
+  // after this function has seen `running` reach zero.
+  struct State {
+    std::mutex out_mu;
+    std::FILE* out;
+    std::mutex mu;
+    std::condition_variable cv;
+    int running = 0;
+    std::map<std::string, std::shared_ptr<Canceller>> in_flight;  // By request id (JSON text).
+    void Send(const std::string& message) {
+      std::lock_guard lock(out_mu);
+      std::fwrite(message.data(), 1, message.size(), out);
+      std::fputc('\n', out);
+      std::fflush(out);
+    }
+  };
+  auto state = std::make_shared<State>();
+  state->out = out;
+  McpHandler::Notify send = [state](const std::string& message) { state->Send(message); };
+
+  auto dispatch = [&](std::string message) {
+    if (auto cancelled = McpHandler::CancelledId(message)) {
+      std::lock_guard lock(state->mu);
+      if (auto it = state->in_flight.find(*cancelled); it != state->in_flight.end()) it->second->Cancel();
+      return;
+    }
+    std::optional<std::string> id = McpHandler::RequestId(message);
+    if (!id) {  // A notification, or something no request id can be read from: answered (if at all) at once.
+      if (auto reply = handler.Handle(message, nullptr, send)) state->Send(*reply);
+      return;
+    }
+    auto cancel = std::make_shared<Canceller>();
+    {
+      std::unique_lock lock(state->mu);
+      state->cv.wait(lock, [&] { return state->running < options.max_in_flight; });
+      ++state->running;
+      state->in_flight[*id] = cancel;
+    }
+    std::thread([state, &handler, send, message = std::move(message), id = *id, cancel] {
+      if (auto reply = handler.Handle(message, cancel.get(), send)) state->Send(*reply);
+      std::lock_guard lock(state->mu);
+      state->in_flight.erase(id);
+      --state->running;
+      state->cv.notify_all();
+    }).detach();
+  };
+
+  std::string line;
+  bool too_long = false;
+  for (int ch; (ch = std::fgetc(in)) != EOF;) {
+    if (ch != '\n') {
+      if (line.size() < options.max_message_bytes) {
+        line.push_back(static_cast<char>(ch));
+      } else {
+        too_long = true;
+      }
+      continue;
+    }
+    if (too_long) {
+      state->Send(ErrorResponse(nullptr, kInvalidRequest,
+                                "a message over " + std::to_string(options.max_message_bytes) + " bytes was skipped")
+                      .dump());
+    } else if (!line.empty() && line != "\r") {
+      dispatch(std::move(line));
+    }
+    line.clear();
+    too_long = false;
+  }
+  if (!line.empty() && !too_long) dispatch(std::move(line));
+  std::unique_lock lock(state->mu);
+  state->cv.wait(lock, [&] { return state->running == 0; });
+  return Status::Ok();
+}
+
+}  // namespace strata::server

@@ -1,0 +1,195 @@
+// The official MCP TypeScript client (`@modelcontextprotocol/sdk`, pinned in scripts/lib.sh) against
+// `strata mcp` (stdio) and `strata serve`'s /mcp (Streamable HTTP). Run by ctest (server_mcp_client):
+//   node mcp_client_test.mjs PATH/TO/strata        (STRATA_NPM_CACHE holds the pinned npm packages)
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { requireNpm, startStrata } from "./harness.mjs";
+
+const { Client } = requireNpm("@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = requireNpm("@modelcontextprotocol/sdk/client/stdio.js");
+const { StreamableHTTPClientTransport } = requireNpm("@modelcontextprotocol/sdk/client/streamableHttp.js");
+const { McpError } = requireNpm("@modelcontextprotocol/sdk/types.js");
+
+const strataBin = process.argv[2];
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "strata-mcp-"));
+const data = path.join(work, "data");
+let client;
+
+// The structured result of a tool call that must succeed.
+async function call(name, args = {}, options = {}) {
+  const result = await client.callTool({ name, arguments: args }, undefined, options);
+  assert.equal(result.isError, false, `${name}: ${JSON.stringify(result.content)}`);
+  return result.structuredContent;
+}
+
+before(async () => {
+  client = new Client({ name: "strata-test", version: "1.0.0" });
+  await client.connect(new StdioClientTransport({ command: strataBin, args: ["mcp", "--data", data, "--user", "alice"],
+                                                 stderr: "ignore" }));
+});
+
+after(async () => {
+  await client.close();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+test("the handshake negotiates 2025-11-25 and lists every tool with a schema", async () => {
+  assert.equal(client.getServerVersion().name, "strata");
+  assert.ok(client.getServerCapabilities().tools);
+  const { tools } = await client.listTools();
+  const names = tools.map((t) => t.name).sort();
+  assert.deepEqual(names, ["commit_session", "count_tokens", "edit", "find", "forget", "get_context", "glob", "grep",
+                           "health", "list", "read", "remember", "search", "tree", "write"]);
+  for (const t of tools) {
+    assert.equal(t.inputSchema.type, "object", t.name);
+    assert.ok(t.description.length > 20, t.name);
+  }
+  assert.deepEqual(await client.ping(), {});
+});
+
+test("remember → find → read, and every other tool", async () => {
+  assert.equal((await call("health")).user, "alice", "identity comes from the transport");
+  const remembered = await call("remember", { text: "Alice prefers green tea in the afternoon.", category: "preferences" });
+  assert.ok(remembered.uri.startsWith("strata://user/alice/memories/preferences/"), JSON.stringify(remembered));
+  await call("write", { uri: "strata://user/alice/memories/travel/kyoto", content: "Alice flies to Kyoto in April.\nShe stays near Gion." });
+  const found = await call("find", { query: "what does Alice like to drink", limit: 3 });
+  assert.equal(found.hits[0].uri, remembered.uri);
+  const read = await call("read", { uris: [found.hits[0].uri, "strata://user/alice/memories/travel/kyoto"], level: 2 });
+  assert.match(read.results[0].content, /green tea/);
+  assert.match(read.results[1].content, /Gion/);
+  const budgeted = await call("search", { query: "Kyoto trip", token_budget: 1 });
+  assert.deepEqual(budgeted.hits, [], "nothing fits one token");
+  assert.ok((await call("list", { uri: "strata://user/alice/memories" })).nodes.length >= 2);
+  assert.ok((await call("tree")).nodes.some((n) => n.uri.endsWith("/travel/kyoto")));
+  assert.equal((await call("grep", { pattern: "gion", ignore_case: true })).matches.length, 1);
+  assert.deepEqual((await call("glob", { pattern: "memories/travel/*" })).uris, ["strata://user/alice/memories/travel/kyoto"]);
+  assert.equal((await call("edit", { uri: "strata://user/alice/memories/travel/kyoto", old_text: "April", new_text: "May" })).replaced, 1);
+  assert.match((await call("read", { uri: "strata://user/alice/memories/travel/kyoto" })).results[0].content, /in May/);
+  assert.equal((await call("count_tokens", { text: "hello world" })).tokens, 2);
+  const conversation = await call("remember", { messages: [{ role: "user", content: "I moved to Osaka." },
+                                                            { role: "assistant", content: "Noted." }] });
+  assert.ok(conversation.session && conversation.task_id > 0);
+  const context = await call("get_context", { session: conversation.session, max_context_tokens: 4000 });
+  assert.equal(context.budget, 3000);
+  assert.equal((await call("forget", { uri: "strata://user/alice/memories/travel/kyoto" })).removed, 1);
+  // A failing tool is a result the model can read, not a protocol error.
+  const failed = await client.callTool({ name: "commit_session", arguments: { session: conversation.session } });
+  assert.equal(failed.isError, true);
+  assert.match(failed.content[0].text, /no messages to commit/);
+  // Another user's scope is out of reach whatever the arguments say.
+  const denied = await client.callTool({ name: "read", arguments: { uri: "strata://user/bob/memories/x" } });
+  assert.equal(denied.isError, true);
+  assert.match(denied.content[0].text, /permission_denied/);
+});
+
+test("resources and prompts", async () => {
+  const { resources } = await client.listResources();
+  const tea = resources.find((r) => r.uri.includes("/preferences/"));
+  assert.ok(tea, JSON.stringify(resources));
+  const full = await client.readResource({ uri: tea.uri });
+  assert.match(full.contents[0].text, /green tea/);
+  const abstract = await client.readResource({ uri: `${tea.uri}?level=0` });
+  assert.ok(abstract.contents[0].text.length <= full.contents[0].text.length);
+  const { resourceTemplates } = await client.listResourceTemplates();
+  assert.ok(resourceTemplates.some((t) => t.uriTemplate === "strata://{+path}?level={level}"));
+  await assert.rejects(client.readResource({ uri: "strata://user/bob/memories/x" }), McpError);
+  const { prompts } = await client.listPrompts();
+  assert.ok(prompts.length > 0);
+  await assert.rejects(client.getPrompt({ name: "no-such-prompt" }), McpError);
+});
+
+test("progress and cancellation", async () => {
+  const seen = [];
+  await call("find", { query: "tea" }, { onprogress: (p) => seen.push(p.progress) });
+  assert.ok(seen.length >= 1, "progress notifications arrive for a request with a progress token");
+  const controller = new AbortController();
+  const pending = client.callTool({ name: "find", arguments: { query: "Osaka" } }, undefined, { signal: controller.signal });
+  controller.abort("changed my mind");
+  await assert.rejects(pending);
+  assert.deepEqual(await client.ping(), {}, "the server lives on after a cancellation");
+});
+
+test("bad requests are JSON-RPC errors and never kill the server", async () => {
+  await assert.rejects(client.callTool({ name: "no_such_tool", arguments: {} }),
+                       (e) => e instanceof McpError && e.code === -32602 && /unknown tool/.test(e.message));
+  await assert.rejects(client.callTool({ name: "find", arguments: { query: 42 } }),
+                       (e) => e instanceof McpError && e.code === -32602 && /\$\.query: expected string/.test(e.message));
+  await assert.rejects(client.callTool({ name: "find", arguments: { query: "x", extra: 1 } }),
+                       (e) => e instanceof McpError && e.code === -32602);
+  // Raw lines no SDK would send, to a second server process.
+  const raw = spawn(strataBin, ["mcp", "--data", data, "--user", "alice"], { stdio: ["pipe", "pipe", "ignore"] });
+  let out = "";
+  raw.stdout.on("data", (d) => (out += d));
+  const lines = ["not json", "[1, 2]", '{"jsonrpc": "1.0", "id": 1, "method": "ping"}', '{"jsonrpc": "2.0", "id": {}, "method": "ping"}',
+                 '{"jsonrpc": "2.0", "id": 7, "method": "no/such/method"}', `{"jsonrpc": "2.0", "id": 8, "method": "ping", "pad": "${"x".repeat(5 << 20)}"}`,
+                 '{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": []}', '{"jsonrpc": "2.0", "id": 10, "method": "ping"}'];
+  raw.stdin.end(lines.join("\n") + "\n");
+  const code = await new Promise((r) => raw.on("exit", r));
+  assert.equal(code, 0);
+  const replies = out.trim().split("\n").map((l) => JSON.parse(l));
+  const byId = (id) => replies.find((r) => r.id === id);
+  assert.equal(replies.filter((r) => r.error?.code === -32700).length, 1, "not json: parse error");
+  assert.ok(replies.some((r) => r.error?.code === -32600 && /batches/.test(r.error.message)));
+  assert.ok(replies.some((r) => r.error?.code === -32600 && /JSON-RPC 2.0/.test(r.error.message)));
+  assert.ok(replies.some((r) => r.error?.code === -32600 && /"id"/.test(r.error.message)));
+  assert.equal(byId(7).error.code, -32601);
+  assert.ok(replies.some((r) => r.error?.code === -32600 && /bytes/.test(r.error.message)), "oversized message");
+  assert.equal(byId(9).error.code, -32602);
+  assert.deepEqual(byId(10).result, {}, "and it still answers");
+});
+
+test("Streamable HTTP on strata serve: the same loop with keys, isolation, and HTTP-level errors", async () => {
+  const rootKey = "root-key-for-the-mcp-client-test";
+  const strata = await startStrata(strataBin, [], { STRATA_ROOT_KEY: rootKey });
+  try {
+    const issue = async (user) => (await strata.call("POST", "/api/v1/admin/keys", rootKey, { user })).json.result.key;
+    const alice = await issue("alice");
+    const bob = await issue("bob");
+    const connect = async (key) => {
+      const c = new Client({ name: "strata-http-test", version: "1.0.0" });
+      await c.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${strata.port}/mcp`),
+                                                        { requestInit: { headers: { Authorization: `Bearer ${key}` } } }));
+      return c;
+    };
+    const a = await connect(alice);
+    assert.equal(a.getServerVersion().name, "strata");
+    const r = await a.callTool({ name: "remember", arguments: { text: "Alice keeps her passport in the blue folder." } });
+    assert.equal(r.isError, false, JSON.stringify(r.content));
+    const found = await a.callTool({ name: "find", arguments: { query: "where is the passport" } });
+    const uri = found.structuredContent.hits[0].uri;
+    assert.ok(uri.startsWith("strata://user/alice/"), uri);
+    const read = await a.callTool({ name: "read", arguments: { uri } });
+    assert.match(read.structuredContent.results[0].content, /blue folder/);
+    assert.equal((await a.callTool({ name: "health", arguments: {} })).structuredContent.user, "alice");
+    await assert.rejects(a.callTool({ name: "no_such_tool", arguments: {} }), (e) => e instanceof McpError && e.code === -32602);
+    // Bob's key reaches only bob: alice's memory is neither found nor read.
+    const b = await connect(bob);
+    const bobFinds = await b.callTool({ name: "find", arguments: { query: "passport" } });
+    assert.deepEqual(bobFinds.structuredContent.hits, []);
+    const bobReads = await b.callTool({ name: "read", arguments: { uri } });
+    assert.equal(bobReads.isError, true);
+    await a.close();
+    await b.close();
+    // Without a key nothing connects; raw HTTP errors are JSON-RPC where the body is the problem.
+    await assert.rejects(connect("sk-strata-wrong"));
+    const post = (body, headers = {}) => fetch(`http://127.0.0.1:${strata.port}/mcp`, {
+      method: "POST", body, headers: { authorization: `Bearer ${alice}`, "content-type": "application/json",
+                                       accept: "application/json, text/event-stream", ...headers } });
+    const bad = await post("{not json");
+    assert.equal(bad.status, 200);
+    assert.equal((await bad.json()).error.code, -32700);
+    const note = await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
+    assert.equal(note.status, 202);
+    assert.equal((await fetch(`http://127.0.0.1:${strata.port}/mcp`, { headers: { authorization: `Bearer ${alice}` } })).status, 405);
+    const foreign = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }), { origin: "http://evil.example" });
+    assert.equal(foreign.status, 403, "a cross-origin page cannot drive the server");
+    const oldVersion = await post(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), { "mcp-protocol-version": "1999-01-01" });
+    assert.equal(oldVersion.status, 400);
+  } finally {
+    await strata.stop();
+  }
+});

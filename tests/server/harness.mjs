@@ -9,11 +9,13 @@ import { createRequire } from "node:module";
 // Loads a package from STRATA_NPM_CACHE (scripts/lib.sh installs the pinned versions there).
 export const requireNpm = createRequire((process.env.STRATA_NPM_CACHE ?? path.join(os.homedir(), ".cache/strata/npm")) + "/");
 
-// Starts `strata serve` on a free loopback port with `args` and `env` added; resolves to
+// Starts `strata serve` on a free loopback port with `args` and `env` added (a fresh data directory unless
+// `args` names one); resolves to
 // { port, work, stop(), call(method, url, key, body) } once it prints its address.
 export async function startStrata(strataBin, args, env) {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "strata-client-"));
-  const child = spawn(strataBin, ["serve", "--data", path.join(work, "data"), "--listen", "127.0.0.1:0", ...args],
+  const data = args.includes("--data") ? [] : ["--data", path.join(work, "data")];
+  const child = spawn(strataBin, ["serve", ...data, "--listen", "127.0.0.1:0", ...args],
                       { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
   const port = await new Promise((resolve, reject) => {
     let err = "";

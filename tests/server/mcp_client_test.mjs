@@ -98,7 +98,14 @@ test("resources and prompts", async () => {
   assert.ok(resourceTemplates.some((t) => t.uriTemplate === "strata://{+path}?level={level}"));
   await assert.rejects(client.readResource({ uri: "strata://user/bob/memories/x" }), McpError);
   const { prompts } = await client.listPrompts();
-  assert.ok(prompts.length > 0);
+  const summarize = prompts.find((p) => p.name === "session.summarize");
+  assert.ok(summarize, JSON.stringify(prompts.map((p) => p.name)));
+  assert.ok(summarize.arguments.some((a) => a.name === "transcript" && a.required));
+  const rendered = await client.getPrompt({ name: "session.summarize", arguments: { transcript: "user: I moved to Osaka." } });
+  assert.equal(rendered.messages[0].role, "user");
+  assert.match(rendered.messages[0].content.text, /moved to Osaka/);
+  await assert.rejects(client.getPrompt({ name: "session.summarize", arguments: {} }),
+                       (e) => e instanceof McpError && /transcript/.test(e.message), "a missing required argument is named");
   await assert.rejects(client.getPrompt({ name: "no-such-prompt" }), McpError);
 });
 
@@ -165,6 +172,12 @@ test("Streamable HTTP on strata serve: the same loop with keys, isolation, and H
     const read = await a.callTool({ name: "read", arguments: { uri } });
     assert.match(read.structuredContent.results[0].content, /blue folder/);
     assert.equal((await a.callTool({ name: "health", arguments: {} })).structuredContent.user, "alice");
+    // Skills are prompts.
+    const skill = "---\nname: deploy\ndescription: How to deploy safely\n---\nRun the canary first.\n";
+    assert.equal((await strata.call("POST", "/api/v1/skills", alice, { agent: "coder", skill_md: skill })).status, 200);
+    assert.ok((await a.listPrompts()).prompts.some((p) => p.name === "skill:coder/deploy"));
+    const prompt = await a.getPrompt({ name: "skill:coder/deploy" });
+    assert.match(prompt.messages[0].content.text, /Run the canary first/);
     await assert.rejects(a.callTool({ name: "no_such_tool", arguments: {} }), (e) => e instanceof McpError && e.code === -32602);
     // Bob's key reaches only bob: alice's memory is neither found nor read.
     const b = await connect(bob);

@@ -22,8 +22,9 @@ struct SessionArgs {
   std::string embedder = "local";
   std::vector<std::string> prompt_dirs;
   ProviderSettings provider;
-  std::string id, user, agent, text, role = "user", message, scope, category, uri;
-  bool wait = false;
+  std::string id, user, agent, text, role = "user", message, scope, category, uri, to, focus, encoding = "o200k_base";
+  bool wait = false, force = false;
+  int64_t checkpoint = -1, max_tokens = 128'000, reserve = 4'096;
 };
 
 Result<std::unique_ptr<Engine>> OpenEngine(const SessionArgs& a) {
@@ -102,6 +103,51 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
     Print({{"requeued", requeued}});
     return Status::Ok();
   }
+  if (cmd == "checkpoint") {
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, engine->Checkpoint(a.id));
+    Print({{"checkpoint", checkpoint}, {"session", a.id}});
+    return Status::Ok();
+  }
+  if (cmd == "log") {
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, engine->GetSessionLog(a.id));
+    Print(views::SessionLogView(a.id, log));
+    return Status::Ok();
+  }
+  if (cmd == "revert") {
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->Revert(a.id, a.checkpoint));
+    Print(views::SessionView(info));
+    return Status::Ok();
+  }
+  if (cmd == "fork") {
+    std::optional<int64_t> at;
+    if (a.checkpoint >= 0) at = a.checkpoint;
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->Fork(a.id, a.to, at));
+    Print(views::SessionView(info));
+    return Status::Ok();
+  }
+  if (cmd == "compact") {
+    STRATA_ASSIGN_OR_RETURN(SessionCompaction done, engine->CompactSession(a.id, a.focus));
+    Json out = {{"compacted", done.compacted}, {"kept", done.kept}, {"pruned_fallback", done.pruned_fallback},
+                {"session", a.id}, {"summary", done.summary}, {"tokens_after", done.tokens_after},
+                {"tokens_before", done.tokens_before}};
+    if (!done.llm_error.empty()) out["llm_error"] = done.llm_error;
+    Print(out);
+    return Status::Ok();
+  }
+  if (cmd == "context") {
+    SessionContextOptions o;
+    o.max_context_tokens = a.max_tokens;
+    o.reserve_for_reply = a.reserve;
+    o.encoding = a.encoding;
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(a.id, o));
+    Print(views::SessionContextView(a.id, ctx));
+    return Status::Ok();
+  }
+  if (cmd == "delete") {
+    STRATA_RETURN_IF_ERROR(engine->DeleteSession(a.id, a.force));
+    Print({{"deleted", a.id}});
+    return Status::Ok();
+  }
   return Status::Internal("unknown session command " + cmd);
 }
 
@@ -168,6 +214,28 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   commit->add_option("ID", a->id)->required();
   commit->add_flag("--wait", a->wait, "Run phase 2 now and print what it changed");
   sub("work", "Run queued phase-2 jobs (summaries, extraction, dedup)", true);
+  sub("checkpoint", "Mark the current end of a session's messages; prints the checkpoint id", false)
+      ->add_option("ID", a->id)->required();
+  sub("log", "Print a session's current log: messages, checkpoints, usage mark, system prompt, rotations", false)
+      ->add_option("ID", a->id)->required();
+  CLI::App* revert = sub("revert", "Drop a checkpoint and every message after it (the old log is kept)", false);
+  revert->add_option("ID", a->id)->required();
+  revert->add_option("CHECKPOINT", a->checkpoint)->required()->check(CLI::NonNegativeNumber);
+  CLI::App* fork = sub("fork", "Copy a session (owners, system prompt, messages) into a new one", false);
+  fork->add_option("ID", a->id)->required();
+  fork->add_option("--to", a->to, "The new session's id (default: generated)");
+  fork->add_option("--at", a->checkpoint, "Copy only the messages before this checkpoint")->check(CLI::NonNegativeNumber);
+  CLI::App* compact = sub("compact", "Fold older messages into a summary with the model, keeping the newest turns", true);
+  compact->add_option("ID", a->id)->required();
+  compact->add_option("--focus", a->focus, "What the summary must keep");
+  CLI::App* context = sub("context", "The assembled window for a budget, with tokens per section and per message", true);
+  context->add_option("ID", a->id)->required();
+  context->add_option("--max-tokens", a->max_tokens, "The model's window (default 128000)")->check(CLI::PositiveNumber);
+  context->add_option("--reserve", a->reserve, "Tokens kept for the reply (default 4096)")->check(CLI::NonNegativeNumber);
+  context->add_option("--encoding", a->encoding, "o200k_base (default), cl100k_base or chars");
+  CLI::App* del = sub("delete", "Delete a session (refused while phase 2 is pending, unless --force)", false);
+  del->add_option("ID", a->id)->required();
+  del->add_flag("--force", a->force, "Delete even while phase 2 is pending");
   sub("retry", "Queue failed archives and dead phase-2 jobs again (of session ID, or all)", false)
       ->add_option("ID", a->id, "Session (default: every session)");
 

@@ -393,8 +393,9 @@ Result<std::vector<memory::Node>> Engine::ListSkills(std::string_view agent) {
   return Guard("skill list", [&]() -> Result<std::vector<memory::Node>> {
     STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
-    STRATA_RETURN_IF_ERROR(store->Mkdir(skills, {}));
-    return store->List(skills);
+    Result<std::vector<memory::Node>> listed = store->List(skills);
+    if (!listed.ok() && listed.status().code() == StatusCode::kNotFound) return std::vector<memory::Node>();
+    return listed;
   });
 }
 

@@ -31,7 +31,15 @@ Status CheckEncoding(const std::string& encoding) {
 }  // namespace
 
 Status Engine::DeleteSession(std::string_view id, bool force) {
-  return WithSessions(*this, "session delete", [&](session::Sessions& s) { return s.Delete(id, force); });
+  return WithSessions(*this, "session delete", [&](session::Sessions& s) -> Status {
+    STRATA_RETURN_IF_ERROR(s.Delete(id, force));
+    // What phase 2 stored under the session's own scope (its archived transcripts) goes with it: a new
+    // session given the same id later must not inherit it.
+    STRATA_ASSIGN_OR_RETURN(memory::Uri scope, memory::Uri::Parse("strata://session/" + std::string(id)));
+    Result<int64_t> removed = Remove(scope.str(), /*recursive=*/true);
+    if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+    return Status::Ok();
+  });
 }
 
 Result<int64_t> Engine::Checkpoint(std::string_view id) {
@@ -81,12 +89,13 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
       STRATA_ASSIGN_OR_RETURN(out.session, s->Get(id));
       return out;  // Too little to compact: nothing changes.
     }
-    // Messages appended while the model was summarising would be lost by the replacement: refuse then.
-    STRATA_ASSIGN_OR_RETURN(std::vector<Message> now, s->Messages(id));
-    if (now.size() != history.size()) {
+    // Messages appended (or a revert) while the model was summarising would be lost by the replacement:
+    // it happens only if the log is still what was summarised, checked under the session's lock.
+    Result<session::SessionInfo> replaced = s->Replace(id, result.messages, std::nullopt, &history);
+    if (!replaced.ok() && replaced.status().code() == StatusCode::kFailedPrecondition) {
       return Status::FailedPrecondition("session " + std::string(id) + " changed while it was being compacted; compact again");
     }
-    STRATA_ASSIGN_OR_RETURN(out.session, s->Replace(id, result.messages, std::nullopt));
+    STRATA_ASSIGN_OR_RETURN(out.session, std::move(replaced));
     return out;
   });
 }

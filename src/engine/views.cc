@@ -1,5 +1,6 @@
 #include "strata/engine/views.h"
 
+#include "strata/engine/engine.h"
 #include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/message_json.h"
@@ -140,6 +141,44 @@ std::string AssemblyJson(std::span<const Message> records, const window::Assembl
   }
   out += "]}";
   return out;
+}
+
+Json SessionContextView(const std::string& session, const SessionContext& ctx) {
+  const std::vector<Message>& messages = ctx.history;
+  Json memories = Json::array(), listed = Json::array(), warnings = ctx.warnings;
+  for (const memory::Hit& h : ctx.memories) memories.push_back(views::HitView(h));
+  for (size_t i = 0; i < messages.size() && i < ctx.message_tokens.size(); ++i) {
+    listed.push_back({{"index", i},
+                      {"tokens", ctx.message_tokens[i]},
+                      {"included", static_cast<bool>(ctx.included[i])},
+                      {"message", json::ParseOrDiscard<Json>(MessageToJson(messages[i]))}});
+  }
+  const SessionContext::Sections& t = ctx.tokens;
+  return Json{{"session", session},
+              {"encoding", ctx.encoding},
+              {"window", ctx.window},
+              {"budget", ctx.budget},
+              {"total_tokens", ctx.total_tokens},
+              {"sections", {{"system", t.system}, {"memories", t.memories}, {"pinned", t.pinned},
+                            {"summary", t.summary}, {"history", t.history}, {"reserved", t.reserved},
+                            {"reply", t.reply}}},
+              {"system_prompt", ctx.system_prompt},
+              {"memories", memories},
+              {"summary_included", ctx.summary_included},
+              {"messages", listed},
+              {"warnings", warnings}};
+}
+
+Json SessionLogView(const std::string& session, const session::SessionLog& log) {
+  Json messages = Json::array(), checkpoints = Json::array();
+  for (const Message& m : log.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
+  for (const session::CheckpointInfo& cp : log.checkpoints) checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}});
+  return Json{{"session", session},
+              {"system_prompt", log.system_prompt ? Json(*log.system_prompt) : Json()},
+              {"messages", messages},
+              {"checkpoints", checkpoints},
+              {"usage_tokens", log.usage_tokens},
+              {"rotations", log.rotations}};
 }
 
 }  // namespace strata::views

@@ -320,9 +320,13 @@ Status ContextLog::Clear() {
   return rotated;
 }
 
-Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system_prompt,
-                                        std::span<const Message> messages, std::optional<int64_t> token_count,
+Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system_prompt_arg,
+                                        std::span<const Message> messages_arg, std::optional<int64_t> token_count,
                                         bool checkpoint) {
+  // Copies first: callers pass this log's own system_prompt() (and may pass its history), which the
+  // rebuild below resets.
+  const std::optional<std::string> system_prompt = system_prompt_arg;
+  const std::vector<Message> messages(messages_arg.begin(), messages_arg.end());
   if (token_count && *token_count < 0) {
     return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(*token_count));
   }

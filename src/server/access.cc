@@ -1,6 +1,9 @@
 #include "access.h"
 
 #include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "strata/json/checked.h"
 
 namespace strata::server {
 
@@ -24,6 +27,19 @@ Status CheckUriAccess(Engine& engine, const Identity& who, const memory::Uri& ur
     return CheckSessionAccess(engine, who, uri.scope_id()).ok() ? Status::Ok() : deny();
   }
   return deny();  // The root and the kind directories list every user.
+}
+
+Status CheckRefsAccess(Engine& engine, const Identity& who, const std::vector<Message>& messages) {
+  for (const Message& m : messages) {
+    for (const ContentPart& part : m.content) {
+      const auto* custom = std::get_if<CustomPart>(&part);
+      if (custom == nullptr || custom->type != "context_ref") continue;
+      auto j = json::ParseOrDiscard<nlohmann::json>(custom->json);
+      STRATA_ASSIGN_OR_RETURN(memory::Uri uri, memory::Uri::Parse(json::StringOr(j, "uri")));
+      STRATA_RETURN_IF_ERROR(CheckUriAccess(engine, who, uri));
+    }
+  }
+  return Status::Ok();
 }
 
 Status CheckWholeScopeAccess(const Identity& who, const memory::Uri& uri) {

@@ -19,6 +19,9 @@ namespace strata::server {
 Status CheckSessionAccess(Engine& engine, const Identity& who, std::string_view id);
 // `who` may read or write `uri` (kPermissionDenied naming what the identity reaches).
 Status CheckUriAccess(Engine& engine, const Identity& who, const memory::Uri& uri);
+// The context_ref parts of `messages` point only where `who` may read: phase 2 links memories to them, and
+// a link names both ends.
+Status CheckRefsAccess(Engine& engine, const Identity& who, const std::vector<Message>& messages);
 // A user may not remove or move a scope root or kind directory in one call.
 Status CheckWholeScopeAccess(const Identity& who, const memory::Uri& uri);
 

@@ -65,27 +65,35 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
                                       " requests to an upstream of that format; the configured provider speaks " +
                                       std::string(llm::ProviderKindName(upstream.kind)));
   }
-  STRATA_ASSIGN_OR_RETURN(ModelRequest parsed, ParseRequest(dialect, c.body));
+  std::string session_id = c.req.Header("x-strata-session");
+  // Without a session the request passes through as it is: one Strata cannot read (a block type it does
+  // not know) is still forwarded, only its tokens are not counted.
+  Result<ModelRequest> parsed = ParseRequest(dialect, c.body);
+  if (!parsed.ok() && (!session_id.empty() || parsed.status().message().find("\"messages\"") == 0)) {
+    return parsed.status();
+  }
   const Json* stream_flag = json::Field(c.body, "stream");
   bool stream = stream_flag != nullptr && stream_flag->is_boolean() && stream_flag->get<bool>();
   Json forward = c.body;
   if (json::StringOr(forward, "model").empty()) forward["model"] = upstream.model;
   std::string model = forward["model"].get<std::string>();
 
-  std::string session_id = c.req.Header("x-strata-session");
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = -1;
   std::shared_ptr<StreamSlot> slot;
   if (stream) {
     STRATA_ASSIGN_OR_RETURN(slot, TakeStreamSlot());
   }
   const MessageTokenCounter& counter = Engine::Counter("o200k_base");
   PendingCommit pending;
+  std::shared_ptr<SessionTurn> turn_guard;
   if (!session_id.empty()) {
-    STRATA_ASSIGN_OR_RETURN(pending, AssembleForSession(c, session_id, parsed, upstream, &forward, &prompt_tokens));
-  } else {
-    prompt_tokens = counter.CountMessages(parsed.turn);
-    if (!parsed.system.empty()) {
-      Message system = Message::System(parsed.system);
+    // One turn at a time per session: two interleaved turns would log U1 U2 A1 A2.
+    STRATA_ASSIGN_OR_RETURN(turn_guard, BeginTurn(c.engine, session_id));
+    STRATA_ASSIGN_OR_RETURN(pending, AssembleForSession(c, session_id, *parsed, upstream, &forward, &prompt_tokens));
+  } else if (parsed.ok()) {
+    prompt_tokens = counter.CountMessages(parsed->turn);
+    if (!parsed->system.empty()) {
+      Message system = Message::System(parsed->system);
       prompt_tokens += counter.CountMessages({&system, 1});
     }
   }
@@ -112,7 +120,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   }
 
   c.raw = true;
-  c.res.headers.emplace_back("X-Strata-Prompt-Tokens", std::to_string(prompt_tokens));
+  if (prompt_tokens >= 0) c.res.headers.emplace_back("X-Strata-Prompt-Tokens", std::to_string(prompt_tokens));
   if (!session_id.empty()) c.res.headers.emplace_back("X-Strata-Session", session_id);
   c.res.status = response->status();
   std::string content_type(response->header("content-type"));
@@ -130,7 +138,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   std::shared_ptr<llm::HttpResponse> live(std::move(response));
   // The last chunk is held back until the reply is in the session's log, so a client that sends its next
   // turn as soon as the stream ends finds the previous reply there.
-  c.res.stream = [this, live, engine, session_id, upstream, slot, pending](const ChunkWriter& write) {
+  c.res.stream = [this, live, engine, session_id, upstream, slot, pending, turn_guard](const ChunkWriter& write) {
     constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
     bool too_long = false;
@@ -146,6 +154,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
     }
     if (!session_id.empty() && !too_long) LogReply(engine, session_id, upstream, true, all, pending);
     if (too_long) std::fprintf(stderr, "strata serve: session %s: a reply over 16 MiB was not logged\n", session_id.c_str());
+    if (turn_guard) turn_guard->Release();  // The client may send its next turn as soon as it has this.
     if (!held.empty()) write(held);
   };
   return Json();
@@ -163,6 +172,10 @@ Result<PendingCommit> Server::Impl::AssembleForSession(Call& c, const std::strin
   if (!info.ok()) return info.status();
   if (c.id.role == Role::kUser && info->user != c.id.user) return Status::NotFound("no session " + session_id);
   STRATA_RETURN_IF_ERROR(CheckRefs(c, parsed.turn));
+  {
+    std::lock_guard lock(idle_mu);  // A session with a turn in progress is not idle.
+    idle.erase({c.engine, session_id});
+  }
 
   SessionContextOptions o;
   o.max_context_tokens = options.upstream_context_tokens;
@@ -229,6 +242,9 @@ void Server::Impl::LogReply(Engine* engine, const std::string& session_id, const
     return;
   }
   if (reply->usage) (void)engine->RecordUsage(session_id, reply->usage->total());
+  // A reply that calls tools opens a group its results will close in the next turn: committing now would
+  // archive the calls and orphan the results. The commit waits for a reply without calls.
+  if (reply->message.tool_calls && !reply->message.tool_calls->empty()) return;
   const MessageTokenCounter& counter = Engine::Counter("o200k_base");
   int64_t tokens = pending.tokens + counter.CountMessages({&reply->message, 1});
   bool due = (options.commit_after_tokens > 0 && tokens >= options.commit_after_tokens) ||
@@ -238,6 +254,24 @@ void Server::Impl::LogReply(Engine* engine, const std::string& session_id, const
   } else {
     NoteActivity(engine, session_id);
   }
+}
+
+Result<std::shared_ptr<Server::Impl::SessionTurn>> Server::Impl::BeginTurn(Engine* engine, const std::string& session_id) {
+  std::lock_guard lock(idle_mu);
+  if (!busy.insert({engine, session_id}).second) {
+    return Status::FailedPrecondition("session " + session_id + " already has a turn in progress; send the next "
+                                      "turn when its reply has ended");
+  }
+  return std::make_shared<SessionTurn>(this, engine, session_id);
+}
+
+Server::Impl::SessionTurn::~SessionTurn() { Release(); }
+
+void Server::Impl::SessionTurn::Release() {
+  std::lock_guard lock(impl->idle_mu);
+  if (released) return;
+  released = true;
+  impl->busy.erase({engine, session_id});
 }
 
 void Server::Impl::CommitNow(Engine* engine, const std::string& session_id) {

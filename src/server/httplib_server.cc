@@ -113,6 +113,13 @@ class HttplibServer final : public HttpServer {
     // `curl -d` sends) as form fields and refuses one over 8 KiB; here a body is bytes, up to max_body_bytes.
     auto adapt_body = [handler, max = options_.max_body_bytes](const httplib::Request& req, httplib::Response& res,
                                                              const httplib::ContentReader& reader) {
+      if (req.is_multipart_form_data()) {  // The API takes JSON; httplib would hand a multipart body to callbacks.
+        HttpResponse out;
+        out.status = 415;
+        out.body = R"({"status":"error","error":{"code":"invalid_argument","message":"multipart bodies are not accepted; send JSON"}})";
+        Apply(out, res);
+        return;
+      }
       HttpRequest in = Convert(req);
       bool too_large = false;
       bool read = reader([&](const char* data, size_t n) {

@@ -239,6 +239,7 @@ struct McpHandler::Impl {
     Uri scope = *Uri::Parse("strata://user/" + who.user);
     if (const Json* messages = json::Field(args, "messages"); messages != nullptr) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
+      STRATA_RETURN_IF_ERROR(CheckRefsAccess(*engine, who, parsed));
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
       STRATA_RETURN_IF_ERROR(engine->AddMessages(info.id, parsed).status());
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(info.id, {.wait = false}));
@@ -513,7 +514,7 @@ struct McpHandler::Impl {
       }
       // structuredContent must be an object: a list is wrapped as {"result": [...]}.
       Json structured = result->is_object() ? *result : Json{{"result", *result}};
-      return Json{{"content", Json::array({{{"type", "text"}, {"text", result->dump(2)}}})},
+      return Json{{"content", Json::array({{{"type", "text"}, {"text", views::Dump(*result, 2)}}})},
                   {"structuredContent", std::move(structured)}, {"isError", false}};
     }
     if (method == "resources/list") {
@@ -554,6 +555,7 @@ McpHandler::McpHandler(Engine* engine, const Identity& who, size_t max_message_b
 McpHandler::~McpHandler() = default;
 
 std::optional<std::string> McpHandler::Handle(std::string_view message, const Canceller* cancel, const Notify& notify) {
+  Json request_id;  // Known once the message is read: every answer, even to a failure, echoes it.
   try {
     if (message.size() > impl_->max_message_bytes) {
       return ErrorResponse(nullptr, kInvalidRequest,
@@ -562,27 +564,28 @@ std::optional<std::string> McpHandler::Handle(std::string_view message, const Ca
           .dump();
     }
     Result<Json> parsed = json::ParseUntrusted<Json>(message, "JSON-RPC message");
-    if (!parsed.ok()) return ErrorResponse(nullptr, kParseError, parsed.status().message()).dump();
+    if (!parsed.ok()) return views::Dump(ErrorResponse(nullptr, kParseError, parsed.status().message()));
     const Json& m = *parsed;
     if (m.is_array()) {
       return ErrorResponse(nullptr, kInvalidRequest, "batches are not part of MCP 2025-11-25; send one message at a time").dump();
     }
     if (!m.is_object() || json::StringOr(m, "jsonrpc") != "2.0") {
-      return ErrorResponse(nullptr, kInvalidRequest, "not a JSON-RPC 2.0 message (expected an object with \"jsonrpc\": \"2.0\")").dump();
+      return views::Dump(ErrorResponse(nullptr, kInvalidRequest, "not a JSON-RPC 2.0 message (expected an object with \"jsonrpc\": \"2.0\")"));
     }
     const Json* id = json::Field(m, "id");
     const Json* method = json::Field(m, "method");
     if (method == nullptr) return std::nullopt;  // A response to us (we send no requests): ignored.
     if (!method->is_string()) {
-      return ErrorResponse(id != nullptr ? *id : Json(), kInvalidRequest, "\"method\" must be a string").dump();
+      return views::Dump(ErrorResponse(id != nullptr ? *id : Json(), kInvalidRequest, "\"method\" must be a string"));
     }
     if (id == nullptr) return std::nullopt;  // A notification: initialized, cancelled (the transport's), ...
+    if (id->is_string() || id->is_number_integer()) request_id = *id;
     if (!id->is_string() && !id->is_number_integer()) {
-      return ErrorResponse(nullptr, kInvalidRequest, "\"id\" must be a string or an integer").dump();
+      return views::Dump(ErrorResponse(nullptr, kInvalidRequest, "\"id\" must be a string or an integer"));
     }
     Json params = Json::object();
     if (const Json* p = json::Field(m, "params"); p != nullptr && !p->is_null()) {
-      if (!p->is_object()) return ErrorResponse(*id, kInvalidParams, "\"params\" must be an object").dump();
+      if (!p->is_object()) return views::Dump(ErrorResponse(*id, kInvalidParams, "\"params\" must be an object"));
       params = *p;
     }
     std::function<void(double, const std::string&)> progress;
@@ -590,20 +593,19 @@ std::optional<std::string> McpHandler::Handle(std::string_view message, const Ca
       if (const Json* token = json::Field(*meta, "progressToken"); token != nullptr) {
         Json t = *token;
         progress = [notify, t](double value, const std::string& text) {
-          notify(Json{{"jsonrpc", "2.0"}, {"method", "notifications/progress"},
-                      {"params", {{"progressToken", t}, {"progress", value}, {"total", 1}, {"message", text}}}}
-                     .dump());
+          notify(views::Dump(Json{{"jsonrpc", "2.0"}, {"method", "notifications/progress"},
+                                  {"params", {{"progressToken", t}, {"progress", value}, {"total", 1}, {"message", text}}}}));
         };
       }
     }
     auto outcome = impl_->Dispatch(method->get<std::string>(), params, cancel, progress);
     if (cancel != nullptr && cancel->cancelled()) return std::nullopt;  // The client no longer wants an answer.
-    if (auto* error = std::get_if<RpcError>(&outcome)) return ErrorResponse(*id, error->code, error->message).dump();
-    return Json{{"jsonrpc", "2.0"}, {"id", *id}, {"result", std::move(std::get<Json>(outcome))}}.dump();
+    if (auto* error = std::get_if<RpcError>(&outcome)) return views::Dump(ErrorResponse(*id, error->code, error->message));
+    return views::Dump(Json{{"jsonrpc", "2.0"}, {"id", *id}, {"result", std::move(std::get<Json>(outcome))}});
   } catch (const std::exception& e) {
-    return ErrorResponse(nullptr, kInternalError, std::string("unexpected error: ") + e.what()).dump();
+    return views::Dump(ErrorResponse(request_id, kInternalError, std::string("unexpected error: ") + e.what()));
   } catch (...) {
-    return ErrorResponse(nullptr, kInternalError, "unexpected error").dump();
+    return views::Dump(ErrorResponse(request_id, kInternalError, "unexpected error"));
   }
 }
 
@@ -663,6 +665,12 @@ Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* 
     auto cancel = std::make_shared<Canceller>();
     {
       std::unique_lock lock(state->mu);
+      if (state->in_flight.count(*id) != 0) {
+        lock.unlock();
+        state->Send(views::Dump(ErrorResponse(json::ParseOrDiscard<Json>(*id), kInvalidRequest,
+                                              "request id " + *id + " is already in use by a request in flight")));
+        return;
+      }
       state->cv.wait(lock, [&] { return state->running < options.max_in_flight; });
       ++state->running;
       state->in_flight[*id] = cancel;
@@ -688,9 +696,9 @@ Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* 
       continue;
     }
     if (too_long) {
-      state->Send(ErrorResponse(nullptr, kInvalidRequest,
-                                "a message over " + std::to_string(options.max_message_bytes) + " bytes was skipped")
-                      .dump());
+      state->Send(views::Dump(ErrorResponse(nullptr, kInvalidRequest,
+                                            "a message over " + std::to_string(options.max_message_bytes) +
+                                                " bytes was skipped")));
     } else if (!line.empty() && line != "\r") {
       dispatch(std::move(line));
     }
@@ -698,6 +706,7 @@ Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* 
     too_long = false;
   }
   if (!line.empty() && !too_long) dispatch(std::move(line));
+  // Input ended: what is in flight still answers (a script may pipe requests in and read the answers).
   std::unique_lock lock(state->mu);
   state->cv.wait(lock, [&] { return state->running == 0; });
   return Status::Ok();

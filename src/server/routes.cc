@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "server_impl.h"
 #include "strata/server/mcp.h"
@@ -24,7 +25,8 @@ class ScratchDir {
     std::error_code ec;
     fs::path base = fs::path(data_dir) / "tmp";
     fs::create_directories(base, ec);
-    fs::path dir = base / ("http-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+    static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
+    fs::path dir = base / ("http-" + std::to_string(::getpid()) + "-" + std::to_string(salt ^ ++counter));
     if (ec || !fs::create_directory(dir, ec) || ec) {
       return Status::Internal("cannot create a scratch directory in " + base.string() + ": " + ec.message());
     }
@@ -93,42 +95,23 @@ Status WriteTree(const Json& files, const std::string& root) {
     fs::path target = fs::path(root) / rel;
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
-    if (fs::exists(target, ec)) return Status::InvalidArgument(where + ".path " + json::QuoteForError(rel, 120) + " is given twice");
+    if (ec) {
+      return Status::InvalidArgument(where + ".path " + json::QuoteForError(rel, 120) +
+                                     " cannot be made (a file of the tree stands where a directory of it would): " +
+                                     ec.message());
+    }
+    if (fs::exists(target, ec)) {
+      return Status::InvalidArgument(where + ".path " + json::QuoteForError(rel, 120) + " is given twice");
+    }
     std::ofstream out(target, std::ios::binary);
     out << content->get_ref<const std::string&>();
-    if (ec || !out) return Status::Internal("cannot write " + rel + " for the import");
+    if (!out) return Status::InvalidArgument(where + ".path " + json::QuoteForError(rel, 120) + " cannot be written");
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-// The assembled window of a session (GET /api/v1/sessions/{id}/context).
-Json ContextView(const std::string& session, const SessionContext& ctx) {
-  const std::vector<Message>& messages = ctx.history;
-  Json memories = Json::array(), listed = Json::array(), warnings = ctx.warnings;
-  for (const memory::Hit& h : ctx.memories) memories.push_back(views::HitView(h));
-  for (size_t i = 0; i < messages.size() && i < ctx.message_tokens.size(); ++i) {
-    listed.push_back({{"index", i},
-                      {"tokens", ctx.message_tokens[i]},
-                      {"included", static_cast<bool>(ctx.included[i])},
-                      {"message", json::ParseOrDiscard<Json>(MessageToJson(messages[i]))}});
-  }
-  const SessionContext::Sections& t = ctx.tokens;
-  return Json{{"session", session},
-              {"encoding", ctx.encoding},
-              {"window", ctx.window},
-              {"budget", ctx.budget},
-              {"total_tokens", ctx.total_tokens},
-              {"sections", {{"system", t.system}, {"memories", t.memories}, {"pinned", t.pinned},
-                            {"summary", t.summary}, {"history", t.history}, {"reserved", t.reserved},
-                            {"reply", t.reply}}},
-              {"system_prompt", ctx.system_prompt},
-              {"memories", memories},
-              {"summary_included", ctx.summary_included},
-              {"messages", listed},
-              {"warnings", warnings}};
-}
 
 // Builds the route table; every route here is in docs/api/openapi.yaml (ServerTest checks both ways).
 void Server::Impl::AddRoutes() {
@@ -406,17 +389,7 @@ void Server::Impl::AddRoutes() {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(session::SessionLog log, c.engine->GetSessionLog(id));
-    Json messages = Json::array(), checkpoints = Json::array();
-    for (const Message& m : log.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
-    for (const session::CheckpointInfo& cp : log.checkpoints) {
-      checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}});
-    }
-    return Json{{"session", id},
-                {"system_prompt", log.system_prompt ? Json(*log.system_prompt) : Json()},
-                {"messages", messages},
-                {"checkpoints", checkpoints},
-                {"usage_tokens", log.usage_tokens},
-                {"rotations", log.rotations}};
+    return views::SessionLogView(id, log);
   });
   add("POST", "/api/v1/sessions/" + sid + "/revert", "/api/v1/sessions/{id}/revert", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
@@ -468,7 +441,7 @@ void Server::Impl::AddRoutes() {
     if (!encoding.empty()) o.encoding = encoding;
     if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
-    return ContextView(id, ctx);
+    return views::SessionContextView(id, ctx);
   });
 
   // ---- Background tasks (phase-2 jobs) ----
@@ -619,6 +592,10 @@ void Server::Impl::AddRoutes() {
     if (id) {
       std::lock_guard lock(mcp_mu);
       mcp_in_flight.erase(owner + *id);
+    }
+    if (!reply && id) {
+      // Cancelled: HTTP still needs an answer to the POST; it is the JSON-RPC "request cancelled" error.
+      reply = R"({"jsonrpc":"2.0","id":)" + *id + R"(,"error":{"code":-32800,"message":"request cancelled"}})";
     }
     if (!reply) {
       c.res.status = 202;

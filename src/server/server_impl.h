@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -386,20 +387,7 @@ struct Server::Impl {
     return std::make_shared<StreamSlot>(&open_streams);
   }
 
-  // The context_ref parts of `messages` point only where the caller may read: phase 2 links memories to
-  // them, and a link names both ends.
-  Status CheckRefs(Call& c, const std::vector<Message>& messages) {
-    for (const Message& m : messages) {
-      for (const ContentPart& part : m.content) {
-        const auto* custom = std::get_if<CustomPart>(&part);
-        if (custom == nullptr || custom->type != "context_ref") continue;
-        Json j = json::ParseOrDiscard<Json>(custom->json);
-        STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(json::StringOr(j, "uri")));
-        STRATA_RETURN_IF_ERROR(CheckUri(c, uri, false));
-      }
-    }
-    return Status::Ok();
-  }
+  Status CheckRefs(Call& c, const std::vector<Message>& messages) { return CheckRefsAccess(*c.engine, c.id, messages); }
 
   void WakeWorker() {
     {
@@ -448,6 +436,21 @@ struct Server::Impl {
   std::map<std::string, std::shared_ptr<Canceller>> mcp_in_flight;  // MCP requests over HTTP, by key and id.
   std::mutex idle_mu;
   std::map<std::pair<Engine*, std::string>, std::chrono::steady_clock::time_point> idle;  // Guarded by idle_mu.
+  std::set<std::pair<Engine*, std::string>> busy;  // Sessions with a proxied turn in progress; idle_mu.
+  // Marks a session busy with a proxied turn until destroyed (after its reply is logged, or on failure).
+  struct SessionTurn {
+    SessionTurn(Impl* i, Engine* e, std::string s) : impl(i), engine(e), session_id(std::move(s)) {}
+    ~SessionTurn();
+    SessionTurn(const SessionTurn&) = delete;
+    SessionTurn& operator=(const SessionTurn&) = delete;
+    // Ends the turn now (idempotent): before the last chunk of a reply reaches the client.
+    void Release();
+    Impl* impl;
+    bool released = false;  // Guarded by impl->idle_mu.
+    Engine* engine;
+    std::string session_id;
+  };
+  Result<std::shared_ptr<SessionTurn>> BeginTurn(Engine* engine, const std::string& session_id);
 };
 
 }  // namespace strata::server

@@ -298,12 +298,15 @@ class FileSessions final : public Sessions {
   }
 
   Result<SessionInfo> Replace(std::string_view id, std::span<const Message> messages,
-                              std::optional<int64_t> token_count) override {
+                              std::optional<int64_t> token_count, const std::vector<Message>* expected) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     std::vector<Message> before = log->history();
+    if (expected != nullptr && before != *expected) {
+      return Status::FailedPrecondition("session " + info.id + " changed since its messages were read; read them again");
+    }
     Result<std::string> rotation = log->Rewrite(log->system_prompt(), messages, token_count, /*checkpoint=*/true);
     if (!rotation.ok()) {
       (void)CloseStorageLocked(info.id);
@@ -494,6 +497,8 @@ class FileSessions final : public Sessions {
   std::string ArchiveDir(std::string_view id, int n) const { return Dir(id) + "/history/" + ArchiveName(n); }
 
   std::string NewId() {
+    static std::mutex mu;  // Sessions are created from many threads.
+    std::lock_guard lock(mu);
     static std::mt19937_64 rng(std::random_device{}());
     char buf[48];
     std::snprintf(buf, sizeof buf, "s%lld-%06llx", static_cast<long long>(NowMs()),
@@ -735,6 +740,11 @@ class FileSessions final : public Sessions {
   // <session>/session.lock (other processes sharing the data directory): an append can never land in a
   // log that another process is committing. Different sessions run in parallel.
   Result<SessionLock> LockSession(std::string_view id, bool create = false) {
+    if (!create) {
+      // No lock entry for a session that does not exist (ids probed over HTTP would pile up).
+      STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(Dir(id) + "/session.json"));
+      if (!exists) return Status::NotFound("no session " + std::string(id) + " under " + root_);
+    }
     std::shared_ptr<std::mutex> m;
     {
       std::lock_guard map_lock(map_mu_);

@@ -90,7 +90,7 @@ test("with a session the client sends only its new turn; Strata logs both sides 
   const second = await inSession.messages.create({ model: "fake-claude", max_tokens: 100, system: "You are terse.",
                                                    messages: [{ role: "user", content: "What is my name?" }] });
   assert.equal(second.content[0].text, "Whole reply.");
-  const sent = received.at(-1).body;
+  const sent = received.findLast((r) => JSON.stringify(r.body.messages).includes("What is my name?")).body;
   const system = Array.isArray(sent.system) ? sent.system.map((b) => b.text).join("") : sent.system;
   assert.match(system, /You are terse\./);
   assert.match(system, /Alice Liddell/, "a relevant memory joins the system prompt");
@@ -117,7 +117,8 @@ test("streamed tool use reaches the client whole, and the tool result goes back 
   const answer = await inSession.messages.create({ model: "fake-claude", max_tokens: 100, tools, messages: [
     { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "Sunny, 21 C" }] }] });
   assert.equal(answer.content[0].text, "Whole reply.");
-  const sent = received.at(-1).body.messages;
+  // (Found by content: the upstream is also the phase-2 model, whose requests may come in between.)
+  const sent = received.findLast((r) => JSON.stringify(r.body.messages).includes("tool_result")).body.messages;
   assert.deepEqual(sent.map((m) => m.role), ["user", "assistant", "user"]);
   assert.equal(sent[1].content.find((b) => b.type === "tool_use").id, "toolu_1");
   assert.deepEqual(sent[1].content.find((b) => b.type === "tool_use").input, { city: "Kyoto" });

@@ -142,3 +142,33 @@ test("errors: the upstream's error reaches the client as an APIError; bad keys a
                        (e) => e.status === 404);
   await assert.rejects(client.chat.completions.create({ model: "fake-model", messages: [] }), (e) => e.status === 400);
 });
+
+test("commits by policy wait for a reply without tool calls, and one session takes one turn at a time", async () => {
+  // A second server that commits after every user turn.
+  const eager = await startProxy(strataBin, { handler: upstreamHandler, provider: "openai", model: "fake-model",
+                                             rootKey, extra: ["--commit-after-turns", "1"] });
+  try {
+    const c = new OpenAI({ baseURL: `http://127.0.0.1:${eager.strata.port}/v1`, apiKey: eager.userKey, maxRetries: 0,
+                           defaultHeaders: { "X-Strata-Session": "loop" } });
+    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
+    const messages = async () => (await eager.strata.call("GET", "/api/v1/sessions/loop/messages", eager.userKey)).json.result;
+    const stream = await c.chat.completions.create({ model: "fake-model", stream: true, tools,
+                                                     messages: [{ role: "user", content: "Weather?" }] });
+    for await (const _ of stream) { /* drain */ }
+    assert.deepEqual((await messages()).map((m) => m.role), ["user", "assistant"], "the open tool call is not archived");
+    await c.chat.completions.create({ model: "fake-model", tools,
+                                      messages: [{ role: "tool", tool_call_id: "call_1", content: "Sunny" }] });
+    // (The upstream is also the server's phase-2 model: the commit's summary request may come after.)
+    const toolTurn = received.findLast((r) => r.body.messages.some((m) => m.role === "tool"));
+    assert.deepEqual(toolTurn.body.messages.map((m) => m.role), ["user", "assistant", "tool"]);
+    assert.deepEqual(await messages(), [], "committed once the group was closed by a reply without calls");
+    // Two turns at once on one session: the second is refused instead of interleaving with the first.
+    const slow = c.chat.completions.create({ model: "fake-model", stream: true, messages: [{ role: "user", content: "a" }] });
+    const second = c.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: "b" }] });
+    const outcomes = await Promise.allSettled([slow.then(async (s) => { for await (const _ of s) {} }), second]);
+    assert.ok(outcomes.some((o) => o.status === "fulfilled"), "one of them runs");
+    for (const o of outcomes) if (o.status === "rejected") assert.equal(o.reason.status, 409, String(o.reason));
+  } finally {
+    await eager.stop();
+  }
+});

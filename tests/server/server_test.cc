@@ -362,9 +362,15 @@ TEST_F(ServerTest, CheckpointsRevertForkAndTheAssembledContextOverHttp) {
   ASSERT_EQ(compact.status, 200) << compact.raw;
   EXPECT_EQ(compact.body["result"]["compacted"], 0);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/s1/log", alice).body["result"]["messages"].size(), 1u);
-  // Delete.
+  // Delete: the session and what is stored under its scope go, so a new session given its id later
+  // (perhaps by another user) inherits nothing.
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice, R"({"uri": "strata://session/s2/history/archive_001", "content": "transcript"})").status, 200);
   EXPECT_EQ(Call("DELETE", "/api/v1/sessions/s2", alice).status, 200);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/s2", alice).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://session/s2/history/archive_001"), kRootKey).status, 404);
+  std::string bob = Issue("bob");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", bob, R"({"id": "s2"})").status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://session/s2/history/archive_001"), bob).status, 404);
 }
 
 TEST_F(ServerTest, ExportAndImportCarryTheTreeInTheRequestAndTheResponse) {

@@ -228,6 +228,7 @@ TEST_F(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
 
 TEST_F(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->SetSystemPrompt("s1", "Be brief."));
   for (int i = 0; i < 4; ++i) ASSERT_OK(sessions_->Add("s1", Message::User("turn " + std::to_string(i))));
   ASSERT_OK(sessions_->RecordUsage("s1", 1234));
   EXPECT_EQ(sessions_->Log("s1")->usage_tokens, 1234);
@@ -240,8 +241,13 @@ TEST_F(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
   ASSERT_OK(log);
   EXPECT_EQ(log->messages, compacted);
   EXPECT_EQ(log->usage_tokens, 50);
+  EXPECT_EQ(log->system_prompt.value_or(""), "Be brief.");  // Kept, in memory and on disk.
   ASSERT_EQ(log->checkpoints.size(), 1u);  // The rewrite opens with checkpoint 0, as kimi-cli's does.
   EXPECT_EQ(log->rotations.size(), 1u);
+  // A replacement computed from messages that have changed since is refused, and changes nothing.
+  std::vector<Message> stale = {Message::User("turn 0")};
+  EXPECT_EQ(sessions_->Replace("s1", stale, std::nullopt, &stale).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sessions_->Log("s1")->messages, compacted);
   // A commit archives the compacted messages; the archive reads back.
   auto ticket = sessions_->Commit("s1");
   ASSERT_OK(ticket);

@@ -228,6 +228,8 @@ TEST(WriteCompaction, RoundTripsThroughTheContextLogInKimiCliOrder) {
     EXPECT_EQ(*rotation, dir.File("context_1.jsonl"));
     EXPECT_EQ(log->history(), r->messages);
     EXPECT_EQ(log->token_count(), 321);
+    // The log in memory keeps its system prompt too (Rewrite is given the log's own).
+    EXPECT_EQ(log->system_prompt().value_or(""), "You are careful.");
     ASSERT_OK(log->Close());
   }
   // The file reads back the same, in the order kimi-cli writes a compacted context.

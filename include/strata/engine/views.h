@@ -11,6 +11,11 @@
 //   JobView           {"attempts","id","last_error"?,"payload","state"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","source"}
 //   ChangesView       [{"action","reason","uri"}]
+//   SessionContextView  a session's assembled window: {"session","encoding","window","budget","total_tokens",
+//                     "sections":{...},"system_prompt","memories","summary_included","messages":[{"index",
+//                     "tokens","included","message"}],"warnings"}
+//   SessionLogView    {"session","system_prompt","messages","checkpoints":[{"id","messages"}],"usage_tokens",
+//                     "rotations"}
 //   AssemblyJson      the assembled window as `strata window assemble` prints it (a string, byte-exact)
 #pragma once
 
@@ -27,6 +32,10 @@
 #include "strata/session/memory_pipeline.h"
 #include "strata/session/session.h"
 #include "strata/window/assembler.h"
+
+namespace strata {
+struct SessionContext;
+}  // namespace strata
 
 namespace strata::views {
 
@@ -46,6 +55,8 @@ Json JobView(const session::Job& job);
 Json AuditEntryView(const session::AuditEntry& entry);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);
 Json CommitDiffView(const session::CommitDiff& diff);
+Json SessionContextView(const std::string& session, const SessionContext& context);
+Json SessionLogView(const std::string& session, const session::SessionLog& log);
 
 // Whether a node is a memory superseded by a newer one (its metadata has "valid_to").
 bool IsSuperseded(const memory::Node& node);

@@ -70,8 +70,9 @@ struct McpStdioOptions {
   int max_in_flight = 8;               // Requests run at once; more wait for one to finish.
 };
 
-// Serves MCP over `in`/`out` (newline-delimited JSON-RPC) until `in` ends; requests in flight are
-// finished (or cancelled) before it returns.
+// Serves MCP over `in`/`out` (newline-delimited JSON-RPC) until `in` ends; requests still in flight then
+// finish and answer before it returns. A request id already in flight is refused. While max_in_flight
+// requests run, the next line waits to be read.
 Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* in, std::FILE* out);
 
 }  // namespace strata::server

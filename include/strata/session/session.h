@@ -140,9 +140,12 @@ class Sessions {
   // (`messages_N.jsonl`). Errors: unknown checkpoint (kNotFound).
   virtual Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) = 0;
   // Replaces the current messages (a compaction): checkpoint 0, `messages`, and a usage mark of
-  // `token_count` when given, in one atomic step; the previous log is kept as a rotation.
+  // `token_count` when given, in one atomic step; the previous log is kept as a rotation. With `expected`,
+  // only if the current messages are still exactly those (kFailedPrecondition otherwise: something was
+  // appended or reverted while the caller computed the replacement).
   virtual Result<SessionInfo> Replace(std::string_view id, std::span<const Message> messages,
-                                      std::optional<int64_t> token_count) = 0;
+                                      std::optional<int64_t> token_count,
+                                      const std::vector<Message>* expected = nullptr) = 0;
   // A new session `new_id` (generated when empty) with the same owners, system prompt and current messages
   // (those before `checkpoint` when given). The source is unchanged.
   virtual Result<SessionInfo> Fork(std::string_view id, std::string_view new_id,

@@ -53,6 +53,45 @@ TEST_F(SessionCli, NewAddCommitStatusHistory) {
   EXPECT_NE(unknown.err.find("no session nope"), std::string::npos) << unknown.err;
 }
 
+TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
+  ASSERT_EQ(Session({"new", "--user", "alice", "--id", "s1"}).exit_code, 0);
+  ASSERT_EQ(Session({"add", "s1", "--text", "Plan a week in Kyoto."}).exit_code, 0);
+  CliRun cp = Session({"checkpoint", "s1"});
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_EQ(Json::parse(cp.out)["checkpoint"], 0);
+  for (int i = 1; i <= 4; ++i) {
+    ASSERT_EQ(Session({"add", "s1", "--role", "assistant", "--text", "Day " + std::to_string(i) + ": temples."}).exit_code, 0);
+    ASSERT_EQ(Session({"add", "s1", "--text", "And day " + std::to_string(i + 1) + "?"}).exit_code, 0);
+  }
+  CliRun fork = Session({"fork", "s1", "--to", "s2", "--at", "0"});
+  ASSERT_EQ(fork.exit_code, 0) << fork.err;
+  EXPECT_EQ(Json::parse(fork.out)["stats"]["messages"], 1);
+  // Compaction folds the older turns into a summary with the (scripted) model.
+  WriteFileOrDie(dir_.File("summary.json"), R"({"replies": [{"text": "Kyoto week: days 1-2 planned (temples)."}]})");
+  CliRun compact = Session({"compact", "s1", "--script", dir_.File("summary.json")});
+  ASSERT_EQ(compact.exit_code, 0) << compact.err;
+  Json c = Json::parse(compact.out);
+  EXPECT_GT(c["compacted"].get<int>(), 0) << compact.out;
+  EXPECT_EQ(c["summary"], "Kyoto week: days 1-2 planned (temples).");
+  CliRun context = Session({"context", "s1", "--max-tokens", "2000", "--reserve", "100"});
+  ASSERT_EQ(context.exit_code, 0) << context.err;
+  Json ctx = Json::parse(context.out);
+  EXPECT_TRUE(ctx["summary_included"]);
+  EXPECT_GT(ctx["sections"]["summary"].get<int>(), 0);
+  EXPECT_EQ(ctx["sections"]["summary"].get<int>() + ctx["sections"]["history"].get<int>(), ctx["total_tokens"].get<int>());
+  Json log = Json::parse(Session({"log", "s1"}).out);
+  EXPECT_EQ(log["rotations"].size(), 1u);  // The log before compaction is kept.
+  // A compaction writes checkpoint 0 before the summary (as kimi-cli does): reverting to it empties the log.
+  CliRun revert = Session({"revert", "s1", "0"});
+  ASSERT_EQ(revert.exit_code, 0) << revert.err;
+  EXPECT_EQ(Json::parse(Session({"show", "s1"}).out)["messages"].size(), 0u);
+  CliRun missing = Session({"revert", "s1", "7"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("no checkpoint 7"), std::string::npos) << missing.err;
+  ASSERT_EQ(Session({"delete", "s2"}).exit_code, 0);
+  EXPECT_NE(Session({"show", "s2"}).exit_code, 0);
+}
+
 TEST_F(SessionCli, AFailedPhaseTwoIsReportedNotHidden) {
   ASSERT_EQ(Session({"new", "--user", "bob", "--id", "s"}).exit_code, 0);
   ASSERT_EQ(Session({"add", "s", "--text", "remember my birthday is May 3"}).exit_code, 0);

@@ -2,7 +2,10 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <exception>
 
 #include "strata/server/http.h"
@@ -165,15 +168,34 @@ class HttplibServer final : public HttpServer {
   }
 
   Status Serve() override {
-    if (!server_.listen_after_bind()) return Status::Internal("the HTTP server stopped with an error");
+    serving_ = true;
+    if (stop_requested_) {  // Stopped before it started.
+      serving_ = false;
+      return Status::Ok();
+    }
+    bool ok = server_.listen_after_bind();
+    serving_ = false;
+    if (!ok && !stop_requested_) return Status::Internal("the HTTP server stopped with an error");
     return Status::Ok();
   }
 
-  void Stop() override { server_.stop(); }
+  void Stop() override {
+    stop_requested_ = true;
+    // httplib's stop() does nothing until listen_after_bind() runs: when Serve is on its way there, wait for
+    // it (a SIGTERM right after start would otherwise leave the server listening for good).
+    for (int i = 0; i < 5000 && serving_ && !server_.is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    server_.stop();
+  }
 
  private:
   HttpServerOptions options_;
   httplib::Server server_;
+  // Stop() and Serve() may race (Serve runs on its own thread); both are sequentially consistent atomics,
+  // so one of them always sees the other.
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> serving_{false};
   HttpHandler not_found_;
 };
 

@@ -24,7 +24,7 @@ struct SessionArgs {
   ProviderSettings provider;
   std::string id, user, agent, text, role = "user", message, scope, category, uri, to, focus, encoding = "o200k_base";
   bool wait = false, force = false;
-  int64_t checkpoint = -1, max_tokens = 128'000, reserve = 4'096;
+  int64_t checkpoint = -1, max_tokens = 128'000, reserve = 4'096, tokens = 0;
 };
 
 Result<std::unique_ptr<Engine>> OpenEngine(const SessionArgs& a) {
@@ -106,6 +106,16 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   if (cmd == "checkpoint") {
     STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, engine->Checkpoint(a.id));
     Print({{"checkpoint", checkpoint}, {"session", a.id}});
+    return Status::Ok();
+  }
+  if (cmd == "system-prompt") {
+    STRATA_RETURN_IF_ERROR(engine->SetSystemPrompt(a.id, a.text));
+    Print({{"session", a.id}, {"system_prompt", a.text}});
+    return Status::Ok();
+  }
+  if (cmd == "usage") {
+    STRATA_RETURN_IF_ERROR(engine->RecordUsage(a.id, a.tokens));
+    Print({{"session", a.id}, {"usage_tokens", a.tokens}});
     return Status::Ok();
   }
   if (cmd == "log") {
@@ -216,8 +226,14 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   sub("work", "Run queued phase-2 jobs (summaries, extraction, dedup)", true);
   sub("checkpoint", "Mark the current end of a session's messages; prints the checkpoint id", false)
       ->add_option("ID", a->id)->required();
-  sub("log", "Print a session's current log: messages, checkpoints, usage mark, system prompt, rotations", false)
+  sub("log", "Print a session's current log: messages, checkpoints, usage marks, system prompt, rotations", false)
       ->add_option("ID", a->id)->required();
+  CLI::App* prompt = sub("system-prompt", "Set the system prompt of a session's log", false);
+  prompt->add_option("ID", a->id)->required();
+  prompt->add_option("PROMPT", a->text)->required();
+  CLI::App* usage = sub("usage", "Record the context size a provider reported (a usage mark)", false);
+  usage->add_option("ID", a->id)->required();
+  usage->add_option("TOKENS", a->tokens)->required()->check(CLI::NonNegativeNumber);
   CLI::App* revert = sub("revert", "Drop a checkpoint and every message after it (the old log is kept)", false);
   revert->add_option("ID", a->id)->required();
   revert->add_option("CHECKPOINT", a->checkpoint)->required()->check(CLI::NonNegativeNumber);

@@ -574,6 +574,14 @@ Result<std::vector<session::AuditEntry>> Engine::MemoryHistory(std::string_view 
   });
 }
 
+Result<std::vector<session::AuditEntry>> Engine::RecentMemoryChanges(std::string_view under, size_t limit) {
+  return Guard("recent memory changes", [&]() -> Result<std::vector<session::AuditEntry>> {
+    STRATA_ASSIGN_OR_RETURN(session::AuditLog * audit, impl_->Audit());
+    STRATA_ASSIGN_OR_RETURN(memory::Uri u, memory::Uri::Parse(under));
+    return audit->Recent(u.str(), limit);
+  });
+}
+
 Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view under, const Canceller* cancel) {
   return Guard("consolidate", [&]() -> Result<std::vector<session::MemoryChange>> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());

@@ -187,6 +187,12 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     for (size_t i = 0; i < rest.size(); ++i) out.message_tokens[i + offset] = index.tokens(i);
     for (size_t i : a.included) out.included[i + offset] = true;
     for (const window::AssemblyWarning& w : a.warnings) out.warnings.push_back(w.message);
+    if (size_t left_out = rest.size() - a.included.size(); left_out > 0) {
+      out.warnings.push_back(std::to_string(left_out) + " of " + std::to_string(rest.size()) +
+                             " messages left out: the newest that fit the " + std::to_string(a.budget) +
+                             "-token budget (after the system prompt, memories and summary) are sent, each tool call "
+                             "with its results or not at all");
+    }
     if (!rest.empty() && (a.included.empty() || a.included.back() != rest.size() - 1)) {
       out.warnings.push_back("the newest message does not fit in the " + std::to_string(a.budget) +
                              "-token budget after the system prompt, memories and summary");

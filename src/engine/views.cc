@@ -4,6 +4,7 @@
 #include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/message/message_json.h"
+#include "strata/window/compaction.h"
 
 namespace strata::views {
 
@@ -80,17 +81,19 @@ Json ArchiveView(const session::ArchiveInfo& a) {
 }
 
 Json JobView(const session::Job& job) {
-  Json j = {{"attempts", job.attempts}, {"id", job.id}};
+  Json j = {{"attempts", job.attempts}, {"created_ms", job.created_ms}, {"id", job.id}, {"key", job.key}, {"kind", job.kind}};
   if (!job.last_error.empty()) j["last_error"] = job.last_error;
+  if (job.not_before_ms > 0) j["not_before_ms"] = job.not_before_ms;
   Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
   j["payload"] = payload.is_discarded() ? Json(job.payload) : std::move(payload);
   j["state"] = std::string(session::JobStateName(job.state));
+  j["updated_ms"] = job.updated_ms;
   return j;
 }
 
 Json AuditEntryView(const session::AuditEntry& e) {
   return {{"action", std::string(session::MemoryActionName(e.action))}, {"after", e.after},   {"at_ms", e.at_ms},
-          {"before", e.before}, {"reason", e.reason}, {"source", e.source}};
+          {"before", e.before}, {"reason", e.reason}, {"source", e.source}, {"uri", e.uri}};
 }
 
 Json ChangesView(const std::vector<session::MemoryChange>& changes) {
@@ -173,11 +176,16 @@ Json SessionLogView(const std::string& session, const session::SessionLog& log) 
   Json messages = Json::array(), checkpoints = Json::array();
   for (const Message& m : log.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
   for (const session::CheckpointInfo& cp : log.checkpoints) checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}});
+  Json usage_marks = Json::array();
+  for (const session::UsageMarkInfo& u : log.usage_marks) usage_marks.push_back({{"messages", u.messages}, {"tokens", u.tokens}});
   return Json{{"session", session},
               {"system_prompt", log.system_prompt ? Json(*log.system_prompt) : Json()},
               {"messages", messages},
               {"checkpoints", checkpoints},
               {"usage_tokens", log.usage_tokens},
+              {"usage_marks", usage_marks},
+              // The first message is a compaction's summary of the turns before it.
+              {"summary", !log.messages.empty() && window::SummaryOf(log.messages.front()).has_value()},
               {"rotations", log.rotations}};
 }
 

@@ -57,6 +57,7 @@ void ContextLog::ResetState() {
   system_prompt_.reset();
   checkpoints_.clear();
   prompts_.clear();
+  usages_.clear();
   report_ = RestoreReport();
   torn_tail_.reset();
   missing_newline_ = false;
@@ -104,6 +105,7 @@ Result<bool> ContextLog::Restore() {
       case LogRecord::Kind::kUsage:
         token_count_ = record.value;
         pending_begin_ = history_.size();
+        usages_.push_back(UsageMark{line.offset, history_.size(), record.value});
         break;
       case LogRecord::Kind::kCheckpoint:
         checkpoints_.push_back(
@@ -197,12 +199,21 @@ Status ContextLog::UpdateTokenCount(int64_t token_count) {
     return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(token_count));
   }
   STRATA_RETURN_IF_ERROR(PrepareAppend());
+  uint64_t offset = writer_->size();
   STRATA_RETURN_IF_ERROR(writer_->Append(record_format::UsageLine(token_count)));
+  usages_.push_back(UsageMark{offset, history_.size(), token_count});
   token_count_ = token_count;
   pending_begin_ = history_.size();
   modified_ = true;
   InvalidatePending();
   return Status::Ok();
+}
+
+std::vector<ContextLog::UsagePosition> ContextLog::usage_marks() const {
+  std::vector<UsagePosition> out;
+  out.reserve(usages_.size());
+  for (const UsageMark& m : usages_) out.push_back({m.history_size, m.tokens});
+  return out;
 }
 
 std::vector<ContextLog::CheckpointPosition> ContextLog::checkpoints() const {
@@ -302,6 +313,7 @@ Status ContextLog::RevertTo(int64_t id) {
   next_checkpoint_id_ = target.next_id_before;
   checkpoints_.erase(checkpoints_.begin() + (mark - checkpoints_.begin()), checkpoints_.end());
   while (!prompts_.empty() && prompts_.back().offset >= target.offset) prompts_.pop_back();
+  while (!usages_.empty() && usages_.back().offset >= target.offset) usages_.pop_back();
   system_prompt_ = prompts_.empty() ? std::nullopt : std::optional<std::string>(prompts_.back().prompt);
   modified_ = true;
   InvalidatePending();
@@ -339,6 +351,7 @@ Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system
   uint64_t checkpoint_offset = content.size();
   if (checkpoint) content += record_format::CheckpointLine(0);
   STRATA_RETURN_IF_ERROR(SerializeMessages(messages, &content));
+  uint64_t usage_offset = content.size();
   if (token_count) content += record_format::UsageLine(*token_count);
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   bool swapped = false;
@@ -360,6 +373,7 @@ Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system
   if (token_count) {
     token_count_ = *token_count;
     pending_begin_ = history_.size();
+    usages_.push_back(UsageMark{usage_offset, history_.size(), *token_count});
   }
   modified_ = true;
   InvalidatePending();
@@ -400,6 +414,7 @@ Status ContextLog::WriteSystemPrompt(std::string_view prompt) {
   if (skip > 0 && !prompts_.empty() && prompts_.front().offset == 0) prompts_.erase(prompts_.begin());
   for (CheckpointMark& m : checkpoints_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
   for (PromptMark& m : prompts_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
+  for (UsageMark& m : usages_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
   if (torn_tail_) torn_tail_->offset = static_cast<uint64_t>(static_cast<int64_t>(torn_tail_->offset) + delta);
   prompts_.insert(prompts_.begin(), PromptMark{0, std::string(prompt)});
   system_prompt_ = prompts_.back().prompt;

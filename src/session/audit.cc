@@ -1,5 +1,6 @@
 #include "strata/session/audit.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "sqlite_db.h"
@@ -61,11 +62,28 @@ class SqliteAuditLog final : public AuditLog {
   Result<std::vector<AuditEntry>> BySource(std::string_view source) override { return Select("source", source); }
   Result<std::vector<AuditEntry>> History(std::string_view uri) override { return Select("uri", uri); }
 
+  Result<std::vector<AuditEntry>> Recent(std::string_view under, size_t limit) override {
+    std::string exact(under), prefix(under);
+    if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT " + std::string(kColumns) +
+                    " FROM audit WHERE uri = ?1 OR substr(uri, 1, length(?2)) = ?2 ORDER BY id DESC LIMIT ?3");
+    s.Bind(1, exact);
+    s.Bind(2, prefix);
+    s.Bind(3, static_cast<int64_t>(std::min<size_t>(limit, 1u << 20)));
+    return Rows(s);
+  }
+
  private:
   Result<std::vector<AuditEntry>> Select(std::string_view column, std::string_view value) {
     std::lock_guard lock(mu_);
     Stmt s(db_, "SELECT " + std::string(kColumns) + " FROM audit WHERE " + std::string(column) + " = ?1 ORDER BY id");
     s.Bind(1, value);
+    return Rows(s);
+  }
+
+  // Reads every row of `s` (columns kColumns). Called with mu_ held.
+  Result<std::vector<AuditEntry>> Rows(Stmt& s) {
     std::vector<AuditEntry> out;
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());

@@ -265,6 +265,9 @@ class FileSessions final : public Sessions {
       out.checkpoints.push_back({c.id, static_cast<int64_t>(c.messages)});
     }
     out.usage_tokens = log->token_count();
+    for (const ContextLog::UsagePosition& u : log->usage_marks()) {
+      out.usage_marks.push_back({static_cast<int64_t>(u.messages), u.tokens});
+    }
     STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs().ListDirectory(Dir(info.id)));
     std::vector<std::pair<int, std::string>> rotations;
     for (const std::string& name : names) {

@@ -147,6 +147,45 @@ TEST_F(ContextLogTest, RevertKeepsPrefixAndRotatesWithoutCopyingTheBackup) {
   EXPECT_EQ(fresh->token_count_with_pending(), log->token_count_with_pending());
 }
 
+// Usage marks keep their positions through appends, a system prompt that shifts every offset, a revert
+// (which drops the marks after its checkpoint), a rewrite and a fresh restore.
+TEST_F(ContextLogTest, UsageMarksKeepTheirPositions) {
+  using Marks = std::vector<std::pair<size_t, int64_t>>;
+  auto marks = [](const ContextLog& log) {
+    Marks out;
+    for (const auto& u : log.usage_marks()) out.emplace_back(u.messages, u.tokens);
+    return out;
+  };
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_OK(log->Append(Message::User("one")));
+  ASSERT_OK(log->UpdateTokenCount(10));
+  ASSERT_OK(log->WriteSystemPrompt("a system prompt long enough to move every later byte"));
+  ASSERT_EQ(*log->Checkpoint(false), 0);
+  ASSERT_OK(log->Append(Message::Assistant("two")));
+  ASSERT_OK(log->Append(Message::User("three")));
+  ASSERT_OK(log->UpdateTokenCount(30));
+  EXPECT_EQ(marks(*log), (Marks{{1, 10}, {3, 30}}));
+  {
+    auto copy = ContextLog::Open("ctx/context.jsonl", {.fs = &fs_, .read_only = true});
+    ASSERT_OK(copy->Restore());
+    EXPECT_EQ(marks(*copy), marks(*log)) << "a restore reads the same marks";
+  }
+  ASSERT_OK(log->RevertTo(0));
+  EXPECT_EQ(marks(*log), (Marks{{1, 10}}));
+  ASSERT_OK(log->UpdateTokenCount(12));
+  EXPECT_EQ(marks(*log), (Marks{{1, 10}, {1, 12}}));
+  ASSERT_OK(log->Close());
+  auto fresh = Open();
+  ASSERT_OK(fresh->Restore());
+  EXPECT_EQ(marks(*fresh), marks(*log));
+  std::vector<Message> kept = {Message::User("summary"), Message::User("four")};
+  ASSERT_OK(fresh->Rewrite(fresh->system_prompt(), kept, 7, true).status());
+  EXPECT_EQ(marks(*fresh), (Marks{{2, 7}}));
+  ASSERT_OK(fresh->Rewrite(std::nullopt, kept, std::nullopt, false).status());
+  EXPECT_EQ(marks(*fresh), Marks{});
+}
+
 TEST_F(ContextLogTest, ClearRotatesAndLeavesAnEmptyFile) {
   auto log = Open();
   ASSERT_OK(log->Restore());

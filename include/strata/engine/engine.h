@@ -239,6 +239,8 @@ class Engine {
                                                       std::string_view category = "",
                                                       const Canceller* cancel = nullptr);
   Result<std::vector<session::AuditEntry>> MemoryHistory(std::string_view uri);
+  // The newest `limit` recorded memory changes at or below `under`, newest first.
+  Result<std::vector<session::AuditEntry>> RecentMemoryChanges(std::string_view under, size_t limit);
   Result<std::vector<session::MemoryChange>> Consolidate(std::string_view under, const Canceller* cancel = nullptr);
 
   // ---- Prompts, tokens, conversations ----

@@ -111,6 +111,12 @@ class ContextLog {
     size_t messages;
   };
   std::vector<CheckpointPosition> checkpoints() const;
+  // The live usage marks (`_usage` records) in file order, each with how many messages come before it.
+  struct UsagePosition {
+    size_t messages;
+    int64_t tokens;
+  };
+  std::vector<UsagePosition> usage_marks() const;
   const std::optional<std::string>& system_prompt() const { return system_prompt_; }
   const RestoreReport& restore_report() const { return report_; }
   const std::string& path() const { return path_; }
@@ -127,6 +133,11 @@ class ContextLog {
   struct PromptMark {
     uint64_t offset;
     std::string prompt;
+  };
+  struct UsageMark {
+    uint64_t offset;  // Byte offset of the `_usage` line.
+    size_t history_size;
+    int64_t tokens;
   };
 
   ContextLog(std::string path, ContextLogOptions options);
@@ -159,6 +170,7 @@ class ContextLog {
   std::optional<std::string> system_prompt_;
   std::vector<CheckpointMark> checkpoints_;  // In file order.
   std::vector<PromptMark> prompts_;          // `_system_prompt` records in file order.
+  std::vector<UsageMark> usages_;            // `_usage` records in file order.
 
   bool restored_ = false;
   bool modified_ = false;

@@ -47,6 +47,9 @@ class AuditLog {
   virtual Result<std::vector<AuditEntry>> BySource(std::string_view source) = 0;
   // The history of one memory, oldest first.
   virtual Result<std::vector<AuditEntry>> History(std::string_view uri) = 0;
+  // The newest `limit` entries for `under` or a memory below it (`under` is a URI; one ending in "/" is a
+  // plain prefix), newest first.
+  virtual Result<std::vector<AuditEntry>> Recent(std::string_view under, size_t limit) = 0;
 };
 
 Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path);

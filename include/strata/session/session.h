@@ -98,12 +98,19 @@ struct CheckpointInfo {
   int64_t messages = 0;
 };
 
+// A provider-reported context size (a usage mark) recorded after `messages` messages.
+struct UsageMarkInfo {
+  int64_t messages = 0;
+  int64_t tokens = 0;
+};
+
 // The current messages as their log holds them.
 struct SessionLog {
   std::optional<std::string> system_prompt;
   std::vector<Message> messages;
   std::vector<CheckpointInfo> checkpoints;  // In order.
   int64_t usage_tokens = 0;                 // The last provider-reported context size (0: none).
+  std::vector<UsageMarkInfo> usage_marks;   // Every live usage mark, in order.
   std::vector<std::string> rotations;       // Earlier versions of the log kept by reverts and compactions.
 };
 

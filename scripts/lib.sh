@@ -9,15 +9,16 @@ STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libyaml-cpp-dev
   libsqlite3-dev libhnswlib-dev libssl-dev)
 # Only the test script needs these (libFuzzer runs under clang; Python's Jinja2 is the prompt engine's
-# reference).
-STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev python3 python3-jinja2 python3-yaml)
+# reference; the viewer's tests drive Chromium).
+STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev python3 python3-jinja2 python3-yaml chromium fonts-dejavu-core)
 
 # npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json), the reference tokenizers the
-# tests and benchmarks compare against, and the streaming peers of the LLM benchmark (eventsource-parser,
-# the OpenAI Node SDK). Installed into a cache outside the repository, pinned.
+# tests and benchmarks compare against, the streaming peers of the LLM benchmark (eventsource-parser,
+# the OpenAI Node SDK), the official API and MCP clients the server is tested with, and puppeteer-core
+# (which drives Debian's chromium; it downloads no browser). Installed into a cache outside the repository, pinned.
 STRATA_NPM_CACHE=${STRATA_NPM_CACHE:-$HOME/.cache/strata/npm}
 STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0 eventsource-parser@4.1.3 openai@7.57.0 @anthropic-ai/sdk@1.13.0
-                     @modelcontextprotocol/sdk@1.32.2)
+                     @modelcontextprotocol/sdk@1.32.2 puppeteer-core@24.43.1)
 export STRATA_NPM_CACHE
 
 strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -65,8 +65,10 @@ Status RunServe(const ServeArgs& a) {
                                                              options));
   STRATA_ASSIGN_OR_RETURN(int port, server->Bind());
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
-  std::cerr << "strata: serving " << a.data << " on http://" << host << ":" << port << "/ (health: /health, API: /api/v1)"
-            << std::endl;
+  std::string address = "http://" + (host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host) +
+                        ":" + std::to_string(port) + "/";
+  std::cerr << "strata: serving " << a.data << " on " << address << " (health: /health, API: /api/v1)" << std::endl;
+  std::cerr << "strata: the viewer: open " << address << " in a browser" << std::endl;
   std::thread watcher([&server, signals] {
     int sig = 0;
     sigwait(&signals, &sig);

@@ -242,6 +242,7 @@ void Server::Impl::LogReply(Engine* engine, const std::string& session_id, const
     return;
   }
   if (reply->usage) (void)engine->RecordUsage(session_id, reply->usage->total());
+  BumpRevision(engine);
   // A reply that calls tools opens a group its results will close in the next turn: committing now would
   // archive the calls and orphan the results. The commit waits for a reply without calls.
   if (reply->message.tool_calls && !reply->message.tool_calls->empty()) return;
@@ -281,6 +282,7 @@ void Server::Impl::CommitNow(Engine* engine, const std::string& session_id) {
   }
   if (engine->Commit(session_id, {.wait = false}).ok()) {
     metrics.Commit("accepted");
+    BumpRevision(engine);
     WakeWorker();
   }
 }
@@ -307,7 +309,10 @@ void Server::Impl::CommitIdleSessions() {
     }
   }
   for (const auto& [engine, session_id] : due) {
-    if (engine->Commit(session_id, {.wait = false}).ok()) metrics.Commit("accepted_idle");
+    if (engine->Commit(session_id, {.wait = false}).ok()) {
+      metrics.Commit("accepted_idle");
+      BumpRevision(engine);
+    }
   }
 }
 

@@ -379,6 +379,13 @@ void Server::Impl::AddRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, c.BoolArg("force")));
     return Json{{"deleted", id}};
   });
+  add("POST", "/api/v1/sessions/" + sid + "/retry", "/api/v1/sessions/{id}/retry", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int requeued, c.engine->Retry(id));
+    WakeWorker();
+    return Json{{"session", id}, {"requeued", requeued}};
+  });
   add("POST", "/api/v1/sessions/" + sid + "/checkpoints", "/api/v1/sessions/{id}/checkpoints", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
@@ -456,6 +463,37 @@ void Server::Impl::AddRoutes() {
     }
     return *job;
   };
+  // Every phase-2 job the caller may see (a user key: its own sessions'), newest first; ?session= and
+  // ?state= (pending, running, done, dead) narrow it.
+  add("GET", "/api/v1/tasks", "/api/v1/tasks", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string session_id, c.Arg("session", false));
+    STRATA_ASSIGN_OR_RETURN(std::string state_name, c.Arg("state", false));
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 200));
+    if (limit < 1 || limit > 10000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
+    std::optional<session::JobState> state;
+    for (session::JobState s : {session::JobState::kPending, session::JobState::kRunning, session::JobState::kDone,
+                                session::JobState::kDead}) {
+      if (state_name == session::JobStateName(s)) state = s;
+    }
+    if (!state_name.empty() && !state) {
+      return Status::InvalidArgument("\"state\" must be pending, running, done or dead, not " + json::QuoteForError(state_name, 40));
+    }
+    std::optional<std::string> key;
+    if (!session_id.empty()) {
+      STRATA_RETURN_IF_ERROR(CheckSession(c, session_id));
+      key = session_id;
+    }
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, queue->List(state, key));
+    std::sort(jobs.begin(), jobs.end(), [](const session::Job& a, const session::Job& b) { return a.id > b.id; });
+    Json out = Json::array();
+    for (const session::Job& job : jobs) {
+      if (static_cast<int64_t>(out.size()) >= limit) break;
+      if (c.id.role == Role::kUser && !CheckSession(c, job.key).ok()) continue;
+      out.push_back(views::JobView(job));
+    }
+    return out;
+  });
   add("GET", "/api/v1/tasks/([0-9]+)", "/api/v1/tasks/{id}", [task_of](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(session::Job job, task_of(c));
     return views::JobView(job);
@@ -498,6 +536,22 @@ void Server::Impl::AddRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::string category, c.Arg("category", false));
     STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Remember(scope.str(), text, category));
     return views::ChangesView(changes);
+  });
+  // The newest memory changes at or below `under` (default: all the caller can reach), newest first.
+  add("GET", "/api/v1/memories/changes", "/api/v1/memories/changes", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 50));
+    if (limit < 1 || limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
+    STRATA_ASSIGN_OR_RETURN(auto entries, c.engine->RecentMemoryChanges(under.str(), static_cast<size_t>(limit)));
+    Json out = Json::array();
+    for (const auto& e : entries) {
+      // Everything below the root reaches other users' memories: an admin sees them, a user key never
+      // gets here with the root (UriArg gives it its own scope), but an entry is checked all the same.
+      auto uri = Uri::Parse(e.uri);
+      if (!uri.ok() || !CheckUri(c, *uri, false).ok()) continue;
+      out.push_back(views::AuditEntryView(e));
+    }
+    return out;
   });
   add("GET", "/api/v1/memories/history", "/api/v1/memories/history", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
@@ -646,6 +700,15 @@ void Server::Impl::AddRoutes() {
     STRATA_RETURN_IF_ERROR(keys->Revoke(c.req.path_params.at(0)));
     return Json{{"revoked", c.req.path_params.at(0)}};
   });
+
+  AddViewerRoutes();
+
+  // POSTs that change nothing: they do not tell open viewers to refresh.
+  for (RouteSpec& r : routes) {
+    if (r.name == "/api/v1/search/find" || r.name == "/api/v1/tokens/count" || r.name == "/api/v1/prompts/render") {
+      r.read_only = true;
+    }
+  }
 }
 
 }  // namespace strata::server

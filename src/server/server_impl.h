@@ -172,6 +172,8 @@ struct RouteSpec {
   // Errors in this model API's own shape (what its SDKs read), not the envelope.
   std::optional<Dialect> errors;
   bool parse_body = true;  // False: the route reads the raw body itself (MCP answers bad JSON in JSON-RPC).
+  // True: a POST that changes nothing (find, token counting), so it does not bump the account's revision.
+  bool read_only = false;
 };
 
 // A model request's messages as Strata messages, and its system prompt (OpenAI: the system and developer
@@ -364,6 +366,7 @@ struct Server::Impl {
     }
     Result<Json> result = route.api(c);
     *raw = c.raw;
+    if (result.ok() && c.engine != nullptr && req.method != "GET" && !route.read_only) BumpRevision(c.engine);
     return result;
   }
 
@@ -398,6 +401,7 @@ struct Server::Impl {
   }
 
   void WorkerLoop() {
+    std::map<const Engine*, std::pair<size_t, size_t>> last_queue_state;  // (pending, dead) per account.
     while (true) {
       {
         std::unique_lock lock(worker_mu);
@@ -410,6 +414,10 @@ struct Server::Impl {
         Result<WorkReport> report = engine->Work(&worker_cancel);
         if (report.ok()) {
           for (int i = 0; i < report->completed; ++i) metrics.Commit("completed");
+          // A finished job, or a job that failed, went dead or came back: what a viewer shows changed.
+          std::pair<size_t, size_t> queue_state{report->pending, report->dead};
+          if (report->completed > 0 || last_queue_state[engine] != queue_state) BumpRevision(engine);
+          last_queue_state[engine] = queue_state;
         } else if (report.status().code() != StatusCode::kCancelled &&
                    report.status().code() != StatusCode::kUnavailable) {
           std::fprintf(stderr, "strata serve: phase 2: %s\n", report.status().ToString().c_str());
@@ -419,6 +427,16 @@ struct Server::Impl {
   }
 
   void AddRoutes();
+  // The viewer's files and the change stream (viewer.cc).
+  void AddViewerRoutes();
+
+  // ---- Revisions: a counter per account, bumped by every request that may have changed its data and by
+  // the worker's finished jobs; GET /api/v1/events streams it so that open viewers refresh. ----
+  void BumpRevision(const Engine* engine);
+  int64_t Revision(const Engine* engine);
+  std::mutex revisions_mu;
+  std::map<const Engine*, int64_t> revisions;  // Guarded by revisions_mu.
+
   // POST /v1/chat/completions and POST /v1/messages (chat.cc).
   Result<Json> ModelEndpoint(Call& c, Dialect dialect);
   // Assembles the request of a session-mode call into `forward`; returns the new turn, which the caller

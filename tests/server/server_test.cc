@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -341,6 +342,12 @@ TEST_F(ServerTest, CheckpointsRevertForkAndTheAssembledContextOverHttp) {
   ASSERT_EQ(narrow["messages"].size(), 7u);
   EXPECT_FALSE(narrow["messages"][0]["included"]);
   EXPECT_TRUE(narrow["messages"][6]["included"]);
+  EXPECT_TRUE(wide["warnings"].empty()) << wide["warnings"];
+  size_t left_out = 0;
+  for (const Json& m : narrow["messages"]) left_out += m["included"] ? 0 : 1;
+  ASSERT_FALSE(narrow["warnings"].empty()) << "what was left out is said";
+  EXPECT_EQ(narrow["warnings"].back().get<std::string>().rfind(std::to_string(left_out) + " of 7 messages left out", 0), 0u)
+      << narrow["warnings"];
   // A bad budget is a clear error.
   Reply bad = Call("GET", "/api/v1/sessions/s1/context?max_context_tokens=10&reserve_for_reply=100", alice);
   EXPECT_EQ(bad.status, 400) << bad.raw;
@@ -490,6 +497,124 @@ TEST_F(ServerTest, ShutdownAnswersRequestsInFlightAndLosesNoAcknowledgedWrite) {
   EXPECT_TRUE(check->empty());
 }
 
+TEST_F(ServerTest, TheViewerIsServedWithoutAKeyAndWithAStrictPolicy) {
+  httplib::Client client("127.0.0.1", port_);
+  auto index = client.Get("/");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_NE(index->get_header_value("Content-Type").find("text/html"), std::string::npos);
+  EXPECT_NE(index->body.find("viewer/app.js"), std::string::npos);
+  std::string policy = index->get_header_value("Content-Security-Policy");
+  EXPECT_NE(policy.find("script-src 'self'"), std::string::npos) << policy;
+  EXPECT_NE(policy.find("frame-ancestors 'none'"), std::string::npos) << policy;
+  EXPECT_EQ(index->get_header_value("X-Content-Type-Options"), "nosniff");
+  auto script = client.Get("/viewer/app.js");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200);
+  EXPECT_NE(script->get_header_value("Content-Type").find("text/javascript"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/viewer/missing.js", "").status, 404);
+  EXPECT_EQ(Call("GET", "/viewer/..%2Fkeys.db", "").status, 404);
+  // The data stays behind the key.
+  EXPECT_EQ(Call("GET", "/api/v1/sessions", "").status, 401);
+}
+
+// Reads the change stream until `events` events have arrived; returns their data lines.
+std::vector<std::string> ReadChanges(int port, const std::string& key, size_t events, const std::function<void()>& after_first) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(std::chrono::seconds(10));
+  std::vector<std::string> data;
+  std::string buffer;
+  client.Get("/api/v1/events", {{"Authorization", "Bearer " + key}}, [&](const char* bytes, size_t n) {
+    buffer.append(bytes, n);
+    size_t end;
+    while ((end = buffer.find("\n\n")) != std::string::npos) {
+      std::string block = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (size_t at = block.find("data: "); at != std::string::npos) {
+        data.push_back(block.substr(at + 6));
+        if (data.size() == 1) after_first();
+      }
+    }
+    return data.size() < events;
+  });
+  return data;
+}
+
+TEST_F(ServerTest, TheChangeStreamAnnouncesWritesButNotReads) {
+  std::string alice = Issue("alice");
+  std::string other = Issue("carol", "acme");
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice, R"({"uri": "strata://user/alice/memories/notes/a", "content": "x"})").status, 200);
+  std::vector<std::string> seen = ReadChanges(port_, alice, 2, [&] {
+    // A read-only POST and a GET first: no event for them. Another account's write: none either.
+    EXPECT_EQ(Call("POST", "/api/v1/search/find", alice, R"({"query": "x"})").status, 200);
+    EXPECT_EQ(Call("GET", "/api/v1/fs/ls", alice).status, 200);
+    EXPECT_EQ(Call("POST", "/api/v1/fs/write", other, R"({"uri": "strata://user/carol/memories/notes/b", "content": "y"})").status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(Call("POST", "/api/v1/fs/write", alice, R"({"uri": "strata://user/alice/memories/notes/c", "content": "z"})").status, 200);
+  });
+  ASSERT_EQ(seen.size(), 2u);
+  Json first = Json::parse(seen[0]), second = Json::parse(seen[1]);
+  EXPECT_EQ(second["revision"].get<int64_t>(), first["revision"].get<int64_t>() + 1)
+      << "exactly one change (alice's second write) between the two events";
+}
+
+TEST_F(ServerTest, TasksAndMemoryChangesAreListedWithinTheCallersScope) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  for (const auto& [user, key] : {std::pair{"alice", alice}, std::pair{"bob", bob}}) {
+    ASSERT_EQ(Call("POST", "/api/v1/sessions", key, Json{{"id", std::string(user) + "-s"}}.dump()).status, 200);
+    ASSERT_EQ(Call("POST", "/api/v1/sessions/" + std::string(user) + "-s/messages", key,
+                   R"({"role": "user", "content": "I prefer tea."})").status, 200);
+    ASSERT_EQ(Call("POST", "/api/v1/sessions/" + std::string(user) + "-s/commit", key, "{}").status, 200);
+  }
+  Reply mine = Call("GET", "/api/v1/tasks", alice);
+  ASSERT_EQ(mine.status, 200) << mine.raw;
+  ASSERT_EQ(mine.body["result"].size(), 1u) << mine.raw;
+  EXPECT_EQ(mine.body["result"][0]["key"], "alice-s");
+  EXPECT_EQ(mine.body["result"][0]["kind"], "session.commit");
+  Reply all = Call("GET", "/api/v1/tasks", kRootKey);
+  EXPECT_EQ(all.body["result"].size(), 2u) << all.raw;
+  EXPECT_GT(all.body["result"][0]["id"].get<int64_t>(), all.body["result"][1]["id"].get<int64_t>()) << "newest first";
+  EXPECT_EQ(Call("GET", "/api/v1/tasks?session=bob-s", alice).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/tasks?state=lost", alice).status, 400);
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/bob-s/retry", alice, "{}").status, 404);
+  Reply retried = Call("POST", "/api/v1/sessions/alice-s/retry", alice, "{}");
+  EXPECT_EQ(retried.status, 200) << retried.raw;
+
+}
+
+TEST_F(ServerTest, MemoryChangesStayWithinTheCallersScope) {
+  // Memories of two users, made by commits with a scripted model (the server itself has none).
+  Stop();
+  {
+    testing::WriteFileOrDie(dir_.File("script.json"), R"({"replies": [
+        {"text": "Alice and tea."}, {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"drink\", \"content\": \"Alice prefers tea.\"}]}"},
+        {"text": "Bob and coffee."}, {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"drink\", \"content\": \"Bob prefers coffee.\"}]}"}]})");
+    auto engine = Engine::Open({.data_dir = dir_.File("data"), .provider = {.provider = "scripted", .script = dir_.File("script.json")}});
+    ASSERT_OK(engine);
+    for (const std::string user : {"alice", "bob"}) {
+      ASSERT_OK((*engine)->CreateSession(user, "", user + "-s"));
+      ASSERT_OK((*engine)->AddMessages(user + "-s", std::vector{Message::User("About drinks.")}));
+      ASSERT_OK((*engine)->Commit(user + "-s", {.wait = true}));
+    }
+  }
+  Start();
+  std::string alice = Issue("alice");
+  EXPECT_EQ(Call("GET", "/api/v1/memories/changes?under=" + Q("strata://user/bob"), alice).status, 403);
+  Reply own = Call("GET", "/api/v1/memories/changes", alice);
+  ASSERT_EQ(own.status, 200) << own.raw;
+  ASSERT_EQ(own.body["result"].size(), 1u) << own.raw;
+  EXPECT_EQ(own.body["result"][0]["uri"], "strata://user/alice/memories/preferences/drink");
+  EXPECT_EQ(own.body["result"][0]["action"], "create");
+  EXPECT_EQ(own.body["result"][0]["source"], "alice-s#1#0");
+  Reply all = Call("GET", "/api/v1/memories/changes?limit=1", kRootKey);
+  ASSERT_EQ(all.body["result"].size(), 1u) << all.raw;
+  EXPECT_EQ(all.body["result"][0]["uri"], "strata://user/bob/memories/preferences/drink") << "newest first";
+  EXPECT_EQ(Call("GET", "/api/v1/memories/changes", kRootKey).body["result"].size(), 2u);
+  EXPECT_EQ(Call("GET", "/api/v1/memories/changes?under=" + Q("strata://user/al"), kRootKey).body["result"].size(), 0u)
+      << "a prefix of a name is not its parent";
+}
+
 TEST_F(ServerTest, TheOpenApiDocumentListsExactlyTheRoutesServed) {
   YAML::Node doc = YAML::LoadFile(std::string(STRATA_SOURCE_DIR) + "/docs/api/openapi.yaml");
   std::set<std::pair<std::string, std::string>> documented;
@@ -506,6 +631,22 @@ TEST_F(ServerTest, TheOpenApiDocumentListsExactlyTheRoutesServed) {
   for (const auto& r : server_->Routes()) served.insert(r);
   for (const auto& r : served) EXPECT_TRUE(documented.count(r)) << "undocumented: " << r.first << " " << r.second;
   for (const auto& r : documented) EXPECT_TRUE(served.count(r)) << "documented, not served: " << r.first << " " << r.second;
+}
+
+// A SIGTERM right after start (before the listening loop runs) still stops the server: httplib's stop()
+// alone did nothing then, and Serve listened for good.
+TEST(ServerOpen, AShutdownBeforeServeRunsStillStopsIt) {
+  testing::TempDir dir;
+  auto server = Server::Open({.data_dir = dir.File("data")}, {.listen = "127.0.0.1:0", .read_root_key_from_env = false});
+  ASSERT_OK(server);
+  ASSERT_OK((*server)->Bind());
+  (*server)->Shutdown();
+  std::promise<Status> served;
+  std::future<Status> done = served.get_future();
+  std::thread serving([&] { served.set_value((*server)->Serve()); });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "Serve did not return";
+  EXPECT_OK(done.get());
+  serving.join();
 }
 
 TEST(ServerOpen, ARemoteAddressWithoutAKeyIsRefused) {

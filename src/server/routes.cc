@@ -471,12 +471,8 @@ void Server::Impl::AddRoutes() {
     STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 200));
     if (limit < 1 || limit > 10000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
     std::optional<session::JobState> state;
-    for (session::JobState s : {session::JobState::kPending, session::JobState::kRunning, session::JobState::kDone,
-                                session::JobState::kDead}) {
-      if (state_name == session::JobStateName(s)) state = s;
-    }
-    if (!state_name.empty() && !state) {
-      return Status::InvalidArgument("\"state\" must be pending, running, done or dead, not " + json::QuoteForError(state_name, 40));
+    if (!state_name.empty()) {
+      STRATA_ASSIGN_OR_RETURN(state, session::ParseJobState(state_name));
     }
     std::optional<std::string> key;
     if (!session_id.empty()) {

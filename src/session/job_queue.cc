@@ -32,14 +32,6 @@ CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key, id);
 constexpr std::string_view kColumns =
     "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms";
 
-Result<JobState> ParseState(std::string_view s) {
-  if (s == "pending") return JobState::kPending;
-  if (s == "running") return JobState::kRunning;
-  if (s == "done") return JobState::kDone;
-  if (s == "dead") return JobState::kDead;
-  return Status::DataLoss("job queue: unknown state '" + std::string(s) + "'");
-}
-
 class SqliteJobQueue final : public JobQueue {
  public:
   explicit SqliteJobQueue(JobQueueOptions options) : options_(options) {
@@ -185,7 +177,9 @@ class SqliteJobQueue final : public JobQueue {
     job.kind = s.Text(1);
     job.key = s.Text(2);
     job.payload = s.Text(3);
-    STRATA_ASSIGN_OR_RETURN(job.state, ParseState(s.Text(4)));
+    Result<JobState> state = ParseJobState(s.Text(4));
+    if (!state.ok()) return Status::DataLoss("job queue: " + state.status().message());
+    job.state = *state;
     job.attempts = static_cast<int>(s.Int(5));
     job.last_error = s.Text(6);
     job.created_ms = s.Int(7);
@@ -213,6 +207,14 @@ std::string_view JobStateName(JobState state) {
       return "dead";
   }
   return "?";
+}
+
+Result<JobState> ParseJobState(std::string_view name) {
+  for (JobState state : {JobState::kPending, JobState::kRunning, JobState::kDone, JobState::kDead}) {
+    if (JobStateName(state) == name) return state;
+  }
+  return Status::InvalidArgument("unknown job state '" + std::string(name.substr(0, 40)) +
+                                 "' (pending, running, done or dead)");
 }
 
 Result<std::unique_ptr<JobQueue>> OpenJobQueue(const std::string& path, JobQueueOptions options) {

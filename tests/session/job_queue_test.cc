@@ -3,24 +3,39 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <thread>
 
+#include "pg_test_util.h"
 #include "test_util.h"
 
 namespace strata::session {
 namespace {
 
-class JobQueueTest : public ::testing::Test {
+// Every test runs on both backends: SQLite (a file) and PostgreSQL (a fresh database on the test server).
+class JobQueueTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { Reopen(); }
+  void SetUp() override {
+    if (GetParam() == "postgres") {
+      auto url = testing::NewPostgresDatabase();
+      ASSERT_OK(url);
+      url_ = *url;
+    }
+    Reopen();
+  }
+  // A queue over the same storage (another connection: another process or instance).
+  Result<std::unique_ptr<JobQueue>> Open() {
+    JobQueueOptions options{.max_attempts = 3,
+                            .initial_backoff = std::chrono::milliseconds(1000),
+                            .max_backoff = std::chrono::milliseconds(3000),
+                            .lease = std::chrono::milliseconds(60'000),
+                            .clock = &clock_};
+    return GetParam() == "postgres" ? OpenPgJobQueue(url_, options) : OpenJobQueue(dir_.File("queue.db"), options);
+  }
   void Reopen() {
     queue_.reset();
-    auto q = OpenJobQueue(dir_.File("queue.db"), {.max_attempts = 3,
-                                                  .initial_backoff = std::chrono::milliseconds(1000),
-                                                  .max_backoff = std::chrono::milliseconds(3000),
-                                                  .lease = std::chrono::milliseconds(60'000),
-                                                  .clock = &clock_});
+    auto q = Open();
     ASSERT_OK(q);
     queue_ = std::move(*q);
   }
@@ -34,11 +49,15 @@ class JobQueueTest : public ::testing::Test {
     return job.ok() && !job->has_value();
   }
   testing::TempDir dir_;
+  std::string url_;
   ManualClock clock_;
   std::unique_ptr<JobQueue> queue_;
 };
 
-TEST_F(JobQueueTest, JobsOfOneKeyRunInOrderOthersInParallel) {
+INSTANTIATE_TEST_SUITE_P(Backends, JobQueueTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST_P(JobQueueTest, JobsOfOneKeyRunInOrderOthersInParallel) {
   auto a1 = queue_->Enqueue("commit", "session-a", "1");
   auto a2 = queue_->Enqueue("commit", "session-a", "2");
   auto b1 = queue_->Enqueue("commit", "session-b", "1");
@@ -56,7 +75,7 @@ TEST_F(JobQueueTest, JobsOfOneKeyRunInOrderOthersInParallel) {
   EXPECT_EQ(ClaimOrDie().id, *a2);
 }
 
-TEST_F(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
+TEST_P(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
   auto a = queue_->Enqueue("commit", "s", "archive_001");
   auto again = queue_->Enqueue("commit", "s", "archive_001");
   ASSERT_OK(a);
@@ -69,7 +88,7 @@ TEST_F(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
   EXPECT_FALSE(queue_->Enqueue("", "s", "x").ok());
 }
 
-TEST_F(JobQueueTest, RetryableFailuresBackOffThenGoDead) {
+TEST_P(JobQueueTest, RetryableFailuresBackOffThenGoDead) {
   auto id = queue_->Enqueue("commit", "s", "p");
   ASSERT_OK(id);
   ASSERT_OK(queue_->Fail(ClaimOrDie().id, Status::Unavailable("model overloaded"), true));
@@ -97,7 +116,7 @@ TEST_F(JobQueueTest, RetryableFailuresBackOffThenGoDead) {
   EXPECT_FALSE(queue_->Retry(*id).ok());  // Only dead jobs.
 }
 
-TEST_F(JobQueueTest, PermanentErrorsGoDeadAtOnceAndNeverBlockTheKey) {
+TEST_P(JobQueueTest, PermanentErrorsGoDeadAtOnceAndNeverBlockTheKey) {
   auto bad = queue_->Enqueue("commit", "s", "1");
   auto next = queue_->Enqueue("commit", "s", "2");
   ASSERT_OK(bad);
@@ -110,7 +129,7 @@ TEST_F(JobQueueTest, PermanentErrorsGoDeadAtOnceAndNeverBlockTheKey) {
   EXPECT_EQ(ClaimOrDie().id, *next);  // The dead letter does not hold the session back.
 }
 
-TEST_F(JobQueueTest, ExpiredLeasesAndRestartsHandTheJobBack) {
+TEST_P(JobQueueTest, ExpiredLeasesAndRestartsHandTheJobBack) {
   auto id = queue_->Enqueue("commit", "s", "p");
   ASSERT_OK(id);
   ClaimOrDie();
@@ -127,18 +146,27 @@ TEST_F(JobQueueTest, ExpiredLeasesAndRestartsHandTheJobBack) {
   EXPECT_FALSE(queue_->Complete(*id + 100).ok());
 }
 
-TEST_F(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
+TEST_P(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
   for (int i = 0; i < 40; ++i) ASSERT_OK(queue_->Enqueue("k", "key" + std::to_string(i % 8), std::to_string(i)));
   std::mutex mu;
   std::multiset<int64_t> seen;
+  std::map<std::string, int> running;   // Guarded by mu.
+  std::map<std::string, int64_t> last;  // Guarded by mu.
+  // Each worker has a queue of its own (its own connection), as separate processes or instances do.
+  std::vector<std::unique_ptr<JobQueue>> queues;
+  for (int w = 0; w < 4; ++w) {
+    auto q = Open();
+    ASSERT_OK(q);
+    queues.push_back(std::move(*q));
+  }
   std::vector<std::thread> workers;
   for (int w = 0; w < 4; ++w) {
-    workers.emplace_back([&] {
+    workers.emplace_back([&, queue = queues[w].get()] {
       while (true) {
-        auto job = queue_->Claim();
+        auto job = queue->Claim();
         if (!job.ok()) continue;  // Busy: try again.
         if (!job->has_value()) {
-          auto pending = queue_->List(JobState::kPending);
+          auto pending = queue->List(JobState::kPending);
           if (pending.ok() && pending->empty()) return;
           std::this_thread::yield();
           continue;
@@ -146,8 +174,17 @@ TEST_F(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
         {
           std::lock_guard lock(mu);
           seen.insert((*job)->id);
+          // Jobs of one key run one at a time, in order, whichever worker claims them.
+          EXPECT_EQ(running[(*job)->key]++, 0) << "two jobs of " << (*job)->key << " at once";
+          EXPECT_GT((*job)->id, last[(*job)->key]) << "out of order in " << (*job)->key;
+          last[(*job)->key] = (*job)->id;
         }
-        EXPECT_OK(queue_->Complete((*job)->id));
+        std::this_thread::yield();
+        {
+          std::lock_guard lock(mu);
+          running[(*job)->key]--;
+        }
+        EXPECT_OK(queue->Complete((*job)->id));
       }
     });
   }
@@ -155,6 +192,41 @@ TEST_F(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
   EXPECT_EQ(seen.size(), 40u);
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 40u);
   EXPECT_EQ(queue_->List(JobState::kDone)->size(), 40u);
+}
+
+// A database restart (pg_ctl restart) drops the connection: the call that finds it gone fails as
+// unavailable, the next one reconnects, and nothing acknowledged before is lost.
+TEST(PgJobQueue, ReconnectsAfterADatabaseRestartWithoutLosingJobs) {
+  testing::OwnPostgres server;
+  ASSERT_OK(server.status());
+  auto queue = OpenPgJobQueue(server.url());
+  ASSERT_OK(queue);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto id = (*queue)->Enqueue("commit", "s" + std::to_string(i), "p");
+    ASSERT_OK(id);
+    ids.push_back(*id);
+  }
+  ASSERT_OK(server.Restart());
+  Result<std::vector<Job>> listed = (*queue)->List(std::nullopt);
+  if (!listed.ok()) {
+    EXPECT_EQ(listed.status().code(), StatusCode::kUnavailable) << listed.status().ToString();
+    listed = (*queue)->List(std::nullopt);
+  }
+  ASSERT_OK(listed);
+  ASSERT_EQ(listed->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ((*listed)[i].id, ids[i]);
+  EXPECT_OK((*queue)->Enqueue("commit", "after", "p"));
+}
+
+TEST(PgJobQueue, ABadUrlOrAnUnreachableServerIsAClearError) {
+  auto bad = OpenPgJobQueue("postgresql://strata@/db?host=/nonexistent-dir&connect_timeout=2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kUnavailable) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("cannot connect"), std::string::npos) << bad.status().ToString();
+  auto malformed = OpenPgJobQueue("postgresql://strata:secret@/db?nonsense_option=1");
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_EQ(malformed.status().message().find("secret"), std::string::npos) << "no password in messages";
 }
 
 }  // namespace

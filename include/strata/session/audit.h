@@ -53,5 +53,7 @@ class AuditLog {
 };
 
 Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path);
+// Opens the audit log in the PostgreSQL database at `url` (postgres://...), creating or migrating its table.
+Result<std::unique_ptr<AuditLog>> OpenPgAuditLog(const std::string& url);
 
 }  // namespace strata::session

@@ -35,6 +35,8 @@ namespace strata::session {
 
 enum class JobState { kPending, kRunning, kDone, kDead };
 std::string_view JobStateName(JobState state);
+// The state named `name` ("pending", "running", "done", "dead"); kInvalidArgument otherwise.
+Result<JobState> ParseJobState(std::string_view name);
 
 struct Job {
   int64_t id = 0;
@@ -74,5 +76,8 @@ class JobQueue {
 
 // Opens (creating if needed) the queue database at `path`.
 Result<std::unique_ptr<JobQueue>> OpenJobQueue(const std::string& path, JobQueueOptions options = {});
+// Opens the queue in the PostgreSQL database at `url` (postgres://...), creating or migrating its table;
+// every instance on the database shares it (claims with FOR UPDATE SKIP LOCKED, leases).
+Result<std::unique_ptr<JobQueue>> OpenPgJobQueue(const std::string& url, JobQueueOptions options = {});
 
 }  // namespace strata::session

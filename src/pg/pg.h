@@ -1,0 +1,127 @@
+// Shared by the modules that keep state in PostgreSQL (session: the job queue and the audit log), through
+// the internal target strata_pg_internal; never installed. A thin RAII layer over libpq: a connection that
+// reconnects after the server went away, statements with text parameters, results read with checked
+// accessors, transactions that roll back unless committed, and versioned schema migrations.
+//
+// Every error is a Status naming the statement and the server's message, with its code chosen by what the
+// caller does next: the server unreachable, restarting or a serialization failure is kUnavailable (retry
+// later); a unique violation is kAlreadyExists; bad data is kInvalidArgument; a full disk is
+// kResourceExhausted; the rest kInternal. A statement is never retried here: after a lost connection its
+// outcome is unknown, so the call fails and the next one reconnects.
+//
+// Thread safety: a Conn is one libpq connection, used by one thread at a time (callers hold a mutex).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/util/status.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace strata::pg {
+
+// True when `data` names a PostgreSQL database (postgres:// or postgresql:// URLs) rather than a directory.
+bool IsPostgresUrl(std::string_view data);
+
+// Returns `url` with any password replaced by "***", for messages and logs.
+std::string RedactUrl(std::string_view url);
+
+// One statement parameter, sent as text (or SQL NULL).
+class Param {
+ public:
+  Param(std::string_view text) : value_(std::string(text)) {}  // NOLINT: implicit by design.
+  Param(const char* text) : value_(std::string(text)) {}       // NOLINT
+  Param(const std::string& text) : value_(text) {}             // NOLINT
+  Param(int64_t v) : value_(std::to_string(v)) {}              // NOLINT
+  Param(int v) : value_(std::to_string(v)) {}                  // NOLINT
+  Param(std::nullopt_t) {}                                     // NOLINT
+  const std::optional<std::string>& value() const { return value_; }
+
+ private:
+  std::optional<std::string> value_;
+};
+
+// The rows of a statement. Accessors check the row, the column and the value: a NULL or a non-number where
+// a number is expected is kDataLoss naming the column, never undefined behaviour.
+class Rows {
+ public:
+  Rows() = default;
+  explicit Rows(pg_result* result, std::string statement);
+  ~Rows();
+  Rows(Rows&& other) noexcept;
+  Rows& operator=(Rows&& other) noexcept;
+  Rows(const Rows&) = delete;  // Owns the libpq result.
+  Rows& operator=(const Rows&) = delete;
+
+  int size() const;
+  // Rows changed by an INSERT/UPDATE/DELETE (PQcmdTuples).
+  int64_t affected() const;
+  bool IsNull(int row, int col) const;
+  Result<std::string> Text(int row, int col) const;
+  Result<int64_t> Int(int row, int col) const;
+
+ private:
+  Status Check(int row, int col) const;
+  pg_result* result_ = nullptr;
+  std::string statement_;  // Its head, for error messages.
+};
+
+class Conn {
+ public:
+  // Connects to `url` (a postgres:// URL or a libpq connection string). kUnavailable when the server cannot
+  // be reached, kInvalidArgument for a malformed URL.
+  static Result<std::unique_ptr<Conn>> Connect(const std::string& url);
+  ~Conn();
+  Conn(const Conn&) = delete;  // Owns the connection.
+  Conn& operator=(const Conn&) = delete;
+
+  // Runs one statement with `params` ($1, $2, ...).
+  Result<Rows> Exec(std::string_view sql, std::initializer_list<Param> params = {});
+  Result<Rows> Exec(std::string_view sql, std::span<const Param> params);
+  // Runs a script of statements without parameters (schema changes).
+  Status ExecScript(std::string_view sql);
+
+  const std::string& url() const { return url_; }
+
+ private:
+  explicit Conn(std::string url) : url_(std::move(url)) {}
+  // Makes sure the connection is up: resets a connection that dropped (server restart) outside a
+  // transaction.
+  Status Ensure();
+  Status Fail(pg_result* result, std::string_view sql);
+
+  std::string url_;
+  pg_conn* conn_ = nullptr;
+  bool in_transaction_ = false;
+  friend class Txn;
+};
+
+// BEGIN on Begin(), ROLLBACK on destruction unless Commit() succeeded.
+class Txn {
+ public:
+  explicit Txn(Conn& conn) : conn_(conn) {}
+  ~Txn();
+  Txn(const Txn&) = delete;  // Scoped to one block.
+  Txn& operator=(const Txn&) = delete;
+  Status Begin();
+  Status Commit();
+
+ private:
+  Conn& conn_;
+  bool open_ = false;
+};
+
+// Brings `component`'s tables to the newest version: applies the `steps` (step i makes version i+1) not yet
+// recorded in strata_migrations, each in the transaction that records it, under an advisory lock so that
+// instances starting together apply each step once. A database newer than `steps` is kFailedPrecondition.
+Status Migrate(Conn& conn, std::string_view component, std::span<const std::string_view> steps);
+
+}  // namespace strata::pg

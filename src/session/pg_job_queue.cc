@@ -1,0 +1,217 @@
+// The job queue on PostgreSQL: the same contract as the SQLite queue (job_queue.h), shared by every
+// Strata instance on the database. A claim takes the oldest runnable job with FOR UPDATE SKIP LOCKED, so
+// instances never claim one job twice and never wait for each other; a claimed job carries a lease, and a
+// job whose instance died is claimable again once its lease expires. Jobs of one key still run in order:
+// a job is runnable only when no older job of its key is pending or running, which holds across instances
+// because the older job's row is either locked by its claimer (and still pending in our snapshot) or
+// already running.
+#include <algorithm>
+#include <mutex>
+
+#include "pg.h"
+#include "strata/session/job_queue.h"
+
+namespace strata::session {
+namespace {
+
+// Version i+1 of the schema is kMigrations[i]; never edit a step once released, add one.
+constexpr std::string_view kMigrations[] = {
+    R"sql(
+CREATE TABLE jobs(
+  id BIGSERIAL PRIMARY KEY,
+  kind TEXT NOT NULL,
+  key TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL,
+  not_before_ms BIGINT NOT NULL DEFAULT 0,
+  lease_until_ms BIGINT NOT NULL DEFAULT 0);
+CREATE INDEX jobs_by_state ON jobs(state, id);
+CREATE INDEX jobs_by_key ON jobs(key, id);
+-- One live copy of a job: an identical job enqueued by two instances at once is added once.
+CREATE UNIQUE INDEX jobs_live ON jobs(kind, key, md5(payload)) WHERE state IN ('pending', 'running');
+)sql",
+};
+
+constexpr std::string_view kColumns =
+    "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms";
+
+Result<Job> ReadJob(const pg::Rows& rows, int row) {
+  Job job;
+  STRATA_ASSIGN_OR_RETURN(job.id, rows.Int(row, 0));
+  STRATA_ASSIGN_OR_RETURN(job.kind, rows.Text(row, 1));
+  STRATA_ASSIGN_OR_RETURN(job.key, rows.Text(row, 2));
+  STRATA_ASSIGN_OR_RETURN(job.payload, rows.Text(row, 3));
+  STRATA_ASSIGN_OR_RETURN(std::string state, rows.Text(row, 4));
+  Result<JobState> parsed = ParseJobState(state);
+  if (!parsed.ok()) return Status::DataLoss("job queue: " + parsed.status().message());
+  job.state = *parsed;
+  STRATA_ASSIGN_OR_RETURN(int64_t attempts, rows.Int(row, 5));
+  job.attempts = static_cast<int>(attempts);
+  STRATA_ASSIGN_OR_RETURN(job.last_error, rows.Text(row, 6));
+  STRATA_ASSIGN_OR_RETURN(job.created_ms, rows.Int(row, 7));
+  STRATA_ASSIGN_OR_RETURN(job.updated_ms, rows.Int(row, 8));
+  STRATA_ASSIGN_OR_RETURN(job.not_before_ms, rows.Int(row, 9));
+  return job;
+}
+
+class PgJobQueue final : public JobQueue {
+ public:
+  explicit PgJobQueue(JobQueueOptions options) : options_(options) {
+    if (options_.clock == nullptr) options_.clock = SystemClock();
+  }
+
+  Status Open(const std::string& url) {
+    STRATA_ASSIGN_OR_RETURN(conn_, pg::Conn::Connect(url));
+    return pg::Migrate(*conn_, "job_queue", kMigrations);
+  }
+
+  Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) override {
+    if (kind.empty()) return Status::InvalidArgument("job queue: a job needs a kind");
+    std::lock_guard lock(mu_);
+    int64_t now = NowMs();
+    // Inserted unless an identical live job exists (then its id); a race with its completion is retried.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows added,
+                              conn_->Exec("INSERT INTO jobs(kind, key, payload, state, created_ms, updated_ms) "
+                                          "VALUES ($1, $2, $3, 'pending', $4, $4) ON CONFLICT DO NOTHING RETURNING id",
+                                          {kind, key, payload, now}));
+      if (added.size() > 0) return added.Int(0, 0);
+      STRATA_ASSIGN_OR_RETURN(pg::Rows same,
+                              conn_->Exec("SELECT id FROM jobs WHERE kind = $1 AND key = $2 AND md5(payload) = md5($3) "
+                                          "AND payload = $3 AND state IN ('pending', 'running') ORDER BY id LIMIT 1",
+                                          {kind, key, payload}));
+      if (same.size() > 0) return same.Int(0, 0);
+    }
+    return Status::Unavailable("job queue: enqueue raced with other instances three times; try again");
+  }
+
+  Result<std::optional<Job>> Claim() override {
+    std::lock_guard lock(mu_);
+    pg::Txn txn(*conn_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    int64_t now = NowMs();
+    // Expired leases: their instances are gone.
+    STRATA_RETURN_IF_ERROR(
+        conn_->Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running' AND lease_until_ms < $1", {now}).status());
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows pick,
+        conn_->Exec("SELECT id FROM jobs j WHERE state = 'pending' AND not_before_ms <= $1 AND NOT EXISTS ("
+                    "SELECT 1 FROM jobs e WHERE e.key = j.key AND e.id < j.id AND e.state IN ('pending', 'running')) "
+                    "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                    {now}));
+    if (pick.size() == 0) {
+      STRATA_RETURN_IF_ERROR(txn.Commit());
+      return std::optional<Job>();
+    }
+    STRATA_ASSIGN_OR_RETURN(int64_t id, pick.Int(0, 0));
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows claimed,
+        conn_->Exec("UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_ms = $2, lease_until_ms = $3 "
+                    "WHERE id = $1 RETURNING " + std::string(kColumns),
+                    {id, now, now + static_cast<int64_t>(options_.lease.count())}));
+    STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(claimed, 0));
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    return std::optional<Job>(std::move(job));
+  }
+
+  Status Complete(int64_t id) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'done', last_error = '', updated_ms = $2 "
+                                                    "WHERE id = $1 AND state = 'running'",
+                                                    {id, NowMs()}));
+    return ExpectChanged(r, id, "complete");
+  }
+
+  Status Fail(int64_t id, const Status& error, bool retryable) override {
+    std::lock_guard lock(mu_);
+    pg::Txn txn(*conn_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows get,
+                            conn_->Exec("SELECT attempts FROM jobs WHERE id = $1 AND state = 'running' FOR UPDATE", {id}));
+    if (get.size() == 0) return Status::FailedPrecondition("job " + std::to_string(id) + " is not running");
+    STRATA_ASSIGN_OR_RETURN(int64_t attempts, get.Int(0, 0));
+    int64_t now = NowMs();
+    bool dead = !retryable || attempts >= options_.max_attempts;
+    int64_t delay = options_.initial_backoff.count();
+    for (int64_t i = 1; i < attempts && delay < options_.max_backoff.count(); ++i) delay *= 2;
+    delay = std::min<int64_t>(delay, options_.max_backoff.count());
+    STRATA_RETURN_IF_ERROR(conn_->Exec("UPDATE jobs SET state = $2, last_error = $3, updated_ms = $4, not_before_ms = $5 "
+                                       "WHERE id = $1",
+                                       {id, dead ? "dead" : "pending", error.ToString(), now, dead ? int64_t{0} : now + delay})
+                               .status());
+    return txn.Commit();
+  }
+
+  Status Retry(int64_t id) override {
+    std::lock_guard lock(mu_);
+    Result<pg::Rows> r = conn_->Exec("UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = $2 "
+                                     "WHERE id = $1 AND state = 'dead'",
+                                     {id, NowMs()});
+    if (!r.ok() && r.status().code() == StatusCode::kAlreadyExists) {
+      return Status::FailedPrecondition("job " + std::to_string(id) + ": an identical job is already queued");
+    }
+    STRATA_RETURN_IF_ERROR(r.status());
+    return ExpectChanged(*r, id, "retry (only dead jobs are retried)");
+  }
+
+  Status Expedite(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    return conn_->Exec("UPDATE jobs SET not_before_ms = 0 WHERE key = $1 AND state = 'pending'", {key}).status();
+  }
+
+  Status ReleaseRunning() override {
+    std::lock_guard lock(mu_);
+    return conn_->Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running'").status();
+  }
+
+  Result<std::optional<Job>> Get(int64_t id) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("SELECT " + std::string(kColumns) + " FROM jobs WHERE id = $1", {id}));
+    if (r.size() == 0) return std::optional<Job>();
+    STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(r, 0));
+    return std::optional<Job>(std::move(job));
+  }
+
+  Result<std::vector<Job>> List(std::optional<JobState> state, std::optional<std::string> key) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("SELECT " + std::string(kColumns) +
+                                                        " FROM jobs WHERE ($1 = '' OR state = $1) AND ($2 = 0 OR key = $3) "
+                                                        "ORDER BY id",
+                                                    {std::string(state ? JobStateName(*state) : ""),
+                                                     int64_t{key.has_value()}, key.value_or("")}));
+    std::vector<Job> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(r, i));
+      out.push_back(std::move(job));
+    }
+    return out;
+  }
+
+ private:
+  int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
+
+  static Status ExpectChanged(const pg::Rows& r, int64_t id, std::string_view what) {
+    if (r.affected() > 0) return Status::Ok();
+    return Status::FailedPrecondition("job " + std::to_string(id) + ": cannot " + std::string(what) +
+                                      " from its current state");
+  }
+
+  JobQueueOptions options_;
+  std::mutex mu_;  // Guards conn_ (one libpq connection).
+  std::unique_ptr<pg::Conn> conn_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<JobQueue>> OpenPgJobQueue(const std::string& url, JobQueueOptions options) {
+  auto queue = std::make_unique<PgJobQueue>(options);
+  STRATA_RETURN_IF_ERROR(queue->Open(url).WithContext("job queue " + pg::RedactUrl(url)));
+  return std::unique_ptr<JobQueue>(std::move(queue));
+}
+
+}  // namespace strata::session

@@ -23,8 +23,11 @@ export function go(name, params = {}, { replace = false } = {}) {
   const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
   const hash = `#/${name}${query.toString() ? `?${query}` : ""}`;
   if (replace) {
+    // The page already shows this state (a control changed): only the address follows it.
     history.replaceState(null, "", hash);
-  } else if (location.hash !== hash) {
+    return;
+  }
+  if (location.hash !== hash) {
     location.hash = hash;  // hashchange renders.
     return;
   }
@@ -39,17 +42,18 @@ async function route() {
     else link.removeAttribute("aria-current");
   }
   document.title = `${document.querySelector(`nav a[data-page="${name}"]`).textContent} · Strata viewer`;
-  clear(main);
+  // Each render fills a container of its own: one overtaken by a newer route writes into a detached node.
+  const container = h("div");
+  clear(main).append(container);
   main.setAttribute("aria-busy", "true");
   try {
-    const view = await pages[name].render(main, params, { go, isCurrent: () => mine === generation });
+    const view = await pages[name].render(container, params, { go, isCurrent: () => mine === generation });
     if (mine === generation) current = { name, view };
   } catch (error) {
     if (mine !== generation) return;
-    clear(main);
-    main.append(errorBox(error));
+    clear(container).append(errorBox(error));
     if (error instanceof ApiError && error.status === 401) {
-      main.append(h("p", "This server needs a key. ", h("button", { type: "button", onclick: askKey }, "Enter a key")));
+      container.append(h("p", "This server needs a key. ", h("button", { type: "button", onclick: askKey }, "Enter a key")));
     }
   } finally {
     if (mine === generation) main.removeAttribute("aria-busy");
@@ -81,23 +85,26 @@ function watchChanges() {
   const controller = new AbortController();
   watcher = controller;
   const live = document.getElementById("live");
+  // The status line is a live region: it changes only when the state does, so it is not re-announced.
+  const state = (text, kind) => {
+    if (live.textContent !== text) live.textContent = text;
+    if (kind) live.dataset.state = kind;
+  };
   let last = null;
   const connect = async () => {
     while (!controller.signal.aborted) {
       try {
-        live.textContent = "connecting…";
+        if (live.dataset.state !== "offline") state("connecting…");
         await readEvents("api/v1/events", (event, data) => {
           if (event !== "change") return;
-          live.textContent = "live";
-          live.dataset.state = "live";
+          state("live", "live");
           const revision = JSON.parse(data).revision;
           if (last !== null && revision !== last) refresh();
           last = revision;
         }, controller.signal);
       } catch (error) {
         if (controller.signal.aborted) return;
-        live.textContent = error instanceof ApiError && error.status === 401 ? "needs a key" : "offline";
-        live.dataset.state = "offline";
+        state(error instanceof ApiError && error.status === 401 ? "needs a key" : "offline", "offline");
       }
       await new Promise((r) => setTimeout(r, 3000));
     }
@@ -105,20 +112,32 @@ function watchChanges() {
   connect();
 }
 
+// One refresh at a time; a change announced during one makes another follow it, so none is lost.
 let refreshing = false;
+let dirty = false;
 async function refresh() {
-  if (refreshing || !current?.view?.refresh) return;
+  dirty = true;
+  if (refreshing) return;
   refreshing = true;
   try {
-    await current.view.refresh();
+    while (dirty && current?.view?.refresh) {
+      dirty = false;
+      await current.view.refresh();
+    }
   } catch (error) {
     main.prepend(errorBox(error));
   } finally {
     refreshing = false;
+    dirty = false;
   }
 }
 
 document.getElementById("key-button").addEventListener("click", askKey);
+// The skip link moves focus; following its href would change the route.
+document.querySelector(".skip").addEventListener("click", (e) => {
+  e.preventDefault();
+  main.focus();
+});
 window.addEventListener("hashchange", route);
 watchChanges();
 route();

@@ -33,7 +33,9 @@ export async function render(main, params, nav) {
                               "aria-label": "Window size (slider)" });
   const reserveInput = h("input", { id: "ctx-reserve", type: "number", min: 0, step: 1, value: state.reserve ?? "",
                                     placeholder: "auto" });
-  const result = h("div", { id: "ctx-result", "aria-live": "polite" });
+  // Screen readers hear a one-line summary when the numbers change, not the whole list.
+  const announce = h("p.visually-hidden", { "aria-live": "polite", id: "ctx-announce" });
+  const result = h("div", { id: "ctx-result" });
   let timer = null;
   const changed = (immediate) => {
     clearTimeout(timer);
@@ -63,7 +65,7 @@ export async function render(main, params, nav) {
     h("div.field", h("label", { for: "ctx-reserve" }, "Reserve for the reply"), reserveInput),
     h("div.field", select("ctx-encoding", "Encoding", kEncodings, state.encoding,
                           (v) => { state.encoding = v; changed(true); }))));
-  main.append(result);
+  main.append(announce, result);
 
   let loading = 0;
   async function load() {
@@ -79,6 +81,8 @@ export async function render(main, params, nav) {
     }
     if (mine !== loading || !nav.isCurrent()) return;
     clear(result).append(...view(ctx, nav));
+    const included = ctx.messages.filter((m) => m.included).length;
+    announce.textContent = `${fmt(ctx.total_tokens)} of ${fmt(ctx.window)} tokens; ${included} of ${ctx.messages.length} messages included.`;
   }
   await load();
   return { refresh: load };

@@ -34,6 +34,8 @@ function source(text) {
   // "<session>#<archive>#<candidate>" or "remember#<ms>#0".
   const [session, archive, candidate] = String(text ?? "").split("#");
   if (session === "remember") return h("span", "remember (no session)");
+  if (session === "consolidate") return h("span", "consolidation");
+  if (session === "") return h("span.muted", "another user's session");
   if (!archive) return h("span", text ?? "");
   return h("span", "commit of ", h("a", { href: `#/timeline?session=${encodeURIComponent(session)}` }, session),
            `, archive ${archive}`, candidate !== undefined ? `, candidate ${candidate}` : "");

@@ -42,10 +42,13 @@ function view(id, info, log, status, nav, reload) {
              h("a", { href: `#/context?session=${encodeURIComponent(id)}` }, "See its context window")));
 
   // Checkpoints and usage marks sit between messages: each at the number of messages before it.
+  // At one position, file order: the k-th checkpoint (0-based, in the live list) comes before a usage mark
+  // with checkpoints_before > k.
   const marks = new Map();
   const at = (n) => marks.get(n) ?? (marks.set(n, []), marks.get(n));
-  for (const cp of log.checkpoints) at(cp.messages).push({ kind: "checkpoint", cp });
-  for (const u of log.usage_marks ?? []) at(u.messages).push({ kind: "usage", u });
+  log.checkpoints.forEach((cp, k) => at(cp.messages).push({ kind: "checkpoint", cp, order: k + 0.5 }));
+  for (const u of log.usage_marks ?? []) at(u.messages).push({ kind: "usage", u, order: u.checkpoints_before });
+  for (const list of marks.values()) list.sort((a, b) => a.order - b.order);
 
   const items = [];
   if (log.system_prompt !== null && log.system_prompt !== undefined) {

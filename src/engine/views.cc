@@ -177,7 +177,7 @@ Json SessionLogView(const std::string& session, const session::SessionLog& log) 
   for (const Message& m : log.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
   for (const session::CheckpointInfo& cp : log.checkpoints) checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}});
   Json usage_marks = Json::array();
-  for (const session::UsageMarkInfo& u : log.usage_marks) usage_marks.push_back({{"messages", u.messages}, {"tokens", u.tokens}});
+  for (const session::UsageMarkInfo& u : log.usage_marks) usage_marks.push_back({{"messages", u.messages}, {"tokens", u.tokens}, {"checkpoints_before", u.checkpoints}});
   return Json{{"session", session},
               {"system_prompt", log.system_prompt ? Json(*log.system_prompt) : Json()},
               {"messages", messages},

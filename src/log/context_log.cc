@@ -105,7 +105,7 @@ Result<bool> ContextLog::Restore() {
       case LogRecord::Kind::kUsage:
         token_count_ = record.value;
         pending_begin_ = history_.size();
-        usages_.push_back(UsageMark{line.offset, history_.size(), record.value});
+        usages_.push_back(UsageMark{line.offset, history_.size(), record.value, checkpoints_.size()});
         break;
       case LogRecord::Kind::kCheckpoint:
         checkpoints_.push_back(
@@ -201,7 +201,7 @@ Status ContextLog::UpdateTokenCount(int64_t token_count) {
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   uint64_t offset = writer_->size();
   STRATA_RETURN_IF_ERROR(writer_->Append(record_format::UsageLine(token_count)));
-  usages_.push_back(UsageMark{offset, history_.size(), token_count});
+  usages_.push_back(UsageMark{offset, history_.size(), token_count, checkpoints_.size()});
   token_count_ = token_count;
   pending_begin_ = history_.size();
   modified_ = true;
@@ -212,7 +212,7 @@ Status ContextLog::UpdateTokenCount(int64_t token_count) {
 std::vector<ContextLog::UsagePosition> ContextLog::usage_marks() const {
   std::vector<UsagePosition> out;
   out.reserve(usages_.size());
-  for (const UsageMark& m : usages_) out.push_back({m.history_size, m.tokens});
+  for (const UsageMark& m : usages_) out.push_back({m.history_size, m.tokens, m.checkpoints_before});
   return out;
 }
 
@@ -373,7 +373,7 @@ Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system
   if (token_count) {
     token_count_ = *token_count;
     pending_begin_ = history_.size();
-    usages_.push_back(UsageMark{usage_offset, history_.size(), *token_count});
+    usages_.push_back(UsageMark{usage_offset, history_.size(), *token_count, checkpoints_.size()});
   }
   modified_ = true;
   InvalidatePending();

@@ -183,9 +183,8 @@ class HttplibServer final : public HttpServer {
     stop_requested_ = true;
     // httplib's stop() does nothing until listen_after_bind() runs: when Serve is on its way there, wait for
     // it (a SIGTERM right after start would otherwise leave the server listening for good).
-    for (int i = 0; i < 5000 && serving_ && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    // Serve clears serving_ when it returns, so this ends either way.
+    while (serving_ && !server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     server_.stop();
   }
 

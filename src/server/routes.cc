@@ -113,6 +113,19 @@ Status WriteTree(const Json& files, const std::string& root) {
 }  // namespace
 
 
+// An audit entry as a caller may see it: a shared memory (agent, resources) changed by another user's
+// commit does not name that user's session to a user key ("<session>#<archive>#<n>" becomes "").
+Json Server::Impl::AuditView(Call& c, const session::AuditEntry& e) {
+  Json view = views::AuditEntryView(e);
+  if (c.id.role == Role::kUser) {
+    std::string_view source = e.source;
+    std::string session(source.substr(0, source.find('#')));
+    bool own = session == "remember" || session == "consolidate" || CheckSession(c, session).ok();
+    if (!own) view["source"] = "";
+  }
+  return view;
+}
+
 // Builds the route table; every route here is in docs/api/openapi.yaml (ServerTest checks both ways).
 void Server::Impl::AddRoutes() {
   auto add = [this](std::string method, std::string pattern, std::string name, Api api, bool needs_key = true,
@@ -545,7 +558,7 @@ void Server::Impl::AddRoutes() {
       // gets here with the root (UriArg gives it its own scope), but an entry is checked all the same.
       auto uri = Uri::Parse(e.uri);
       if (!uri.ok() || !CheckUri(c, *uri, false).ok()) continue;
-      out.push_back(views::AuditEntryView(e));
+      out.push_back(AuditView(c, e));
     }
     return out;
   });
@@ -553,7 +566,7 @@ void Server::Impl::AddRoutes() {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
     STRATA_ASSIGN_OR_RETURN(auto entries, c.engine->MemoryHistory(uri.str()));
     Json out = Json::array();
-    for (const auto& e : entries) out.push_back(views::AuditEntryView(e));
+    for (const auto& e : entries) out.push_back(AuditView(c, e));
     return out;
   });
   add("POST", "/api/v1/memories/consolidate", "/api/v1/memories/consolidate", [this](Call& c) -> Result<Json> {

@@ -120,6 +120,7 @@ Result<int> Server::Bind() {
 Status Server::Serve() {
   Impl& s = *impl_;
   if (!s.http) STRATA_RETURN_IF_ERROR(Bind().status());
+  if (s.shut_down) return Status::Ok();  // Shut down before it was bound: there was no server to stop then.
   if (s.options.run_worker && !s.worker.joinable()) {
     s.worker = std::thread([&s] { s.WorkerLoop(); });
     s.WakeWorker();  // Jobs left by an earlier run.

@@ -220,6 +220,7 @@ struct Server::Impl {
   Canceller worker_cancel;
   std::thread worker;
   std::atomic<int> open_streams{0};
+  std::atomic<int> open_event_streams{0};  // Change streams (viewers), capped apart: see TakeEventSlot.
   std::atomic<bool> shut_down{false};
 
   // ---- Accounts ----
@@ -390,6 +391,22 @@ struct Server::Impl {
     return std::make_shared<StreamSlot>(&open_streams);
   }
 
+  // A change stream (GET /api/v1/events) takes a stream slot and one of its own: open viewers, left in
+  // forgotten tabs, may hold at most half the stream slots, never crowding out streamed replies.
+  Result<std::shared_ptr<StreamSlot>> TakeEventSlot() {
+    int cap = std::max(1, options.max_streams / 2);
+    if (open_event_streams.fetch_add(1) >= cap) {
+      open_event_streams.fetch_sub(1);
+      return Status::ResourceExhausted("too many change streams open (" + std::to_string(cap) +
+                                       "); close a viewer or try again later");
+    }
+    auto events = std::make_shared<StreamSlot>(&open_event_streams);
+    Result<std::shared_ptr<StreamSlot>> slot = TakeStreamSlot();
+    if (!slot.ok()) return slot.status();
+    // Both are released together when the stream function is destroyed.
+    return std::shared_ptr<StreamSlot>(slot->get(), [slot = *slot, events](StreamSlot*) {});
+  }
+
   Status CheckRefs(Call& c, const std::vector<Message>& messages) { return CheckRefsAccess(*c.engine, c.id, messages); }
 
   void WakeWorker() {
@@ -427,6 +444,8 @@ struct Server::Impl {
   }
 
   void AddRoutes();
+  // An audit entry's view for this caller (routes.cc).
+  Json AuditView(Call& c, const session::AuditEntry& e);
   // The viewer's files and the change stream (viewer.cc).
   void AddViewerRoutes();
 

@@ -80,7 +80,7 @@ void Server::Impl::AddViewerRoutes() {
   // Server-Sent Events: "change" with the account's revision, at once and whenever a request through this
   // server (or its worker) changed the account's data. A viewer refetches what it shows on each one.
   add({"GET", "/api/v1/events", "/api/v1/events", [this](Call& c) -> Result<Json> {
-         STRATA_ASSIGN_OR_RETURN(std::shared_ptr<StreamSlot> slot, TakeStreamSlot());
+         STRATA_ASSIGN_OR_RETURN(std::shared_ptr<StreamSlot> slot, TakeEventSlot());
          const Engine* engine = c.engine;
          c.res.content_type = "text/event-stream";
          c.res.headers.emplace_back("Cache-Control", "no-cache");
@@ -96,7 +96,7 @@ void Server::Impl::AddViewerRoutes() {
                if (!write("event: change\ndata: {\"revision\":" + std::to_string(now) + "}\n\n")) return;
                sent = now;
                last_write = t;
-             } else if (t - last_write > std::chrono::seconds(15)) {
+             } else if (t - last_write > std::chrono::seconds(5)) {  // Also how soon a gone client is noticed.
                if (!write(": keep-alive\n\n")) return;
                last_write = t;
              }

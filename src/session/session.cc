@@ -266,7 +266,7 @@ class FileSessions final : public Sessions {
     }
     out.usage_tokens = log->token_count();
     for (const ContextLog::UsagePosition& u : log->usage_marks()) {
-      out.usage_marks.push_back({static_cast<int64_t>(u.messages), u.tokens});
+      out.usage_marks.push_back({static_cast<int64_t>(u.messages), u.tokens, static_cast<int64_t>(u.checkpoints)});
     }
     STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs().ListDirectory(Dir(info.id)));
     std::vector<std::pair<int, std::string>> rotations;

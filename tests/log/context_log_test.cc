@@ -150,10 +150,10 @@ TEST_F(ContextLogTest, RevertKeepsPrefixAndRotatesWithoutCopyingTheBackup) {
 // Usage marks keep their positions through appends, a system prompt that shifts every offset, a revert
 // (which drops the marks after its checkpoint), a rewrite and a fresh restore.
 TEST_F(ContextLogTest, UsageMarksKeepTheirPositions) {
-  using Marks = std::vector<std::pair<size_t, int64_t>>;
+  using Marks = std::vector<std::tuple<size_t, int64_t, size_t>>;
   auto marks = [](const ContextLog& log) {
     Marks out;
-    for (const auto& u : log.usage_marks()) out.emplace_back(u.messages, u.tokens);
+    for (const auto& u : log.usage_marks()) out.emplace_back(u.messages, u.tokens, u.checkpoints);
     return out;
   };
   auto log = Open();
@@ -165,23 +165,23 @@ TEST_F(ContextLogTest, UsageMarksKeepTheirPositions) {
   ASSERT_OK(log->Append(Message::Assistant("two")));
   ASSERT_OK(log->Append(Message::User("three")));
   ASSERT_OK(log->UpdateTokenCount(30));
-  EXPECT_EQ(marks(*log), (Marks{{1, 10}, {3, 30}}));
+  EXPECT_EQ(marks(*log), (Marks{{1, 10, 0}, {3, 30, 1}}));
   {
     auto copy = ContextLog::Open("ctx/context.jsonl", {.fs = &fs_, .read_only = true});
     ASSERT_OK(copy->Restore());
     EXPECT_EQ(marks(*copy), marks(*log)) << "a restore reads the same marks";
   }
   ASSERT_OK(log->RevertTo(0));
-  EXPECT_EQ(marks(*log), (Marks{{1, 10}}));
+  EXPECT_EQ(marks(*log), (Marks{{1, 10, 0}}));
   ASSERT_OK(log->UpdateTokenCount(12));
-  EXPECT_EQ(marks(*log), (Marks{{1, 10}, {1, 12}}));
+  EXPECT_EQ(marks(*log), (Marks{{1, 10, 0}, {1, 12, 0}})) << "checkpoint 0 went with the revert";
   ASSERT_OK(log->Close());
   auto fresh = Open();
   ASSERT_OK(fresh->Restore());
   EXPECT_EQ(marks(*fresh), marks(*log));
   std::vector<Message> kept = {Message::User("summary"), Message::User("four")};
   ASSERT_OK(fresh->Rewrite(fresh->system_prompt(), kept, 7, true).status());
-  EXPECT_EQ(marks(*fresh), (Marks{{2, 7}}));
+  EXPECT_EQ(marks(*fresh), (Marks{{2, 7, 1}}));
   ASSERT_OK(fresh->Rewrite(std::nullopt, kept, std::nullopt, false).status());
   EXPECT_EQ(marks(*fresh), Marks{});
 }

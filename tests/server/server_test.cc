@@ -589,11 +589,11 @@ TEST_F(ServerTest, MemoryChangesStayWithinTheCallersScope) {
   {
     testing::WriteFileOrDie(dir_.File("script.json"), R"({"replies": [
         {"text": "Alice and tea."}, {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"drink\", \"content\": \"Alice prefers tea.\"}]}"},
-        {"text": "Bob and coffee."}, {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"drink\", \"content\": \"Bob prefers coffee.\"}]}"}]})");
+        {"text": "Bob and coffee."}, {"text": "{\"memories\": [{\"category\": \"cases\", \"key\": \"brew\", \"content\": \"Brewing coffee for a user: ask about milk first.\"}, {\"category\": \"preferences\", \"key\": \"drink\", \"content\": \"Bob prefers coffee.\"}]}"}]})");
     auto engine = Engine::Open({.data_dir = dir_.File("data"), .provider = {.provider = "scripted", .script = dir_.File("script.json")}});
     ASSERT_OK(engine);
     for (const std::string user : {"alice", "bob"}) {
-      ASSERT_OK((*engine)->CreateSession(user, "", user + "-s"));
+      ASSERT_OK((*engine)->CreateSession(user, "barista", user + "-s"));
       ASSERT_OK((*engine)->AddMessages(user + "-s", std::vector{Message::User("About drinks.")}));
       ASSERT_OK((*engine)->Commit(user + "-s", {.wait = true}));
     }
@@ -610,7 +610,15 @@ TEST_F(ServerTest, MemoryChangesStayWithinTheCallersScope) {
   Reply all = Call("GET", "/api/v1/memories/changes?limit=1", kRootKey);
   ASSERT_EQ(all.body["result"].size(), 1u) << all.raw;
   EXPECT_EQ(all.body["result"][0]["uri"], "strata://user/bob/memories/preferences/drink") << "newest first";
-  EXPECT_EQ(Call("GET", "/api/v1/memories/changes", kRootKey).body["result"].size(), 2u);
+  EXPECT_EQ(Call("GET", "/api/v1/memories/changes", kRootKey).body["result"].size(), 3u);
+  // A shared (agent) memory made by bob's commit: alice sees the change, not bob's session.
+  Reply shared = Call("GET", "/api/v1/memories/changes?under=" + Q("strata://agent/barista"), alice);
+  ASSERT_EQ(shared.status, 200) << shared.raw;
+  ASSERT_EQ(shared.body["result"].size(), 1u) << shared.raw;
+  EXPECT_EQ(shared.body["result"][0]["source"], "") << shared.raw;
+  std::string brew = shared.body["result"][0]["uri"].get<std::string>();
+  EXPECT_EQ(Call("GET", "/api/v1/memories/history?uri=" + Q(brew), alice).body["result"][0]["source"], "");
+  EXPECT_EQ(Call("GET", "/api/v1/memories/history?uri=" + Q(brew), kRootKey).body["result"][0]["source"], "bob-s#1#0");
   EXPECT_EQ(Call("GET", "/api/v1/memories/changes?under=" + Q("strata://user/al"), kRootKey).body["result"].size(), 0u)
       << "a prefix of a name is not its parent";
 }

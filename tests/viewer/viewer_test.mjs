@@ -155,7 +155,7 @@ test("the timeline shows checkpoints and usage marks, and a revert from the page
   await show("#/timeline?session=kyoto-trip");
   const log = await api("GET", "/api/v1/sessions/kyoto-trip/log");
   assert.equal(log.checkpoints.length, 2);
-  assert.deepEqual(log.usage_marks, [{ messages: 4, tokens: 1830 }]);
+  assert.deepEqual(log.usage_marks, [{ messages: 4, tokens: 1830, checkpoints_before: 1 }]);
   const shown = await page.evaluate(() => ({
     checkpoints: [...document.querySelectorAll("li.checkpoint")].map((li) => Number(li.dataset.checkpoint)),
     usage: [...document.querySelectorAll("li.usage")].map((li) => Number(li.dataset.tokens)),
@@ -163,9 +163,26 @@ test("the timeline shows checkpoints and usage marks, and a revert from the page
   }));
   assert.deepEqual(shown.checkpoints, log.checkpoints.map((c) => c.id));
   assert.deepEqual(shown.usage, [1830]);
+  // The mark was recorded before checkpoint 1 (both after message 4): the page keeps the file's order.
+  assert.deepEqual(await page.$$eval("#tl-items > li.usage, #tl-items > li.checkpoint",
+                                     (lis) => lis.map((li) => li.classList.contains("usage") ? "usage" : `cp${li.dataset.checkpoint}`)),
+                   ["cp0", "usage", "cp1"]);
   assert.equal(shown.messages, log.messages.length);
 
   await page.screenshot({ path: path.join(shots, "viewer-timeline.png"), fullPage: false });
+
+  // Fork at checkpoint 1 into a named session; the page follows it.
+  await click('li.checkpoint[data-checkpoint="1"] button[data-action="fork"]');
+  await until(() => document.getElementById("confirm-dialog").open);
+  await page.type("#fork-id", "kyoto-fork");
+  await page.keyboard.press("Enter");  // Enter in the field confirms.
+  await until(() => location.hash.includes("session=kyoto-fork") && document.getElementById("tl-session")?.value === "kyoto-fork" &&
+                    document.querySelectorAll("#tl-items li.msg").length > 0);
+  const forked = await api("GET", "/api/v1/sessions/kyoto-fork/log");
+  assert.equal((await api("GET", "/api/v1/sessions/kyoto-fork")).user, "alice");
+  assert.equal(forked.messages.length, log.checkpoints[1].messages, "the fork holds what came before checkpoint 1");
+  assert.equal(await page.$eval("#tl-items", (ol) => ol.querySelectorAll("li.msg").length), forked.messages.length);
+  await show("#/timeline?session=kyoto-trip");
 
   // Cancel first: nothing changes.
   await click('li.checkpoint[data-checkpoint="1"] button[data-action="revert"]');
@@ -184,15 +201,6 @@ test("the timeline shows checkpoints and usage marks, and a revert from the page
   assert.ok(after.rotations.length > log.rotations.length, "the old log is kept as a rotation");
   await until((n) => document.querySelectorAll("#tl-rotations li").length === n, after.rotations.length);
 
-  // Fork at checkpoint 0 into a named session; the page follows it.
-  await click('li.checkpoint[data-checkpoint="0"] button[data-action="fork"]');
-  await until(() => document.getElementById("confirm-dialog").open);
-  await page.type("#fork-id", "kyoto-fork");
-  await page.click("#confirm-ok");
-  await until(() => location.hash.includes("session=kyoto-fork") && document.getElementById("tl-items") !== null ||
-                    document.querySelector("#tl-body p.muted"));
-  const forked = await api("GET", "/api/v1/sessions/kyoto-fork");
-  assert.equal(forked.user, "alice");
 });
 
 test("the store shows a node's layers, metadata and relations, and search hits with their reasons, as the API has them", async () => {
@@ -286,6 +294,9 @@ test("every page works with the keyboard and labels every control", async () => 
   await until(() => document.getElementById("ctx-bar"));
   await page.keyboard.press("Tab");
   assert.equal(await page.evaluate(() => document.activeElement.className), "skip");
+  await page.keyboard.press("Enter");  // Skips to the content, staying on the page.
+  assert.equal(await page.evaluate(() => document.activeElement.id), "main");
+  assert.ok(await page.evaluate(() => location.hash.startsWith("#/context")));
   await page.focus('nav a[data-page="store"]');
   await page.keyboard.press("Enter");
   await until(() => location.hash.startsWith("#/store") && document.querySelector('nav a[aria-current="page"]')?.dataset.page === "store");
@@ -311,8 +322,17 @@ test("the viewer works behind a path prefix", async () => {
     await until(() => document.querySelector("main .error"));
     await page.click("#key-button");
     await page.type("#key-input", rootKey);
-    await page.click('#key-dialog button[value="save"]');
+    await page.keyboard.press("Enter");  // Enter in the key field uses the key (not "forget").
     await until(() => document.getElementById("ctx-bar"));
+    await until(() => document.getElementById("live").dataset.state === "live");
+    // A write through the prefix (the Origin check sees the Host the proxy passed on), announced live.
+    const before = await page.$eval("#ctx-messages", (ol) => ol.children.length);
+    const status = await page.evaluate(async () => (await fetch("api/v1/sessions/kyoto-trip/checkpoints", {
+      method: "POST", headers: { authorization: `Bearer ${sessionStorage.getItem("strata.apiKey")}`, "content-type": "application/json" },
+      body: "{}" })).status);
+    assert.equal(status, 200);
+    await api("POST", "/api/v1/sessions/kyoto-trip/messages", { role: "user", content: "Through the prefix?" });
+    await until((n) => document.querySelectorAll("#ctx-messages > li").length === n + 1, before);
   } finally {
     proxy.close();
   }

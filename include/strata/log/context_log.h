@@ -111,10 +111,12 @@ class ContextLog {
     size_t messages;
   };
   std::vector<CheckpointPosition> checkpoints() const;
-  // The live usage marks (`_usage` records) in file order, each with how many messages come before it.
+  // The live usage marks (`_usage` records) in file order, each with how many messages and how many live
+  // checkpoints come before it (a mark and a checkpoint after the same message are ordered by the latter).
   struct UsagePosition {
     size_t messages;
     int64_t tokens;
+    size_t checkpoints;
   };
   std::vector<UsagePosition> usage_marks() const;
   const std::optional<std::string>& system_prompt() const { return system_prompt_; }
@@ -138,6 +140,7 @@ class ContextLog {
     uint64_t offset;  // Byte offset of the `_usage` line.
     size_t history_size;
     int64_t tokens;
+    size_t checkpoints_before;  // Live checkpoints before it in the file.
   };
 
   ContextLog(std::string path, ContextLogOptions options);

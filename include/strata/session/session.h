@@ -102,6 +102,7 @@ struct CheckpointInfo {
 struct UsageMarkInfo {
   int64_t messages = 0;
   int64_t tokens = 0;
+  int64_t checkpoints = 0;  // Checkpoints before it (orders a mark and a checkpoint at one position).
 };
 
 // The current messages as their log holds them.

@@ -70,6 +70,9 @@ strata_build() {
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/strata-ccache}
   # Paths relative to the checkout, so that another clone of the project (CI's) hits the same cache.
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$STRATA_ROOT}
+  # With -g, ccache also hashes the working directory unless told not to: another clone (CI's) would miss
+  # every object. The cost: debug info may name the directory of the clone that filled the cache.
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
   if [ ! -f "$STRATA_ROOT/$dir/build.ninja" ]; then
     strata_log "configuring ($preset)"
     cmake --preset "$preset" -S "$STRATA_ROOT" >/dev/null

@@ -8,7 +8,8 @@
 // when one of the memories it is shown carries the same fact tag — the model recognising the same fact.
 // Duplicates that survive are therefore the ones the vector pre-filter did not show it.
 //
-// Usage: strata_session_bench [MESSAGES] [FACTS] [DIR]   (defaults 200, 40, /tmp/strata-session-bench)
+// Usage: strata_session_bench [MESSAGES] [FACTS] [DIR | postgres://URL]   (defaults 200, 40,
+// /tmp/strata-session-bench; a PostgreSQL database must be empty)
 // Prints one JSON object.
 #include <algorithm>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "strata/llm/scripted.h"
+#include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
 #include "strata/session/memory_pipeline.h"
 
@@ -58,11 +60,14 @@ int main(int argc, char** argv) {
   int n_messages = argc > 1 ? std::atoi(argv[1]) : 200;
   int n_facts = argc > 2 ? std::atoi(argv[2]) : 40;
   std::string dir = argc > 3 ? argv[3] : "/tmp/strata-session-bench";
-  std::filesystem::remove_all(dir);
-  auto queue = session::OpenJobQueue(dir + "/queue.db");
-  auto sessions = queue.ok() ? session::OpenSessions(dir, {.queue = queue->get()}) : queue.status();
-  auto store = memory::OpenSqliteStore(dir, {});
-  auto audit = session::OpenAuditLog(dir + "/audit.db");
+  const bool pg = dir.rfind("postgres", 0) == 0;
+  if (!pg) std::filesystem::remove_all(dir);
+  auto queue = pg ? session::OpenPgJobQueue(dir) : session::OpenJobQueue(dir + "/queue.db");
+  auto sessions = !queue.ok() ? queue.status()
+                  : pg       ? session::OpenPgSessions(dir, {.queue = queue->get()})
+                             : session::OpenSessions(dir, {.queue = queue->get()});
+  auto store = pg ? memory::OpenPgStore(dir) : memory::OpenSqliteStore(dir, {});
+  auto audit = pg ? session::OpenPgAuditLog(dir) : session::OpenAuditLog(dir + "/audit.db");
   if (!queue.ok() || !sessions.ok() || !store.ok() || !audit.ok()) {
     std::fprintf(stderr, "cannot open the data directory %s\n", dir.c_str());
     return 1;

@@ -6,6 +6,7 @@
 #                                     writes it to DIR/url
 #   tests/pg_cluster.sh restart DIR   pg_ctl restart (the tests of reconnection)
 #   tests/pg_cluster.sh stop DIR      stops it and removes DIR
+# STRATA_PG_SERVER_OPTIONS replaces "-c fsync=off -c full_page_writes=off" (the benchmarks keep fsync on).
 # Needs Debian's postgresql-15 (scripts/test installs it). As root, the server runs as the postgres user.
 set -euo pipefail
 cmd=${1:?usage: pg_cluster.sh start|restart|stop DIR}
@@ -38,7 +39,7 @@ case "$cmd" in
     as_owner "$bin/initdb" -D "$dir/data" -U strata -A trust -E UTF8 --locale=C --no-sync >"$dir/initdb.log" 2>&1 ||
       { cat "$dir/initdb.log" >&2; exit 1; }
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses='' -k $dir -c fsync=off -c full_page_writes=off -c max_connections=200" start >/dev/null ||
+      -o "-c listen_addresses='' -k $dir ${STRATA_PG_SERVER_OPTIONS:--c fsync=off -c full_page_writes=off} -c max_connections=200" start >/dev/null ||
       { cat "$dir/server.log" >&2; exit 1; }
     url="postgresql://strata@/postgres?host=$dir"
     echo "$url" >"$dir/url"

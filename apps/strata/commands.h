@@ -17,5 +17,6 @@ void AddMemoryCommand(CLI::App& app, int* exit_code);  // Also `strata skill`.
 void AddSessionCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
 void AddMcpCommand(CLI::App& app, int* exit_code);
+void AddMigrateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace strata::cli

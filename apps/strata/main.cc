@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   strata::cli::AddSessionCommand(app, &exit_code);
   strata::cli::AddServeCommand(app, &exit_code);
   strata::cli::AddMcpCommand(app, &exit_code);
+  strata::cli::AddMigrateCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -188,7 +188,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   auto a = std::make_shared<MemoryArgs>();
   CLI::App *cmd = app.add_subcommand("memory", "The context store: skills, memories and resources by URI");
   cmd->require_subcommand(1);
-  cmd->add_option("--data", a->data, "Store directory (default ./strata-data)");
+  cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
   auto sub = [&](const char *name, const char *help) { return AddStoreSubcommand(cmd, a, exit_code, Run, name, help); };
   CLI::App *w = sub("write", "Write a leaf's content from FILE or stdin");
@@ -244,7 +244,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
 
   CLI::App *skill = app.add_subcommand("skill", "SKILL.md skills stored as skill contexts");
   skill->require_subcommand(1);
-  skill->add_option("--data", a->data, "Store directory (default ./strata-data)");
+  skill->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   skill->add_option("--agent", a->agent, "Agent id whose skills/ directory holds them (default: default)");
   auto skill_sub = [&](const char *name, const char *help) {
     return AddStoreSubcommand(skill, a, exit_code, RunSkill, name, help);

@@ -31,6 +31,7 @@ struct ServeArgs {
   int64_t commit_after_tokens = 24'000;
   int64_t commit_after_turns = 40;
   int64_t commit_after_idle_s = 600;
+  int64_t job_lease_s = 600;
 };
 
 Status RunServe(const ServeArgs& a) {
@@ -57,12 +58,13 @@ Status RunServe(const ServeArgs& a) {
       options.root_key.pop_back();
     }
   }
-  STRATA_ASSIGN_OR_RETURN(auto server, server::Server::Open({.data_dir = a.data,
-                                                              .embedder = a.embedder,
-                                                              .provider = a.provider,
-                                                              .on_model_retry = WarnRetry,
-                                                              .prompt_dirs = a.prompt_dirs},
-                                                             options));
+  EngineOptions engine{.data_dir = a.data,
+                       .embedder = a.embedder,
+                       .provider = a.provider,
+                       .on_model_retry = WarnRetry,
+                       .prompt_dirs = a.prompt_dirs};
+  engine.queue.lease = std::chrono::seconds(a.job_lease_s);
+  STRATA_ASSIGN_OR_RETURN(auto server, server::Server::Open(std::move(engine), options));
   STRATA_ASSIGN_OR_RETURN(int port, server->Bind());
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
   std::string address = "http://" + (host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host) +
@@ -133,7 +135,7 @@ Status RunMcp(const McpArgs& a) {
 void AddMcpCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<McpArgs>();
   CLI::App* cmd = app.add_subcommand("mcp", "Serve the engine over MCP on stdio (for Claude Code, kimi-cli, Cursor ...)");
-  cmd->add_option("--data", a->data, "Data directory (default ./strata-data)");
+  cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   cmd->add_option("--user", a->user, "Whose memories the tools reach (default: default)");
   cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
@@ -147,7 +149,7 @@ void AddMcpCommand(CLI::App& app, int* exit_code) {
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the engine over HTTP: the API, keys, a phase-2 worker");
-  cmd->add_option("--data", a->data, "Data directory (default ./strata-data)");
+  cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   cmd->add_option("--listen", a->listen, "HOST:PORT (default 127.0.0.1:8420; port 0 picks a free one)");
   cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
   cmd->add_option("--root-key-file", a->root_key_file,
@@ -166,6 +168,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--commit-after-idle", a->commit_after_idle_s,
                   "... or once it has been idle this many seconds (default 600; 0: never)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--job-lease", a->job_lease_s,
+                  "Seconds a phase-2 job stays claimed by this instance; then (it died) another takes it over "
+                  "(default 600)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
   AddProviderFlags(cmd, &a->provider);
   cmd->callback([a, exit_code] {
     Status s = RunServe(*a);

@@ -184,7 +184,7 @@ Status RunMemory(const std::string& cmd, const SessionArgs& a) {
 
 void AddCommon(CLI::App* cmd, SessionArgs* a, bool model, bool data = true) {
   if (data) {
-    cmd->add_option("--data", a->data, "Data directory (default ./strata-data)");
+    cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
     if (model) cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
   }
   if (!model) return;
@@ -198,7 +198,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<SessionArgs>();
   CLI::App* cmd = app.add_subcommand("session", "Sessions: messages, two-phase commit into long-term memory");
   cmd->require_subcommand(1);
-  cmd->add_option("--data", a->data, "Data directory (default ./strata-data)");
+  cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   auto sub = [&](const char* name, const char* help, bool model) {
     CLI::App* s = cmd->add_subcommand(name, help);
     AddCommon(s, a.get(), model);

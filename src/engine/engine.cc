@@ -16,6 +16,8 @@
 #include "strata/json/checked.h"
 #include "strata/memory/embedder.h"
 #include "strata/memory/skill.h"
+#include "pg.h"
+#include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
 #include "strata/tokenizer/encoding.h"
 #include "strata/tokenizer/message_counter.h"
@@ -86,6 +88,7 @@ std::string ShippedPromptsDir() {
 
 struct Engine::Impl {
   EngineOptions options;
+  bool postgres = false;  // options.data_dir is a PostgreSQL URL.
 
   std::mutex open_mu;  // Guards the lazily opened parts below (held only while one opens).
   std::unique_ptr<session::JobQueue> queue;
@@ -109,7 +112,11 @@ struct Engine::Impl {
   }
   Result<session::JobQueue*> QueueLocked() {
     if (!queue) {
-      STRATA_ASSIGN_OR_RETURN(queue, session::OpenJobQueue(Path("queue.db"), options.queue));
+      if (postgres) {
+        STRATA_ASSIGN_OR_RETURN(queue, session::OpenPgJobQueue(options.data_dir, options.queue));
+      } else {
+        STRATA_ASSIGN_OR_RETURN(queue, session::OpenJobQueue(Path("queue.db"), options.queue));
+      }
     }
     return queue.get();
   }
@@ -120,7 +127,12 @@ struct Engine::Impl {
   Result<session::Sessions*> SessionsLocked() {
     if (!sessions) {
       STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, QueueLocked());
-      STRATA_ASSIGN_OR_RETURN(sessions, session::OpenSessions(options.data_dir, {.queue = q, .lock_wait = options.busy_timeout}));
+      session::SessionsOptions o{.queue = q, .lock_wait = options.busy_timeout};
+      if (postgres) {
+        STRATA_ASSIGN_OR_RETURN(sessions, session::OpenPgSessions(options.data_dir, o));
+      } else {
+        STRATA_ASSIGN_OR_RETURN(sessions, session::OpenSessions(options.data_dir, o));
+      }
     }
     return sessions.get();
   }
@@ -130,15 +142,17 @@ struct Engine::Impl {
   }
   Result<memory::ContextStore*> StoreLocked() {
     if (!store) {
-      memory::SqliteStoreOptions o;
-      if (options.embedder_instance) {
-        o.embedder = options.embedder_instance;
-      } else {
+      std::shared_ptr<memory::Embedder> embedder = options.embedder_instance;
+      if (!embedder) {
         STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> e, memory::EmbedderFromSpec(options.embedder));
-        o.embedder = std::move(e);
+        embedder = std::move(e);
       }
-      o.busy_timeout = options.busy_timeout;
-      STRATA_ASSIGN_OR_RETURN(store, memory::OpenSqliteStore(options.data_dir, std::move(o)));
+      if (postgres) {
+        STRATA_ASSIGN_OR_RETURN(store, memory::OpenPgStore(options.data_dir, {.embedder = std::move(embedder)}));
+      } else {
+        memory::SqliteStoreOptions o{.embedder = std::move(embedder), .busy_timeout = options.busy_timeout};
+        STRATA_ASSIGN_OR_RETURN(store, memory::OpenSqliteStore(options.data_dir, std::move(o)));
+      }
     }
     return store.get();
   }
@@ -148,7 +162,11 @@ struct Engine::Impl {
   }
   Result<session::AuditLog*> AuditLocked() {
     if (!audit) {
-      STRATA_ASSIGN_OR_RETURN(audit, session::OpenAuditLog(Path("audit.db")));
+      if (postgres) {
+        STRATA_ASSIGN_OR_RETURN(audit, session::OpenPgAuditLog(options.data_dir));
+      } else {
+        STRATA_ASSIGN_OR_RETURN(audit, session::OpenAuditLog(Path("audit.db")));
+      }
     }
     return audit.get();
   }
@@ -191,9 +209,12 @@ struct Engine::Impl {
   }
 
   // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones
-  // (their worker died: it no longer holds the lock), so they go back to pending at once.
+  // (their worker died: it no longer holds the lock), so they go back to pending at once. On PostgreSQL
+  // every instance works the queue at once: claims skip each other's jobs, and a dead instance's jobs
+  // become claimable when their lease expires.
   Result<std::unique_lock<std::mutex>> BecomeWorker() {
     std::unique_lock lock(worker_mu);
+    if (postgres) return lock;
     STRATA_RETURN_IF_ERROR(worker_lock.Acquire(Path("worker.lock")));
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, Queue());
     STRATA_RETURN_IF_ERROR(q->ReleaseRunning());
@@ -211,6 +232,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     STRATA_RETURN_IF_ERROR(session::RegisterContextRefPart());
     auto impl = std::make_unique<Impl>();
     impl->options = std::move(options);
+    impl->postgres = pg::IsPostgresUrl(impl->options.data_dir);
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));
   });
 }

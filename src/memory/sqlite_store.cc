@@ -15,6 +15,7 @@
 #include "strata/json/checked.h"
 #include "strata/memory/hash.h"
 #include "sqlite_db.h"
+#include "store_internal.h"
 #include "vector_index.h"
 #include "strata/memory/presets.h"
 
@@ -24,13 +25,10 @@ namespace {
 using sqlite::Db;
 using sqlite::Stmt;
 using sqlite::Txn;
+using namespace internal;  // NOLINT: the backends' shared rules.
 
 constexpr int kSchemaVersion = 1;
 constexpr std::string_view kRootParent = "strata://";
-
-// Bit flags of nodes.derived: which layers were derived from the content rather than given.
-constexpr int64_t kAbstractDerived = 1;
-constexpr int64_t kOverviewDerived = 2;
 
 // The full-text tokenizer: Unicode word breaks without diacritics, then Porter stemming, so "preferences"
 // finds "preference" (CJK text is pre-split into characters by FtsText and passes the stemmer unchanged). A
@@ -39,17 +37,6 @@ constexpr std::string_view kFtsTokenizer = "porter unicode61 remove_diacritics 2
 // meta.fts_layout: the tokenizer and the row layout (MakeFtsRow); a store with another value is reindexed.
 constexpr std::string_view kFtsLayout = "porter unicode61 remove_diacritics 2; leaf-derived-layers-omitted";
 
-// The full-text row of a node: name, abstract, overview, content. A leaf's derived layers are cut from its
-// content, so they are left out: indexing them again would count the content's first words three times.
-struct FtsRow {
-  std::string name, abstract_text, overview, content;
-};
-FtsRow MakeFtsRow(std::string_view name, bool is_dir, int64_t derived, std::string_view abstract_text,
-                  std::string_view overview, std::string_view content) {
-  bool leaf = !is_dir;
-  return {FtsText(name), leaf && (derived & kAbstractDerived) ? std::string() : FtsText(abstract_text),
-          leaf && (derived & kOverviewDerived) ? std::string() : FtsText(overview), FtsText(content)};
-}
 // The same rule in SQL over nodes n, for Check().
 constexpr std::string_view kFtsAbstractSql =
     "CASE WHEN n.is_dir = 0 AND (n.derived & 1) != 0 THEN '' ELSE strata_fts_text(n.abstract) END";
@@ -85,133 +72,6 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1'), ('vector_
 constexpr std::string_view kNodeColumns =
     "id, uri, is_dir, type, category, abstract, overview, content, metadata, created_ms, updated_ms, "
     "length(CAST(content AS BLOB)), derived";
-
-std::string_view KindDirAbstract(std::string_view kind) {
-  if (kind == "user") return "Users' spaces, one directory per user id.";
-  if (kind == "agent") return "Agents' spaces, one directory per agent id.";
-  if (kind == "session") return "Sessions, one directory per session id.";
-  return "";
-}
-
-// A row to insert or update, with its flags.
-struct Row {
-  int64_t id = 0;  // 0: new.
-  Node node;
-  int64_t derived = 0;
-};
-
-std::string VectorBlob(const Vector& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
-
-Vector BlobVector(std::string_view blob) {
-  Vector v(blob.size() / 4);
-  std::memcpy(v.data(), blob.data(), v.size() * 4);
-  return v;
-}
-
-// The SQL range that selects `uri`'s strict descendants: uri >= "X/" AND uri < "X0" ('0' follows '/').
-std::pair<std::string, std::string> DescendantRange(const Uri& uri) {
-  if (uri.is_root()) return {std::string(Uri::kPrefix), "strata:/0"};
-  return {uri.str() + "/", uri.str() + "0"};
-}
-
-Status CheckMetadata(const std::optional<std::string>& metadata) {
-  if (!metadata) return Status::Ok();
-  auto parsed = strata::json::ParseOrDiscard<nlohmann::json>(*metadata);
-  if (parsed.is_discarded() || !parsed.is_object()) {
-    return Status::InvalidArgument("metadata must be a JSON object, got " + json::QuoteForError(*metadata, 80));
-  }
-  return Status::Ok();
-}
-
-// Everything stored as text must be valid UTF-8: the store's readers (JSON views, full text, export) take
-// it as such, and a stored invalid byte would fail every later read of the node.
-Status CheckText(std::string_view content, const WriteOptions& o) {
-  auto check = [](std::string_view field, std::string_view text) -> Status {
-    size_t bad = 0;
-    if (json::IsValidUtf8(text, &bad)) return Status::Ok();
-    return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
-  };
-  STRATA_RETURN_IF_ERROR(check("content", content));
-  if (o.abstract_text) STRATA_RETURN_IF_ERROR(check("abstract (L0)", *o.abstract_text));
-  if (o.overview) STRATA_RETURN_IF_ERROR(check("overview (L1)", *o.overview));
-  if (o.category) STRATA_RETURN_IF_ERROR(check("category", *o.category));
-  return Status::Ok();
-}
-
-constexpr size_t kMaxGlobPattern = 512;
-
-// Matches `path` against a glob: `*` and `?` within one segment, `**` across segments, `[...]` classes.
-struct GlobMatcher {
-  size_t path_size;
-  std::vector<bool> failed;  // (pattern suffix length) x (path suffix length).
-
-  bool Match(std::string_view pattern, std::string_view path) {
-    // The suffixes of the full pattern and path are identified by their lengths; a failure is remembered,
-    // so each (pattern suffix, path suffix) pair is tried once: O(|pattern| x |path|), never exponential.
-    size_t key = pattern.size() * (path_size + 1) + path.size();
-    if (failed[key]) return false;
-    bool matched = MatchOnce(pattern, path);
-    if (!matched) failed[key] = true;
-    return matched;
-  }
-
-  bool MatchOnce(std::string_view pattern, std::string_view path) {
-    if (pattern.empty()) return path.empty();
-    if (pattern.starts_with("**")) {
-      std::string_view rest = pattern.substr(2);
-      if (rest.starts_with('/')) {
-        // "**/" matches zero or more whole segments.
-        if (Match(rest.substr(1), path)) return true;
-      }
-      for (size_t i = 0; i <= path.size(); ++i) {
-        if (Match(rest, path.substr(i))) return true;
-      }
-      return false;
-    }
-    char p = pattern.front();
-    if (p == '*') {
-      for (size_t i = 0; i <= path.size(); ++i) {
-        if (Match(pattern.substr(1), path.substr(i))) return true;
-        if (i < path.size() && path[i] == '/') break;
-      }
-      return false;
-    }
-    if (path.empty()) return false;
-    if (p == '?') return path.front() != '/' && Match(pattern.substr(1), path.substr(1));
-    if (p == '[') {
-      size_t close = pattern.find(']', 1);
-      if (close != std::string_view::npos) {
-        std::string_view set = pattern.substr(1, close - 1);
-        bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
-        if (negate) set.remove_prefix(1);
-        bool hit = false;
-        for (size_t i = 0; i < set.size(); ++i) {
-          if (i + 2 < set.size() && set[i + 1] == '-') {
-            hit |= path.front() >= set[i] && path.front() <= set[i + 2];
-            i += 2;
-          } else {
-            hit |= path.front() == set[i];
-          }
-        }
-        return hit != negate && Match(pattern.substr(close + 1), path.substr(1));
-      }
-    }
-    return p == path.front() && Match(pattern.substr(1), path.substr(1));
-  }
-};
-
-bool GlobMatch(std::string_view pattern, std::string_view path) {
-  GlobMatcher m{path.size(), std::vector<bool>((pattern.size() + 1) * (path.size() + 1), false)};
-  return m.Match(pattern, path);
-}
-
-std::string AsciiLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
 
 class SqliteStore;
 // The read connection lent to this thread and the store it belongs to (SqliteStore::ReadScope).
@@ -295,87 +155,18 @@ class SqliteStore final : public ContextStore {
 
   Status WriteBatch(const std::vector<std::pair<Uri, std::string>>& leaves,
                     const std::vector<WriteOptions>& options) override {
-    if (options.size() != leaves.size() && options.size() > 1) {
-      return Status::InvalidArgument("WriteBatch: " + std::to_string(options.size()) + " options for " +
-                                     std::to_string(leaves.size()) + " leaves");
-    }
-    static const WriteOptions kDefaults;
-    auto option_of = [&](size_t i) -> const WriteOptions& {
-      return options.empty() ? kDefaults : options.size() == 1 ? options[0] : options[i];
-    };
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const Uri& uri = leaves[i].first;
-      if (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root()) {
-        return Status::InvalidArgument(uri.str() + " is a scope directory; write leaves below it, e.g. " +
-                                       (uri.is_root() ? std::string("strata://resources/notes") : uri.str() + "/notes"));
-      }
-      STRATA_RETURN_IF_ERROR(CheckMetadata(option_of(i).metadata).WithContext(uri.str()));
-      STRATA_RETURN_IF_ERROR(CheckText(leaves[i].second, option_of(i)).WithContext(uri.str()));
-    }
+    STRATA_RETURN_IF_ERROR(ValidateLeaves(leaves, options));
     // Embed first, outside the store's lock (a remote embedder can take seconds, and readers must not wait
     // for it): the text each leaf will have. A kept hand-written layer of an existing leaf makes the text
     // differ; Apply embeds that one under the lock.
-    std::vector<std::string> predicted;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      Node n;
-      n.uri = leaves[i].first;
-      n.content = leaves[i].second;
-      n.abstract_text = option_of(i).abstract_text.value_or(DeriveAbstract(n.content));
-      n.overview = option_of(i).overview.value_or(DeriveOverview(n.content));
-      predicted.push_back(EmbeddingText(n));
-    }
-    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(predicted, AncestorsOf(leaves)));
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(PredictedTexts(leaves, options), AncestorsOf(leaves)));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     Plan plan;
-    int64_t now = NowMs();
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const auto& [uri, content] = leaves[i];
-      const WriteOptions& o = option_of(i);
-      STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindPlannedOrStored(plan, uri));
-      if (existing && existing->node.is_dir) {
-        return Status::FailedPrecondition(uri.str() + " is a directory; only leaves have content");
-      }
-      if (existing && !o.overwrite) return Status::AlreadyExists(uri.str() + " already exists");
-      if (!o.create_parents) {
-        STRATA_ASSIGN_OR_RETURN(std::optional<Row> parent, FindPlannedOrStored(plan, uri.Parent()));
-        if (!parent && !uri.Parent().is_scope_root()) {
-          return Status::NotFound("parent " + uri.Parent().str() + " of " + uri.str() + " does not exist");
-        }
-      }
-      STRATA_RETURN_IF_ERROR(PlanDirectories(uri.Parent(), now, &plan));
-      Row row = existing ? *existing : Row{};
-      Node& node = row.node;
-      if (!existing) {
-        node.uri = uri;
-        node.created_ms = now;
-        node.type = InferContextType(uri);
-      }
-      node.content = content;
-      node.updated_ms = now;
-      if (o.type) node.type = *o.type;
-      if (o.category) node.category = *o.category;
-      if (o.metadata) node.metadata = *o.metadata;
-      SetLayer(o.abstract_text, DeriveAbstract(content), kAbstractDerived, &node.abstract_text, &row.derived);
-      SetLayer(o.overview, DeriveOverview(content), kOverviewDerived, &node.overview, &row.derived);
-      plan.Put(std::move(row));
-    }
+    STRATA_RETURN_IF_ERROR(PlanLeaves(leaves, options, NowMs(), ensured_, Finder(), &plan));
     STRATA_RETURN_IF_ERROR(Apply(plan, &prepared));
     return CommitAndIndex(txn, plan);
-  }
-
-  // The directories above `nodes`, below the kind directories: the ones a write creates when missing.
-  static std::vector<Uri> AncestorsOf(const std::vector<std::pair<Uri, std::string>>& nodes) {
-    std::vector<Uri> out;
-    std::set<std::string> seen;
-    for (const auto& [uri, content] : nodes) {
-      for (Uri dir = uri.Parent(); !dir.is_root() && !dir.is_kind_dir(); dir = dir.Parent()) {
-        if (!seen.insert(dir.str()).second) break;  // Its ancestors are in already.
-        out.push_back(dir);
-      }
-    }
-    return out;
   }
 
   // Vectors computed before a write takes the lock, by text.
@@ -425,33 +216,14 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Mkdir(const Uri& uri, const WriteOptions& o) override {
-    if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
-    STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
-    STRATA_RETURN_IF_ERROR(CheckText("", o).WithContext(uri.str()));
+    STRATA_RETURN_IF_ERROR(ValidateMkdir(uri, o));
     // Embedded before the lock, as for leaves: the directory as it will read, and new parents.
-    Node self;
-    self.uri = uri;
-    self.is_dir = true;
-    self.abstract_text = o.abstract_text.value_or("");
-    self.overview = o.overview.value_or("");
-    STRATA_ASSIGN_OR_RETURN(Prepared prepared,
-                            PreEmbed({EmbeddingText(self)}, AncestorsOf({{uri, std::string()}})));
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed({MkdirText(uri, o)}, AncestorsOf({{uri, std::string()}})));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     Plan plan;
-    int64_t now = NowMs();
-    STRATA_RETURN_IF_ERROR(PlanDirectories(uri, now, &plan));
-    if (o.abstract_text || o.overview || o.category || o.metadata || o.type) {
-      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(plan, uri));
-      if (o.abstract_text) row->node.abstract_text = *o.abstract_text;
-      if (o.overview) row->node.overview = *o.overview;
-      if (o.category) row->node.category = *o.category;
-      if (o.metadata) row->node.metadata = MergePresetVersion(row->node.metadata, *o.metadata);
-      if (o.type) row->node.type = *o.type;
-      row->node.updated_ms = now;
-      plan.Put(std::move(*row));
-    }
+    STRATA_RETURN_IF_ERROR(PlanMkdir(uri, o, NowMs(), ensured_, Finder(), &plan));
     STRATA_RETURN_IF_ERROR(Apply(plan, &prepared));
     return CommitAndIndex(txn, plan);
   }
@@ -467,26 +239,10 @@ class SqliteStore final : public ContextStore {
     STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
     if (!row) return NotFoundError(uri);
-    const Node& node = row->node;
-    if (!node.is_dir) {
-      return level == Level::kAbstract ? node.abstract_text : level == Level::kOverview ? node.overview : node.content;
-    }
-    if (level == Level::kAbstract && !node.abstract_text.empty()) return node.abstract_text;
-    if (level == Level::kOverview && !node.overview.empty()) return node.overview;
+    if (std::optional<std::string> layer = StoredLayer(row->node, level)) return std::move(*layer);
     // A directory without the layer reads as a listing of its children's abstracts.
     STRATA_ASSIGN_OR_RETURN(std::vector<Node> children, ListLocked(uri, {}));
-    if (level == Level::kAbstract) {
-      std::string out = std::string(uri.name()) + ": " + std::to_string(children.size()) + " entries";
-      for (size_t i = 0; i < children.size() && i < 5; ++i) out += (i == 0 ? " (" : ", ") + std::string(children[i].uri.name());
-      if (!children.empty()) out += children.size() > 5 ? ", ...)" : ")";
-      return out;
-    }
-    std::string out;
-    for (const Node& child : children) {
-      out += "- " + std::string(child.uri.name()) + (child.is_dir ? "/" : "") +
-             (child.abstract_text.empty() ? "" : ": " + child.abstract_text) + "\n";
-    }
-    return out;
+    return DirectoryLayer(uri, level, children);
   }
 
   Result<std::vector<Node>> List(const Uri& dir, const ListOptions& options) override {
@@ -500,18 +256,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<Node>> Glob(std::string_view pattern, const Uri& under) override {
-    if (pattern.empty()) return Status::InvalidArgument("glob: empty pattern");
-    if (pattern.size() > kMaxGlobPattern) {
-      return Status::InvalidArgument("glob: the pattern is " + std::to_string(pattern.size()) + " bytes; at most " +
-                                     std::to_string(kMaxGlobPattern) + " are allowed");
-    }
-    STRATA_ASSIGN_OR_RETURN(std::vector<Node> all, List(under, {.recursive = true}));
-    std::vector<Node> out;
-    size_t prefix = under.is_root() ? Uri::kPrefix.size() : under.str().size() + 1;
-    for (Node& node : all) {
-      if (GlobMatch(pattern, std::string_view(node.uri.str()).substr(prefix))) out.push_back(std::move(node));
-    }
-    return out;
+    return GlobNodes(*this, pattern, under);
   }
 
   Result<std::vector<GrepMatch>> Grep(std::string_view needle, const Uri& under, bool ignore_case,
@@ -528,35 +273,14 @@ class SqliteStore final : public ContextStore {
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      std::string content = s.Text(1);
-      std::string haystack = ignore_case ? AsciiLower(content) : content;
-      if (haystack.find(wanted) == std::string::npos) continue;
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
-      bool superseded = s.Int(2) != 0;
-      int line = 1;
-      for (size_t start = 0; start <= content.size();) {
-        size_t nl = content.find('\n', start);
-        size_t end = nl == std::string::npos ? content.size() : nl;
-        if (std::string_view(haystack).substr(start, end - start).find(wanted) != std::string_view::npos) {
-          out.push_back({uri, line, content.substr(start, end - start), superseded});
-          if (limit != 0 && out.size() >= limit) return out;
-        }
-        if (nl == std::string::npos) break;
-        start = nl + 1;
-        ++line;
-      }
+      if (!GrepLines(uri, s.Text(1), wanted, ignore_case, s.Int(2) != 0, limit, &out)) return out;
     }
     return out;
   }
 
   Status Move(const Uri& from, const Uri& to) override {
-    for (const Uri* u : {&from, &to}) {
-      if (u->is_root() || u->is_kind_dir() || u->is_scope_root()) {
-        return Status::InvalidArgument("cannot move " + std::string(u == &from ? "from " : "to ") + u->str() +
-                                       ": scope roots and kind directories stay in place");
-      }
-    }
-    if (from.Contains(to)) return Status::InvalidArgument("cannot move " + from.str() + " into itself (" + to.str() + ")");
+    STRATA_RETURN_IF_ERROR(ValidateMove(from, to));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -566,7 +290,7 @@ class SqliteStore final : public ContextStore {
     if (target) return Status::AlreadyExists("cannot move to " + to.str() + ": it exists");
     Plan plan;
     int64_t now = NowMs();
-    STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, &plan));
+    STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, ensured_, Finder(), &plan));
     STRATA_RETURN_IF_ERROR(Apply(plan));
     auto [lo, hi] = DescendantRange(from);
     const int64_t cut = static_cast<int64_t>(from.str().size()) + 1;
@@ -696,40 +420,15 @@ class SqliteStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
-      std::string detail;
-      int level = 3;
-      static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
-      static constexpr int kLevels[] = {0, 0, 1, 2};
-      // Which layers hold each term: the indexed text, except for a leaf's derived layers (not indexed,
-      // MakeFtsRow), whose short text is converted here; the content is never converted again.
-      std::string layers[4] = {s.Text(3), s.Text(4), s.Text(5), s.Text(6)};
-      for (int c = 1; c <= 2; ++c) {
-        if (layers[c].empty()) layers[c] = FtsText(s.Text(6 + c));
-      }
-      for (const std::string& t : terms) {
-        std::string where;
-        for (int c = 0; c < 4; ++c) {
-          if (!FtsContainsTerm(layers[c], t)) continue;
-          where += std::string(where.empty() ? "" : "+") + kColumns[c];
-          level = std::min(level, kLevels[c]);
-        }
-        if (!where.empty()) detail += (detail.empty() ? "" : ", ") + t + " (" + where + ")";
-      }
-      if (detail.empty()) {
-        detail = "a word sharing a stem with the query";
-        level = 2;
-      }
-      out.push_back({uri, s.Int(1) != 0, -s.Double(2), detail, level == 3 ? 2 : level});
+      auto [detail, level] = LexicalDetail(terms, {s.Text(3), s.Text(4), s.Text(5), s.Text(6)}, s.Text(7), s.Text(8));
+      out.push_back({uri, s.Int(1) != 0, -s.Double(2), std::move(detail), level});
     }
     return out;
   }
 
   Result<std::vector<ScoredUri>> VectorNeighbours(const Vector& query, const SearchFilter& filter,
                                                   size_t limit) override {
-    if (static_cast<int>(query.size()) != embedder_->dimension()) {
-      return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
-                                     std::to_string(embedder_->dimension()));
-    }
+    STRATA_RETURN_IF_ERROR(CheckQueryDimension(query, embedder_->dimension()));
     std::vector<ScoredUri> out;
     if (limit == 0) return out;
     STRATA_RETURN_IF_ERROR(EnsureIndexCurrent());
@@ -764,10 +463,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) override {
-    if (static_cast<int>(query.size()) != embedder_->dimension()) {
-      return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
-                                     std::to_string(embedder_->dimension()));
-    }
+    STRATA_RETURN_IF_ERROR(CheckQueryDimension(query, embedder_->dimension()));
     STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     std::vector<float> out(uris.size(), 0.0f);
     Stmt s(Conn(), "SELECT v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE n.uri = ?1");
@@ -786,30 +482,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
-    std::vector<Vector> out(texts.size());
-    std::vector<std::string> missing;
-    std::vector<size_t> where;
-    {
-      std::lock_guard lock(query_cache_mu_);
-      for (size_t i = 0; i < texts.size(); ++i) {
-        auto it = query_cache_.find(texts[i]);
-        if (it != query_cache_.end()) {
-          out[i] = it->second;
-        } else {
-          missing.push_back(texts[i]);
-          where.push_back(i);
-        }
-      }
-    }
-    if (missing.empty()) return out;
-    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh, embedder_->Embed(missing));
-    std::lock_guard lock(query_cache_mu_);
-    if (query_cache_.size() > 4096) query_cache_.clear();
-    for (size_t j = 0; j < fresh.size(); ++j) {
-      query_cache_[missing[j]] = fresh[j];
-      out[where[j]] = std::move(fresh[j]);
-    }
-    return out;
+    return query_cache_.Embed(*embedder_, texts);
   }
 
   Result<std::vector<std::string>> Check() override {
@@ -902,57 +575,6 @@ class SqliteStore final : public ContextStore {
   }
 
  private:
-  // Rows to write in one transaction, addressable by URI; removals for the vector index.
-  struct Plan {
-    std::vector<Row> rows;
-    std::map<std::string, size_t> by_uri;
-    std::vector<std::pair<int64_t, Vector>> upserts;  // Vector index updates after the commit.
-    std::vector<int64_t> removed;
-    std::vector<std::string> ensured;  // Scope roots whose presets this plan completes.
-    int64_t generation = -1;           // The generation the commit produces (-1: vectors untouched).
-
-    void Put(Row row) {
-      auto it = by_uri.find(row.node.uri.str());
-      if (it != by_uri.end()) {
-        rows[it->second] = std::move(row);
-      } else {
-        by_uri.emplace(row.node.uri.str(), rows.size());
-        rows.push_back(std::move(row));
-      }
-    }
-    const Row* Find(const Uri& uri) const {
-      auto it = by_uri.find(uri.str());
-      return it == by_uri.end() ? nullptr : &rows[it->second];
-    }
-    void Merge(Plan other) {
-      for (auto& u : other.upserts) upserts.push_back(std::move(u));
-      for (auto& e : other.ensured) ensured.push_back(std::move(e));
-      generation = std::max(generation, other.generation);
-    }
-  };
-
-  static Status NotFoundError(const Uri& uri) { return Status::NotFound(uri.str() + " does not exist"); }
-
-  static void SetLayer(const std::optional<std::string>& given, std::string derived_value, int64_t flag,
-                       std::string* layer, int64_t* derived) {
-    if (given) {
-      *layer = *given;
-      *derived &= ~flag;
-    } else if (layer->empty() || (*derived & flag) != 0) {
-      // Keep a layer someone wrote by hand; re-derive one that was derived.
-      *layer = std::move(derived_value);
-      *derived |= flag;
-    }
-  }
-
-  // Keeps the preset bookkeeping of a scope root when its metadata is replaced.
-  static std::string MergePresetVersion(const std::string& old_json, const std::string& new_json) {
-    auto old_value = strata::json::ParseOrDiscard<nlohmann::json>(old_json);
-    auto new_value = strata::json::ParseOrDiscard<nlohmann::json>(new_json);
-    if (old_value.is_object() && old_value.contains("preset_version")) new_value["preset_version"] = old_value["preset_version"];
-    return new_value.dump();
-  }
-
   int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
   std::string IndexPath() const { return dir_ + "/vectors.hnsw"; }
   VectorIndexParams IndexParams() const {
@@ -1098,61 +720,8 @@ class SqliteStore final : public ContextStore {
     return std::optional<Row>(std::move(r));
   }
 
-  Result<std::optional<Row>> FindPlannedOrStored(const Plan& plan, const Uri& uri) {
-    if (const Row* row = plan.Find(uri)) return std::optional<Row>(*row);
-    return FindStored(uri);
-  }
-
-  // Plans every missing directory from the top of `dir`'s chain down to `dir` itself, and the presets of
-  // a scope root met on the way that this process has not yet checked.
-  Status PlanDirectories(const Uri& dir, int64_t now, Plan* plan) {
-    std::vector<Uri> chain;
-    for (Uri u = dir; !u.is_root(); u = u.Parent()) chain.push_back(u);
-    std::reverse(chain.begin(), chain.end());
-    for (const Uri& u : chain) {
-      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, u));
-      if (row && !row->node.is_dir) {
-        return Status::FailedPrecondition(u.str() + " is a file, so nothing can be created below it");
-      }
-      if (!row) {
-        Row fresh;
-        fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
-        if (u.is_kind_dir()) fresh.node.abstract_text = std::string(KindDirAbstract(u.kind()));
-        plan->Put(std::move(fresh));
-      }
-      if (u.is_scope_root() && !ensured_.contains(u.str())) STRATA_RETURN_IF_ERROR(PlanPresets(u, now, plan));
-    }
-    return Status::Ok();
-  }
-
-  Status PlanPresets(const Uri& root, int64_t now, Plan* plan) {
-    STRATA_ASSIGN_OR_RETURN(std::optional<Row> root_row, FindPlannedOrStored(*plan, root));
-    auto meta = strata::json::ParseOrDiscard<nlohmann::json>(root_row->node.metadata);
-    if (!meta.is_object()) meta = nlohmann::json::object();
-    int version = meta.contains("preset_version") && meta["preset_version"].is_number_integer()
-                      ? meta["preset_version"].get<int>() : 0;
-    if (version < kPresetVersion) {
-      for (const PresetDirectory& preset : PresetDirectories(root.kind())) {
-        STRATA_ASSIGN_OR_RETURN(Uri u, root.Join(preset.path));
-        STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, u));
-        if (row && !row->node.is_dir) continue;  // A file where a preset directory would go is left alone.
-        if (!row) {
-          Row fresh;
-          fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
-          row = std::move(fresh);
-        }
-        // Existing summaries are never overwritten; empty ones get the preset's.
-        if (row->node.abstract_text.empty()) row->node.abstract_text = preset.abstract_text;
-        if (row->node.overview.empty()) row->node.overview = preset.overview;
-        if (u == root) {
-          meta["preset_version"] = kPresetVersion;
-          row->node.metadata = meta.dump();
-        }
-        plan->Put(std::move(*row));
-      }
-    }
-    plan->ensured.push_back(root.str());
-    return Status::Ok();
+  FindFn Finder() {
+    return [this](const Uri& uri) { return FindStored(uri); };
   }
 
   // Writes the plan's rows with their full-text rows and vectors (embedding what changed, in batches, via
@@ -1403,16 +972,7 @@ class SqliteStore final : public ContextStore {
       std::memcpy(v.data(), blob.data(), want_bytes);
       scored.emplace_back(Dot(query, v), s.Text(0), s.Int(1) != 0);
     }
-    size_t n = std::min(limit, scored.size());
-    std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
-                      [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
-    std::vector<ScoredUri> out;
-    for (size_t i = 0; i < n; ++i) {
-      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(std::get<1>(scored[i])));
-      float sim = std::get<0>(scored[i]);
-      out.push_back({uri, std::get<2>(scored[i]), sim, "cosine " + std::to_string(sim).substr(0, 5)});
-    }
-    return out;
+    return TopByCosine(std::move(scored), limit);
   }
 
   std::string dir_;
@@ -1431,8 +991,7 @@ class SqliteStore final : public ContextStore {
   int64_t index_generation_ = -1;           // The generation index_ reflects; -1: stale. Guarded by mu_.
   bool index_dirty_ = false;                // index_ changed since it was saved. Guarded by mu_.
   std::set<std::string> ensured_;           // Scope roots whose presets are known complete. Guarded by mu_.
-  std::mutex query_cache_mu_;
-  std::unordered_map<std::string, Vector> query_cache_;  // Guarded by query_cache_mu_.
+  QueryVectorCache query_cache_;
 };
 
 }  // namespace

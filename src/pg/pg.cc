@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 namespace strata::pg {
@@ -115,6 +116,86 @@ Result<int64_t> Rows::Int(int row, int col) const {
   return v;
 }
 
+Result<double> Rows::Double(int row, int col) const {
+  STRATA_RETURN_IF_ERROR(Check(row, col));
+  const char* name = PQfname(result_, col);
+  if (PQgetisnull(result_, row, col) != 0) {
+    return Status::DataLoss("postgres: " + statement_ + ": column " + (name ? name : "?") + " is NULL");
+  }
+  const char* text = PQgetvalue(result_, row, col);
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || *end != '\0') {
+    return Status::DataLoss("postgres: " + statement_ + ": column " + (name ? name : "?") + " is not a number");
+  }
+  return v;
+}
+
+Result<std::string> Rows::Bytes(int row, int col) const {
+  STRATA_ASSIGN_OR_RETURN(std::string text, Text(row, col));
+  const char* name = PQfname(result_, col);
+  auto bad = [&] {
+    return Status::DataLoss("postgres: " + statement_ + ": column " + (name ? name : "?") + " is not hex bytea");
+  };
+  if (text.empty()) return std::string();
+  if (text.size() % 2 != 0 || text.compare(0, 2, "\\x") != 0) return bad();
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out((text.size() - 2) / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = nibble(text[2 + 2 * i]), lo = nibble(text[3 + 2 * i]);
+    if (hi < 0 || lo < 0) return bad();
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+std::string ByteaHex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\\x";
+  out.reserve(2 + bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+std::string WithSchema(std::string_view url, std::string_view schema) {
+  std::string out(url);
+  if (IsPostgresUrl(url)) {
+    out += url.find('?') == std::string_view::npos ? '?' : '&';
+    return out + "options=-csearch_path%3D" + std::string(schema);
+  }
+  return out + " options='-csearch_path=" + std::string(schema) + "'";
+}
+
+std::string SchemaFor(std::string_view account) {
+  bool plain = !account.empty() && account.size() <= 40;
+  for (char c : account) plain = plain && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  if (plain) return "strata_" + std::string(account);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds and machines.
+  for (unsigned char c : account) h = (h ^ c) * 1099511628211ull;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "strata_x";
+  for (int shift = 60; shift >= 0; shift -= 4) out += kHex[(h >> shift) & 15];
+  return out;
+}
+
+Status EnsureSchema(const std::string& url, std::string_view schema) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Conn::Connect(url));
+  // Concurrent CREATE SCHEMA IF NOT EXISTS can still collide on the catalog's unique index: serialise.
+  Txn txn(*conn);
+  STRATA_RETURN_IF_ERROR(txn.Begin());
+  STRATA_RETURN_IF_ERROR(conn->Exec("SELECT pg_advisory_xact_lock(hashtext('strata schemas'))").status());
+  STRATA_RETURN_IF_ERROR(conn->ExecScript("CREATE SCHEMA IF NOT EXISTS " + std::string(schema)));
+  return txn.Commit();
+}
+
 // ---- Conn ----
 
 Result<std::unique_ptr<Conn>> Conn::Connect(const std::string& url) {
@@ -151,7 +232,24 @@ Status Conn::Ensure() {
   }
   // Messages of notices (CREATE TABLE IF NOT EXISTS ... "already exists, skipping") are not for our users.
   PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  ++connects_;
   return Status::Ok();
+}
+
+Status Conn::Listen(std::string_view channel) {
+  return ExecScript("LISTEN " + std::string(channel));
+}
+
+Result<std::vector<std::string>> Conn::TakeNotifications() {
+  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK || PQconsumeInput(conn_) == 0) {
+    return Status::Unavailable("postgres: the listening connection to " + RedactUrl(url_) + " is down");
+  }
+  std::vector<std::string> out;
+  while (PGnotify* n = PQnotifies(conn_)) {
+    out.emplace_back(n->extra != nullptr ? n->extra : "");
+    PQfreemem(n);
+  }
+  return out;
 }
 
 Status Conn::Fail(pg_result* result, std::string_view sql) {

@@ -31,6 +31,19 @@ namespace strata::pg {
 // True when `data` names a PostgreSQL database (postgres:// or postgresql:// URLs) rather than a directory.
 bool IsPostgresUrl(std::string_view data);
 
+// A bytea literal for a text parameter: "\\x" and the bytes in hex.
+std::string ByteaHex(std::string_view bytes);
+
+// `url` with its search_path set to `schema` (created by EnsureSchema), so that every table a component
+// makes lives in that schema: one database holds many Strata accounts side by side. `schema` must be a
+// plain identifier ([a-z0-9_], at most 63 bytes; SchemaFor makes one).
+std::string WithSchema(std::string_view url, std::string_view schema);
+// The schema of an account: "strata_" and the id when it is lower-case letters, digits and '_' (and short
+// enough), else "strata_" and a hash of it.
+std::string SchemaFor(std::string_view account);
+// CREATE SCHEMA IF NOT EXISTS `schema` on the database at `url`.
+Status EnsureSchema(const std::string& url, std::string_view schema);
+
 // Returns `url` with any password replaced by "***", for messages and logs.
 std::string RedactUrl(std::string_view url);
 
@@ -67,6 +80,9 @@ class Rows {
   bool IsNull(int row, int col) const;
   Result<std::string> Text(int row, int col) const;
   Result<int64_t> Int(int row, int col) const;
+  Result<double> Double(int row, int col) const;
+  // A bytea column (sent in the hex format) as its bytes.
+  Result<std::string> Bytes(int row, int col) const;
 
  private:
   Status Check(int row, int col) const;
@@ -90,6 +106,16 @@ class Conn {
   Status ExecScript(std::string_view sql);
 
   const std::string& url() const { return url_; }
+  // How many times the connection was (re)established: a listener compares it to learn that notifications
+  // may have been lost while it was down.
+  uint64_t connects() const { return connects_; }
+
+  // LISTEN on `channel` (an identifier).
+  Status Listen(std::string_view channel);
+  // The payloads of the notifications received since the last call, without blocking or sending anything.
+  // kUnavailable when the connection is down (notifications may have been lost: the caller resynchronises
+  // and listens again).
+  Result<std::vector<std::string>> TakeNotifications();
 
  private:
   explicit Conn(std::string url) : url_(std::move(url)) {}
@@ -101,6 +127,7 @@ class Conn {
   std::string url_;
   pg_conn* conn_ = nullptr;
   bool in_transaction_ = false;
+  uint64_t connects_ = 0;
   friend class Txn;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "pg.h"
 #include "strata/memory/uri.h"
 
 namespace strata::server {
@@ -69,14 +70,54 @@ CREATE TABLE IF NOT EXISTS api_keys (
   created_ms INTEGER NOT NULL
 );)";
 
+// Version i+1 of the PostgreSQL schema is kPgMigrations[i].
+constexpr std::string_view kPgMigrations[] = {R"sql(
+CREATE TABLE api_keys(
+  id TEXT PRIMARY KEY,
+  secret_sha256 TEXT NOT NULL UNIQUE,
+  account TEXT NOT NULL,
+  "user" TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created_ms BIGINT NOT NULL);
+)sql"};
+
+Result<KeyInfo> ReadKey(const pg::Rows& r, int i) {
+  KeyInfo info;
+  STRATA_ASSIGN_OR_RETURN(info.id, r.Text(i, 0));
+  STRATA_ASSIGN_OR_RETURN(info.account, r.Text(i, 1));
+  STRATA_ASSIGN_OR_RETURN(info.user, r.Text(i, 2));
+  STRATA_ASSIGN_OR_RETURN(std::string role, r.Text(i, 3));
+  auto parsed = ParseRole(role);
+  if (!parsed.ok()) return Status::DataLoss("api_keys: key " + info.id + " has an unknown role");
+  info.role = *parsed;
+  STRATA_ASSIGN_OR_RETURN(info.created_ms, r.Int(i, 4));
+  return info;
+}
+
+constexpr std::string_view kPgColumns = "id, account, \"user\", role, created_ms";
+
 }  // namespace
+
+KeyStore::~KeyStore() = default;
+
+Status KeyStore::SetRootKey(std::string root_key) {
+  if (root_key.empty()) return Status::Ok();
+  if (root_key.size() < 16) return Status::InvalidArgument("the root key must be at least 16 characters long");
+  root_key_hash_ = Sha256Hex(root_key);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<KeyStore>> KeyStore::OpenPg(const std::string& url, std::string root_key) {
+  std::unique_ptr<KeyStore> store(new KeyStore());
+  STRATA_RETURN_IF_ERROR(store->SetRootKey(std::move(root_key)));
+  STRATA_ASSIGN_OR_RETURN(store->pg_, pg::Conn::Connect(url));
+  STRATA_RETURN_IF_ERROR(pg::Migrate(*store->pg_, "api_keys", kPgMigrations));
+  return store;
+}
 
 Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& path, std::string root_key) {
   std::unique_ptr<KeyStore> store(new KeyStore());
-  if (!root_key.empty()) {
-    if (root_key.size() < 16) return Status::InvalidArgument("the root key must be at least 16 characters long");
-    store->root_key_hash_ = Sha256Hex(root_key);
-  }
+  STRATA_RETURN_IF_ERROR(store->SetRootKey(std::move(root_key)));
   STRATA_RETURN_IF_ERROR(store->db_.OpenDurable(path));
   STRATA_RETURN_IF_ERROR(store->db_.Exec(kSchema));
   sqlite::Stmt all(store->db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
@@ -95,6 +136,13 @@ Result<Identity> KeyStore::Authenticate(std::string_view key) {
   std::string hash = Sha256Hex(key);
   if (!root_key_hash_.empty() && hash == root_key_hash_) return Identity{"default", "default", Role::kRoot, ""};
   std::lock_guard lock(mu_);
+  if (pg_) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("SELECT " + std::string(kPgColumns) +
+                                                  " FROM api_keys WHERE secret_sha256 = $1", {hash}));
+    if (r.size() == 0) return Status::Unauthenticated("the API key is not valid (unknown or revoked)");
+    STRATA_ASSIGN_OR_RETURN(KeyInfo info, ReadKey(r, 0));
+    return Identity{info.account, info.user, info.role, info.id};
+  }
   auto it = cache_.find(hash);
   if (it == cache_.end()) return Status::Unauthenticated("the API key is not valid (unknown or revoked)");
   return Identity{it->second.account, it->second.user, it->second.role, it->second.id};
@@ -110,6 +158,13 @@ Result<std::pair<KeyInfo, std::string>> KeyStore::Issue(const std::string& accou
   KeyInfo info{id, account, user, role, NowMs()};
   std::string hash = Sha256Hex(secret);
   std::lock_guard lock(mu_);
+  if (pg_) {
+    STRATA_RETURN_IF_ERROR(pg_->Exec("INSERT INTO api_keys(id, secret_sha256, account, \"user\", role, created_ms) "
+                                     "VALUES ($1, $2, $3, $4, $5, $6)",
+                                     {id, hash, account, user, RoleName(role), info.created_ms})
+                               .status());
+    return std::make_pair(info, secret);
+  }
   sqlite::Stmt ins(db_, "INSERT INTO api_keys(id, secret_sha256, account, user, role, created_ms) VALUES (?,?,?,?,?,?)");
   ins.Bind(1, id).Bind(2, hash).Bind(3, account).Bind(4, user).Bind(5, RoleName(role)).Bind(6, info.created_ms);
   STRATA_RETURN_IF_ERROR(ins.Run());
@@ -120,6 +175,15 @@ Result<std::pair<KeyInfo, std::string>> KeyStore::Issue(const std::string& accou
 Result<std::vector<KeyInfo>> KeyStore::List(const std::string& account) {
   std::lock_guard lock(mu_);
   std::vector<KeyInfo> out;
+  if (pg_) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("SELECT " + std::string(kPgColumns) + " FROM api_keys WHERE $1 = '' "
+                                                  "OR account = $1 ORDER BY created_ms, id", {account}));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(KeyInfo info, ReadKey(r, i));
+      out.push_back(std::move(info));
+    }
+    return out;
+  }
   for (const auto& [hash, info] : cache_) {
     if (account.empty() || info.account == account) out.push_back(info);
   }
@@ -129,6 +193,11 @@ Result<std::vector<KeyInfo>> KeyStore::List(const std::string& account) {
 
 Status KeyStore::Revoke(const std::string& id) {
   std::lock_guard lock(mu_);
+  if (pg_) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("DELETE FROM api_keys WHERE id = $1", {id}));
+    if (r.affected() == 0) return Status::NotFound("no API key " + id);
+    return Status::Ok();
+  }
   sqlite::Stmt del(db_, "DELETE FROM api_keys WHERE id = ?");
   del.Bind(1, id);
   STRATA_RETURN_IF_ERROR(del.Run());

@@ -18,6 +18,10 @@
 #include "sqlite_db.h"
 #include "strata/util/status.h"
 
+namespace strata::pg {
+class Conn;
+}
+
 namespace strata::server {
 
 enum class Role { kRoot, kAdmin, kUser };
@@ -48,6 +52,10 @@ class KeyStore {
  public:
   // Opens (creating) `path`. `root_key` empty: no root key.
   static Result<std::unique_ptr<KeyStore>> Open(const std::string& path, std::string root_key);
+  // Keeps the keys in the PostgreSQL database at `url` (table api_keys), shared by every instance: a key
+  // issued or revoked through one is known to all at once (nothing is cached).
+  static Result<std::unique_ptr<KeyStore>> OpenPg(const std::string& url, std::string root_key);
+  ~KeyStore();
 
   bool has_root_key() const { return !root_key_hash_.empty(); }
 
@@ -60,8 +68,10 @@ class KeyStore {
 
  private:
   KeyStore() = default;
-  std::mutex mu_;  // Guards db_ and cache_.
+  Status SetRootKey(std::string root_key);
+  std::mutex mu_;  // Guards db_, pg_ and cache_.
   sqlite::Db db_;
+  std::unique_ptr<pg::Conn> pg_;  // Set: the keys live in PostgreSQL and cache_ is unused.
   std::map<std::string, KeyInfo> cache_;  // SHA-256 of the secret → key; all keys (few).
   std::string root_key_hash_;
 };

@@ -23,7 +23,8 @@ class ScratchDir {
   static Result<ScratchDir> Make(const std::string& data_dir) {
     static std::atomic<uint64_t> counter{0};
     std::error_code ec;
-    fs::path base = fs::path(data_dir) / "tmp";
+    // On PostgreSQL there is no data directory: the system's temporary directory serves.
+    fs::path base = pg::IsPostgresUrl(data_dir) ? fs::temp_directory_path() / "strata-scratch" : fs::path(data_dir) / "tmp";
     fs::create_directories(base, ec);
     static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
     fs::path dir = base / ("http-" + std::to_string(::getpid()) + "-" + std::to_string(salt ^ ++counter));

@@ -81,10 +81,14 @@ Result<std::unique_ptr<Server>> Server::Open(EngineOptions engine, ServerOptions
   if (root_key.empty() && options.read_root_key_from_env) {
     if (const char* env = std::getenv("STRATA_ROOT_KEY")) root_key = env;
   }
-  std::error_code ec;
-  fs::create_directories(engine.data_dir, ec);
-  if (ec) return Status::Internal("cannot create " + engine.data_dir + ": " + ec.message());
-  STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::Open(engine.data_dir + "/keys.db", root_key));
+  if (pg::IsPostgresUrl(engine.data_dir)) {
+    STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::OpenPg(engine.data_dir, root_key));
+  } else {
+    std::error_code ec;
+    fs::create_directories(engine.data_dir, ec);
+    if (ec) return Status::Internal("cannot create " + engine.data_dir + ": " + ec.message());
+    STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::Open(engine.data_dir + "/keys.db", root_key));
+  }
   impl->engine_options = std::move(engine);
   impl->options = std::move(options);
   STRATA_RETURN_IF_ERROR(impl->EngineFor("default").status());

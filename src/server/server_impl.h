@@ -22,6 +22,7 @@
 
 #include "access.h"
 #include "keys.h"
+#include "pg.h"
 #include "strata/engine/engine.h"
 #include "strata/engine/views.h"
 #include "strata/json/checked.h"
@@ -230,7 +231,16 @@ struct Server::Impl {
     if (it != engines.end()) return it->second.get();
     STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(account, "account"));
     EngineOptions o = engine_options;
-    if (account != "default") o.data_dir = engine_options.data_dir + "/accounts/" + account;
+    if (account != "default") {
+      if (pg::IsPostgresUrl(engine_options.data_dir)) {
+        // Each account's tables live in a schema of its own in the one database.
+        std::string schema = pg::SchemaFor(account);
+        STRATA_RETURN_IF_ERROR(pg::EnsureSchema(engine_options.data_dir, schema));
+        o.data_dir = pg::WithSchema(engine_options.data_dir, schema);
+      } else {
+        o.data_dir = engine_options.data_dir + "/accounts/" + account;
+      }
+    }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Open(o));
     Engine* raw = engine.get();
     engines[account] = std::move(engine);

@@ -172,7 +172,6 @@ MemoryPipeline::MemoryPipeline(Sessions& sessions, memory::ContextStore& store, 
       prompts_(prompts),
       audit_(audit),
       options_(std::move(options)) {
-  if (options_.fs == nullptr) options_.fs = PosixFileSystem();
   if (options_.clock == nullptr) options_.clock = SystemClock();
 }
 
@@ -492,20 +491,26 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   if (it == archives.end())
     return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
   ArchiveInfo a = *it;
-  FileSystem& fs = *options_.fs;
+  // Phase 2's resumable work lives beside the archive (Sessions::ReadArchiveFile).
+  const std::string where = "session " + info.id + " archive " + std::to_string(archive) + " ";
+  auto read_file = [&](std::string_view name) { return sessions_.ReadArchiveFile(session, archive, name); };
+  auto write_file = [&](std::string_view name, std::string_view content) {
+    return sessions_.WriteArchiveFile(session, archive, name, content);
+  };
   CommitDiff diff;
   diff.session = info.id;
   diff.archive = archive;
   if (a.state == ArchiveState::kDone) {
-    STRATA_ASSIGN_OR_RETURN(std::string text, fs.ReadFileToString(a.dir + "/diff.json"));
-    Json j = strata::json::ParseOrDiscard<Json>(text);
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text, read_file("diff.json"));
+    if (!text) return Status::DataLoss(where + "is done but its diff.json is missing");
+    Json j = strata::json::ParseOrDiscard<Json>(*text);
     if (j.is_object()) {
       diff.summary = json::StringOr(j, "summary");
       diff.candidates = static_cast<int>(json::IntOr(j, "candidates", 0));
       if (const Json* changes = json::Field(j, "changes"); changes != nullptr && changes->is_array()) {
         for (const Json& c : *changes) {
           Result<MemoryAction> action = ParseMemoryAction(json::StringOr(c, "action"));
-          if (!action.ok()) return Status::DataLoss(a.dir + "/diff.json: " + action.status().message());
+          if (!action.ok()) return Status::DataLoss(where + "diff.json: " + action.status().message());
           diff.changes.push_back({*action, json::StringOr(c, "uri"), json::StringOr(c, "reason")});
         }
       }
@@ -521,12 +526,12 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   // 1. Summary.
   std::string summary;
   if (a.state == ArchiveState::kArchived || a.state == ArchiveState::kFailed) {
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> done, IfExists(fs.ReadFileToString(a.dir + "/summary.md")));
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> done, read_file("summary.md"));
     if (done) {
       summary = *done;
     } else {
       STRATA_ASSIGN_OR_RETURN(summary, Summarize(session, archive, transcript));
-      STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/summary.md", summary));
+      STRATA_RETURN_IF_ERROR(write_file("summary.md", summary));
     }
     memory::WriteOptions w{.abstract_text = FirstLine(summary),
                            .overview = summary,
@@ -535,31 +540,33 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
     STRATA_RETURN_IF_ERROR(store_.Write(archive_uri, transcript, w));
     STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kSummarized, ""));
   } else {
-    STRATA_ASSIGN_OR_RETURN(summary, fs.ReadFileToString(a.dir + "/summary.md"));
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> saved_summary, read_file("summary.md"));
+    if (!saved_summary) return Status::DataLoss(where + "is past its summary, but summary.md is missing");
+    summary = std::move(*saved_summary);
   }
   diff.summary = summary;
 
   // 2. Extraction.
   std::vector<Candidate> candidates;
-  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> saved, IfExists(fs.ReadFileToString(a.dir + "/candidates.json")));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> saved, read_file("candidates.json"));
   if (saved) {
     Json j = strata::json::ParseOrDiscard<Json>(*saved);
-    if (!j.is_array()) return Status::DataLoss(a.dir + "/candidates.json: not a JSON array of candidates");
+    if (!j.is_array()) return Status::DataLoss(where + "candidates.json: not a JSON array of candidates");
     for (size_t i = 0; i < j.size(); ++i) {
       const Json& m = j[i];
-      std::string where = a.dir + "/candidates.json[" + std::to_string(i) + "]";
-      if (!m.is_object()) return Status::DataLoss(where + ": not an object");
+      std::string at = where + "candidates.json[" + std::to_string(i) + "]";
+      if (!m.is_object()) return Status::DataLoss(at + ": not an object");
       Candidate c;
       for (auto [key, slot] : {std::pair{"category", &c.category}, std::pair{"key", &c.key},
                                std::pair{"abstract", &c.abstract_text}, std::pair{"overview", &c.overview},
                                std::pair{"content", &c.content}}) {
-        Result<std::string> v = json::OptionalString(m, key, where);
+        Result<std::string> v = json::OptionalString(m, key, at);
         if (!v.ok()) return Status::DataLoss(v.status().message());
         *slot = std::move(*v);
       }
       c.merge = json::BoolOr(m, "merge", false);
       auto dir = Uri::Parse(json::StringOr(m, "dir"));
-      if (!dir.ok()) return Status::DataLoss(a.dir + "/candidates.json: " + std::string(dir.status().message()));
+      if (!dir.ok()) return Status::DataLoss(where + "candidates.json: " + std::string(dir.status().message()));
       c.dir = *dir;
       candidates.push_back(std::move(c));
     }
@@ -586,7 +593,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
                    {"merge", c.merge},
                    {"dir", c.dir.str()}});
     }
-    STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/candidates.json", j.dump(2)));
+    STRATA_RETURN_IF_ERROR(write_file("candidates.json", j.dump(2)));
     STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kExtracted, ""));
   }
   diff.candidates = static_cast<int>(candidates.size());
@@ -611,7 +618,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
     if (c.action != MemoryAction::kSkip) touched.insert(Uri::Parse(c.uri)->Parent().str());
   }
   for (const std::string& dir : touched) STRATA_RETURN_IF_ERROR(RefreshDirectory(*Uri::Parse(dir)));
-  STRATA_RETURN_IF_ERROR(fs.WriteFileAtomically(a.dir + "/diff.json", diff.ToJson()));
+  STRATA_RETURN_IF_ERROR(write_file("diff.json", diff.ToJson()));
   // Counted before "done" is written: a crash in between counts again on the redo (an overcount of one
   // archive's memories in a statistic, never a lost memory).
   int64_t extracted = std::count_if(diff.changes.begin(), diff.changes.end(),

@@ -17,6 +17,7 @@
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
 #include "strata/message/part_registry.h"
+#include "session_common.h"
 
 namespace strata::session {
 namespace {
@@ -53,24 +54,6 @@ int ArchiveNumber(std::string_view name) {
     n = n * 10 + (c - '0');
   }
   return n;
-}
-
-Result<ArchiveState> ParseArchiveState(std::string_view s) {
-  for (ArchiveState st : {ArchiveState::kArchived, ArchiveState::kSummarized, ArchiveState::kExtracted,
-                          ArchiveState::kDone, ArchiveState::kFailed}) {
-    if (ArchiveStateName(st) == s) return st;
-  }
-  return Status::DataLoss("unknown archive state '" + std::string(s) + "'");
-}
-
-std::string CutLine(std::string_view text, size_t max) {
-  size_t nl = text.find('\n');
-  std::string_view line = text.substr(0, nl);
-  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-  if (line.size() <= max) return std::string(line);
-  size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(line.substr(0, cut)) + "...";
 }
 
 Json StatsJson(const SessionStats& s) {
@@ -139,10 +122,11 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
   return info;
 }
 
-// An owner id is optional; when given it follows the URI scope-id rules (it becomes strata://user/<id>).
-Status ValidateOwnerId(std::string_view id, std::string_view what) {
-  return id.empty() ? Status::Ok() : memory::ValidateScopeId(id, what);
-}
+using internal::Account;
+using internal::NewSessionId;
+using internal::ParseArchiveState;
+using internal::RefreshSummary;
+using internal::ValidateOwnerId;
 
 class FileSessions final : public Sessions {
  public:
@@ -172,7 +156,7 @@ class FileSessions final : public Sessions {
   Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(user, "user"));
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(agent, "agent"));
-    std::string sid = id.empty() ? NewId() : std::string(id);
+    std::string sid = id.empty() ? NewSessionId(NowMs()) : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(sid, /*create=*/true));
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(InfoPath(sid)));
@@ -461,6 +445,54 @@ class FileSessions final : public Sessions {
     return Enqueue(info.id, archive);
   }
 
+  Status ImportArchive(std::string_view id, int number, std::span<const Message> messages, ArchiveState state,
+                       std::string_view error, const std::vector<std::string>& notes) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(int last, LastArchiveLocked(info.id));
+    if (number != last + 1) {
+      return Status::InvalidArgument("session " + info.id + ": the next archive is " + std::to_string(last + 1) +
+                                     ", not " + std::to_string(number));
+    }
+    std::string dir = ArchiveDir(info.id, number);
+    STRATA_RETURN_IF_ERROR(fs().CreateDirectories(dir));
+    {
+      std::unique_ptr<ContextLog> log =
+          ContextLog::Open(dir + "/messages.jsonl", ContextLogOptions{.fs = options_.fs, .clock = options_.clock});
+      STRATA_RETURN_IF_ERROR(log->Restore().status());
+      STRATA_RETURN_IF_ERROR(log->Append(messages));
+      STRATA_RETURN_IF_ERROR(log->Close());
+    }
+    STRATA_RETURN_IF_ERROR(fs().SyncDirectory(dir));
+    STRATA_RETURN_IF_ERROR(WriteState(info.id, number, state, error, static_cast<int64_t>(messages.size()), notes));
+    info.stats.commits += 1;
+    // The archived messages count in the session's stats, as they did when they were added.
+    for (const Message& m : messages) Account(m, info, +1);
+    RefreshSummary(std::vector<Message>(messages.begin(), messages.end()), info);
+    info.updated_ms = NowMs();
+    STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info)));
+    if (state == ArchiveState::kArchived || state == ArchiveState::kSummarized || state == ArchiveState::kExtracted) {
+      STRATA_RETURN_IF_ERROR(Enqueue(info.id, number).status());
+    }
+    return Status::Ok();
+  }
+
+  Result<std::optional<std::string>> ReadArchiveFile(std::string_view id, int archive, std::string_view name) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ValidateArchiveFileName(name));
+    Result<std::string> text = fs().ReadFileToString(ArchiveDir(std::string(id), archive) + "/" + std::string(name));
+    if (!text.ok() && text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
+    STRATA_RETURN_IF_ERROR(text.status());
+    return std::optional<std::string>(std::move(*text));
+  }
+
+  Status WriteArchiveFile(std::string_view id, int archive, std::string_view name, std::string_view content) override {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ValidateArchiveFileName(name));
+    return fs().WriteFileAtomically(ArchiveDir(std::string(id), archive) + "/" + std::string(name), content);
+  }
+
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
@@ -498,16 +530,6 @@ class FileSessions final : public Sessions {
   std::string InfoPath(std::string_view id) const { return Dir(id) + "/session.json"; }
   std::string MessagesPath(std::string_view id) const { return Dir(id) + "/messages.jsonl"; }
   std::string ArchiveDir(std::string_view id, int n) const { return Dir(id) + "/history/" + ArchiveName(n); }
-
-  std::string NewId() {
-    static std::mutex mu;  // Sessions are created from many threads.
-    std::lock_guard lock(mu);
-    static std::mt19937_64 rng(std::random_device{}());
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "s%lld-%06llx", static_cast<long long>(NowMs()),
-                  static_cast<unsigned long long>(rng() & 0xFFFFFF));
-    return buf;
-  }
 
   Result<SessionInfo> LoadInfo(std::string_view id) {
     STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
@@ -584,56 +606,6 @@ class FileSessions final : public Sessions {
       open_.erase(it);
     }
     return storage->Close();
-  }
-
-  // Adds (sign +1) or takes back (-1, for messages a revert or compaction removed) what `m` contributes to
-  // the stats. Contexts once used stay counted.
-  static void Account(const Message& m, SessionInfo& info, int sign) {
-    info.stats.messages += sign;
-    if (m.role == Role::kUser) info.stats.turns += sign;
-    size_t chars = 0;
-    for (const ContentPart& part : m.content) {
-      if (const auto* text = std::get_if<TextPart>(&part)) chars += text->text.size();
-      if (const auto* custom = std::get_if<CustomPart>(&part);
-          sign > 0 && custom != nullptr && custom->type == kContextRefPartType) {
-        Json j = strata::json::ParseOrDiscard<Json>(custom->json);
-        std::string uri = json::StringOr(j, "uri");
-        if (uri.empty() || std::find(info.contexts.begin(), info.contexts.end(), uri) != info.contexts.end()) continue;
-        info.contexts.push_back(uri);
-        info.stats.contexts_used += 1;
-        if (json::StringOr(j, "kind") == "skill") info.stats.skills_used += 1;
-      }
-    }
-    if (m.tool_calls) {
-      for (const ToolCall& call : *m.tool_calls)
-        chars += call.function.name.size() + call.function.arguments.value_or("").size();
-    }
-    info.stats.tokens += sign * static_cast<int64_t>((chars + 3) / 4);
-  }
-
-  // The live L0/L1: what the conversation opened with and where it is now. Phase 2 writes the model's
-  // summary of each archive; this one costs no model call.
-  static void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info) {
-    std::string first_user, last_user;
-    for (const Message& m : messages) {
-      if (m.role != Role::kUser) continue;
-      std::string text = m.ExtractText(" ");
-      if (text.empty()) continue;
-      if (first_user.empty()) first_user = text;
-      last_user = text;
-    }
-    if (!first_user.empty()) info.abstract_text = CutLine(first_user, 160);
-    info.overview = std::to_string(info.stats.turns) + " turns, " + std::to_string(info.stats.messages) +
-                    " messages (~" + std::to_string(info.stats.tokens) + " tokens) since the session began";
-    if (!last_user.empty()) info.overview += "; latest request: " + CutLine(last_user, 300);
-    if (!info.contexts.empty()) {
-      info.overview += "; contexts used: ";
-      for (size_t i = 0; i < info.contexts.size() && i < 8; ++i) info.overview += (i ? ", " : "") + info.contexts[i];
-      if (info.contexts.size() > 8) info.overview += ", ...";
-    }
-    if (!info.overview.empty() && std::string_view(".!?。！？").find(info.overview.back()) == std::string_view::npos) {
-      info.overview += ".";
-    }
   }
 
   // The names in `dir`, or none when it does not exist.
@@ -801,7 +773,101 @@ std::string_view ArchiveStateName(ArchiveState state) {
   return "?";
 }
 
+Status ValidateArchiveFileName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= 64 && name.front() != '.';
+  for (char c : name) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-');
+  if (!ok) return Status::InvalidArgument("bad archive file name \"" + std::string(name.substr(0, 64)) + "\"");
+  return Status::Ok();
+}
+
 Status ValidateSessionId(std::string_view id) { return memory::ValidateScopeId(id, "session"); }
+
+namespace internal {
+namespace {
+
+std::string CutLine(std::string_view text, size_t max) {
+  size_t nl = text.find('\n');
+  std::string_view line = text.substr(0, nl);
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  if (line.size() <= max) return std::string(line);
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(line.substr(0, cut)) + "...";
+}
+
+}  // namespace
+
+void Account(const Message& m, SessionInfo& info, int sign) {
+  info.stats.messages += sign;
+  if (m.role == Role::kUser) info.stats.turns += sign;
+  size_t chars = 0;
+  for (const ContentPart& part : m.content) {
+    if (const auto* text = std::get_if<TextPart>(&part)) chars += text->text.size();
+    if (const auto* custom = std::get_if<CustomPart>(&part);
+        sign > 0 && custom != nullptr && custom->type == kContextRefPartType) {
+      Json j = strata::json::ParseOrDiscard<Json>(custom->json);
+      std::string uri = json::StringOr(j, "uri");
+      if (uri.empty() || std::find(info.contexts.begin(), info.contexts.end(), uri) != info.contexts.end()) continue;
+      info.contexts.push_back(uri);
+      info.stats.contexts_used += 1;
+      if (json::StringOr(j, "kind") == "skill") info.stats.skills_used += 1;
+    }
+  }
+  if (m.tool_calls) {
+    for (const ToolCall& call : *m.tool_calls)
+      chars += call.function.name.size() + call.function.arguments.value_or("").size();
+  }
+  info.stats.tokens += sign * static_cast<int64_t>((chars + 3) / 4);
+}
+
+// Phase 2 writes the model's summary of each archive; this one costs no model call.
+void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info) {
+  std::string first_user, last_user;
+  for (const Message& m : messages) {
+    if (m.role != Role::kUser) continue;
+    std::string text = m.ExtractText(" ");
+    if (text.empty()) continue;
+    if (first_user.empty()) first_user = text;
+    last_user = text;
+  }
+  if (!first_user.empty()) info.abstract_text = CutLine(first_user, 160);
+  info.overview = std::to_string(info.stats.turns) + " turns, " + std::to_string(info.stats.messages) +
+                  " messages (~" + std::to_string(info.stats.tokens) + " tokens) since the session began";
+  if (!last_user.empty()) info.overview += "; latest request: " + CutLine(last_user, 300);
+  if (!info.contexts.empty()) {
+    info.overview += "; contexts used: ";
+    for (size_t i = 0; i < info.contexts.size() && i < 8; ++i) info.overview += (i ? ", " : "") + info.contexts[i];
+    if (info.contexts.size() > 8) info.overview += ", ...";
+  }
+  if (!info.overview.empty() && std::string_view(".!?。！？").find(info.overview.back()) == std::string_view::npos) {
+    info.overview += ".";
+  }
+}
+
+std::string NewSessionId(int64_t now_ms) {
+  static std::mutex mu;  // Sessions are created from many threads.
+  std::lock_guard lock(mu);
+  static std::mt19937_64 rng(std::random_device{}());
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "s%lld-%06llx", static_cast<long long>(now_ms),
+                static_cast<unsigned long long>(rng() & 0xFFFFFF));
+  return buf;
+}
+
+Status ValidateOwnerId(std::string_view id, std::string_view what) {
+  return id.empty() ? Status::Ok() : memory::ValidateScopeId(id, what);
+}
+
+Result<ArchiveState> ParseArchiveState(std::string_view s) {
+  for (ArchiveState st : {ArchiveState::kArchived, ArchiveState::kSummarized, ArchiveState::kExtracted,
+                          ArchiveState::kDone, ArchiveState::kFailed}) {
+    if (ArchiveStateName(st) == s) return st;
+  }
+  return Status::DataLoss("unknown archive state '" + std::string(s) + "'");
+}
+
+}  // namespace internal
+
 
 Status RegisterContextRefPart() {
   static const Status registered = RegisterContentPartType(std::string(kContextRefPartType), [](std::string_view json) {

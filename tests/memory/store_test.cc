@@ -14,7 +14,10 @@
 #include "strata/memory/markdown_io.h"
 #include "strata/memory/presets.h"
 #include "strata/memory/retrieval.h"
+#include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
+#include "pg.h"
+#include "pg_test_util.h"
 #include "test_util.h"
 
 namespace strata::memory {
@@ -105,12 +108,27 @@ TEST(Uri, RejectsBadInputNamingTheProblem) {
   EXPECT_FALSE(Uri::Parse("strata://resources/\xff").ok());
 }
 
-class StoreTest : public ::testing::Test {
+// The store's suite runs on both backends: the embedded SQLite store and PostgreSQL (a fresh database per
+// test on the test cluster, tests/pg_test_util.h).
+class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { Reopen(); }
+  void SetUp() override {
+    if (pg()) {
+      auto url = testing::NewPostgresDatabase();
+      ASSERT_OK(url);
+      url_ = *url;
+    }
+    Reopen();
+  }
+  bool pg() const { return GetParam() == "postgres"; }
   void Reopen(std::shared_ptr<Embedder> embedder = nullptr) {
     store_.reset();
-    auto store = OpenSqliteStore(dir_.path(), {.embedder = embedder ? embedder : embedder_, .synchronous_full = false});
+    Result<std::unique_ptr<ContextStore>> store = Status::Internal("unset");
+    if (pg()) {
+      store = OpenPgStore(url_, {.embedder = embedder ? embedder : embedder_});
+    } else {
+      store = OpenSqliteStore(dir_.path(), {.embedder = embedder ? embedder : embedder_, .synchronous_full = false});
+    }
     ASSERT_OK(store);
     store_ = std::move(*store);
   }
@@ -119,12 +137,50 @@ class StoreTest : public ::testing::Test {
     ASSERT_OK(problems);
     EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
   }
+  // Runs a statement on the database behind the store's back (to stage what an older build or a damaged
+  // disk left), with the store closed; rows of the first column come back.
+  std::vector<std::string> Sql(const std::string &sqlite_sql, const std::string &pg_sql) {
+    std::vector<std::string> rows;
+    if (pg()) {
+      auto conn = pg::Conn::Connect(url_);
+      EXPECT_OK(conn);
+      if (!conn.ok()) return rows;
+      auto r = (*conn)->Exec(pg_sql);
+      EXPECT_OK(r);
+      for (int i = 0; r.ok() && i < r->size(); ++i) rows.push_back(*r->Text(i, 0));
+      return rows;
+    }
+    sqlite3 *db = nullptr;
+    EXPECT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(
+                  db, sqlite_sql.c_str(),
+                  [](void *out, int, char **values, char **) {
+                    static_cast<std::vector<std::string> *>(out)->push_back(values[0] ? values[0] : "");
+                    return 0;
+                  },
+                  &rows, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+    return rows;
+  }
   testing::TempDir dir_;
+  std::string url_;
   std::shared_ptr<CountingEmbedder> embedder_ = std::make_shared<CountingEmbedder>();
   std::unique_ptr<ContextStore> store_;
 };
 
-TEST_F(StoreTest, PresetDirectoriesAppearOnFirstUseWithTheirSummaries) {
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string> &p) { return p.param; });
+
+// The embedded store's own files: the saved vector index and the FTS5 layout.
+class SqliteStoreTest : public StoreTest {
+ protected:
+  void SetUp() override { Reopen(); }
+};
+INSTANTIATE_TEST_SUITE_P(Embedded, SqliteStoreTest, ::testing::Values("sqlite"),
+                         [](const ::testing::TestParamInfo<std::string> &p) { return p.param; });
+
+TEST_P(StoreTest, PresetDirectoriesAppearOnFirstUseWithTheirSummaries) {
   ASSERT_OK(store_->Write(U("strata://user/alice/memories/preferences/editor"), "Alice uses Vim with 2-space tabs."));
   auto ls = store_->List(U("strata://user/alice/memories"));
   ASSERT_OK(ls);
@@ -148,18 +204,14 @@ TEST_F(StoreTest, PresetDirectoriesAppearOnFirstUseWithTheirSummaries) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, ScopesCreatedBeforeAPresetChangeGainTheNewDirectories) {
+TEST_P(StoreTest, ScopesCreatedBeforeAPresetChangeGainTheNewDirectories) {
   ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "x"));
   // Make the space look as an older preset left it: without `events` and
   // without a preset version.
   ASSERT_OK(store_->Remove(U("strata://user/bob/memories/events"), true));
   store_.reset();
-  sqlite3 *db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(
-      sqlite3_exec(db, "UPDATE nodes SET metadata = '{}' WHERE uri = 'strata://user/bob'", nullptr, nullptr, nullptr),
-      SQLITE_OK);
-  sqlite3_close(db);
+  Sql("UPDATE nodes SET metadata = '{}' WHERE uri = 'strata://user/bob'",
+      "UPDATE store_nodes SET metadata = '{}' WHERE uri = 'strata://user/bob'");
   Reopen();
   EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(),
             3u);  // Reading does not create.
@@ -174,7 +226,7 @@ TEST_F(StoreTest, ScopesCreatedBeforeAPresetChangeGainTheNewDirectories) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, WriteReadLayersAndDerivedSummaries) {
+TEST_P(StoreTest, WriteReadLayersAndDerivedSummaries) {
   Uri doc = U("strata://resources/docs/guide");
   ASSERT_OK(store_->Write(doc, "# Deployment guide\n\nBuild with Ninja.\n\nShip with care."));
   EXPECT_EQ(*store_->Read(doc, Level::kAbstract), "Deployment guide");
@@ -196,7 +248,7 @@ TEST_F(StoreTest, WriteReadLayersAndDerivedSummaries) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, BadWritesFailClearlyAndChangeNothing) {
+TEST_P(StoreTest, BadWritesFailClearlyAndChangeNothing) {
   ASSERT_OK(store_->Write(U("strata://resources/a/file"), "content"));
   auto stats = *store_->GetStats();
   Status s = store_->Write(U("strata://resources/a"), "x");
@@ -224,7 +276,7 @@ TEST_F(StoreTest, BadWritesFailClearlyAndChangeNothing) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, ListTreeGlobGrep) {
+TEST_P(StoreTest, ListTreeGlobGrep) {
   ASSERT_OK(store_->Write(U("strata://resources/proj/src/main.cc"), "int main() {\n  return Run();\n}\n"));
   ASSERT_OK(store_->Write(U("strata://resources/proj/src/run.cc"), "int Run() { return 0; }\n"));
   ASSERT_OK(store_->Write(U("strata://resources/proj/README"), "Project readme\nCall RUN to start\n"));
@@ -261,7 +313,7 @@ TEST_F(StoreTest, ListTreeGlobGrep) {
   EXPECT_EQ(store_->List(U("strata://resources/nope")).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
+TEST_P(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
   ASSERT_OK(store_->Write(U("strata://resources/old/deep/leaf"), "quokka facts"));
   ASSERT_OK(store_->Write(U("strata://resources/other"), "points at the leaf"));
   ASSERT_OK(store_->Link(U("strata://resources/other"), U("strata://resources/old/deep/leaf"), "cites"));
@@ -288,7 +340,7 @@ TEST_F(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, RemoveNeedsRecursiveForDirectoriesAndCleansEverything) {
+TEST_P(StoreTest, RemoveNeedsRecursiveForDirectoriesAndCleansEverything) {
   ASSERT_OK(store_->Write(U("strata://resources/d/a"), "alpha wombat"));
   ASSERT_OK(store_->Write(U("strata://resources/d/b"), "beta"));
   ASSERT_OK(store_->Write(U("strata://resources/keep"), "keeper"));
@@ -306,7 +358,7 @@ TEST_F(StoreTest, RemoveNeedsRecursiveForDirectoriesAndCleansEverything) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, LinksNeedBothEnds) {
+TEST_P(StoreTest, LinksNeedBothEnds) {
   ASSERT_OK(store_->Write(U("strata://resources/a"), "a"));
   EXPECT_EQ(store_->Link(U("strata://resources/a"), U("strata://resources/missing"), "x").code(),
             StatusCode::kNotFound);
@@ -320,7 +372,7 @@ TEST_F(StoreTest, LinksNeedBothEnds) {
   EXPECT_TRUE(store_->Relations(U("strata://resources/a"))->empty());
 }
 
-TEST_F(StoreTest, EmbeddingsAreBatchedAndCachedByContent) {
+TEST_P(StoreTest, EmbeddingsAreBatchedAndCachedByContent) {
   ASSERT_OK(store_->Write(U("strata://resources/first"), "creates the scope"));
   std::vector<std::pair<Uri, std::string>> leaves;
   for (int i = 0; i < 20; ++i) {
@@ -344,7 +396,7 @@ TEST_F(StoreTest, EmbeddingsAreBatchedAndCachedByContent) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
+TEST_P(SqliteStoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
   for (int i = 0; i < 30; ++i) {
     ASSERT_OK(store_->Write(U("strata://resources/v/n" + std::to_string(i)), "vector note " + std::to_string(i)));
   }
@@ -386,7 +438,7 @@ TEST_F(StoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, ANewEmbeddingModelReembedsEverything) {
+TEST_P(StoreTest, ANewEmbeddingModelReembedsEverything) {
   ASSERT_OK(store_->Write(U("strata://resources/m/a"), "first text"));
   ASSERT_OK(store_->Write(U("strata://resources/m/b"), "second text"));
   auto other = std::make_shared<CountingEmbedder>("other-model");
@@ -396,7 +448,7 @@ TEST_F(StoreTest, ANewEmbeddingModelReembedsEverything) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, FiltersRestrictLexicalAndVectorSearch) {
+TEST_P(StoreTest, FiltersRestrictLexicalAndVectorSearch) {
   ASSERT_OK(store_->Write(U("strata://user/u1/memories/preferences/tea"), "Prefers green tea in the morning"));
   ASSERT_OK(store_->Write(U("strata://user/u2/memories/preferences/tea"), "Prefers black tea with milk"));
   ASSERT_OK(store_->Write(U("strata://resources/tea"), "A history of tea", {.category = "history"}));
@@ -420,7 +472,7 @@ TEST_F(StoreTest, FiltersRestrictLexicalAndVectorSearch) {
   EXPECT_EQ((*cjk)[0].uri.str(), "strata://resources/cn");
 }
 
-TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
+TEST_P(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
   ASSERT_OK(store_->Mkdir(U("strata://resources/cooking"),
                           {.abstract_text = "Recipes and kitchen techniques",
                            .overview = "Cooking notes: bread, pasta, sauces and baking temperatures."}));
@@ -467,7 +519,7 @@ TEST_F(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
   EXPECT_EQ(Find(*store_, "  ", {}).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(StoreTest, AnEmptyStoreReopensAndTakesWrites) {
+TEST_P(StoreTest, AnEmptyStoreReopensAndTakesWrites) {
   // The saved vector index of an empty store has no capacity; growing it from there must not free it.
   Reopen();
   ASSERT_OK(store_->Write(U("strata://resources/first"), "the first note after an empty reopen"));
@@ -476,7 +528,7 @@ TEST_F(StoreTest, AnEmptyStoreReopensAndTakesWrites) {
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
+TEST_P(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
   ASSERT_OK(store_->Write(U("strata://resources/a"), "The user states a preference for tabs over spaces."));
   auto stemmed = store_->Lexical("preferences", {}, 5);
   ASSERT_OK(stemmed);
@@ -486,26 +538,23 @@ TEST_F(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
   ASSERT_OK(store_->Write(U("strata://resources/b"), "zebra stripes"));
   ASSERT_OK(store_->Write(U("strata://resources/c"), "a zebra here", {.abstract_text = "an animal note"}));
   store_.reset();
-  sqlite3 *db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
-  std::vector<std::string> rows;
-  ASSERT_EQ(sqlite3_exec(
-                db,
-                "SELECT n.name || '|' || f.abstract || '|' || f.overview || '|' || f.content FROM fts f JOIN nodes n "
-                "ON n.id = f.rowid WHERE n.name IN ('b', 'c') ORDER BY n.name",
-                [](void *out, int, char **values, char **) {
-                  static_cast<std::vector<std::string> *>(out)->push_back(values[0]);
-                  return 0;
-                },
-                &rows, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
-  EXPECT_EQ(rows, (std::vector<std::string>{"b|||zebra stripes", "c|an animal note||a zebra here"}));
+  std::vector<std::string> rows =
+      Sql("SELECT n.name || '|' || f.abstract || '|' || f.overview || '|' || f.content FROM fts f JOIN nodes n "
+          "ON n.id = f.rowid WHERE n.name IN ('b', 'c') ORDER BY n.name",
+          "SELECT name || '|' || fts::text FROM store_nodes WHERE name IN ('b', 'c') ORDER BY name");
+  if (pg()) {
+    // Weights: name B, abstract A, content D (unmarked); positions run on across the layers; stop words
+    // ("a", "here", "an") are not indexed.
+    EXPECT_EQ(rows, (std::vector<std::string>{"b|'b':1B 'stripe':3 'zebra':2",
+                                              "c|'anim':3A 'c':1B 'note':4A 'zebra':6"}));
+  } else {
+    EXPECT_EQ(rows, (std::vector<std::string>{"b|||zebra stripes", "c|an animal note||a zebra here"}));
+  }
   Reopen();
   ExpectConsistent();
 }
 
-TEST_F(StoreTest, AStoreIndexedWithAnOlderFullTextLayoutIsReindexedOnOpen) {
+TEST_P(SqliteStoreTest, AStoreIndexedWithAnOlderFullTextLayoutIsReindexedOnOpen) {
   ASSERT_OK(store_->Write(U("strata://resources/a"), "Migrations keep their preferences."));
   store_.reset();
   sqlite3 *db = nullptr;
@@ -527,7 +576,7 @@ TEST_F(StoreTest, AStoreIndexedWithAnOlderFullTextLayoutIsReindexedOnOpen) {
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/a");
 }
 
-TEST_F(StoreTest, RelativeScoreFusionKeepsTheMarginThatRankFusionLoses) {
+TEST_P(StoreTest, RelativeScoreFusionKeepsTheMarginThatRankFusionLoses) {
   // One note holds both rare words of the query; many hold only its common word and sit closer in vector
   // space because they repeat it. Rank fusion rewards being in both lists; relative scores keep BM25's margin.
   ASSERT_OK(store_->Write(U("strata://resources/notes/target"),
@@ -550,7 +599,7 @@ TEST_F(StoreTest, RelativeScoreFusionKeepsTheMarginThatRankFusionLoses) {
   EXPECT_NE((*rrf_hits)[0].uri.str(), "strata://resources/notes/target");
 }
 
-TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
+TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   ASSERT_OK(store_->Mkdir(U("strata://resources/kb"), {.abstract_text = "Knowledge base", .overview = "All of it."}));
   ASSERT_OK(store_->Write(U("strata://resources/kb/intro"), "# Intro\nHello", {.abstract_text = "The intro"}));
   ASSERT_OK(store_->Write(U("strata://resources/kb/README.md"), "readme body",
@@ -593,8 +642,25 @@ TEST_F(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
 // times over; after each kill the reopened store must pass Check() (content,
 // full-text rows, vectors, relations and the vector index agree) and hold every
 // write the child had reported as committed.
-TEST(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrites) {
+class StoreCrash : public ::testing::TestWithParam<std::string> {
+ protected:
+  Result<std::unique_ptr<ContextStore>> Open(const std::string &dir, const std::string &url) {
+    auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32));
+    if (GetParam() == "postgres") return OpenPgStore(url, {.embedder = embedder});
+    return OpenSqliteStore(dir, {.embedder = embedder});
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, StoreCrash, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string> &p) { return p.param; });
+
+TEST_P(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrites) {
   testing::TempDir dir;
+  std::string url;
+  if (GetParam() == "postgres") {
+    auto made = testing::NewPostgresDatabase();
+    ASSERT_OK(made);
+    url = *made;
+  }
   std::mt19937 rng(20261123);
   std::set<std::string> live;  // URIs the children reported as committed and not removed since.
   for (int round = 0; round < 12; ++round) {
@@ -604,7 +670,7 @@ TEST(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrites)
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       close(pipe_fd[0]);
-      auto store = OpenSqliteStore(dir.path(), {.embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32))});
+      auto store = Open(dir.path(), url);
       if (!store.ok()) _exit(3);
       std::mt19937 child_rng(static_cast<unsigned>(round));
       // Reports each committed write as "+URI", and "?URI" before a move or
@@ -643,7 +709,7 @@ TEST(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrites)
     char buf[4096];
     for (ssize_t n; (n = read(pipe_fd[0], buf, sizeof buf)) > 0;) reported.append(buf, static_cast<size_t>(n));
     close(pipe_fd[0]);
-    auto store = OpenSqliteStore(dir.path(), {.embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32))});
+    auto store = Open(dir.path(), url);
     ASSERT_OK(store);
     auto problems = (*store)->Check();
     ASSERT_OK(problems);
@@ -665,6 +731,98 @@ TEST(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrites)
     // The vector index answers for the last write as well as the database does.
     EXPECT_GT((*store)->GetStats()->vectors, 0);
   }
+}
+
+// Two instances on one database: each sees the other's writes at once, and its vector index follows the
+// other's vector changes (LISTEN/NOTIFY and the generation), also after changes it did not hear about.
+TEST(PgStore, TwoInstancesShareOneStoreAndKeepTheirVectorIndexesCurrent) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(64));
+  auto a = OpenPgStore(*url, {.embedder = embedder, .exact_search_below = 0});
+  auto b = OpenPgStore(*url, {.embedder = embedder, .exact_search_below = 0});
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  auto nearest = [&](ContextStore &store, const std::string &text) -> std::string {
+    auto q = store.EmbedTexts(std::vector<std::string>{text});
+    EXPECT_OK(q);
+    auto hits = store.VectorNeighbours((*q)[0], {}, 1);
+    EXPECT_OK(hits);
+    return hits.ok() && !hits->empty() ? (*hits)[0].uri.str() : "";
+  };
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK((*a)->Write(U("strata://resources/a/n" + std::to_string(i)), "shared note number " + std::to_string(i)));
+  }
+  EXPECT_EQ(nearest(**b, "shared note number 7"), "strata://resources/a/n7");  // b builds its index.
+  ASSERT_OK((*a)->Write(U("strata://resources/a/late"), "a pangolin arrived late"));
+  EXPECT_EQ(nearest(**b, "a pangolin arrived late"), "strata://resources/a/late");  // Caught up by notification.
+  ASSERT_OK((*b)->Write(U("strata://resources/b/own"), "an okapi of b's own"));
+  EXPECT_EQ(nearest(**a, "an okapi of b's own"), "strata://resources/b/own");
+  ASSERT_OK((*a)->Remove(U("strata://resources/a/late"), false));
+  EXPECT_NE(nearest(**b, "a pangolin arrived late"), "strata://resources/a/late");
+  auto lex = (*b)->Lexical("pangolin", {}, 5);
+  ASSERT_OK(lex);
+  EXPECT_TRUE(lex->empty());
+  // Interleaved writers: each index ends with exactly the database's vectors.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK((i % 2 ? *a : *b)->Write(U("strata://resources/mix/n" + std::to_string(i)), "mixed " + std::to_string(i)));
+  }
+  EXPECT_EQ(nearest(**a, "mixed 4"), "strata://resources/mix/n4");
+  EXPECT_EQ(nearest(**b, "mixed 5"), "strata://resources/mix/n5");
+  for (auto *store : {&*a, &*b}) {
+    auto problems = (*store)->Check();
+    ASSERT_OK(problems);
+    EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
+  }
+}
+
+TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {
+  testing::OwnPostgres server;
+  ASSERT_OK(server.status());
+  auto store = OpenPgStore(server.url(), {.embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32))});
+  ASSERT_OK(store);
+  ASSERT_OK((*store)->Write(U("strata://resources/before"), "written before the restart"));
+  auto q = (*store)->EmbedTexts(std::vector<std::string>{"written before the restart"});
+  ASSERT_OK(q);
+  ASSERT_OK((*store)->VectorNeighbours((*q)[0], {}, 1));
+  ASSERT_OK(server.Restart());
+  // Pooled connections find out on their next statement: that call fails as unavailable (its outcome is
+  // never guessed), and the one after it works.
+  Status written = Status::Unavailable("not yet");
+  for (int attempt = 0; attempt < 10 && !written.ok(); ++attempt) {
+    written = (*store)->Write(U("strata://resources/after"), "written after the restart");
+    if (!written.ok()) {
+      EXPECT_EQ(written.code(), StatusCode::kUnavailable) << written.ToString();
+    }
+  }
+  ASSERT_OK(written);
+  Result<Node> before = Status::Unavailable("not yet");
+  for (int attempt = 0; attempt < 10 && !before.ok(); ++attempt) before = (*store)->Stat(U("strata://resources/before"));
+  ASSERT_OK(before);
+  EXPECT_EQ(before->content, "written before the restart");
+  Result<std::vector<ScoredUri>> hits = Status::Unavailable("not yet");
+  for (int attempt = 0; attempt < 10 && !hits.ok(); ++attempt) hits = (*store)->VectorNeighbours((*q)[0], {}, 1);
+  ASSERT_OK(hits);
+  ASSERT_FALSE(hits->empty());
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/before");
+}
+
+TEST(PgStore, ADamagedRowIsAClearErrorNotACrash) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto store = OpenPgStore(*url, {.embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32))});
+  ASSERT_OK(store);
+  ASSERT_OK((*store)->Write(U("strata://resources/a"), "fine"));
+  auto conn = pg::Conn::Connect(*url);
+  ASSERT_OK(conn);
+  ASSERT_OK((*conn)->Exec("UPDATE store_nodes SET type = 'gadget' WHERE uri = 'strata://resources/a'"));
+  auto stat = (*store)->Stat(U("strata://resources/a"));
+  EXPECT_EQ(stat.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(stat.status().message().find("strata://resources/a"), std::string::npos) << stat.status().ToString();
+  ASSERT_OK((*conn)->Exec("UPDATE store_nodes SET uri = 'strata://resources//x' WHERE name = 'a'"));
+  auto ls = (*store)->List(U("strata://resources"), {.recursive = true});
+  EXPECT_EQ(ls.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(OpenPgStore("postgres://nobody@/nowhere?host=/nonexistent").status().code(), StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -1,39 +1,69 @@
-// Sessions: messages and stats, phase 1 of commit (archive + enqueue), numbering, crash recovery.
+// Sessions: messages and stats, phase 1 of commit (archive + enqueue), numbering, crash recovery; on both
+// backends ("sqlite": directories of context logs with the SQLite job queue; "postgres": tables with the
+// PostgreSQL job queue on the same database), plus what only PostgreSQL has (instances sharing a database).
 #include "strata/session/session.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <thread>
 
+#include "pg.h"
+#include "pg_test_util.h"
 #include "strata/message/message_json.h"
 #include "test_util.h"
 
 namespace strata::session {
 namespace {
 
-class SessionTest : public ::testing::Test {
+class SessionTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto q = OpenJobQueue(dir_.File("queue.db"), {.clock = &clock_});
+    if (Pg()) {
+      auto url = testing::NewPostgresDatabase();
+      ASSERT_OK(url);
+      url_ = *url;
+    }
+    auto q = Pg() ? OpenPgJobQueue(url_, {.clock = &clock_}) : OpenJobQueue(dir_.File("queue.db"), {.clock = &clock_});
     ASSERT_OK(q);
     queue_ = std::move(*q);
     Reopen();
   }
+  bool Pg() const { return GetParam() == "postgres"; }
+  // Sessions over the same storage (another process or instance).
+  Result<std::unique_ptr<Sessions>> Open() {
+    SessionsOptions options{.clock = &clock_, .queue = queue_.get()};
+    return Pg() ? OpenPgSessions(url_, options) : OpenSessions(dir_.path(), options);
+  }
   void Reopen() {
     sessions_.reset();
-    auto s = OpenSessions(dir_.path(), {.clock = &clock_, .queue = queue_.get()});
+    auto s = Open();
     ASSERT_OK(s);
     sessions_ = std::move(*s);
   }
   std::vector<Job> Jobs() { return *queue_->List(std::nullopt); }
+  // Runs `sql` on the test database (PostgreSQL only) and returns the first column of the first row.
+  std::string Sql(const std::string& sql) {
+    auto conn = pg::Conn::Connect(url_);
+    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
+    if (!conn.ok()) return "";
+    auto rows = (*conn)->Exec(sql);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() && rows->size() > 0 ? *rows->Text(0, 0) : "";
+  }
 
   testing::TempDir dir_;
+  std::string url_;
   ManualClock clock_;
   std::unique_ptr<JobQueue> queue_;
   std::unique_ptr<Sessions> sessions_;
 };
 
-TEST_F(SessionTest, MessagesStatsAndLiveSummary) {
+INSTANTIATE_TEST_SUITE_P(Backends, SessionTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST_P(SessionTest, MessagesStatsAndLiveSummary) {
   auto info = sessions_->Create("alice", "coder", "s1");
   ASSERT_OK(info);
   EXPECT_EQ(info->user, "alice");
@@ -66,7 +96,7 @@ TEST_F(SessionTest, MessagesStatsAndLiveSummary) {
   EXPECT_EQ((*messages)[1], answer);
 }
 
-TEST_F(SessionTest, BadInputIsRejectedByName) {
+TEST_P(SessionTest, BadInputIsRejectedByName) {
   EXPECT_EQ(sessions_->Create("bob", "", "../etc").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(sessions_->Create("bob", "", ".hidden").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(sessions_->Create("b o b", "", "ok").status().code(), StatusCode::kInvalidArgument);
@@ -82,7 +112,7 @@ TEST_F(SessionTest, BadInputIsRejectedByName) {
   EXPECT_OK(ValidateSessionId(generated->id));
 }
 
-TEST_F(SessionTest, CommitArchivesAtOnceAndEnqueuesPhaseTwo) {
+TEST_P(SessionTest, CommitArchivesAtOnceAndEnqueuesPhaseTwo) {
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   EXPECT_EQ(sessions_->Commit("s1").status().code(), StatusCode::kFailedPrecondition);  // Nothing to commit.
   ASSERT_OK(sessions_->Add("s1", Message::User("I prefer window seats.")));
@@ -96,7 +126,9 @@ TEST_F(SessionTest, CommitArchivesAtOnceAndEnqueuesPhaseTwo) {
   ASSERT_OK(archived);
   ASSERT_EQ(archived->size(), 2u);
   EXPECT_EQ((*archived)[0].ExtractText(), "I prefer window seats.");
-  EXPECT_TRUE(std::filesystem::exists(dir_.File("sessions/s1/history/archive_001/messages.jsonl")));
+  if (!Pg()) {
+    EXPECT_TRUE(std::filesystem::exists(dir_.File("sessions/s1/history/archive_001/messages.jsonl")));
+  }
   auto jobs = Jobs();
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].id, ticket->job_id);
@@ -113,13 +145,17 @@ TEST_F(SessionTest, CommitArchivesAtOnceAndEnqueuesPhaseTwo) {
   EXPECT_EQ((*archives)[0].state, ArchiveState::kArchived);
   EXPECT_EQ((*archives)[1].messages, 1);
   EXPECT_EQ(sessions_->Get("s1")->stats.commits, 2);
-  // Numbers are never reused, even if an archive directory is removed by hand.
-  std::filesystem::remove_all(dir_.File("sessions/s1/history/archive_001"));
+  // Numbers are never reused, even if an archive (its directory, its row) is removed by hand.
+  if (Pg()) {
+    Sql("DELETE FROM session_archives WHERE session_id = 's1' AND number = 1");
+  } else {
+    std::filesystem::remove_all(dir_.File("sessions/s1/history/archive_001"));
+  }
   ASSERT_OK(sessions_->Add("s1", Message::User("third")));
   EXPECT_EQ(sessions_->Commit("s1")->archive, 3);
 }
 
-TEST_F(SessionTest, StateOfPhaseTwoIsRecorded) {
+TEST_P(SessionTest, StateOfPhaseTwoIsRecorded) {
   ASSERT_OK(sessions_->Create("a", "", "s"));
   ASSERT_OK(sessions_->Add("s", Message::User("x")));
   ASSERT_OK(sessions_->Commit("s"));
@@ -131,17 +167,28 @@ TEST_F(SessionTest, StateOfPhaseTwoIsRecorded) {
   EXPECT_EQ(sessions_->SetArchiveState("s", 9, ArchiveState::kDone, "").code(), StatusCode::kNotFound);
 }
 
-TEST_F(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
+TEST_P(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
   ASSERT_OK(sessions_->Create("a", "", "s"));
   ASSERT_OK(sessions_->Add("s", Message::User("remember: my cat is called Miso")));
   ASSERT_OK(sessions_->Add("s", Message::Assistant("Got it.")));
-  sessions_.reset();
-  // What a crash right after the rename leaves: the archive has the messages, no state, no job.
-  std::filesystem::create_directories(dir_.File("sessions/s/history/archive_001"));
-  std::filesystem::rename(dir_.File("sessions/s/messages.jsonl"),
-                          dir_.File("sessions/s/history/archive_001/messages.jsonl"));
-  // And a crash before the rename of a second commit: an empty archive directory.
-  std::filesystem::create_directories(dir_.File("sessions/s/history/archive_002"));
+  int next_archive = 2;
+  if (Pg()) {
+    // Phase 1 is one transaction, then the enqueue: what a crash between the two leaves is an archive
+    // without its job.
+    ASSERT_OK(sessions_->Commit("s"));
+    sessions_.reset();
+    Sql("DELETE FROM jobs");
+    ASSERT_TRUE(Jobs().empty());
+  } else {
+    sessions_.reset();
+    // What a crash right after the rename leaves: the archive has the messages, no state, no job.
+    std::filesystem::create_directories(dir_.File("sessions/s/history/archive_001"));
+    std::filesystem::rename(dir_.File("sessions/s/messages.jsonl"),
+                            dir_.File("sessions/s/history/archive_001/messages.jsonl"));
+    // And a crash before the rename of a second commit: an empty archive directory.
+    std::filesystem::create_directories(dir_.File("sessions/s/history/archive_002"));
+    next_archive = 3;
+  }
   Reopen();
   auto archives = sessions_->Archives("s");
   ASSERT_OK(archives);
@@ -150,6 +197,7 @@ TEST_F(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
   auto jobs = Jobs();
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].payload, R"({"archive":1,"session":"s"})");
+  EXPECT_TRUE(sessions_->Messages("s")->empty());
   // Opening again does not enqueue twice; a finished archive is not enqueued at all.
   Reopen();
   EXPECT_EQ(Jobs().size(), 1u);
@@ -159,11 +207,10 @@ TEST_F(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
   EXPECT_EQ(Jobs().size(), 1u);
   // The next commit takes the next free number.
   ASSERT_OK(sessions_->Add("s", Message::User("more")));
-  EXPECT_EQ(sessions_->Commit("s")->archive, 3);
+  EXPECT_EQ(sessions_->Commit("s")->archive, next_archive);
 }
 
-
-TEST_F(SessionTest, RevertToACheckpointDropsWhatCameAfterAndKeepsTheOldLog) {
+TEST_P(SessionTest, RevertToACheckpointDropsWhatCameAfterAndKeepsTheOldLog) {
   ASSERT_OK(sessions_->Create("alice", "coder", "s1"));
   ASSERT_OK(sessions_->Add("s1", Message::User("first")));
   auto cp = sessions_->Checkpoint("s1");
@@ -189,16 +236,23 @@ TEST_F(SessionTest, RevertToACheckpointDropsWhatCameAfterAndKeepsTheOldLog) {
   EXPECT_EQ(log->messages[0].ExtractText(), "first");
   EXPECT_TRUE(log->checkpoints.empty());
   ASSERT_EQ(log->rotations.size(), 1u);
+  EXPECT_EQ(log->rotations[0], "messages_1.jsonl");
   // The old log, kept whole.
-  std::string old = testing::ReadFileOrDie(dir_.File("sessions/s1/" + log->rotations[0]));
-  EXPECT_NE(old.find("second"), std::string::npos);
+  if (Pg()) {
+    EXPECT_EQ(Sql("SELECT count(*) FROM session_records r JOIN session_rotations t ON t.session_id = r.session_id "
+                  "AND t.version = r.version WHERE t.number = 1 AND r.kind = 'message'"),
+              "3");
+  } else {
+    std::string old = testing::ReadFileOrDie(dir_.File("sessions/s1/" + log->rotations[0]));
+    EXPECT_NE(old.find("second"), std::string::npos);
+  }
   // What this process cached and a fresh reader agree.
   Reopen();
   EXPECT_EQ(sessions_->Messages("s1")->size(), 1u);
   EXPECT_EQ(sessions_->Get("s1")->stats.messages, 1);
 }
 
-TEST_F(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
+TEST_P(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
   ASSERT_OK(sessions_->Create("alice", "coder", "s1"));
   ASSERT_OK(sessions_->SetSystemPrompt("s1", "You are terse."));
   ASSERT_OK(sessions_->Add("s1", Message::User("one")));
@@ -226,7 +280,7 @@ TEST_F(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
   EXPECT_EQ(sessions_->Fork("s1", "s3", 9).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
+TEST_P(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   ASSERT_OK(sessions_->SetSystemPrompt("s1", "Be brief."));
   for (int i = 0; i < 4; ++i) ASSERT_OK(sessions_->Add("s1", Message::User("turn " + std::to_string(i))));
@@ -254,9 +308,9 @@ TEST_F(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
   EXPECT_EQ(*sessions_->ArchiveMessages("s1", ticket->archive), compacted);
 }
 
-TEST_F(SessionTest, AnotherInstanceSeesRevertsEvenWhenTheCountMatches) {
+TEST_P(SessionTest, AnotherInstanceSeesRevertsEvenWhenTheCountMatches) {
   // Two Sessions on one directory stand for two processes: each caches the log it last used.
-  auto other = OpenSessions(dir_.path(), {.clock = &clock_, .queue = queue_.get()});
+  auto other = Open();
   ASSERT_OK(other);
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   ASSERT_OK(sessions_->Add("s1", Message::User("a")));
@@ -275,7 +329,7 @@ TEST_F(SessionTest, AnotherInstanceSeesRevertsEvenWhenTheCountMatches) {
   EXPECT_EQ(sessions_->Messages("s1")->size(), 3u);
 }
 
-TEST_F(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
+TEST_P(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   ASSERT_OK(sessions_->Add("s1", Message::User("a")));
   ASSERT_OK(sessions_->Commit("s1"));
@@ -286,7 +340,14 @@ TEST_F(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
   ASSERT_OK(sessions_->Delete("s1", false));
   EXPECT_EQ(sessions_->Get("s1").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(sessions_->List()->empty());
-  EXPECT_FALSE(std::filesystem::exists(dir_.File("sessions/s1")));
+  EXPECT_EQ(sessions_->Archives("s1").status().code(), StatusCode::kNotFound);
+  if (Pg()) {
+    EXPECT_EQ(Sql("SELECT (SELECT count(*) FROM session_records) + (SELECT count(*) FROM session_archives) + "
+                  "(SELECT count(*) FROM session_rotations)"),
+              "0");
+  } else {
+    EXPECT_FALSE(std::filesystem::exists(dir_.File("sessions/s1")));
+  }
   // The id can be used again, and a forced delete removes a session with pending work.
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   ASSERT_OK(sessions_->Add("s1", Message::User("b")));
@@ -295,6 +356,341 @@ TEST_F(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
   EXPECT_EQ(sessions_->Messages("s1").status().code(), StatusCode::kNotFound);
   Reopen();  // Recovery skips what was deleted.
   EXPECT_TRUE(sessions_->List()->empty());
+}
+
+TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRevertAndCommit) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("m1")));
+  EXPECT_EQ(*sessions_->Checkpoint("s1"), 0);
+  ASSERT_OK(sessions_->RecordUsage("s1", 10));
+  ASSERT_OK(sessions_->Add("s1", Message::Assistant("m2")));
+  EXPECT_EQ(*sessions_->Checkpoint("s1"), 1);
+  ASSERT_OK(sessions_->SetSystemPrompt("s1", "first prompt"));
+  ASSERT_OK(sessions_->RecordUsage("s1", 20));
+  ASSERT_OK(sessions_->Add("s1", Message::User("m3")));
+  ASSERT_OK(sessions_->SetSystemPrompt("s1", "second prompt"));
+  ASSERT_OK(sessions_->SetSystemPrompt("s1", "second prompt"));  // The same again changes nothing.
+  EXPECT_EQ(sessions_->Get("s1")->stats.revisions, 6);
+  auto log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  EXPECT_EQ(log->system_prompt.value_or(""), "second prompt");
+  ASSERT_EQ(log->checkpoints.size(), 2u);
+  EXPECT_EQ(log->checkpoints[1].id, 1);
+  EXPECT_EQ(log->checkpoints[1].messages, 2);
+  ASSERT_EQ(log->usage_marks.size(), 2u);
+  EXPECT_EQ(log->usage_marks[0].messages, 1);
+  EXPECT_EQ(log->usage_marks[0].tokens, 10);
+  EXPECT_EQ(log->usage_marks[0].checkpoints, 1);
+  EXPECT_EQ(log->usage_marks[1].messages, 2);
+  EXPECT_EQ(log->usage_marks[1].checkpoints, 2);
+  EXPECT_EQ(log->usage_tokens, 20);
+
+  // Back to checkpoint 1: the mark after it goes, the prompt (the log's first record) stays, and the
+  // next checkpoint takes the number again.
+  ASSERT_OK(sessions_->Revert("s1", 1));
+  log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  EXPECT_EQ(log->system_prompt.value_or(""), "second prompt");
+  EXPECT_EQ(log->messages.size(), 2u);
+  ASSERT_EQ(log->checkpoints.size(), 1u);
+  ASSERT_EQ(log->usage_marks.size(), 1u);
+  EXPECT_EQ(log->usage_tokens, 10);
+  EXPECT_EQ(log->rotations, std::vector<std::string>{"messages_1.jsonl"});
+  EXPECT_EQ(*sessions_->Checkpoint("s1"), 1);
+  ASSERT_OK(sessions_->Revert("s1", 0));
+  EXPECT_EQ(*sessions_->Checkpoint("s1"), 0);
+  EXPECT_EQ(sessions_->Log("s1")->rotations, (std::vector<std::string>{"messages_1.jsonl", "messages_2.jsonl"}));
+
+  // A commit archives the whole log: the next one starts empty, rotations stay and go on counting.
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  EXPECT_EQ(ticket->messages, 1);
+  log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  EXPECT_TRUE(log->messages.empty());
+  EXPECT_TRUE(log->checkpoints.empty());
+  EXPECT_TRUE(log->usage_marks.empty());
+  EXPECT_EQ(log->usage_tokens, 0);
+  EXPECT_FALSE(log->system_prompt.has_value());
+  EXPECT_EQ(*sessions_->Checkpoint("s1"), 0);
+  ASSERT_OK(sessions_->Add("s1", Message::User("m4")));
+  ASSERT_OK(sessions_->Revert("s1", 0));
+  EXPECT_EQ(sessions_->Log("s1")->rotations.size(), 3u);
+  EXPECT_EQ(sessions_->Log("s1")->rotations.back(), "messages_3.jsonl");
+  auto info = sessions_->Get("s1");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->stats.messages, 1) << "m1 is archived; m2, m3 and m4 were reverted";
+  EXPECT_EQ(info->stats.commits, 1);
+  // And a fresh reader agrees.
+  Reopen();
+  EXPECT_EQ(sessions_->Log("s1")->checkpoints.size(), 0u);
+  EXPECT_EQ(sessions_->Log("s1")->rotations.size(), 3u);
+}
+
+TEST_P(SessionTest, NotesAndRetriesOfPhaseTwo) {
+  ASSERT_OK(sessions_->Create("a", "", "s"));
+  ASSERT_OK(sessions_->Add("s", Message::User("x")));
+  ASSERT_OK(sessions_->Commit("s"));
+  ASSERT_OK(sessions_->AddArchiveNote("s", 1, "asked again: the reply was not JSON"));
+  ASSERT_OK(sessions_->SetArchiveState("s", 1, ArchiveState::kFailed, "gave up"));
+  ASSERT_OK(sessions_->AddArchiveNote("s", 1, "second note"));
+  auto archives = sessions_->Archives("s");
+  ASSERT_OK(archives);
+  ASSERT_EQ(archives->size(), 1u);
+  EXPECT_EQ((*archives)[0].notes,
+            (std::vector<std::string>{"asked again: the reply was not JSON", "second note"}));
+  EXPECT_EQ((*archives)[0].error, "gave up");
+  EXPECT_EQ(sessions_->AddArchiveNote("s", 2, "x").code(), StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->AddArchiveNote("nope", 1, "x").code(), StatusCode::kNotFound);
+  // A failed archive can be queued again; a done one cannot.
+  ASSERT_OK(queue_->Complete(queue_->Claim()->value().id));
+  auto again = sessions_->EnqueueArchive("s", 1);
+  ASSERT_OK(again);
+  EXPECT_EQ(Jobs().size(), 2u);
+  EXPECT_EQ(sessions_->EnqueueArchive("s", 7).status().code(), StatusCode::kNotFound);
+  ASSERT_OK(sessions_->SetArchiveState("s", 1, ArchiveState::kDone, ""));
+  EXPECT_EQ(sessions_->EnqueueArchive("s", 1).status().code(), StatusCode::kFailedPrecondition);
+  archives = sessions_->Archives("s");
+  ASSERT_OK(archives);
+  EXPECT_EQ((*archives)[0].notes.size(), 2u) << "notes are kept across state changes";
+  EXPECT_EQ((*archives)[0].error, "");
+  ASSERT_OK(sessions_->RecordExtracted("s", 3));
+  ASSERT_OK(sessions_->RecordExtracted("s", 2));
+  EXPECT_EQ(sessions_->Get("s")->stats.memories_extracted, 5);
+  EXPECT_EQ(sessions_->RecordExtracted("nope", 1).code(), StatusCode::kNotFound);
+}
+
+TEST_P(SessionTest, ImportedArchivesTakeTheNextNumberAndLeaveTheLiveLogAlone) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("live one")));
+  auto cp = sessions_->Checkpoint("s1");
+  ASSERT_OK(cp);
+  ASSERT_OK(sessions_->Add("s1", Message::User("live two")));
+  std::vector<Message> old = {Message::User("imported"), Message::Assistant("reply")};
+  EXPECT_EQ(sessions_->ImportArchive("s1", 2, old, ArchiveState::kDone, "", {}).code(), StatusCode::kInvalidArgument);
+  ASSERT_OK(sessions_->ImportArchive("s1", 1, old, ArchiveState::kDone, "", {"a note"}));
+  ASSERT_OK(sessions_->ImportArchive("s1", 2, old, ArchiveState::kFailed, "it broke", {}));
+  ASSERT_OK(
+      sessions_->ImportArchive("s1", 3, std::span<const Message>(old).first(1), ArchiveState::kSummarized, "", {}));
+  auto archives = sessions_->Archives("s1");
+  ASSERT_OK(archives);
+  ASSERT_EQ(archives->size(), 3u);
+  EXPECT_EQ((*archives)[0].state, ArchiveState::kDone);
+  EXPECT_EQ((*archives)[0].notes, std::vector<std::string>{"a note"});
+  EXPECT_EQ((*archives)[1].error, "it broke");
+  EXPECT_EQ((*archives)[2].messages, 1);
+  EXPECT_EQ(*sessions_->ArchiveMessages("s1", 1), old);
+  auto jobs = Jobs();
+  ASSERT_EQ(jobs.size(), 1u) << "only the archive whose phase 2 had not finished is queued";
+  EXPECT_EQ(jobs[0].payload, R"({"archive":3,"session":"s1"})");
+  EXPECT_EQ(sessions_->Get("s1")->stats.commits, 3);
+  // The live log is untouched, and what changes it next does not collide with the imported archives.
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 2u);
+  ASSERT_OK(sessions_->Revert("s1", *cp));
+  ASSERT_OK(sessions_->Replace("s1", old, 5));
+  EXPECT_EQ(*sessions_->ArchiveMessages("s1", 3), std::vector<Message>{old[0]});
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  EXPECT_EQ(ticket->archive, 4);
+  EXPECT_EQ(*sessions_->ArchiveMessages("s1", 4), old);
+  EXPECT_EQ(*sessions_->ArchiveMessages("s1", 1), old);
+  Reopen();
+  EXPECT_EQ(sessions_->Archives("s1")->size(), 4u);
+  EXPECT_TRUE(sessions_->Messages("s1")->empty());
+}
+
+// ---- PostgreSQL only: instances sharing one database ----
+
+class PgSessionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto url = testing::NewPostgresDatabase();
+    ASSERT_OK(url);
+    url_ = *url;
+    auto q = OpenPgJobQueue(url_, {.clock = &clock_});
+    ASSERT_OK(q);
+    queue_ = std::move(*q);
+    a_ = OpenOrDie();
+    b_ = OpenOrDie();
+  }
+  std::unique_ptr<Sessions> OpenOrDie() {
+    auto s = OpenPgSessions(url_, {.clock = &clock_, .queue = queue_.get()});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  void Sql(const std::string& sql) {
+    auto conn = pg::Conn::Connect(url_);
+    ASSERT_OK(conn);
+    ASSERT_OK((*conn)->ExecScript(sql));
+  }
+  static std::vector<std::string> Texts(const std::vector<Message>& messages) {
+    std::vector<std::string> out;
+    for (const Message& m : messages) out.push_back(m.ExtractText());
+    return out;
+  }
+
+  std::string url_;
+  ManualClock clock_;
+  std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<Sessions> a_, b_;  // Two instances: each keeps the logs it used in memory.
+};
+
+TEST_F(PgSessionsTest, TwoInstancesSeeEachOthersAppendsRevertsAndCommits) {
+  ASSERT_OK(a_->Create("alice", "coder", "s1"));
+  ASSERT_OK(a_->Add("s1", Message::User("one")));
+  EXPECT_EQ(Texts(*b_->Messages("s1")), std::vector<std::string>{"one"});  // b caches [one].
+  auto cp = b_->Checkpoint("s1");
+  ASSERT_OK(cp);
+  ASSERT_OK(b_->Add("s1", Message::User("two")));
+  ASSERT_OK(b_->SetSystemPrompt("s1", "Be brief."));
+  auto log = a_->Log("s1");
+  ASSERT_OK(log);
+  EXPECT_EQ(Texts(log->messages), (std::vector<std::string>{"one", "two"}));
+  EXPECT_EQ(log->checkpoints.size(), 1u);
+  EXPECT_EQ(log->system_prompt.value_or(""), "Be brief.");
+  ASSERT_OK(a_->Revert("s1", *cp));
+  ASSERT_OK(a_->Add("s1", Message::User("three")));  // [one, three]: as many messages as b last saw.
+  EXPECT_EQ(Texts(*b_->Messages("s1")), (std::vector<std::string>{"one", "three"}));
+  EXPECT_EQ(b_->Log("s1")->rotations, std::vector<std::string>{"messages_1.jsonl"});
+  EXPECT_EQ(b_->Get("s1")->stats.messages, 2);
+  std::vector<Message> compacted = {Message::User("summary")};
+  ASSERT_OK(b_->Replace("s1", compacted, 7, nullptr));
+  auto current = a_->Messages("s1");
+  ASSERT_OK(current);
+  EXPECT_EQ(*current, compacted);  // a reads them again: they are b's compaction.
+  ASSERT_OK(a_->Replace("s1", compacted, 7, &*current));
+  std::vector<Message> old = {Message::User("one"), Message::User("three")};
+  EXPECT_EQ(a_->Replace("s1", compacted, 7, &old).status().code(), StatusCode::kFailedPrecondition);
+  auto ticket = b_->Commit("s1");
+  ASSERT_OK(ticket);
+  EXPECT_TRUE(a_->Messages("s1")->empty());
+  EXPECT_EQ(Texts(*a_->ArchiveMessages("s1", ticket->archive)), std::vector<std::string>{"summary"});
+  ASSERT_OK(a_->Add("s1", Message::User("four")));
+  EXPECT_EQ(b_->Commit("s1")->archive, 2);
+  EXPECT_EQ(a_->Get("s1")->stats.commits, 2);
+  // A session one instance deletes is gone for the other, and its id can be taken again.
+  ASSERT_OK(a_->Add("s1", Message::User("five")));  // a keeps [five] in memory.
+  ASSERT_OK(b_->Delete("s1", /*force=*/true));
+  EXPECT_EQ(a_->Messages("s1").status().code(), StatusCode::kNotFound);
+  ASSERT_OK(b_->Create("bob", "", "s1"));
+  auto fresh = a_->Messages("s1");
+  ASSERT_OK(fresh);
+  EXPECT_TRUE(fresh->empty()) << "the log a kept of the deleted session is not the new one's";
+  EXPECT_EQ(a_->Get("s1")->user, "bob");
+}
+
+TEST_F(PgSessionsTest, ConcurrentAppendsFromTwoInstancesLoseNothingAndKeepEachWritersOrder) {
+  ASSERT_OK(a_->Create("alice", "", "s1"));
+  constexpr int kPerWriter = 40;
+  // Two instances, and two threads on one of them: each writer appends its own numbered messages.
+  struct Writer {
+    Sessions* sessions;
+    std::string name;
+  };
+  std::vector<Writer> writers = {{a_.get(), "a"}, {b_.get(), "b"}, {b_.get(), "c"}};
+  std::vector<std::thread> threads;
+  std::vector<Status> failures(writers.size());
+  for (size_t w = 0; w < writers.size(); ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < kPerWriter; ++i) {
+        std::vector<Message> batch = {Message::User(writers[w].name + "-" + std::to_string(i))};
+        if (i % 5 == 0) batch.push_back(Message::Assistant(writers[w].name + "-" + std::to_string(i) + "+"));
+        Status s = writers[w].sessions->Add("s1", std::span<const Message>(batch));
+        if (!s.ok()) {
+          failures[w] = s;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : failures) ASSERT_OK(s);
+  auto messages = a_->Messages("s1");
+  ASSERT_OK(messages);
+  constexpr size_t kEach = kPerWriter + kPerWriter / 5;
+  ASSERT_EQ(messages->size(), writers.size() * kEach);
+  std::map<std::string, std::vector<std::string>> seen;
+  for (const std::string& text : Texts(*messages)) seen[text.substr(0, 1)].push_back(text);
+  for (const Writer& w : writers) {
+    std::vector<std::string> expected;
+    for (int i = 0; i < kPerWriter; ++i) {
+      expected.push_back(w.name + "-" + std::to_string(i));
+      if (i % 5 == 0) expected.push_back(w.name + "-" + std::to_string(i) + "+");
+    }
+    EXPECT_EQ(seen[w.name], expected) << "writer " << w.name << ": its messages in its order, batches whole";
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    std::string text = (*messages)[i].ExtractText();
+    if (text.back() != '+') continue;
+    ASSERT_GT(i, 0u);
+    EXPECT_EQ((*messages)[i - 1].ExtractText() + "+", text) << "a batch is appended whole";
+  }
+  EXPECT_EQ(b_->Get("s1")->stats.messages, static_cast<int64_t>(writers.size() * kEach));
+  EXPECT_EQ(b_->Messages("s1")->size(), writers.size() * kEach);
+}
+
+TEST_F(PgSessionsTest, DamagedRowsAreDataLossNamingTheSessionAndTheRecord) {
+  ASSERT_OK(a_->Create("alice", "", "s1"));
+  ASSERT_OK(a_->Create("alice", "", "s2"));
+  ASSERT_OK(a_->Add("s1", Message::User("fine")));
+  ASSERT_OK(a_->Add("s1", Message::User("about to be damaged")));
+  ASSERT_OK(a_->Add("s2", Message::User("untouched")));
+  ASSERT_OK(a_->Commit("s2"));
+  Sql("UPDATE session_records SET body = 'garbage{' WHERE session_id = 's1' AND seq = 2");
+  auto fresh = OpenOrDie();  // Nothing cached: it reads the rows.
+  ASSERT_NE(fresh, nullptr);
+  auto messages = fresh->Messages("s1");
+  EXPECT_EQ(messages.status().code(), StatusCode::kDataLoss) << messages.status().ToString();
+  EXPECT_NE(messages.status().message().find("session s1"), std::string::npos) << messages.status().ToString();
+  EXPECT_NE(messages.status().message().find("seq 2"), std::string::npos) << messages.status().ToString();
+  EXPECT_EQ(fresh->Add("s1", Message::User("x")).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(fresh->Messages("s2")->size(), 0u);  // Other sessions are unaffected.
+
+  Sql("UPDATE session_records SET kind = 'message', value = NULL, body = NULL WHERE session_id = 's2'");
+  EXPECT_EQ(fresh->ArchiveMessages("s2", 1).status().code(), StatusCode::kDataLoss);
+  Sql("UPDATE session_archives SET state = 'sideways' WHERE session_id = 's2'");
+  auto archives = fresh->Archives("s2");
+  EXPECT_EQ(archives.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(archives.status().message().find("sideways"), std::string::npos) << archives.status().ToString();
+
+  Sql("UPDATE sessions SET user_id = '../etc', contexts = '{\"not\": \"a list\"}' WHERE id = 's2'");
+  auto got = fresh->Get("s2");
+  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << got.status().ToString();
+  auto listed = fresh->List();
+  ASSERT_OK(listed);
+  ASSERT_EQ(listed->size(), 1u) << "a damaged session is left out of the list, as a damaged session.json is";
+  EXPECT_EQ((*listed)[0].id, "s1");
+  // Opening again survives all of it (s2's archive no longer has a state to resume).
+  EXPECT_NE(OpenOrDie(), nullptr);
+}
+
+TEST_F(PgSessionsTest, AnInstanceHoldingTheSessionMakesOthersWaitThenFailRetryably) {
+  ASSERT_OK(a_->Create("alice", "", "s1"));
+  auto impatient =
+      OpenPgSessions(url_, {.clock = &clock_, .queue = queue_.get(), .lock_wait = std::chrono::milliseconds(200)});
+  ASSERT_OK(impatient);
+  auto holder = pg::Conn::Connect(url_);
+  ASSERT_OK(holder);
+  ASSERT_OK((*holder)->ExecScript("BEGIN; SELECT 1 FROM sessions WHERE id = 's1' FOR UPDATE"));
+  Status waited = (*impatient)->Add("s1", Message::User("x"));
+  EXPECT_EQ(waited.code(), StatusCode::kUnavailable) << waited.ToString();
+  EXPECT_OK((*impatient)->Messages("s1"));  // Readers take no lock.
+  ASSERT_OK((*holder)->ExecScript("ROLLBACK"));
+  ASSERT_OK((*impatient)->Add("s1", Message::User("x")));
+  EXPECT_EQ(a_->Messages("s1")->size(), 1u);
+}
+
+TEST_F(PgSessionsTest, ABatchLargerThanOneStatementIsAppendedWhole) {
+  ASSERT_OK(a_->Create("alice", "", "s1"));
+  std::vector<Message> batch;
+  for (int i = 0; i < 2345; ++i) batch.push_back(Message::User("m" + std::to_string(i)));
+  ASSERT_OK(a_->Add("s1", std::span<const Message>(batch)));
+  EXPECT_EQ(*b_->Messages("s1"), batch);
+  // One bad message anywhere in the batch refuses it all.
+  batch.push_back(Message::User(std::string("bad \xff")));
+  Status refused = a_->Add("s1", std::span<const Message>(batch));
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_EQ(b_->Messages("s1")->size(), 2345u);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 //
 // What lives where under the data directory (docs/formats/): strata.db + vectors.hnsw (the context store),
 // sessions/ (one directory per session), queue.db (phase-2 jobs), audit.db (every memory change),
-// worker.lock (held by the process running phase 2).
+// worker.lock (held by the process running phase 2). On PostgreSQL (data_dir = postgres://…) the same parts
+// are tables in that database, and every instance runs phase 2: claims skip each other's jobs.
 //
 // Components open on first use, so a command that only lists sessions never loads the vector index or
 // needs a model. Every entry point returns a Status or Result: errors name what is wrong and where, and no
@@ -58,7 +59,9 @@
 namespace strata {
 
 struct EngineOptions {
-  // Where everything is kept. (A backend URL such as postgres://… will select another store.)
+  // Where everything is kept: a directory (SQLite and files, the embedded default), or a PostgreSQL URL
+  // (postgres://… or postgresql://…): the store, sessions, queue and audit log as tables in that database,
+  // shared by every Strata instance that opens it (docs/formats/postgres.md).
   std::string data_dir = "strata-data";
   // The embedder: "local[:DIM]", "openai:MODEL", "ollama:MODEL", "gemini:MODEL" (memory/embedder.h) …
   std::string embedder = "local";

@@ -77,7 +77,6 @@ struct PipelineOptions {
   size_t max_similar = 5;
   int parse_attempts = 2;  // Model calls per JSON answer (the later ones see the parse error).
   std::string language;    // For the extraction prompt; empty = the conversation's language.
-  FileSystem* fs = nullptr;  // Archive files (summary, candidates, diff). Default: PosixFileSystem(). Borrowed.
   Clock* clock = nullptr;    // Audit times and validity stamps. Default: SystemClock(). Borrowed.
 };
 

@@ -23,6 +23,10 @@
 // operations on different sessions run in parallel. Processes sharing a data directory take turns through
 // session.lock; a process keeps a session's log cached between operations (releasing the log file's own
 // lock) and reads it again when session.json shows another process changed it.
+//
+// OpenPgSessions keeps the same sessions in PostgreSQL instead (docs/formats/postgres.md, "Sessions"): the
+// log is an append-only table of records per session and log version, and every operation is one
+// transaction that first locks the session's row, so Strata instances sharing the database take turns.
 #pragma once
 
 #include <chrono>
@@ -79,7 +83,7 @@ std::string_view ArchiveStateName(ArchiveState state);
 
 struct ArchiveInfo {
   int number = 0;
-  std::string dir;
+  std::string dir;  // The archive's directory (OpenSessions); empty on PostgreSQL, where it is rows.
   ArchiveState state = ArchiveState::kArchived;
   int64_t messages = 0;
   std::string error;  // Why phase 2 failed (kFailed), for `strata session status`.
@@ -122,6 +126,9 @@ struct SessionsOptions {
   // How long an operation waits for another process that holds the session (session.lock) before failing
   // with kUnavailable.
   std::chrono::milliseconds lock_wait{10'000};
+  // PostgreSQL only: the most connections kept open (operations on different sessions run in parallel
+  // on them); an operation that finds them all busy waits for one.
+  int pg_connections = 4;
 };
 
 class Sessions {
@@ -174,6 +181,15 @@ class Sessions {
   virtual Status AddArchiveNote(std::string_view id, int archive, std::string_view note) = 0;
   // Queues phase 2 of an archive that is not done (again): for retrying a failed archive.
   virtual Result<int64_t> EnqueueArchive(std::string_view id, int archive) = 0;
+  // Adds archive `number` (the next one; kInvalidArgument otherwise) holding `messages` with its state, error
+  // and notes, as a copy of another deployment's archive (strata migrate): counted as a commit; phase 2 is
+  // queued only when the state says it had not finished (archived, summarized, extracted).
+  virtual Status ImportArchive(std::string_view id, int number, std::span<const Message> messages, ArchiveState state,
+                               std::string_view error, const std::vector<std::string>& notes) = 0;
+  // Phase 2's resumable work for an archive, by name ("summary.md", "candidates.json", "diff.json"): kept
+  // beside the archive (files in its directory; rows on PostgreSQL). Read gives nullopt when not written.
+  virtual Result<std::optional<std::string>> ReadArchiveFile(std::string_view id, int archive, std::string_view name) = 0;
+  virtual Status WriteArchiveFile(std::string_view id, int archive, std::string_view name, std::string_view content) = 0;
   // Records phase 2's progress in the archive's state.json (used by the commit worker).
   virtual Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) = 0;
 };
@@ -181,8 +197,19 @@ class Sessions {
 // Opens the sessions under `<data_dir>/sessions`, recovering interrupted commits (see above).
 Result<std::unique_ptr<Sessions>> OpenSessions(const std::string& data_dir, SessionsOptions options);
 
+// Opens the sessions kept in the PostgreSQL database at `url` (tables sessions, session_records,
+// session_archives ...; docs/formats/postgres.md), creating or migrating the tables, and recovering
+// interrupted commits: every archive whose phase 2 is not done or failed has its job enqueued.
+// `options.fs` is unused; `lock_wait` bounds the wait for another instance's lock on a session row.
+// Errors: kInvalidArgument for a malformed URL or a missing queue, kUnavailable when the server cannot be
+// reached, kFailedPrecondition for tables newer than this program.
+Result<std::unique_ptr<Sessions>> OpenPgSessions(const std::string& url, SessionsOptions options);
+
 // "archive_NNN": the directory (and context) name of archive `number`.
 std::string ArchiveName(int number);
+
+// Names of archive files: 1-64 of [a-z0-9_.-], not starting with '.'.
+Status ValidateArchiveFileName(std::string_view name);
 
 // Session ids: 1-128 of [A-Za-z0-9_.-], not starting with '.' (the URI scope-id rules).
 Status ValidateSessionId(std::string_view id);

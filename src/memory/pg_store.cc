@@ -1,0 +1,1071 @@
+#include "strata/memory/pg_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <tuple>
+#include <unordered_map>
+
+#include "fts_text.h"
+#include "pg.h"
+#include "store_internal.h"
+#include "strata/memory/hash.h"
+#include "vector_index.h"
+
+namespace strata::memory {
+namespace {
+
+using namespace internal;  // NOLINT: the backends' shared rules.
+
+// Version i+1 of the schema is kMigrations[i]; never edit a step once released, add one. URIs are compared
+// bytewise (COLLATE "C"), as the subtree ranges (DescendantRange) and the URI order of listings need.
+constexpr std::string_view kMigrations[] = {
+    R"sql(
+CREATE TABLE store_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO store_meta(key, value) VALUES ('vector_generation', '0'), ('embed_model', '');
+CREATE TABLE store_nodes(
+  id BIGSERIAL PRIMARY KEY,
+  uri TEXT COLLATE "C" NOT NULL UNIQUE,
+  parent TEXT COLLATE "C" NOT NULL,
+  name TEXT NOT NULL,
+  is_dir BOOLEAN NOT NULL,
+  type TEXT NOT NULL,
+  category TEXT NOT NULL DEFAULT '',
+  abstract TEXT NOT NULL DEFAULT '',
+  overview TEXT NOT NULL DEFAULT '',
+  content TEXT NOT NULL DEFAULT '',
+  metadata TEXT NOT NULL DEFAULT '{}',
+  superseded BOOLEAN NOT NULL DEFAULT FALSE,
+  derived INTEGER NOT NULL DEFAULT 0,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL,
+  fts TSVECTOR NOT NULL);
+CREATE INDEX store_nodes_by_parent ON store_nodes(parent, uri);
+CREATE INDEX store_nodes_fts ON store_nodes USING GIN(fts);
+CREATE TABLE store_vectors(
+  node_id BIGINT PRIMARY KEY REFERENCES store_nodes(id) ON DELETE CASCADE,
+  text_hash TEXT NOT NULL,
+  vec BYTEA NOT NULL,
+  generation BIGINT NOT NULL);
+CREATE INDEX store_vectors_by_generation ON store_vectors(generation);
+CREATE TABLE store_vector_removals(node_id BIGINT NOT NULL, generation BIGINT NOT NULL);
+CREATE INDEX store_vector_removals_by_generation ON store_vector_removals(generation);
+CREATE TABLE store_relations(
+  src TEXT COLLATE "C" NOT NULL,
+  dst TEXT COLLATE "C" NOT NULL,
+  reason TEXT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  PRIMARY KEY(src, dst));
+CREATE INDEX store_relations_by_dst ON store_relations(dst);
+CREATE TABLE store_embedding_cache(key TEXT PRIMARY KEY, vec BYTEA NOT NULL);
+)sql",
+};
+
+// The NOTIFY channel that carries each new vector generation, as "<schema> <generation>" (stores of several
+// accounts, in schemas of their own, share the channel).
+constexpr std::string_view kChannel = "strata_store_vectors";
+// Store writes of one schema take this advisory lock.
+constexpr std::string_view kWriteLock = "pg_advisory_xact_lock(hashtext('strata store'), hashtext(current_schema()))";
+
+constexpr std::string_view kNodeColumns =
+    "id, uri, is_dir, type, category, abstract, overview, content, metadata, created_ms, updated_ms, "
+    "octet_length(content), derived";
+
+// The tsvector of a full-text row ($1..$4: FtsRow's name, abstract, overview, content). PostgreSQL refuses a
+// tsvector over 1 MB, so the content's text is indexed up to 256k characters.
+constexpr std::string_view kFtsSql =
+    "setweight(to_tsvector('english', $1), 'B') || setweight(to_tsvector('english', $2), 'A') || "
+    "setweight(to_tsvector('english', $3), 'B') || setweight(to_tsvector('english', left($4, 262144)), 'D')";
+// ts_rank's weights {D, C, B, A}: abstract 3, name and overview 2, content 1 — the embedded store's bm25 weights.
+constexpr std::string_view kRankWeights = "'{0.333, 0, 0.667, 1.0}'";
+
+// A PostgreSQL array literal of `items` ({"a","b"}), each quoted.
+std::string ArrayLiteral(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string IdArray(const std::vector<int64_t>& ids) {
+  std::string out = "{";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i > 0 ? "," : "") + std::to_string(ids[i]);
+  return out + "}";
+}
+
+class PgStore final : public ContextStore {
+ public:
+  PgStore(std::string url, PgStoreOptions options) : url_(std::move(url)), options_(std::move(options)) {
+    if (options_.clock == nullptr) options_.clock = SystemClock();
+  }
+
+  Status Open() {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<pg::Conn> conn, pg::Conn::Connect(url_));
+    STRATA_RETURN_IF_ERROR(pg::Migrate(*conn, "store", kMigrations));
+    STRATA_ASSIGN_OR_RETURN(pg::Rows schema, conn->Exec("SELECT current_schema()"));
+    STRATA_ASSIGN_OR_RETURN(schema_, schema.Text(0, 0));
+    Return(std::move(conn));
+    embedder_ = options_.embedder ? options_.embedder : std::shared_ptr<Embedder>(NewLocalHashedEmbedder());
+    if (embedder_->dimension() == 0) {  // Learn the dimension from one call.
+      std::vector<std::string> probe = {"dimension probe"};
+      STRATA_RETURN_IF_ERROR(embedder_->Embed(probe).status().WithContext("embedder"));
+    }
+    model_ = embedder_->model_id();
+    STRATA_ASSIGN_OR_RETURN(listener_, pg::Conn::Connect(url_));
+    STRATA_RETURN_IF_ERROR(listener_->Listen(kChannel));
+    listener_connects_ = listener_->connects();
+    std::string stored_model;
+    {
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      STRATA_ASSIGN_OR_RETURN(stored_model, MetaGet(*c, "embed_model"));
+    }
+    if (stored_model != model_) {
+      // A new vector space: every vector is recomputed (through the cache) before the store is used.
+      std::lock_guard write(write_mu_);
+      STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/true));
+    }
+    return Status::Ok();
+  }
+
+  Status Write(const Uri& uri, std::string_view content, const WriteOptions& options) override {
+    return WriteBatch({{uri, std::string(content)}}, {options});
+  }
+
+  Status WriteBatch(const std::vector<std::pair<Uri, std::string>>& leaves,
+                    const std::vector<WriteOptions>& options) override {
+    STRATA_RETURN_IF_ERROR(ValidateLeaves(leaves, options));
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed(PredictedTexts(leaves, options), AncestorsOf(leaves)));
+    return WriteTransaction([&](pg::Conn& c, Plan* plan) -> Status {
+      STRATA_RETURN_IF_ERROR(PlanLeaves(leaves, options, NowMs(), ensured_, Finder(c), plan));
+      return Apply(c, *plan, &prepared);
+    });
+  }
+
+  Status Mkdir(const Uri& uri, const WriteOptions& o) override {
+    STRATA_RETURN_IF_ERROR(ValidateMkdir(uri, o));
+    STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed({MkdirText(uri, o)}, AncestorsOf({{uri, std::string()}})));
+    return WriteTransaction([&](pg::Conn& c, Plan* plan) -> Status {
+      STRATA_RETURN_IF_ERROR(PlanMkdir(uri, o, NowMs(), ensured_, Finder(c), plan));
+      return Apply(c, *plan, &prepared);
+    });
+  }
+
+  Result<Node> Stat(const Uri& uri) override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(*c, uri));
+    if (!row) return NotFoundError(uri);
+    return row->node;
+  }
+
+  Result<std::string> Read(const Uri& uri, Level level) override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(*c, uri));
+    if (!row) return NotFoundError(uri);
+    if (std::optional<std::string> layer = StoredLayer(row->node, level)) return std::move(*layer);
+    STRATA_ASSIGN_OR_RETURN(std::vector<Node> children, ListWith(*c, uri, {}));
+    return DirectoryLayer(uri, level, children);
+  }
+
+  Result<std::vector<Node>> List(const Uri& dir, const ListOptions& options) override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    if (!dir.is_root()) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(*c, dir));
+      if (!row) return NotFoundError(dir);
+      if (!row->node.is_dir) return Status::FailedPrecondition(dir.str() + " is a file, not a directory");
+    }
+    return ListWith(*c, dir, options);
+  }
+
+  Result<std::vector<Node>> Glob(std::string_view pattern, const Uri& under) override {
+    return GlobNodes(*this, pattern, under);
+  }
+
+  Result<std::vector<GrepMatch>> Grep(std::string_view needle, const Uri& under, bool ignore_case,
+                                      size_t limit) override {
+    if (needle.empty()) return Status::InvalidArgument("grep: empty pattern");
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    auto [lo, hi] = DescendantRange(under);
+    std::string wanted = ignore_case ? AsciiLower(needle) : std::string(needle);
+    // Only leaves that contain the needle come back (strpos / a case-insensitive LIKE on ASCII).
+    std::string pattern;
+    for (char ch : needle) {
+      if (ch == '%' || ch == '_' || ch == '\\') pattern += '\\';
+      pattern += ch;
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows r,
+        c->Exec(std::string("SELECT uri, content, superseded FROM store_nodes WHERE NOT is_dir AND "
+                            "(uri = $1 OR (uri >= $2 AND uri < $3)) AND ") +
+                    (ignore_case ? "content ILIKE '%' || $4 || '%'" : "strpos(content, $4) > 0") + " ORDER BY uri",
+                {under.str(), lo, hi, ignore_case ? pattern : std::string(needle)}));
+    std::vector<GrepMatch> out;
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string uri_text, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
+      STRATA_ASSIGN_OR_RETURN(std::string content, r.Text(i, 1));
+      STRATA_ASSIGN_OR_RETURN(std::string superseded, r.Text(i, 2));
+      if (!GrepLines(uri, content, wanted, ignore_case, superseded == "t", limit, &out)) break;
+    }
+    return out;
+  }
+
+  Status Move(const Uri& from, const Uri& to) override {
+    STRATA_RETURN_IF_ERROR(ValidateMove(from, to));
+    return WriteTransaction([&](pg::Conn& c, Plan* plan) -> Status {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> source, FindStored(c, from));
+      if (!source) return NotFoundError(from);
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> target, FindStored(c, to));
+      if (target) return Status::AlreadyExists("cannot move to " + to.str() + ": it exists");
+      int64_t now = NowMs();
+      STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, ensured_, Finder(c), plan));
+      STRATA_RETURN_IF_ERROR(Apply(c, *plan));
+      auto [lo, hi] = DescendantRange(from);
+      const int64_t cut = static_cast<int64_t>(from.str().size()) + 1;
+      STRATA_RETURN_IF_ERROR(
+          c.Exec("UPDATE store_nodes SET uri = $1 || substr(uri, $2::int), "
+                 "parent = CASE WHEN uri = $3 THEN $4 ELSE $1 || substr(parent, $2::int) END, "
+                 "name = CASE WHEN uri = $3 THEN $5 ELSE name END, updated_ms = $6 "
+                 "WHERE uri = $3 OR (uri >= $7 AND uri < $8)",
+                 {to.str(), cut, from.str(), to.Parent().str(), to.name(), now, lo, hi})
+              .status());
+      for (const char* column : {"src", "dst"}) {
+        std::string sql = std::string("UPDATE store_relations SET ") + column + " = $1 || substr(" + column +
+                          ", $2::int) WHERE " + column + " = $3 OR (" + column + " >= $4 AND " + column + " < $5)";
+        STRATA_RETURN_IF_ERROR(c.Exec(sql, {to.str(), cut, from.str(), lo, hi}).status());
+      }
+      // The moved node's name is indexed (and may be its whole embedding text): refresh its rows.
+      Plan moved;
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(c, to));
+      moved.Put(std::move(*row));
+      STRATA_RETURN_IF_ERROR(Apply(c, moved));
+      plan->Merge(std::move(moved));
+      return Status::Ok();
+    });
+  }
+
+  Result<int64_t> Remove(const Uri& uri, bool recursive) override {
+    if (uri.is_root()) return Status::InvalidArgument("refusing to remove strata:// (the whole store)");
+    int64_t removed = 0;
+    Status done = WriteTransaction([&](pg::Conn& c, Plan* plan) -> Status {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(c, uri));
+      if (!row) return NotFoundError(uri);
+      auto [lo, hi] = DescendantRange(uri);
+      STRATA_ASSIGN_OR_RETURN(pg::Rows below, c.Exec("SELECT id FROM store_nodes WHERE uri >= $1 AND uri < $2", {lo, hi}));
+      std::vector<int64_t> ids = {row->id};
+      for (int i = 0; i < below.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(int64_t id, below.Int(i, 0));
+        ids.push_back(id);
+      }
+      if (ids.size() > 1 && !recursive) {
+        return Status::FailedPrecondition(uri.str() + " is a directory with " + std::to_string(ids.size() - 1) +
+                                          " entries below it; remove it recursively (-r) to delete them all");
+      }
+      STRATA_RETURN_IF_ERROR(c.Exec("DELETE FROM store_nodes WHERE id = ANY($1::bigint[])", {IdArray(ids)}).status());
+      STRATA_RETURN_IF_ERROR(c.Exec("DELETE FROM store_relations WHERE src = $1 OR dst = $1 OR (src >= $2 AND src < $3) "
+                                    "OR (dst >= $2 AND dst < $3)",
+                                    {uri.str(), lo, hi})
+                                 .status());
+      STRATA_RETURN_IF_ERROR(BumpGeneration(c, plan));
+      STRATA_RETURN_IF_ERROR(c.Exec("INSERT INTO store_vector_removals(node_id, generation) "
+                                    "SELECT unnest($1::bigint[]), $2",
+                                    {IdArray(ids), plan->generation})
+                                 .status());
+      plan->removed = ids;
+      removed = static_cast<int64_t>(ids.size());
+      return Status::Ok();
+    });
+    if (!done.ok()) return done;
+    // A removed scope root is re-created with its presets when next used.
+    std::lock_guard write(write_mu_);
+    for (auto it = ensured_.begin(); it != ensured_.end();) {
+      it = uri.Contains(Uri::Parse(*it).value()) ? ensured_.erase(it) : std::next(it);
+    }
+    return removed;
+  }
+
+  Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
+    return WriteTransaction([&](pg::Conn& c, Plan*) -> Status {
+      for (const Uri* u : {&from, &to}) {
+        STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(c, *u));
+        if (!row) return Status::NotFound("cannot link: " + u->str() + " does not exist");
+      }
+      return c.Exec("INSERT INTO store_relations(src, dst, reason, created_ms) VALUES ($1, $2, $3, $4) "
+                    "ON CONFLICT (src, dst) DO UPDATE SET reason = EXCLUDED.reason, created_ms = EXCLUDED.created_ms",
+                    {from.str(), to.str(), reason, NowMs()})
+          .status();
+    });
+  }
+
+  Status Unlink(const Uri& from, const Uri& to) override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r,
+                            c->Exec("DELETE FROM store_relations WHERE src = $1 AND dst = $2", {from.str(), to.str()}));
+    if (r.affected() == 0) return Status::NotFound("no link from " + from.str() + " to " + to.str());
+    return Status::Ok();
+  }
+
+  Result<std::vector<Relation>> Relations(const Uri& uri) override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT src, dst, reason, created_ms FROM store_relations "
+                                                "WHERE src = $1 OR dst = $1 ORDER BY src, dst",
+                                                {uri.str()}));
+    std::vector<Relation> out;
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string src_text, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(std::string dst_text, r.Text(i, 1));
+      STRATA_ASSIGN_OR_RETURN(Uri src, Uri::Parse(src_text));
+      STRATA_ASSIGN_OR_RETURN(Uri dst, Uri::Parse(dst_text));
+      STRATA_ASSIGN_OR_RETURN(std::string reason, r.Text(i, 2));
+      STRATA_ASSIGN_OR_RETURN(int64_t created, r.Int(i, 3));
+      out.push_back({src, dst, reason, created});
+    }
+    return out;
+  }
+
+  Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
+    std::vector<std::string> terms = FtsTerms(query);
+    std::vector<ScoredUri> out;
+    if (terms.empty() || limit == 0) return out;
+    // Any term: each one a phrase query (a CJK bigram is two words), combined with OR.
+    std::vector<pg::Param> params;
+    std::string tsquery;
+    for (const std::string& t : terms) {
+      params.emplace_back(FtsText(t));
+      tsquery += (tsquery.empty() ? "" : " || ") + std::string("phraseto_tsquery('english', $") +
+                 std::to_string(params.size()) + ")";
+    }
+    params.emplace_back(static_cast<int64_t>(limit));
+    std::string limit_param = "$" + std::to_string(params.size());
+    std::string sql = "SELECT n.uri, n.is_dir, ts_rank(" + std::string(kRankWeights) +
+                      ", n.fts, q.q, 1) AS rank, n.name, n.derived, n.abstract, n.overview, n.content "
+                      "FROM store_nodes n, (SELECT " + tsquery + " AS q) q WHERE n.fts @@ q.q" +
+                      FilterSql(filter, &params) + " ORDER BY rank DESC, n.uri LIMIT " + limit_param;
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string uri_text, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
+      STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 1));
+      STRATA_ASSIGN_OR_RETURN(double rank, r.Double(i, 2));
+      STRATA_ASSIGN_OR_RETURN(std::string name, r.Text(i, 3));
+      STRATA_ASSIGN_OR_RETURN(int64_t derived, r.Int(i, 4));
+      STRATA_ASSIGN_OR_RETURN(std::string abstract_text, r.Text(i, 5));
+      STRATA_ASSIGN_OR_RETURN(std::string overview, r.Text(i, 6));
+      STRATA_ASSIGN_OR_RETURN(std::string content, r.Text(i, 7));
+      auto [detail, level] = LexicalDetail(
+          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview);
+      out.push_back({uri, is_dir == "t", rank, std::move(detail), level});
+    }
+    return out;
+  }
+
+  Result<std::vector<ScoredUri>> VectorNeighbours(const Vector& query, const SearchFilter& filter,
+                                                  size_t limit) override {
+    STRATA_RETURN_IF_ERROR(CheckQueryDimension(query, embedder_->dimension()));
+    std::vector<ScoredUri> out;
+    if (limit == 0) return out;
+    // Notifications arrive asynchronously: a write another instance committed a moment ago may not be
+    // announced yet. The statement that checks the graph's hits also reads the generation; when it is ahead
+    // of the index, the index catches up and the search runs again, so a search never misses a committed
+    // write (read-after-write across instances).
+    bool force = false;
+    for (int pass = 0; pass < 2; ++pass) {
+      STRATA_RETURN_IF_ERROR(EnsureIndexCurrent(force));
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent;
+      if (scoped) {
+        std::vector<pg::Param> params;
+        std::string where = FilterSql(filter, &params);
+        STRATA_ASSIGN_OR_RETURN(pg::Rows count, c->Exec("SELECT count(*) FROM store_nodes n WHERE TRUE" + where, params));
+        STRATA_ASSIGN_OR_RETURN(int64_t candidates, count.Int(0, 0));
+        if (candidates <= options_.exact_search_below) return ExactNeighbours(*c, query, filter, limit);
+      }
+      bool stale = false;
+      STRATA_ASSIGN_OR_RETURN(out, GraphNeighbours(*c, query, filter, limit, scoped, &stale));
+      if (!stale) return out;
+      force = true;
+    }
+    return out;
+  }
+
+  Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) override {
+    STRATA_RETURN_IF_ERROR(CheckQueryDimension(query, embedder_->dimension()));
+    std::vector<float> out(uris.size(), 0.0f);
+    if (uris.empty()) return out;
+    std::vector<std::string> texts;
+    std::unordered_map<std::string, std::vector<size_t>> where;
+    for (size_t i = 0; i < uris.size(); ++i) {
+      texts.push_back(uris[i].str());
+      where[uris[i].str()].push_back(i);
+    }
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT n.uri, v.vec FROM store_vectors v JOIN store_nodes n ON "
+                                                "n.id = v.node_id WHERE n.uri = ANY($1::text[])",
+                                                {ArrayLiteral(texts)}));
+    const size_t want_bytes = query.size() * sizeof(float);
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 1));
+      if (blob.size() != want_bytes) continue;
+      float similarity = Dot(query, BlobVector(blob));
+      for (size_t k : where[uri]) out[k] = similarity;
+    }
+    return out;
+  }
+
+  Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
+    return query_cache_.Embed(*embedder_, texts);
+  }
+
+  Result<std::vector<std::string>> Check() override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    std::vector<std::string> problems;
+    pg::Txn txn(*c);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_RETURN_IF_ERROR(c->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+    auto collect = [&](std::string_view sql, std::string_view what) -> Status {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql));
+      for (int i = 0; i < r.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(std::string text, r.Text(i, 0));
+        problems.push_back(std::string(what) + ": " + text);
+      }
+      return Status::Ok();
+    };
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT n.uri FROM store_nodes n WHERE n.parent <> 'strata://' AND NOT EXISTS "
+        "(SELECT 1 FROM store_nodes p WHERE p.uri = n.parent AND p.is_dir)", "parent missing"));
+    STRATA_RETURN_IF_ERROR(collect(
+        "SELECT r.src || ' -> ' || r.dst FROM store_relations r WHERE NOT EXISTS (SELECT 1 FROM store_nodes n "
+        "WHERE n.uri = r.src) OR NOT EXISTS (SELECT 1 FROM store_nodes n WHERE n.uri = r.dst)",
+        "relation to a missing node"));
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT " + std::string(kNodeColumns) +
+                                                ", v.text_hash, octet_length(v.vec), n.fts::text, n.name, "
+                                                "n.superseded FROM store_nodes n LEFT JOIN store_vectors v ON "
+                                                "v.node_id = n.id"));
+    int64_t vectors = 0;
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, i));
+      const Node& n = row.node;
+      bool has_vector = !r.IsNull(i, 13);
+      if (!has_vector) {
+        problems.push_back("vector missing: " + n.uri.str());
+      } else {
+        ++vectors;
+        STRATA_ASSIGN_OR_RETURN(std::string hash, r.Text(i, 13));
+        STRATA_ASSIGN_OR_RETURN(int64_t bytes, r.Int(i, 14));
+        if (hash != HashHex(EmbeddingText(n))) {
+          problems.push_back("vector stale: " + n.uri.str());
+        } else if (bytes != 4 * static_cast<int64_t>(embedder_->dimension())) {
+          problems.push_back("vector of the wrong size: " + n.uri.str());
+        }
+      }
+      STRATA_ASSIGN_OR_RETURN(std::string fts, r.Text(i, 15));
+      STRATA_ASSIGN_OR_RETURN(std::string name, r.Text(i, 16));
+      STRATA_ASSIGN_OR_RETURN(std::string superseded, r.Text(i, 17));
+      FtsRow f = MakeFtsRow(n.uri.name(), n.is_dir, row.derived, n.abstract_text, n.overview, n.content);
+      STRATA_ASSIGN_OR_RETURN(pg::Rows want, c->Exec("SELECT (" + std::string(kFtsSql) + ")::text",
+                                                     {f.name, f.abstract_text, f.overview, f.content}));
+      STRATA_ASSIGN_OR_RETURN(std::string want_fts, want.Text(0, 0));
+      if (want_fts != fts || name != n.uri.name()) problems.push_back("full-text row different: " + n.uri.str());
+      if ((superseded == "t") != IsSuperseded(n.metadata)) problems.push_back("superseded flag wrong: " + n.uri.str());
+    }
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration(*c));
+    std::shared_lock index_lock(index_mu_);
+    if (index_ && generation == index_generation_ && static_cast<int64_t>(index_->size()) != vectors) {
+      problems.push_back("vector index holds " + std::to_string(index_->size()) + " vectors, the database " +
+                         std::to_string(vectors));
+    }
+    return problems;
+  }
+
+  Status Reindex() override {
+    {
+      std::lock_guard write(write_mu_);
+      STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/false));
+    }
+    std::unique_lock index_lock(index_mu_);
+    return RebuildIndexLocked();
+  }
+
+  // The index is rebuilt from the database by each instance; nothing to persist.
+  Status Flush() override { return Status::Ok(); }
+
+  Result<Stats> GetStats() override {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT (SELECT count(*) FROM store_nodes), (SELECT count(*) FROM "
+                                                "store_nodes WHERE NOT is_dir), (SELECT count(*) FROM store_vectors), "
+                                                "(SELECT count(*) FROM store_relations)"));
+    Stats stats;
+    STRATA_ASSIGN_OR_RETURN(stats.nodes, r.Int(0, 0));
+    STRATA_ASSIGN_OR_RETURN(stats.leaves, r.Int(0, 1));
+    STRATA_ASSIGN_OR_RETURN(stats.vectors, r.Int(0, 2));
+    STRATA_ASSIGN_OR_RETURN(stats.relations, r.Int(0, 3));
+    return stats;
+  }
+
+ private:
+  using Prepared = std::unordered_map<std::string, Vector>;
+  using VectorsByKey = std::unordered_map<std::string, Vector>;
+
+  // A pooled connection, returned to the pool when the lease ends.
+  class Lease {
+   public:
+    Lease(PgStore* store, std::unique_ptr<pg::Conn> conn) : store_(store), conn_(std::move(conn)) {}
+    Lease(Lease&&) noexcept = default;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (conn_) store_->Return(std::move(conn_));
+    }
+    pg::Conn* operator->() { return conn_.get(); }
+    pg::Conn& operator*() { return *conn_; }
+
+   private:
+    PgStore* store_;
+    std::unique_ptr<pg::Conn> conn_;
+  };
+
+  Result<Lease> Take() {
+    {
+      std::lock_guard lock(pool_mu_);
+      if (!idle_.empty()) {
+        std::unique_ptr<pg::Conn> conn = std::move(idle_.back());
+        idle_.pop_back();
+        return Lease(this, std::move(conn));
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<pg::Conn> conn, pg::Conn::Connect(url_));
+    return Lease(this, std::move(conn));
+  }
+
+  void Return(std::unique_ptr<pg::Conn> conn) {
+    std::lock_guard lock(pool_mu_);
+    if (idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(conn));
+  }
+
+  int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
+
+  VectorIndexParams IndexParams() const {
+    return {.dim = embedder_->dimension(), .m = options_.hnsw_m, .ef_construction = options_.hnsw_ef_construction,
+            .ef_search = options_.hnsw_ef_search};
+  }
+
+  FindFn Finder(pg::Conn& c) {
+    return [this, &c](const Uri& uri) { return FindStored(c, uri); };
+  }
+
+  // Runs `body` in one transaction holding the store's write lock (this process's and, through an
+  // advisory lock, every instance's), then brings the vector index and preset bookkeeping up to date.
+  template <typename Body>
+  Status WriteTransaction(Body&& body) {
+    std::lock_guard write(write_mu_);
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    Plan plan;
+    {
+      pg::Txn txn(*c);
+      STRATA_RETURN_IF_ERROR(txn.Begin());
+      STRATA_RETURN_IF_ERROR(c->Exec("SELECT " + std::string(kWriteLock)).status());
+      STRATA_RETURN_IF_ERROR(body(*c, &plan));
+      STRATA_RETURN_IF_ERROR(txn.Commit());
+    }
+    for (std::string& root : plan.ensured) ensured_.insert(std::move(root));
+    if (plan.generation < 0) return Status::Ok();
+    std::unique_lock index_lock(index_mu_);
+    if (!index_) return Status::Ok();  // Built whole by the first vector search.
+    if (index_generation_ != plan.generation - 1) {
+      // Another instance wrote in between: caught up before the next vector search.
+      if (index_generation_ >= 0) index_generation_ = -2;
+      return Status::Ok();
+    }
+    for (int64_t id : plan.removed) index_->Remove(id);
+    for (const auto& [id, v] : plan.upserts) STRATA_RETURN_IF_ERROR(index_->Upsert(id, v.data()));
+    index_generation_ = plan.generation;
+    indexed_through_ = plan.generation;
+    return Status::Ok();
+  }
+
+  static Result<std::string> MetaGet(pg::Conn& c, std::string_view key) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT value FROM store_meta WHERE key = $1", {key}));
+    if (r.size() == 0) return std::string();
+    return r.Text(0, 0);
+  }
+
+  static Result<int64_t> ReadGeneration(pg::Conn& c) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT value::bigint FROM store_meta WHERE key = 'vector_generation'"));
+    if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
+    return r.Int(0, 0);
+  }
+
+  // Takes the next generation for this transaction's vector changes and announces it at commit.
+  Status BumpGeneration(pg::Conn& c, Plan* plan) {
+    if (plan->generation >= 0) return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("UPDATE store_meta SET value = (value::bigint + 1)::text WHERE key = "
+                                               "'vector_generation' RETURNING value::bigint"));
+    STRATA_ASSIGN_OR_RETURN(plan->generation, r.Int(0, 0));
+    return c.Exec("SELECT pg_notify($1, current_schema() || ' ' || $2)", {kChannel, plan->generation}).status();
+  }
+
+  static Result<Row> ReadRow(const pg::Rows& r, int i) {
+    Row row;
+    STRATA_ASSIGN_OR_RETURN(row.id, r.Int(i, 0));
+    STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 1));
+    Result<Uri> parsed = Uri::Parse(uri);
+    if (!parsed.ok()) return Status::DataLoss("store_nodes row " + std::to_string(row.id) + ": " + parsed.status().message());
+    row.node.uri = std::move(*parsed);
+    STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 2));
+    row.node.is_dir = is_dir == "t";
+    STRATA_ASSIGN_OR_RETURN(std::string type, r.Text(i, 3));
+    Result<ContextType> parsed_type = ParseContextType(type);
+    if (!parsed_type.ok()) return Status::DataLoss(uri + ": " + parsed_type.status().message());
+    row.node.type = *parsed_type;
+    STRATA_ASSIGN_OR_RETURN(row.node.category, r.Text(i, 4));
+    STRATA_ASSIGN_OR_RETURN(row.node.abstract_text, r.Text(i, 5));
+    STRATA_ASSIGN_OR_RETURN(row.node.overview, r.Text(i, 6));
+    STRATA_ASSIGN_OR_RETURN(row.node.content, r.Text(i, 7));
+    STRATA_ASSIGN_OR_RETURN(row.node.metadata, r.Text(i, 8));
+    STRATA_ASSIGN_OR_RETURN(row.node.created_ms, r.Int(i, 9));
+    STRATA_ASSIGN_OR_RETURN(row.node.updated_ms, r.Int(i, 10));
+    STRATA_ASSIGN_OR_RETURN(row.node.size, r.Int(i, 11));
+    STRATA_ASSIGN_OR_RETURN(row.derived, r.Int(i, 12));
+    return row;
+  }
+
+  Result<std::optional<Row>> FindStored(pg::Conn& c, const Uri& uri) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT " + std::string(kNodeColumns) + " FROM store_nodes WHERE uri = $1",
+                                               {uri.str()}));
+    if (r.size() == 0) return std::optional<Row>();
+    STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, 0));
+    return std::optional<Row>(std::move(row));
+  }
+
+  Result<std::vector<Node>> ListWith(pg::Conn& c, const Uri& dir, const ListOptions& options) {
+    auto [lo, hi] = DescendantRange(dir);
+    std::string sql = "SELECT " + std::string(kNodeColumns) + " FROM store_nodes WHERE " +
+                      (options.recursive ? "uri >= $1 AND uri < $2" : "parent = $1") + " ORDER BY uri";
+    if (options.limit != 0) sql += " LIMIT " + std::to_string(options.limit);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, options.recursive ? c.Exec(sql, {lo, hi}) : c.Exec(sql, {dir.str()}));
+    std::vector<Node> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, i));
+      row.node.content.clear();
+      out.push_back(std::move(row.node));
+    }
+    return out;
+  }
+
+  // The WHERE clauses of a filter over `store_nodes n`, appending their parameters to `params`.
+  static std::string FilterSql(const SearchFilter& f, std::vector<pg::Param>* params) {
+    std::string sql;
+    auto p = [&](std::string value) {
+      params->emplace_back(std::move(value));
+      return "$" + std::to_string(params->size());
+    };
+    if (!f.under.is_root()) {
+      auto [lo, hi] = DescendantRange(f.under);
+      sql += " AND (n.uri = " + p(f.under.str()) + " OR (n.uri >= " + p(lo) + " AND n.uri < " + p(hi) + "))";
+    }
+    if (f.type) sql += " AND n.type = " + p(std::string(ContextTypeName(*f.type)));
+    if (f.category) sql += " AND n.category = " + p(*f.category);
+    if (f.leaves_only) sql += " AND NOT n.is_dir";
+    if (f.parent) sql += " AND n.parent = " + p(f.parent->str());
+    if (f.current_only) sql += " AND NOT n.superseded";
+    return sql;
+  }
+
+  // Searches the graph, over-fetching and checking the hits in one statement (widening until enough pass).
+  // *stale: the database's vector generation is ahead of the index (the answer may miss new vectors).
+  Result<std::vector<ScoredUri>> GraphNeighbours(pg::Conn& c, const Vector& query, const SearchFilter& filter,
+                                                 size_t limit, bool scoped, bool* stale) {
+    std::vector<ScoredUri> out;
+    std::shared_lock index_lock(index_mu_);
+    const int64_t searched = index_generation_;
+    const size_t index_size = index_->size();
+    for (size_t k = scoped ? limit * 4 : limit;; k *= 4) {
+      STRATA_ASSIGN_OR_RETURN(auto hits, index_->Search(query.data(), k));
+      std::vector<int64_t> ids;
+      for (const auto& hit : hits) ids.push_back(hit.first);
+      std::vector<pg::Param> params = {IdArray(ids)};
+      std::string on = FilterSql(filter, &params);
+      // One row at least (the generation), with the hits that pass the filter joined to it.
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT g.value::bigint, n.id, n.uri, n.is_dir FROM store_meta g "
+                                                 "LEFT JOIN store_nodes n ON n.id = ANY($1::bigint[])" + on +
+                                                 " WHERE g.key = 'vector_generation'",
+                                                 params));
+      if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
+      STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
+      if (generation > searched) {
+        *stale = true;
+        return out;
+      }
+      std::unordered_map<int64_t, std::pair<std::string, bool>> passed;
+      for (int i = 0; i < r.size(); ++i) {
+        if (r.IsNull(i, 1)) continue;
+        STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 1));
+        STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 2));
+        STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 3));
+        passed.emplace(id, std::make_pair(std::move(uri), is_dir == "t"));
+      }
+      out.clear();
+      for (const auto& [id, similarity] : hits) {
+        auto it = passed.find(id);
+        if (it == passed.end()) continue;
+        STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(it->second.first));
+        out.push_back({uri, it->second.second, similarity, "cosine " + std::to_string(similarity).substr(0, 5)});
+        if (out.size() >= limit) return out;
+      }
+      if (hits.size() < k || k >= index_size) return out;
+    }
+  }
+
+  Result<std::vector<ScoredUri>> ExactNeighbours(pg::Conn& c, const Vector& query, const SearchFilter& filter,
+                                                 size_t limit) {
+    std::vector<pg::Param> params;
+    std::string where = FilterSql(filter, &params);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT n.uri, n.is_dir, v.vec FROM store_vectors v JOIN store_nodes n "
+                                               "ON n.id = v.node_id WHERE TRUE" + where, params));
+    std::vector<std::tuple<float, std::string, bool>> scored;
+    const size_t want_bytes = query.size() * 4;
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 2));
+      if (blob.size() != want_bytes) continue;
+      STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 1));
+      scored.emplace_back(Dot(query, BlobVector(blob)), std::move(uri), is_dir == "t");
+    }
+    return TopByCosine(std::move(scored), limit);
+  }
+
+  // Vectors computed before a write takes the lock: the cached ones, then the rest from the embedder.
+  Result<Prepared> PreEmbed(std::vector<std::string> texts, const std::vector<Uri>& new_dirs) {
+    Prepared out;
+    std::vector<std::string> missing;
+    {
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      for (const Uri& dir : new_dirs) {
+        STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindStored(*c, dir));
+        if (existing) continue;
+        Node n;
+        n.uri = dir;
+        n.is_dir = true;
+        texts.push_back(EmbeddingText(n));
+      }
+      std::sort(texts.begin(), texts.end());
+      texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+      std::vector<std::string> keys;
+      for (const std::string& text : texts) keys.push_back(HashHex(model_ + '\0' + text));
+      STRATA_ASSIGN_OR_RETURN(VectorsByKey cached, CacheLookup(*c, keys));
+      for (size_t i = 0; i < texts.size(); ++i) {
+        auto it = cached.find(keys[i]);
+        if (it != cached.end()) {
+          out[texts[i]] = std::move(it->second);
+        } else {
+          missing.push_back(texts[i]);
+        }
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh, EmbedInBatches(missing));
+    for (size_t j = 0; j < missing.size(); ++j) out[missing[j]] = std::move(fresh[j]);
+    return out;
+  }
+
+  // The cached vectors of `keys` (of the right size), by key.
+  Result<VectorsByKey> CacheLookup(pg::Conn& c, const std::vector<std::string>& keys) {
+    std::unordered_map<std::string, Vector> out;
+    if (keys.empty()) return out;
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT key, vec FROM store_embedding_cache WHERE key = ANY($1::text[])",
+                                               {ArrayLiteral(keys)}));
+    const size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string key, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 1));
+      if (blob.size() == want_bytes) out.emplace(std::move(key), BlobVector(blob));
+    }
+    return out;
+  }
+
+  Result<std::vector<Vector>> EmbedInBatches(const std::vector<std::string>& texts) {
+    std::vector<Vector> out;
+    out.reserve(texts.size());
+    const size_t want = static_cast<size_t>(embedder_->dimension());
+    for (size_t start = 0; start < texts.size(); start += embedder_->max_batch()) {
+      size_t n = std::min(embedder_->max_batch(), texts.size() - start);
+      STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh,
+                              embedder_->Embed(std::span<const std::string>(texts).subspan(start, n)));
+      if (fresh.size() != n) {
+        return Status::Internal("embedder returned " + std::to_string(fresh.size()) + " vectors for " +
+                                std::to_string(n) + " texts");
+      }
+      for (Vector& v : fresh) {
+        if (v.size() != want) {
+          return Status::InvalidArgument("embedder " + model_ + " returned a vector of " + std::to_string(v.size()) +
+                                         " dimensions, expected " + std::to_string(want));
+        }
+        out.push_back(std::move(v));
+      }
+    }
+    return out;
+  }
+
+  // Writes the plan's rows with their full-text vectors and embeddings (inside the write transaction).
+  Status Apply(pg::Conn& c, Plan& plan, const Prepared* prepared = nullptr) {
+    if (plan.rows.empty()) return Status::Ok();
+    std::vector<std::string> texts(plan.rows.size()), hashes(plan.rows.size());
+    std::vector<int64_t> existing;
+    for (const Row& row : plan.rows) {
+      if (row.id != 0) existing.push_back(row.id);
+    }
+    std::unordered_map<int64_t, std::string> old_hashes;
+    if (!existing.empty()) {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT node_id, text_hash FROM store_vectors WHERE node_id = "
+                                                 "ANY($1::bigint[])", {IdArray(existing)}));
+      for (int i = 0; i < r.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 0));
+        STRATA_ASSIGN_OR_RETURN(old_hashes[id], r.Text(i, 1));
+      }
+    }
+    std::vector<size_t> to_embed;
+    for (size_t i = 0; i < plan.rows.size(); ++i) {
+      texts[i] = EmbeddingText(plan.rows[i].node);
+      hashes[i] = HashHex(texts[i]);
+      auto it = old_hashes.find(plan.rows[i].id);
+      if (plan.rows[i].id != 0 && it != old_hashes.end() && it->second == hashes[i]) continue;
+      to_embed.push_back(i);
+    }
+    // Vectors: prepared before the lock, else cached, else embedded now (a kept hand-written layer).
+    std::vector<Vector> vectors(to_embed.size());
+    std::vector<std::string> keys;
+    for (size_t i : to_embed) keys.push_back(HashHex(model_ + '\0' + texts[i]));
+    std::vector<size_t> missing;
+    std::unordered_map<std::string, Vector> cached;
+    {
+      std::vector<std::string> lookup;
+      for (size_t j = 0; j < to_embed.size(); ++j) {
+        if (prepared != nullptr && prepared->contains(texts[to_embed[j]])) continue;
+        lookup.push_back(keys[j]);
+      }
+      STRATA_ASSIGN_OR_RETURN(cached, CacheLookup(c, lookup));
+    }
+    std::vector<std::string> missing_texts;
+    for (size_t j = 0; j < to_embed.size(); ++j) {
+      const std::string& text = texts[to_embed[j]];
+      if (prepared != nullptr) {
+        if (auto it = prepared->find(text); it != prepared->end() && it->second.size() == size_t(embedder_->dimension())) {
+          vectors[j] = it->second;
+          continue;
+        }
+      }
+      if (auto it = cached.find(keys[j]); it != cached.end()) {
+        vectors[j] = it->second;
+        continue;
+      }
+      missing.push_back(j);
+      missing_texts.push_back(text);
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh, EmbedInBatches(missing_texts));
+    for (size_t k = 0; k < missing.size(); ++k) vectors[missing[k]] = std::move(fresh[k]);
+
+    for (Row& row : plan.rows) {
+      const Node& n = row.node;
+      FtsRow f = MakeFtsRow(n.uri.name(), n.is_dir, row.derived, n.abstract_text, n.overview, n.content);
+      std::vector<pg::Param> params = {f.name, f.abstract_text, f.overview, f.content, n.uri.str(),
+                                       n.uri.Parent().str(), n.uri.name(), n.is_dir ? "t" : "f",
+                                       std::string(ContextTypeName(n.type)), n.category, n.abstract_text, n.overview,
+                                       n.content, n.metadata, IsSuperseded(n.metadata) ? "t" : "f", row.derived,
+                                       n.created_ms, n.updated_ms};
+      if (row.id == 0) {
+        STRATA_ASSIGN_OR_RETURN(
+            pg::Rows r,
+            c.Exec("INSERT INTO store_nodes(uri, parent, name, is_dir, type, category, abstract, overview, content, "
+                   "metadata, superseded, derived, created_ms, updated_ms, fts) VALUES ($5, $6, $7, $8, $9, $10, $11, "
+                   "$12, $13, $14, $15, $16, $17, $18, " + std::string(kFtsSql) + ") RETURNING id",
+                   params));
+        STRATA_ASSIGN_OR_RETURN(row.id, r.Int(0, 0));
+      } else {
+        params.emplace_back(row.id);
+        STRATA_RETURN_IF_ERROR(
+            c.Exec("UPDATE store_nodes SET uri = $5, parent = $6, name = $7, is_dir = $8, type = $9, category = $10, "
+                   "abstract = $11, overview = $12, content = $13, metadata = $14, superseded = $15, derived = $16, "
+                   "created_ms = $17, updated_ms = $18, fts = " + std::string(kFtsSql) + " WHERE id = $19",
+                   params)
+                .status()
+                .WithContext(n.uri.str()));
+      }
+    }
+    if (to_embed.empty()) return Status::Ok();
+    STRATA_RETURN_IF_ERROR(BumpGeneration(c, &plan));
+    for (size_t j = 0; j < to_embed.size(); ++j) {
+      const Row& row = plan.rows[to_embed[j]];
+      std::string blob = pg::ByteaHex(VectorBlob(vectors[j]));
+      STRATA_RETURN_IF_ERROR(c.Exec("INSERT INTO store_embedding_cache(key, vec) VALUES ($1, $2::bytea) "
+                                    "ON CONFLICT (key) DO UPDATE SET vec = EXCLUDED.vec",
+                                    {keys[j], blob})
+                                 .status());
+      STRATA_RETURN_IF_ERROR(c.Exec("INSERT INTO store_vectors(node_id, text_hash, vec, generation) VALUES "
+                                    "($1, $2, $3::bytea, $4) ON CONFLICT (node_id) DO UPDATE SET text_hash = "
+                                    "EXCLUDED.text_hash, vec = EXCLUDED.vec, generation = EXCLUDED.generation",
+                                    {row.id, hashes[to_embed[j]], blob, plan.generation})
+                                 .status());
+      plan.upserts.emplace_back(row.id, std::move(vectors[j]));
+    }
+    return Status::Ok();
+  }
+
+  // Recomputes vectors whose text changed (or all, for a new model) in one transaction. write_mu_ held.
+  Status ReindexLocked(bool all) {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    pg::Txn txn(*c);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_RETURN_IF_ERROR(c->Exec("SELECT " + std::string(kWriteLock)).status());
+    Plan plan;
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT " + std::string(kNodeColumns) +
+                                                ", v.text_hash FROM store_nodes n LEFT JOIN store_vectors v ON "
+                                                "v.node_id = n.id"));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, i));
+      STRATA_ASSIGN_OR_RETURN(std::string hash, r.Text(i, 13));
+      if (all || hash != HashHex(EmbeddingText(row.node))) plan.Put(std::move(row));
+    }
+    if (all) STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_vectors").status());
+    STRATA_RETURN_IF_ERROR(Apply(*c, plan));
+    STRATA_RETURN_IF_ERROR(BumpGeneration(*c, &plan));
+    STRATA_RETURN_IF_ERROR(
+        c->Exec("UPDATE store_meta SET value = $1 WHERE key = 'embed_model'", {model_}).status());
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    std::unique_lock index_lock(index_mu_);
+    index_generation_ = -1;  // Rebuilt whole before the next vector search.
+    return Status::Ok();
+  }
+
+  // Brings the index up to the database's generation: applies what the notifications announce (or, when
+  // the listening connection was lost, whatever changed), or rebuilds it when it has never been built.
+  Status EnsureIndexCurrent(bool force) {
+    bool sync = force;
+    {
+      std::lock_guard listen(listener_mu_);
+      Result<std::vector<std::string>> notes = listener_->TakeNotifications();
+      if (!notes.ok()) {
+        // Reconnect and listen again; whatever was announced meanwhile is found by comparing generations.
+        STRATA_RETURN_IF_ERROR(listener_->Listen(kChannel));
+        sync = true;
+      } else {
+        std::shared_lock index_lock(index_mu_);
+        for (const std::string& payload : *notes) {
+          if (payload.size() <= schema_.size() || payload.compare(0, schema_.size(), schema_) != 0 ||
+              payload[schema_.size()] != ' ') {
+            continue;  // Another schema's store.
+          }
+          int64_t generation = std::strtoll(payload.c_str() + schema_.size() + 1, nullptr, 10);
+          if (generation > index_generation_) sync = true;
+        }
+        if (index_generation_ < 0) sync = true;
+      }
+      if (listener_->connects() != listener_connects_) {
+        listener_connects_ = listener_->connects();
+        sync = true;
+      }
+    }
+    if (!sync) return Status::Ok();
+    std::unique_lock index_lock(index_mu_);
+    if (!index_ || index_generation_ == -1) return RebuildIndexLocked();
+    return CatchUpLocked();
+  }
+
+  // Applies the vector rows and removals of the generations after index_generation_. index_mu_ held.
+  Status CatchUpLocked() {
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    pg::Txn txn(*c);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_RETURN_IF_ERROR(c->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration(*c));
+    if (index_generation_ == -2) index_generation_ = indexed_through_;
+    if (generation == index_generation_) return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(pg::Rows removed, c->Exec("SELECT node_id FROM store_vector_removals WHERE generation > $1",
+                                                      {index_generation_}));
+    for (int i = 0; i < removed.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(int64_t id, removed.Int(i, 0));
+      index_->Remove(id);
+    }
+    STRATA_RETURN_IF_ERROR(LoadVectors(*c, index_generation_, index_.get()));
+    index_generation_ = generation;
+    indexed_through_ = generation;
+    return txn.Commit();
+  }
+
+  // Adds the vectors written after generation `after` to `index`.
+  Status LoadVectors(pg::Conn& c, int64_t after, VectorIndex* index) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT node_id, vec FROM store_vectors WHERE generation > $1", {after}));
+    const size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 0));
+      STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 1));
+      if (blob.size() != want_bytes) continue;  // Another model's: re-embedded by Reindex.
+      Vector v = BlobVector(blob);
+      STRATA_RETURN_IF_ERROR(index->Upsert(id, v.data()));
+    }
+    return Status::Ok();
+  }
+
+  // index_mu_ held exclusively.
+  Status RebuildIndexLocked() {
+    auto index = std::make_unique<VectorIndex>(IndexParams());
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    pg::Txn txn(*c);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_RETURN_IF_ERROR(c->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration(*c));
+    STRATA_RETURN_IF_ERROR(LoadVectors(*c, -1, index.get()));
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    index_ = std::move(index);
+    index_generation_ = generation;
+    indexed_through_ = generation;
+    return Status::Ok();
+  }
+
+  std::string url_;
+  std::string schema_;  // current_schema() of the store's connections.
+  PgStoreOptions options_;
+  std::shared_ptr<Embedder> embedder_;
+  std::string model_;
+
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<pg::Conn>> idle_;  // Guarded by pool_mu_.
+
+  // One write transaction at a time from this process (the advisory lock orders instances).
+  std::mutex write_mu_;
+  std::set<std::string> ensured_;  // Scope roots whose presets are known complete. Guarded by write_mu_.
+
+  std::mutex listener_mu_;
+  std::unique_ptr<pg::Conn> listener_;  // LISTENs on kChannel. Guarded by listener_mu_.
+  uint64_t listener_connects_ = 0;      // Guarded by listener_mu_.
+
+  // Searched under index_mu_ shared; changed under it exclusive.
+  std::shared_mutex index_mu_;
+  std::unique_ptr<VectorIndex> index_;
+  // The generation index_ reflects; -1: to be rebuilt whole; -2: a local write skipped a generation, so the
+  // index is caught up from indexed_through_ (the last generation it had fully applied).
+  int64_t index_generation_ = -1;
+  int64_t indexed_through_ = -1;
+
+  QueryVectorCache query_cache_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ContextStore>> OpenPgStore(const std::string& url, PgStoreOptions options) {
+  auto store = std::make_unique<PgStore>(url, std::move(options));
+  STRATA_RETURN_IF_ERROR(store->Open().WithContext("context store " + pg::RedactUrl(url)));
+  return std::unique_ptr<ContextStore>(std::move(store));
+}
+
+}  // namespace strata::memory

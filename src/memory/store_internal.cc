@@ -1,0 +1,506 @@
+#include "store_internal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "fts_text.h"
+#include "strata/json/checked.h"
+#include "strata/memory/presets.h"
+
+namespace strata::memory::internal {
+namespace {
+
+std::string_view KindDirAbstract(std::string_view kind) {
+  if (kind == "user") return "Users' spaces, one directory per user id.";
+  if (kind == "agent") return "Agents' spaces, one directory per agent id.";
+  if (kind == "session") return "Sessions, one directory per session id.";
+  return "";
+}
+
+Status CheckMetadata(const std::optional<std::string>& metadata) {
+  if (!metadata) return Status::Ok();
+  auto parsed = strata::json::ParseOrDiscard<nlohmann::json>(*metadata);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return Status::InvalidArgument("metadata must be a JSON object, got " + json::QuoteForError(*metadata, 80));
+  }
+  return Status::Ok();
+}
+
+// Everything stored as text must be valid UTF-8: the store's readers (JSON views, full text, export) take
+// it as such, and a stored invalid byte would fail every later read of the node.
+Status CheckText(std::string_view content, const WriteOptions& o) {
+  auto check = [](std::string_view field, std::string_view text) -> Status {
+    size_t bad = 0;
+    if (json::IsValidUtf8(text, &bad)) return Status::Ok();
+    return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  };
+  STRATA_RETURN_IF_ERROR(check("content", content));
+  if (o.abstract_text) STRATA_RETURN_IF_ERROR(check("abstract (L0)", *o.abstract_text));
+  if (o.overview) STRATA_RETURN_IF_ERROR(check("overview (L1)", *o.overview));
+  if (o.category) STRATA_RETURN_IF_ERROR(check("category", *o.category));
+  return Status::Ok();
+}
+
+// Matches `path` against a glob: `*` and `?` within one segment, `**` across segments, `[...]` classes.
+struct GlobMatcher {
+  size_t path_size;
+  std::vector<bool> failed;  // (pattern suffix length) x (path suffix length).
+
+  bool Match(std::string_view pattern, std::string_view path) {
+    // The suffixes of the full pattern and path are identified by their lengths; a failure is remembered,
+    // so each (pattern suffix, path suffix) pair is tried once: O(|pattern| x |path|), never exponential.
+    size_t key = pattern.size() * (path_size + 1) + path.size();
+    if (failed[key]) return false;
+    bool matched = MatchOnce(pattern, path);
+    if (!matched) failed[key] = true;
+    return matched;
+  }
+
+  bool MatchOnce(std::string_view pattern, std::string_view path) {
+    if (pattern.empty()) return path.empty();
+    if (pattern.starts_with("**")) {
+      std::string_view rest = pattern.substr(2);
+      if (rest.starts_with('/')) {
+        // "**/" matches zero or more whole segments.
+        if (Match(rest.substr(1), path)) return true;
+      }
+      for (size_t i = 0; i <= path.size(); ++i) {
+        if (Match(rest, path.substr(i))) return true;
+      }
+      return false;
+    }
+    char p = pattern.front();
+    if (p == '*') {
+      for (size_t i = 0; i <= path.size(); ++i) {
+        if (Match(pattern.substr(1), path.substr(i))) return true;
+        if (i < path.size() && path[i] == '/') break;
+      }
+      return false;
+    }
+    if (path.empty()) return false;
+    if (p == '?') return path.front() != '/' && Match(pattern.substr(1), path.substr(1));
+    if (p == '[') {
+      size_t close = pattern.find(']', 1);
+      if (close != std::string_view::npos) {
+        std::string_view set = pattern.substr(1, close - 1);
+        bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
+        if (negate) set.remove_prefix(1);
+        bool hit = false;
+        for (size_t i = 0; i < set.size(); ++i) {
+          if (i + 2 < set.size() && set[i + 1] == '-') {
+            hit |= path.front() >= set[i] && path.front() <= set[i + 2];
+            i += 2;
+          } else {
+            hit |= path.front() == set[i];
+          }
+        }
+        return hit != negate && Match(pattern.substr(close + 1), path.substr(1));
+      }
+    }
+    return p == path.front() && Match(pattern.substr(1), path.substr(1));
+  }
+};
+
+void SetLayer(const std::optional<std::string>& given, std::string derived_value, int64_t flag,
+              std::string* layer, int64_t* derived) {
+  if (given) {
+    *layer = *given;
+    *derived &= ~flag;
+  } else if (layer->empty() || (*derived & flag) != 0) {
+    // Keep a layer someone wrote by hand; re-derive one that was derived.
+    *layer = std::move(derived_value);
+    *derived |= flag;
+  }
+}
+
+// Keeps the preset bookkeeping of a scope root when its metadata is replaced.
+std::string MergePresetVersion(const std::string& old_json, const std::string& new_json) {
+  auto old_value = strata::json::ParseOrDiscard<nlohmann::json>(old_json);
+  auto new_value = strata::json::ParseOrDiscard<nlohmann::json>(new_json);
+  if (old_value.is_object() && old_value.contains("preset_version")) new_value["preset_version"] = old_value["preset_version"];
+  return new_value.dump();
+}
+
+Result<std::optional<Row>> FindPlannedOrStored(const Plan& plan, const Uri& uri, const FindFn& find) {
+  if (const Row* row = plan.Find(uri)) return std::optional<Row>(*row);
+  return find(uri);
+}
+
+Status PlanPresets(const Uri& root, int64_t now, const FindFn& find, Plan* plan) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<Row> root_row, FindPlannedOrStored(*plan, root, find));
+  auto meta = strata::json::ParseOrDiscard<nlohmann::json>(root_row->node.metadata);
+  if (!meta.is_object()) meta = nlohmann::json::object();
+  int version = meta.contains("preset_version") && meta["preset_version"].is_number_integer()
+                    ? meta["preset_version"].get<int>() : 0;
+  if (version < kPresetVersion) {
+    for (const PresetDirectory& preset : PresetDirectories(root.kind())) {
+      STRATA_ASSIGN_OR_RETURN(Uri u, root.Join(preset.path));
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, u, find));
+      if (row && !row->node.is_dir) continue;  // A file where a preset directory would go is left alone.
+      if (!row) {
+        Row fresh;
+        fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
+        row = std::move(fresh);
+      }
+      // Existing summaries are never overwritten; empty ones get the preset's.
+      if (row->node.abstract_text.empty()) row->node.abstract_text = preset.abstract_text;
+      if (row->node.overview.empty()) row->node.overview = preset.overview;
+      if (u == root) {
+        meta["preset_version"] = kPresetVersion;
+        row->node.metadata = meta.dump();
+      }
+      plan->Put(std::move(*row));
+    }
+  }
+  plan->ensured.push_back(root.str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void Plan::Put(Row row) {
+  auto it = by_uri.find(row.node.uri.str());
+  if (it != by_uri.end()) {
+    rows[it->second] = std::move(row);
+  } else {
+    by_uri.emplace(row.node.uri.str(), rows.size());
+    rows.push_back(std::move(row));
+  }
+}
+
+const Row* Plan::Find(const Uri& uri) const {
+  auto it = by_uri.find(uri.str());
+  return it == by_uri.end() ? nullptr : &rows[it->second];
+}
+
+void Plan::Merge(Plan other) {
+  for (auto& u : other.upserts) upserts.push_back(std::move(u));
+  for (auto& e : other.ensured) ensured.push_back(std::move(e));
+  generation = std::max(generation, other.generation);
+}
+
+const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i) {
+  static const WriteOptions kDefaults;
+  return options.empty() ? kDefaults : options.size() == 1 ? options[0] : options[i];
+}
+
+Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const std::vector<WriteOptions>& options) {
+  if (options.size() != leaves.size() && options.size() > 1) {
+    return Status::InvalidArgument("WriteBatch: " + std::to_string(options.size()) + " options for " +
+                                   std::to_string(leaves.size()) + " leaves");
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Uri& uri = leaves[i].first;
+    if (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root()) {
+      return Status::InvalidArgument(uri.str() + " is a scope directory; write leaves below it, e.g. " +
+                                     (uri.is_root() ? std::string("strata://resources/notes") : uri.str() + "/notes"));
+    }
+    STRATA_RETURN_IF_ERROR(CheckMetadata(OptionOf(options, i).metadata).WithContext(uri.str()));
+    STRATA_RETURN_IF_ERROR(CheckText(leaves[i].second, OptionOf(options, i)).WithContext(uri.str()));
+  }
+  return Status::Ok();
+}
+
+Status ValidateMkdir(const Uri& uri, const WriteOptions& o) {
+  if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
+  STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
+  return CheckText("", o).WithContext(uri.str());
+}
+
+std::vector<std::string> PredictedTexts(const std::vector<std::pair<Uri, std::string>>& leaves,
+                                        const std::vector<WriteOptions>& options) {
+  std::vector<std::string> predicted;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    Node n;
+    n.uri = leaves[i].first;
+    n.content = leaves[i].second;
+    n.abstract_text = OptionOf(options, i).abstract_text.value_or(DeriveAbstract(n.content));
+    n.overview = OptionOf(options, i).overview.value_or(DeriveOverview(n.content));
+    predicted.push_back(EmbeddingText(n));
+  }
+  return predicted;
+}
+
+std::string MkdirText(const Uri& uri, const WriteOptions& o) {
+  Node self;
+  self.uri = uri;
+  self.is_dir = true;
+  self.abstract_text = o.abstract_text.value_or("");
+  self.overview = o.overview.value_or("");
+  return EmbeddingText(self);
+}
+
+std::vector<Uri> AncestorsOf(const std::vector<std::pair<Uri, std::string>>& nodes) {
+  std::vector<Uri> out;
+  std::set<std::string> seen;
+  for (const auto& [uri, content] : nodes) {
+    for (Uri dir = uri.Parent(); !dir.is_root() && !dir.is_kind_dir(); dir = dir.Parent()) {
+      if (!seen.insert(dir.str()).second) break;  // Its ancestors are in already.
+      out.push_back(dir);
+    }
+  }
+  return out;
+}
+
+Status PlanLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const std::vector<WriteOptions>& options,
+                  int64_t now, const std::set<std::string>& ensured, const FindFn& find, Plan* plan) {
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto& [uri, content] = leaves[i];
+    const WriteOptions& o = OptionOf(options, i);
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindPlannedOrStored(*plan, uri, find));
+    if (existing && existing->node.is_dir) {
+      return Status::FailedPrecondition(uri.str() + " is a directory; only leaves have content");
+    }
+    if (existing && !o.overwrite) return Status::AlreadyExists(uri.str() + " already exists");
+    if (!o.create_parents) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> parent, FindPlannedOrStored(*plan, uri.Parent(), find));
+      if (!parent && !uri.Parent().is_scope_root()) {
+        return Status::NotFound("parent " + uri.Parent().str() + " of " + uri.str() + " does not exist");
+      }
+    }
+    STRATA_RETURN_IF_ERROR(PlanDirectories(uri.Parent(), now, ensured, find, plan));
+    Row row = existing ? *existing : Row{};
+    Node& node = row.node;
+    if (!existing) {
+      node.uri = uri;
+      node.created_ms = now;
+      node.type = InferContextType(uri);
+    }
+    node.content = content;
+    node.updated_ms = now;
+    if (o.type) node.type = *o.type;
+    if (o.category) node.category = *o.category;
+    if (o.metadata) node.metadata = *o.metadata;
+    SetLayer(o.abstract_text, DeriveAbstract(content), kAbstractDerived, &node.abstract_text, &row.derived);
+    SetLayer(o.overview, DeriveOverview(content), kOverviewDerived, &node.overview, &row.derived);
+    plan->Put(std::move(row));
+  }
+  return Status::Ok();
+}
+
+Status PlanMkdir(const Uri& uri, const WriteOptions& o, int64_t now, const std::set<std::string>& ensured,
+                 const FindFn& find, Plan* plan) {
+  STRATA_RETURN_IF_ERROR(PlanDirectories(uri, now, ensured, find, plan));
+  if (o.abstract_text || o.overview || o.category || o.metadata || o.type) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, uri, find));
+    if (o.abstract_text) row->node.abstract_text = *o.abstract_text;
+    if (o.overview) row->node.overview = *o.overview;
+    if (o.category) row->node.category = *o.category;
+    if (o.metadata) row->node.metadata = MergePresetVersion(row->node.metadata, *o.metadata);
+    if (o.type) row->node.type = *o.type;
+    row->node.updated_ms = now;
+    plan->Put(std::move(*row));
+  }
+  return Status::Ok();
+}
+
+Status PlanDirectories(const Uri& dir, int64_t now, const std::set<std::string>& ensured, const FindFn& find, Plan* plan) {
+  std::vector<Uri> chain;
+  for (Uri u = dir; !u.is_root(); u = u.Parent()) chain.push_back(u);
+  std::reverse(chain.begin(), chain.end());
+  for (const Uri& u : chain) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, u, find));
+    if (row && !row->node.is_dir) {
+      return Status::FailedPrecondition(u.str() + " is a file, so nothing can be created below it");
+    }
+    if (!row) {
+      Row fresh;
+      fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
+      if (u.is_kind_dir()) fresh.node.abstract_text = std::string(KindDirAbstract(u.kind()));
+      plan->Put(std::move(fresh));
+    }
+    if (u.is_scope_root() && !ensured.contains(u.str())) STRATA_RETURN_IF_ERROR(PlanPresets(u, now, find, plan));
+  }
+  return Status::Ok();
+}
+
+Status ValidateMove(const Uri& from, const Uri& to) {
+  for (const Uri* u : {&from, &to}) {
+    if (u->is_root() || u->is_kind_dir() || u->is_scope_root()) {
+      return Status::InvalidArgument("cannot move " + std::string(u == &from ? "from " : "to ") + u->str() +
+                                     ": scope roots and kind directories stay in place");
+    }
+  }
+  if (from.Contains(to)) return Status::InvalidArgument("cannot move " + from.str() + " into itself (" + to.str() + ")");
+  return Status::Ok();
+}
+
+std::string DirectoryLayer(const Uri& uri, Level level, const std::vector<Node>& children) {
+  if (level == Level::kAbstract) {
+    std::string out = std::string(uri.name()) + ": " + std::to_string(children.size()) + " entries";
+    for (size_t i = 0; i < children.size() && i < 5; ++i) out += (i == 0 ? " (" : ", ") + std::string(children[i].uri.name());
+    if (!children.empty()) out += children.size() > 5 ? ", ...)" : ")";
+    return out;
+  }
+  std::string out;
+  for (const Node& child : children) {
+    out += "- " + std::string(child.uri.name()) + (child.is_dir ? "/" : "") +
+           (child.abstract_text.empty() ? "" : ": " + child.abstract_text) + "\n";
+  }
+  return out;
+}
+
+bool GrepLines(const Uri& uri, const std::string& content, const std::string& wanted, bool ignore_case,
+               bool superseded, size_t limit, std::vector<GrepMatch>* out) {
+  std::string haystack = ignore_case ? AsciiLower(content) : content;
+  if (haystack.find(wanted) == std::string::npos) return true;
+  int line = 1;
+  for (size_t start = 0; start <= content.size();) {
+    size_t nl = content.find('\n', start);
+    size_t end = nl == std::string::npos ? content.size() : nl;
+    if (std::string_view(haystack).substr(start, end - start).find(wanted) != std::string_view::npos) {
+      out->push_back({uri, line, content.substr(start, end - start), superseded});
+      if (limit != 0 && out->size() >= limit) return false;
+    }
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+    ++line;
+  }
+  return true;
+}
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool GlobMatch(std::string_view pattern, std::string_view path) {
+  GlobMatcher m{path.size(), std::vector<bool>((pattern.size() + 1) * (path.size() + 1), false)};
+  return m.Match(pattern, path);
+}
+
+Result<std::vector<Node>> GlobNodes(ContextStore& store, std::string_view pattern, const Uri& under) {
+  STRATA_RETURN_IF_ERROR(ValidateGlob(pattern));
+  STRATA_ASSIGN_OR_RETURN(std::vector<Node> all, store.List(under, {.recursive = true}));
+  std::vector<Node> out;
+  size_t prefix = under.is_root() ? Uri::kPrefix.size() : under.str().size() + 1;
+  for (Node& node : all) {
+    if (GlobMatch(pattern, std::string_view(node.uri.str()).substr(prefix))) out.push_back(std::move(node));
+  }
+  return out;
+}
+
+Status CheckQueryDimension(const Vector& query, int dimension) {
+  if (static_cast<int>(query.size()) == dimension) return Status::Ok();
+  return Status::InvalidArgument("query vector has " + std::to_string(query.size()) + " dimensions, the store " +
+                                 std::to_string(dimension));
+}
+
+Result<std::vector<ScoredUri>> TopByCosine(std::vector<std::tuple<float, std::string, bool>> scored, size_t limit) {
+  size_t n = std::min(limit, scored.size());
+  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
+                    [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  std::vector<ScoredUri> out;
+  for (size_t i = 0; i < n; ++i) {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(std::get<1>(scored[i])));
+    float sim = std::get<0>(scored[i]);
+    out.push_back({uri, std::get<2>(scored[i]), sim, "cosine " + std::to_string(sim).substr(0, 5)});
+  }
+  return out;
+}
+
+std::optional<std::string> StoredLayer(const Node& node, Level level) {
+  if (!node.is_dir) {
+    return level == Level::kAbstract ? node.abstract_text : level == Level::kOverview ? node.overview : node.content;
+  }
+  if (level == Level::kAbstract && !node.abstract_text.empty()) return node.abstract_text;
+  if (level == Level::kOverview && !node.overview.empty()) return node.overview;
+  return std::nullopt;
+}
+
+Status ValidateGlob(std::string_view pattern) {
+  if (pattern.empty()) return Status::InvalidArgument("glob: empty pattern");
+  if (pattern.size() > kMaxGlobPattern) {
+    return Status::InvalidArgument("glob: the pattern is " + std::to_string(pattern.size()) + " bytes; at most " +
+                                   std::to_string(kMaxGlobPattern) + " are allowed");
+  }
+  return Status::Ok();
+}
+
+FtsRow MakeFtsRow(std::string_view name, bool is_dir, int64_t derived, std::string_view abstract_text,
+                  std::string_view overview, std::string_view content) {
+  bool leaf = !is_dir;
+  return {FtsText(name), leaf && (derived & kAbstractDerived) ? std::string() : FtsText(abstract_text),
+          leaf && (derived & kOverviewDerived) ? std::string() : FtsText(overview), FtsText(content)};
+}
+
+std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
+                                          std::string_view abstract_text, std::string_view overview) {
+  std::string detail;
+  int level = 3;
+  static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
+  static constexpr int kLevels[] = {0, 0, 1, 2};
+  // Which layers hold each term: the indexed text, except for a leaf's derived layers (not indexed,
+  // MakeFtsRow), whose short text is converted here; the content is never converted again.
+  if (row.abstract_text.empty()) row.abstract_text = FtsText(abstract_text);
+  if (row.overview.empty()) row.overview = FtsText(overview);
+  const std::string* layers[4] = {&row.name, &row.abstract_text, &row.overview, &row.content};
+  for (const std::string& t : terms) {
+    std::string where;
+    for (int c = 0; c < 4; ++c) {
+      if (!FtsContainsTerm(*layers[c], t)) continue;
+      where += std::string(where.empty() ? "" : "+") + kColumns[c];
+      level = std::min(level, kLevels[c]);
+    }
+    if (!where.empty()) detail += (detail.empty() ? "" : ", ") + t + " (" + where + ")";
+  }
+  if (detail.empty()) return {"a word sharing a stem with the query", 2};
+  return {detail, level == 3 ? 2 : level};
+}
+
+bool IsSuperseded(std::string_view metadata) {
+  auto parsed = strata::json::ParseOrDiscard<nlohmann::json>(metadata);
+  if (!parsed.is_object()) return false;
+  auto it = parsed.find("valid_to");
+  return it != parsed.end() && !it->is_null();
+}
+
+std::string VectorBlob(const Vector& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+
+Vector BlobVector(std::string_view blob) {
+  Vector v(blob.size() / 4);
+  std::memcpy(v.data(), blob.data(), v.size() * 4);
+  return v;
+}
+
+std::pair<std::string, std::string> DescendantRange(const Uri& uri) {
+  if (uri.is_root()) return {std::string(Uri::kPrefix), "strata:/0"};
+  return {uri.str() + "/", uri.str() + "0"};
+}
+
+Result<std::vector<Vector>> QueryVectorCache::Embed(Embedder& embedder, std::span<const std::string> texts) {
+  std::vector<Vector> out(texts.size());
+  std::vector<std::string> missing;
+  std::vector<size_t> where;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto it = cache_.find(texts[i]);
+      if (it != cache_.end()) {
+        out[i] = it->second;
+      } else {
+        missing.push_back(texts[i]);
+        where.push_back(i);
+      }
+    }
+  }
+  if (missing.empty()) return out;
+  STRATA_ASSIGN_OR_RETURN(std::vector<Vector> fresh, embedder.Embed(missing));
+  if (fresh.size() != missing.size()) {
+    return Status::Internal("embedder returned " + std::to_string(fresh.size()) + " vectors for " +
+                            std::to_string(missing.size()) + " texts");
+  }
+  std::lock_guard lock(mu_);
+  if (cache_.size() > 4096) cache_.clear();
+  for (size_t j = 0; j < fresh.size(); ++j) {
+    cache_[missing[j]] = fresh[j];
+    out[where[j]] = std::move(fresh[j]);
+  }
+  return out;
+}
+
+}  // namespace strata::memory::internal

@@ -1,0 +1,145 @@
+// What the context store's backends (sqlite_store.cc, pg_store.cc) share: the rules of a write, made
+// independent of SQL. A write is planned first — the rows it creates or changes, with every missing parent
+// directory and the presets of a scope root met on the way — and then applied by the backend in one
+// transaction. Planning reads stored rows through a FindFn the backend supplies (inside its transaction).
+// Also here: input validation, glob matching, a directory's generated layers, grep's line matching, the
+// full-text row of a node and the explanation of a lexical hit.
+//
+// Internal to src/memory; never installed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "strata/memory/store.h"
+
+namespace strata::memory::internal {
+
+// Bit flags of a node's `derived`: which layers were derived from the content rather than given.
+constexpr int64_t kAbstractDerived = 1;
+constexpr int64_t kOverviewDerived = 2;
+
+constexpr size_t kMaxGlobPattern = 512;
+
+// A stored node with its row id and flags.
+struct Row {
+  int64_t id = 0;  // 0: new.
+  Node node;
+  int64_t derived = 0;
+};
+
+// Rows to write in one transaction, addressable by URI; what the vector index must learn after it.
+struct Plan {
+  std::vector<Row> rows;
+  std::map<std::string, size_t> by_uri;
+  std::vector<std::pair<int64_t, Vector>> upserts;  // Vector index updates after the commit.
+  std::vector<int64_t> removed;
+  std::vector<std::string> ensured;  // Scope roots whose presets this plan completes.
+  int64_t generation = -1;           // The generation the commit produces (-1: vectors untouched).
+
+  void Put(Row row);
+  const Row* Find(const Uri& uri) const;
+  void Merge(Plan other);
+};
+
+// Reads one stored row (nullopt: none), inside the backend's transaction.
+using FindFn = std::function<Result<std::optional<Row>>(const Uri&)>;
+
+// The defaults used for a leaf of WriteBatch without options of its own.
+const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i);
+
+// Checks a WriteBatch before anything is read: option count, scope directories, metadata, UTF-8.
+Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const std::vector<WriteOptions>& options);
+Status ValidateMkdir(const Uri& uri, const WriteOptions& options);
+
+// The texts the written leaves will be embedded from (predicted before the transaction, so that a remote
+// embedder is called without holding any lock).
+std::vector<std::string> PredictedTexts(const std::vector<std::pair<Uri, std::string>>& leaves,
+                                        const std::vector<WriteOptions>& options);
+// The embedding text of a directory as Mkdir will leave it.
+std::string MkdirText(const Uri& uri, const WriteOptions& options);
+// The directories above `nodes`, below the kind directories: the ones a write creates when missing.
+std::vector<Uri> AncestorsOf(const std::vector<std::pair<Uri, std::string>>& nodes);
+
+// Plans the rows of WriteBatch / Mkdir (missing parents and presets included). `ensured`: scope roots whose
+// presets are known complete.
+Status PlanLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const std::vector<WriteOptions>& options,
+                  int64_t now, const std::set<std::string>& ensured, const FindFn& find, Plan* plan);
+Status PlanMkdir(const Uri& uri, const WriteOptions& options, int64_t now, const std::set<std::string>& ensured,
+                 const FindFn& find, Plan* plan);
+// Plans every missing directory from the top of `dir`'s chain down to `dir` itself, and the presets of a
+// scope root met on the way that are not in `ensured`.
+Status PlanDirectories(const Uri& dir, int64_t now, const std::set<std::string>& ensured, const FindFn& find, Plan* plan);
+
+// Checks that a move is allowed by the URIs alone.
+Status ValidateMove(const Uri& from, const Uri& to);
+
+// A directory's L0/L1 when it has none of its own: a listing of its children's abstracts.
+std::string DirectoryLayer(const Uri& dir, Level level, const std::vector<Node>& children);
+
+// Appends the lines of `content` containing `wanted` (already lower-cased when ignoring case) to `out`;
+// false once `limit` matches are reached.
+bool GrepLines(const Uri& uri, const std::string& content, const std::string& wanted, bool ignore_case,
+               bool superseded, size_t limit, std::vector<GrepMatch>* out);
+std::string AsciiLower(std::string_view s);
+bool GlobMatch(std::string_view pattern, std::string_view path);
+Status ValidateGlob(std::string_view pattern);
+// ContextStore::Glob over any store: its subtree listed, matched here.
+Result<std::vector<Node>> GlobNodes(ContextStore& store, std::string_view pattern, const Uri& under);
+
+// kInvalidArgument unless `query` has the store's `dimension`.
+Status CheckQueryDimension(const Vector& query, int dimension);
+// The `limit` best of (cosine, uri, is_dir) triples as hits, best first.
+Result<std::vector<ScoredUri>> TopByCosine(std::vector<std::tuple<float, std::string, bool>> scored, size_t limit);
+// A leaf's layer, or a directory's own L0/L1 when it has one (nullopt: the directory reads as a listing).
+std::optional<std::string> StoredLayer(const Node& node, Level level);
+
+// The full-text row of a node: name, abstract, overview, content. A leaf's derived layers are cut from its
+// content, so they are left out: indexing them again would count the content's first words three times.
+struct FtsRow {
+  std::string name, abstract_text, overview, content;
+};
+FtsRow MakeFtsRow(std::string_view name, bool is_dir, int64_t derived, std::string_view abstract_text,
+                  std::string_view overview, std::string_view content);
+
+// Which query terms matched which layers of a hit ("deploy (name+content), ..."), and the most abstract
+// layer a term matched (0, 1 or 2). `row` is the indexed text (MakeFtsRow); a leaf's derived layers, not
+// indexed, are taken from `abstract_text` / `overview`.
+std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
+                                          std::string_view abstract_text, std::string_view overview);
+
+// True when a node's metadata marks it superseded (a "valid_to" that is not null).
+bool IsSuperseded(std::string_view metadata);
+
+// Vectors as stored: little-endian float32 bytes.
+std::string VectorBlob(const Vector& v);
+Vector BlobVector(std::string_view blob);
+
+// The range that selects `uri`'s strict descendants: uri >= "X/" AND uri < "X0" ('0' follows '/').
+std::pair<std::string, std::string> DescendantRange(const Uri& uri);
+
+inline Status NotFoundError(const Uri& uri) { return Status::NotFound(uri.str() + " does not exist"); }
+
+// A bounded cache of query vectors (find embeds the same query text again and again).
+class QueryVectorCache {
+ public:
+  // Embeds the texts not cached with `embedder`, caching them.
+  Result<std::vector<Vector>> Embed(Embedder& embedder, std::span<const std::string> texts);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, Vector> cache_;  // Guarded by mu_.
+};
+
+}  // namespace strata::memory::internal

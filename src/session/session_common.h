@@ -1,0 +1,33 @@
+// What the two Sessions backends (session.cc: directories of context logs; pg_sessions.cc: PostgreSQL)
+// compute the same way, so that they report the same stats, summaries, ids and errors. Internal to the
+// session module; never installed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "strata/message/message.h"
+#include "strata/session/session.h"
+#include "strata/util/status.h"
+
+namespace strata::session::internal {
+
+// Adds (sign +1) or takes back (-1, for messages a revert or compaction removed) what `m` contributes to
+// `info`'s stats. Contexts once used stay counted.
+void Account(const Message& m, SessionInfo& info, int sign);
+
+// Rebuilds the live L0/L1 of `info` from the current `messages` and its stats: what the conversation
+// opened with and where it is now (no model call).
+void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info);
+
+// Returns a new session id made of `now_ms` and 24 random bits ("s1700000000000-a1b2c3"). Thread-safe.
+std::string NewSessionId(int64_t now_ms);
+
+// Checks an owner id: optional; when given it follows the URI scope-id rules (it becomes strata://user/<id>).
+Status ValidateOwnerId(std::string_view id, std::string_view what);
+
+// Returns the state named `s` ("archived", ..., "failed"); anything else is kDataLoss.
+Result<ArchiveState> ParseArchiveState(std::string_view s);
+
+}  // namespace strata::session::internal

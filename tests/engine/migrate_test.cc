@@ -1,0 +1,95 @@
+// CopyDeployment / VerifyCopy: a deployment with a store, relations, sessions (checkpoints, usage marks, a
+// system prompt, archives in several states) and an audit log is copied from a data directory into
+// PostgreSQL and into another directory, verified equal; a change to the copy is then reported.
+#include "strata/engine/migrate.h"
+
+#include <gtest/gtest.h>
+
+#include "pg_test_util.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+class MigrateTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto from = Engine::Open({.data_dir = from_dir_.path(), .embedder = "local:64"});
+    ASSERT_OK(from);
+    from_ = std::move(*from);
+    std::string to = to_dir_.path();
+    if (GetParam() == "postgres") {
+      auto url = testing::NewPostgresDatabase();
+      ASSERT_OK(url);
+      to = *url;
+    }
+    auto dest = Engine::Open({.data_dir = to, .embedder = "local:64"});
+    ASSERT_OK(dest);
+    to_ = std::move(*dest);
+  }
+  testing::TempDir from_dir_, to_dir_;
+  std::unique_ptr<Engine> from_, to_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, MigrateTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
+  Engine& e = *from_;
+  ASSERT_OK(e.Write("strata://resources/guides/kyoto", "Kyoto in April.\n\nBlossoms peak early.", {.abstract_text = "Kyoto guide"}));
+  ASSERT_OK(e.Write("strata://user/alice/notes/seat", "Aisle seat, always.", {.category = "travel", .metadata = std::string(R"({"k":1})")}));
+  ASSERT_OK(e.Mkdir("strata://resources/empty", {.abstract_text = "An empty directory", .overview = "Nothing yet."}));
+  ASSERT_OK(e.Link("strata://user/alice/notes/seat", "strata://resources/guides/kyoto", "trip"));
+  ASSERT_OK(e.CreateSession("alice", "planner", "s1").status());
+  ASSERT_OK(e.AddMessages("s1", std::vector<Message>{Message::User("first turn"), Message::Assistant("first answer")}).status());
+  auto sessions = e.sessions();
+  ASSERT_OK(sessions);
+  // An archive whose phase 2 has not run: queued again in the copy.
+  ASSERT_OK((*sessions)->Commit("s1").status());
+  ASSERT_OK((*sessions)->SetSystemPrompt("s1", "Be brief."));
+  ASSERT_OK((*sessions)->Add("s1", Message::User("second turn")));
+  ASSERT_OK((*sessions)->RecordUsage("s1", 120));
+  ASSERT_OK((*sessions)->Checkpoint("s1").status());
+  ASSERT_OK((*sessions)->RecordUsage("s1", 130));
+  ASSERT_OK((*sessions)->Add("s1", Message::Assistant("second answer")));
+  ASSERT_OK((*sessions)->Checkpoint("s1").status());
+  ASSERT_OK(e.CreateSession("bob", "", "s2").status());
+  auto audit = e.audit();
+  ASSERT_OK(audit);
+  std::vector<session::AuditEntry> entries(2);
+  entries[0] = {.uri = "strata://user/alice/notes/seat", .action = session::MemoryAction::kCreate, .source = "s1#1#0",
+                .at_ms = 5, .reason = "new", .after = "Aisle seat, always."};
+  entries[1] = {.uri = "strata://user/alice/notes/seat", .action = session::MemoryAction::kMerge, .source = "s1#1#1",
+                .at_ms = 6, .reason = "refined", .before = "x", .after = "Aisle seat, always."};
+  ASSERT_OK((*audit)->Record(entries));
+
+  auto report = CopyDeployment(*from_, *to_);
+  ASSERT_OK(report);
+  EXPECT_TRUE(report->differences.empty()) << ::testing::PrintToString(report->differences);
+  EXPECT_EQ(report->sessions, 2);
+  EXPECT_EQ(report->archives, 1);
+  EXPECT_EQ(report->messages, 4);
+  EXPECT_EQ(report->relations, 1);
+  EXPECT_EQ(report->audit_entries, 2);
+  auto log = to_->GetSessionLog("s1");
+  ASSERT_OK(log);
+  EXPECT_EQ(log->system_prompt, std::optional<std::string>("Be brief."));
+  ASSERT_EQ(log->usage_marks.size(), 2u);
+  EXPECT_EQ(log->usage_marks[1].checkpoints, 1);
+  // The unfinished archive has its phase-2 job in the copy.
+  auto status = to_->GetSessionStatus("s1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->jobs.size(), 1u);
+  EXPECT_EQ(status->jobs[0].state, session::JobState::kPending);
+  // A second copy is refused; a change to the copy is found by verification.
+  EXPECT_EQ(CopyDeployment(*from_, *to_).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(to_->Write("strata://user/alice/notes/seat", "Window seat."));
+  ASSERT_OK(to_->AddMessages("s2", std::vector<Message>{Message::User("only in the copy")}).status());
+  auto differences = VerifyCopy(*from_, *to_);
+  ASSERT_OK(differences);
+  EXPECT_EQ(*differences, (std::vector<std::string>{"node differs: strata://user/alice/notes/seat",
+                                                     "session stats differ: s2", "messages differ: s2"}));
+}
+
+}  // namespace
+}  // namespace strata

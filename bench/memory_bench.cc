@@ -2,7 +2,8 @@
 // rebuild time, and recall@5/@10 on a labelled synthetic set. Usage:
 // strata_memory_bench N [DIR | postgres://URL]. Prints one JSON object. On PostgreSQL the database must be
 // empty; STRATA_BENCH_QUERIES_ONLY=1 skips the ingest and the recall runs and measures find throughput on a
-// database an earlier run filled (several such processes at once: several instances).
+// database an earlier run filled (several such processes at once: several instances);
+// STRATA_BENCH_INGEST_ONLY=1 only fills the store (for the session benchmark at that size).
 //
 // The corpus: N leaves in 100 topic directories (each with an abstract naming
 // its topic's 8 words). A leaf holds 3 of its topic's words and 30 filler words
@@ -49,6 +50,10 @@ int main(int argc, char **argv) {
   std::string dir = argc > 2 ? argv[2] : "/tmp/strata-memory-bench";
   const bool pg = dir.rfind("postgres", 0) == 0;
   const bool queries_only = std::getenv("STRATA_BENCH_QUERIES_ONLY") != nullptr;
+  // STRATA_BENCH_QUERY_CAP=K: at most K queries per throughput measurement (100k nodes take long).
+  const size_t query_cap = std::getenv("STRATA_BENCH_QUERY_CAP") != nullptr
+                               ? static_cast<size_t>(std::atol(std::getenv("STRATA_BENCH_QUERY_CAP")))
+                               : SIZE_MAX;
   if (!pg && !queries_only) std::filesystem::remove_all(dir);
   auto open_store = [&]() -> Result<std::unique_ptr<ContextStore>> {
     if (pg) return OpenPgStore(dir);
@@ -95,7 +100,7 @@ int main(int argc, char **argv) {
     (void)Find(store, mix[0], {.limit = 10});  // Builds the vector index.
     std::vector<double> times;
     auto t0 = SteadyClock::now();
-    for (size_t i = 0; i < mix.size() * 4; ++i) {
+    for (size_t i = 0; i < std::min(mix.size() * 4, query_cap); ++i) {
       auto q0 = SteadyClock::now();
       if (!Find(store, mix[i % mix.size()], {.limit = 10}).ok()) return 1;
       times.push_back(Ms(SteadyClock::now() - q0));
@@ -122,6 +127,10 @@ int main(int argc, char **argv) {
   }
   double ingest_ms = Ms(SteadyClock::now() - start);
   (void)store.Flush();
+  if (std::getenv("STRATA_BENCH_INGEST_ONLY") != nullptr) {  // A store of N nodes for another benchmark.
+    std::printf("{\"nodes\": %d, \"ingest_nodes_per_s\": %.0f}\n", n, n / (ingest_ms / 1000));
+    return 0;
+  }
 
   auto typo = [](std::string w) {
     std::swap(w[w.size() / 2], w[w.size() / 2 + 1]);
@@ -172,7 +181,7 @@ int main(int argc, char **argv) {
     std::atomic<size_t> next{0};
     auto t0 = SteadyClock::now();
     std::vector<std::thread> pool;
-    size_t total = mix.size() * 4;
+    size_t total = std::min(mix.size() * 4, query_cap);
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&] {
         for (size_t i = next++; i < total; i = next++) (void)Find(store, mix[i % mix.size()], {.limit = 10});

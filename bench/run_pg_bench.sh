@@ -3,14 +3,18 @@
 # ingest rate, find p50/p99 and throughput and the vector index (re)build on the embedded store and on a
 # local PostgreSQL 15 (fsync on, synchronous_commit off: like SQLite's WAL with synchronous=NORMAL, a
 # committed write survives a process crash); then find from one and from two store instances (processes)
-# on the same database; then a 200-message session commit (phase 1 and 2, scripted model) on both.
-# Usage: bench/run_pg_bench.sh [N ...]   (default: 10000 100000)
+# on the same database. Then the cost of committing a 200-message session (phase 1, and phase 2 with a
+# scripted model) into a store of each size, on both backends.
+# Usage: bench/run_pg_bench.sh [--commits-only] [N ...]   (default: 10000 100000)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
 strata_install "${STRATA_PACKAGES[@]}" postgresql-15
 strata_build dev strata_memory_bench strata_session_bench >&2
 bin=$root/build/bin
+export STRATA_BENCH_QUERY_CAP=${STRATA_BENCH_QUERY_CAP:-400}  # queries per throughput figure
+commits_only=0
+if [ "${1:-}" = "--commits-only" ]; then commits_only=1; shift; fi
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(10000 100000)
 work=$(mktemp -d /tmp/strata-pgb-XXXXXX)
@@ -23,16 +27,20 @@ newdb() { "$psql" -h "$work/pg" -U strata -d postgres -qc "CREATE DATABASE $1"; 
 
 for n in "${sizes[@]}"; do
   echo "== $n nodes"
-  echo "sqlite:     $("$bin/strata_memory_bench" "$n" "$work/sqlite-$n")"
   url=$(newdb "mem_$n")
-  echo "postgres:   $("$bin/strata_memory_bench" "$n" "$url")"
-  echo "postgres, 1 instance:   $(STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url")"
-  STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >"$work/i1" &
-  STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >"$work/i2" &
-  wait
-  echo "postgres, 2 instances:  $(cat "$work/i1") $(cat "$work/i2")"
+  if [ $commits_only -eq 0 ]; then
+    echo "sqlite:     $("$bin/strata_memory_bench" "$n" "$work/sqlite-$n")"
+    echo "postgres:   $("$bin/strata_memory_bench" "$n" "$url")"
+    echo "postgres, 1 instance:   $(STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url")"
+    STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >"$work/i1" &
+    STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >"$work/i2" &
+    wait
+    echo "postgres, 2 instances:  $(cat "$work/i1") $(cat "$work/i2")"
+  else
+    STRATA_BENCH_INGEST_ONLY=1 "$bin/strata_memory_bench" "$n" "$work/sqlite-$n" >/dev/null
+    STRATA_BENCH_INGEST_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >/dev/null
+  fi
+  echo "commit, sqlite:    $(STRATA_BENCH_REUSE=1 "$bin/strata_session_bench" 200 40 "$work/sqlite-$n")"
+  echo "commit, postgres:  $("$bin/strata_session_bench" 200 40 "$url")"
   rm -rf "$work/sqlite-$n"
 done
-echo "== session commit (200 messages, 40 facts)"
-echo "sqlite:     $("$bin/strata_session_bench" 200 40 "$work/session")"
-echo "postgres:   $("$bin/strata_session_bench" 200 40 "$(newdb session)")"

@@ -9,7 +9,8 @@
 // Duplicates that survive are therefore the ones the vector pre-filter did not show it.
 //
 // Usage: strata_session_bench [MESSAGES] [FACTS] [DIR | postgres://URL]   (defaults 200, 40,
-// /tmp/strata-session-bench; a PostgreSQL database must be empty)
+// /tmp/strata-session-bench; a PostgreSQL database must hold no sessions; STRATA_BENCH_REUSE=1 keeps a
+// directory's store)
 // Prints one JSON object.
 #include <algorithm>
 #include <chrono>
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
   int n_facts = argc > 2 ? std::atoi(argv[2]) : 40;
   std::string dir = argc > 3 ? argv[3] : "/tmp/strata-session-bench";
   const bool pg = dir.rfind("postgres", 0) == 0;
-  if (!pg) std::filesystem::remove_all(dir);
+  // STRATA_BENCH_REUSE=1: commit into a store another benchmark filled (the commit cost at that size).
+  if (!pg && std::getenv("STRATA_BENCH_REUSE") == nullptr) std::filesystem::remove_all(dir);
   auto queue = pg ? session::OpenPgJobQueue(dir) : session::OpenJobQueue(dir + "/queue.db");
   auto sessions = !queue.ok() ? queue.status()
                   : pg       ? session::OpenPgSessions(dir, {.queue = queue->get()})

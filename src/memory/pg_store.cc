@@ -335,20 +335,28 @@ class PgStore final : public ContextStore {
     std::vector<std::string> terms = FtsTerms(query);
     std::vector<ScoredUri> out;
     if (terms.empty() || limit == 0) return out;
-    // Any term: each one a phrase query (a CJK bigram is two words), combined with OR.
+    // Any term, each a phrase query (a CJK bigram is two words) weighted by its inverse document frequency
+    // as BM25 weighs it: ts_rank alone has no IDF, and a common word would count as much as a rare one.
+    // The node count is the planner's estimate once the table is large (exact below 10,000 rows).
     std::vector<pg::Param> params;
-    std::string tsquery;
+    std::string values;
     for (const std::string& t : terms) {
       params.emplace_back(FtsText(t));
-      tsquery += (tsquery.empty() ? "" : " || ") + std::string("phraseto_tsquery('english', $") +
-                 std::to_string(params.size()) + ")";
+      values += (values.empty() ? "(" : ", (") + std::string("phraseto_tsquery('english', $") +
+                std::to_string(params.size()) + "))";
     }
+    std::string where = FilterSql(filter, &params);
     params.emplace_back(static_cast<int64_t>(limit));
-    std::string limit_param = "$" + std::to_string(params.size());
-    std::string sql = "SELECT n.uri, n.is_dir, ts_rank(" + std::string(kRankWeights) +
-                      ", n.fts, q.q, 1) AS rank, n.name, n.derived, n.abstract, n.overview, n.content "
-                      "FROM store_nodes n, (SELECT " + tsquery + " AS q) q WHERE n.fts @@ q.q" +
-                      FilterSql(filter, &params) + " ORDER BY rank DESC, n.uri LIMIT " + limit_param;
+    std::string sql =
+        "WITH q(query) AS (VALUES " + values + "), "
+        "total AS (SELECT CASE WHEN c.reltuples >= 10000 THEN c.reltuples::float8 "
+        "ELSE greatest((SELECT count(*) FROM store_nodes), 1)::float8 END AS n "
+        "FROM pg_class c WHERE c.oid = 'store_nodes'::regclass), "
+        "w AS (SELECT q.query, ln(1 + (t.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM q, total t, "
+        "LATERAL (SELECT count(*)::float8 AS df FROM store_nodes WHERE fts @@ q.query) d) "
+        "SELECT n.uri, n.is_dir, sum(w.idf * ts_rank(" + std::string(kRankWeights) + ", n.fts, w.query, 1)) AS rank, "
+        "n.name, n.derived, n.abstract, n.overview, n.content FROM store_nodes n JOIN w ON n.fts @@ w.query "
+        "WHERE TRUE" + where + " GROUP BY n.id ORDER BY rank DESC, n.uri LIMIT $" + std::to_string(params.size());
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));
     for (int i = 0; i < r.size(); ++i) {
@@ -387,10 +395,16 @@ class PgStore final : public ContextStore {
         std::string where = FilterSql(filter, &params);
         STRATA_ASSIGN_OR_RETURN(pg::Rows count, c->Exec("SELECT count(*) FROM store_nodes n WHERE TRUE" + where, params));
         STRATA_ASSIGN_OR_RETURN(int64_t candidates, count.Int(0, 0));
-        if (candidates <= options_.exact_search_below) return ExactNeighbours(*c, query, filter, limit);
+        if (candidates <= options_.exact_search_below) {
+          bool stale = false;
+          STRATA_ASSIGN_OR_RETURN(out, ExactNeighbours(*c, query, filter, limit, pass == 0 ? &stale : nullptr));
+          if (!stale) return out;
+          force = true;
+          continue;
+        }
       }
       bool stale = false;
-      STRATA_ASSIGN_OR_RETURN(out, GraphNeighbours(*c, query, filter, limit, scoped, &stale));
+      STRATA_ASSIGN_OR_RETURN(out, GraphNeighbours(*c, query, filter, limit, scoped, pass == 0 ? &stale : nullptr));
       if (!stale) return out;
       force = true;
     }
@@ -407,17 +421,32 @@ class PgStore final : public ContextStore {
       texts.push_back(uris[i].str());
       where[uris[i].str()].push_back(i);
     }
-    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
-    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT n.uri, v.vec FROM store_vectors v JOIN store_nodes n ON "
-                                                "n.id = v.node_id WHERE n.uri = ANY($1::text[])",
-                                                {ArrayLiteral(texts)}));
-    const size_t want_bytes = query.size() * sizeof(float);
-    for (int i = 0; i < r.size(); ++i) {
-      STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 0));
-      STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 1));
-      if (blob.size() != want_bytes) continue;
-      float similarity = Dot(query, BlobVector(blob));
-      for (size_t k : where[uri]) out[k] = similarity;
+    // The vectors come from the in-process index (current as for a search); only ids travel.
+    bool force = false;
+    for (int pass = 0; pass < 2; ++pass) {
+      STRATA_RETURN_IF_ERROR(EnsureIndexCurrent(force));
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT g.value::bigint, n.id, n.uri FROM store_meta g LEFT JOIN "
+                                                  "store_nodes n ON n.uri = ANY($1::text[]) WHERE g.key = "
+                                                  "'vector_generation'",
+                                                  {ArrayLiteral(texts)}));
+      if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
+      STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
+      std::shared_lock index_lock(index_mu_);
+      if (pass == 0 && generation > index_generation_) {
+        force = true;
+        continue;
+      }
+      Vector v(query.size());
+      for (int i = 0; i < r.size(); ++i) {
+        if (r.IsNull(i, 1)) continue;
+        STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 1));
+        STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 2));
+        if (!index_->Get(id, v.data())) continue;
+        float similarity = Dot(query, v);
+        for (size_t k : where[uri]) out[k] = similarity;
+      }
+      return out;
     }
     return out;
   }
@@ -685,6 +714,8 @@ class PgStore final : public ContextStore {
 
   // Searches the graph, over-fetching and checking the hits in one statement (widening until enough pass).
   // *stale: the database's vector generation is ahead of the index (the answer may miss new vectors).
+  // *stale stays null on the last attempt: the answer is then given as the index has it (a write racing
+  // every attempt must not fail the search).
   Result<std::vector<ScoredUri>> GraphNeighbours(pg::Conn& c, const Vector& query, const SearchFilter& filter,
                                                  size_t limit, bool scoped, bool* stale) {
     std::vector<ScoredUri> out;
@@ -704,7 +735,7 @@ class PgStore final : public ContextStore {
                                                  params));
       if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
       STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
-      if (generation > searched) {
+      if (stale != nullptr && generation > searched) {
         *stale = true;
         return out;
       }
@@ -728,20 +759,31 @@ class PgStore final : public ContextStore {
     }
   }
 
+  // Scores every node that passes the filter with its vector from the in-process index (only ids travel
+  // from the database). *stale as for GraphNeighbours.
   Result<std::vector<ScoredUri>> ExactNeighbours(pg::Conn& c, const Vector& query, const SearchFilter& filter,
-                                                 size_t limit) {
+                                                 size_t limit, bool* stale) {
     std::vector<pg::Param> params;
-    std::string where = FilterSql(filter, &params);
-    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT n.uri, n.is_dir, v.vec FROM store_vectors v JOIN store_nodes n "
-                                               "ON n.id = v.node_id WHERE TRUE" + where, params));
+    std::string on = FilterSql(filter, &params);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT g.value::bigint, n.id, n.uri, n.is_dir FROM store_meta g "
+                                               "LEFT JOIN store_nodes n ON TRUE" + on +
+                                               " WHERE g.key = 'vector_generation'", params));
+    if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
+    std::shared_lock index_lock(index_mu_);
+    if (stale != nullptr && generation > index_generation_) {
+      *stale = true;
+      return std::vector<ScoredUri>();
+    }
     std::vector<std::tuple<float, std::string, bool>> scored;
-    const size_t want_bytes = query.size() * 4;
+    Vector v(query.size());
     for (int i = 0; i < r.size(); ++i) {
-      STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 2));
-      if (blob.size() != want_bytes) continue;
-      STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 0));
-      STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 1));
-      scored.emplace_back(Dot(query, BlobVector(blob)), std::move(uri), is_dir == "t");
+      if (r.IsNull(i, 1)) continue;
+      STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 1));
+      if (!index_->Get(id, v.data())) continue;
+      STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 2));
+      STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 3));
+      scored.emplace_back(Dot(query, v), std::move(uri), is_dir == "t");
     }
     return TopByCosine(std::move(scored), limit);
   }

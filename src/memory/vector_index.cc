@@ -1,5 +1,7 @@
 #include "vector_index.h"
 
+#include <cstring>
+
 #include <hnswlib/hnswlib.h>
 
 #include <algorithm>
@@ -45,6 +47,14 @@ void VectorIndex::Remove(int64_t id) {
   if (it == g.label_lookup_.end() || g.isMarkedDeleted(it->second)) return;
   g.markDelete(static_cast<hnswlib::labeltype>(id));
   --live_;
+}
+
+bool VectorIndex::Get(int64_t id, float* out) const {
+  auto& g = *impl_->graph;
+  auto it = g.label_lookup_.find(static_cast<hnswlib::labeltype>(id));
+  if (it == g.label_lookup_.end() || g.isMarkedDeleted(it->second)) return false;
+  std::memcpy(out, g.getDataByInternalId(it->second), static_cast<size_t>(params_.dim) * sizeof(float));
+  return true;
 }
 
 Result<std::vector<std::pair<int64_t, float>>> VectorIndex::Search(const float* query, size_t k) const {

@@ -32,6 +32,8 @@ class VectorIndex {
   Status Upsert(int64_t id, const float* v);
   // Forgets `id` (no-op if absent).
   void Remove(int64_t id);
+  // Copies the vector of `id` (params().dim floats) into `out`; false when the index has none.
+  bool Get(int64_t id, float* out) const;
   // Returns up to `k` (id, cosine similarity) pairs, best first.
   Result<std::vector<std::pair<int64_t, float>>> Search(const float* query, size_t k) const;
   // Live (not removed) entries.

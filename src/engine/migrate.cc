@@ -12,6 +12,10 @@ using memory::Node;
 using memory::Uri;
 
 constexpr size_t kBatch = 256;
+// The files phase 2 keeps beside an archive (memory_pipeline.cc).
+constexpr std::string_view kArchiveFiles[] = {"summary.md", "candidates.json", "diff.json"};
+// Audit entries read at once; a log longer than this is refused rather than cut (the log cannot be paged).
+constexpr size_t kMaxAuditEntries = size_t{1} << 20;
 constexpr size_t kMaxDifferences = 100;
 
 // The options that recreate `node`'s layers: a layer equal to the one derived from the content is left to be
@@ -110,6 +114,11 @@ Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationRep
       STRATA_RETURN_IF_ERROR(
           to.ImportArchive(info.id, archive.number, messages, archive.state, archive.error, archive.notes)
               .WithContext("session " + info.id + " archive " + std::to_string(archive.number)));
+      // Phase 2's resumable work: an archive past its summary (or done) needs it to resume (or to report).
+      for (std::string_view name : kArchiveFiles) {
+        STRATA_ASSIGN_OR_RETURN(std::optional<std::string> file, from.ReadArchiveFile(info.id, archive.number, name));
+        if (file) STRATA_RETURN_IF_ERROR(to.WriteArchiveFile(info.id, archive.number, name, *file));
+      }
       report->messages += static_cast<int64_t>(messages.size());
       ++report->archives;
     }
@@ -125,7 +134,11 @@ Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationRep
 }
 
 Status CopyAudit(session::AuditLog& from, session::AuditLog& to, MigrationReport* report) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<session::AuditEntry> entries, from.Recent(Uri::kPrefix, size_t{1} << 20));
+  STRATA_ASSIGN_OR_RETURN(std::vector<session::AuditEntry> entries, from.Recent(Uri::kPrefix, kMaxAuditEntries));
+  if (entries.size() >= kMaxAuditEntries) {
+    return Status::FailedPrecondition("the audit log holds " + std::to_string(kMaxAuditEntries) +
+                                 " entries or more; strata migrate copies at most that many");
+  }
   std::reverse(entries.begin(), entries.end());  // Oldest first: the copy keeps their order.
   for (size_t start = 0; start < entries.size(); start += kBatch) {
     std::vector<session::AuditEntry> batch(entries.begin() + static_cast<std::ptrdiff_t>(start),
@@ -236,6 +249,11 @@ Status VerifySessions(session::Sessions& from, session::Sessions& to, Difference
         diff->Add("archive state differs: " + info.id + " #" + std::to_string(xa[i].number));
         continue;
       }
+      for (std::string_view name : kArchiveFiles) {
+        STRATA_ASSIGN_OR_RETURN(std::optional<std::string> fa, from.ReadArchiveFile(info.id, xa[i].number, name));
+        STRATA_ASSIGN_OR_RETURN(std::optional<std::string> fb, to.ReadArchiveFile(info.id, xb[i].number, name));
+        if (fa != fb) diff->Add("archive " + std::string(name) + " differs: " + info.id + " #" + std::to_string(xa[i].number));
+      }
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> ma, from.ArchiveMessages(info.id, xa[i].number));
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> mb, to.ArchiveMessages(info.id, xb[i].number));
       if (ma != mb) diff->Add("archived messages differ: " + info.id + " #" + std::to_string(xa[i].number));
@@ -245,8 +263,8 @@ Status VerifySessions(session::Sessions& from, session::Sessions& to, Difference
 }
 
 Status VerifyAudit(session::AuditLog& from, session::AuditLog& to, Differences* diff) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<session::AuditEntry> a, from.Recent(Uri::kPrefix, size_t{1} << 20));
-  STRATA_ASSIGN_OR_RETURN(std::vector<session::AuditEntry> b, to.Recent(Uri::kPrefix, size_t{1} << 20));
+  STRATA_ASSIGN_OR_RETURN(std::vector<session::AuditEntry> a, from.Recent(Uri::kPrefix, kMaxAuditEntries));
+  STRATA_ASSIGN_OR_RETURN(std::vector<session::AuditEntry> b, to.Recent(Uri::kPrefix, kMaxAuditEntries));
   if (a.size() != b.size()) {
     diff->Add("audit log: " + std::to_string(a.size()) + " entries in the source, " + std::to_string(b.size()) +
               " in the copy");

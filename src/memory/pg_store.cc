@@ -72,12 +72,16 @@ constexpr std::string_view kWriteLock = "pg_advisory_xact_lock(hashtext('strata 
 constexpr std::string_view kNodeColumns =
     "id, uri, is_dir, type, category, abstract, overview, content, metadata, created_ms, updated_ms, "
     "octet_length(content), derived";
+// The same without the content (listings): the size is still reported, the text stays in the database.
+constexpr std::string_view kListColumns =
+    "id, uri, is_dir, type, category, abstract, overview, '', metadata, created_ms, updated_ms, "
+    "octet_length(content), derived";
 
 // The tsvector of a full-text row ($1..$4: FtsRow's name, abstract, overview, content). PostgreSQL refuses a
-// tsvector over 1 MB, so the content's text is indexed up to 256k characters.
+// tsvector over 1 MB, so the content's text is indexed up to 256k characters and each other layer's up to 64k.
 constexpr std::string_view kFtsSql =
-    "setweight(to_tsvector('english', $1), 'B') || setweight(to_tsvector('english', $2), 'A') || "
-    "setweight(to_tsvector('english', $3), 'B') || setweight(to_tsvector('english', left($4, 262144)), 'D')";
+    "setweight(to_tsvector('english', left($1, 65536)), 'B') || setweight(to_tsvector('english', left($2, 65536)), 'A') || "
+    "setweight(to_tsvector('english', left($3, 65536)), 'B') || setweight(to_tsvector('english', left($4, 262144)), 'D')";
 // ts_rank's weights {D, C, B, A}: abstract 3, name and overview 2, content 1 — the embedded store's bm25 weights.
 constexpr std::string_view kRankWeights = "'{0.333, 0, 0.667, 1.0}'";
 
@@ -229,7 +233,7 @@ class PgStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, ensured_, Finder(c), plan));
       STRATA_RETURN_IF_ERROR(Apply(c, *plan));
       auto [lo, hi] = DescendantRange(from);
-      const int64_t cut = static_cast<int64_t>(from.str().size()) + 1;
+      const int64_t cut = CharCount(from.str()) + 1;  // substr() counts characters.
       STRATA_RETURN_IF_ERROR(
           c.Exec("UPDATE store_nodes SET uri = $1 || substr(uri, $2::int), "
                  "parent = CASE WHEN uri = $3 THEN $4 ELSE $1 || substr(parent, $2::int) END, "
@@ -432,7 +436,7 @@ class PgStore final : public ContextStore {
                                                   {ArrayLiteral(texts)}));
       if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
       STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
-      std::shared_lock index_lock(index_mu_);
+      auto index_lock = ReadIndex();
       if (pass == 0 && generation > index_generation_) {
         force = true;
         continue;
@@ -508,7 +512,7 @@ class PgStore final : public ContextStore {
       if ((superseded == "t") != IsSuperseded(n.metadata)) problems.push_back("superseded flag wrong: " + n.uri.str());
     }
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration(*c));
-    std::shared_lock index_lock(index_mu_);
+    auto index_lock = ReadIndex();
     if (index_ && generation == index_generation_ && static_cast<int64_t>(index_->size()) != vectors) {
       problems.push_back("vector index holds " + std::to_string(index_->size()) + " vectors, the database " +
                          std::to_string(vectors));
@@ -521,7 +525,7 @@ class PgStore final : public ContextStore {
       std::lock_guard write(write_mu_);
       STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/false));
     }
-    std::unique_lock index_lock(index_mu_);
+    auto index_lock = WriteIndex();
     return RebuildIndexLocked();
   }
 
@@ -584,6 +588,15 @@ class PgStore final : public ContextStore {
 
   int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
 
+  std::shared_lock<std::shared_mutex> ReadIndex() {
+    { std::lock_guard turn(index_turn_); }
+    return std::shared_lock<std::shared_mutex>(index_mu_);
+  }
+  std::unique_lock<std::shared_mutex> WriteIndex() {
+    std::lock_guard turn(index_turn_);
+    return std::unique_lock<std::shared_mutex>(index_mu_);
+  }
+
   VectorIndexParams IndexParams() const {
     return {.dim = embedder_->dimension(), .m = options_.hnsw_m, .ef_construction = options_.hnsw_ef_construction,
             .ef_search = options_.hnsw_ef_search};
@@ -608,18 +621,23 @@ class PgStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(txn.Commit());
     }
     for (std::string& root : plan.ensured) ensured_.insert(std::move(root));
-    if (plan.generation < 0) return Status::Ok();
-    std::unique_lock index_lock(index_mu_);
+    // Read the notifications here too: an instance that only writes must not let them pile up (the server
+    // stops delivering to a listener that does not read, and the database's notification queue fills).
+    int64_t announced = DrainNotifications();
+    if (plan.generation < 0 && announced < 0) return Status::Ok();
+    auto index_lock = WriteIndex();
     if (!index_) return Status::Ok();  // Built whole by the first vector search.
-    if (index_generation_ != plan.generation - 1) {
-      // Another instance wrote in between: caught up before the next vector search.
-      if (index_generation_ >= 0) index_generation_ = -2;
-      return Status::Ok();
+    if (plan.generation >= 0) {
+      if (index_generation_ == plan.generation - 1) {
+        for (int64_t id : plan.removed) index_->Remove(id);
+        for (const auto& [id, v] : plan.upserts) STRATA_RETURN_IF_ERROR(index_->Upsert(id, v.data()));
+        index_generation_ = plan.generation;
+        indexed_through_ = plan.generation;
+      } else if (index_generation_ >= 0) {
+        index_generation_ = -2;  // Another instance wrote in between: caught up before the next search.
+      }
     }
-    for (int64_t id : plan.removed) index_->Remove(id);
-    for (const auto& [id, v] : plan.upserts) STRATA_RETURN_IF_ERROR(index_->Upsert(id, v.data()));
-    index_generation_ = plan.generation;
-    indexed_through_ = plan.generation;
+    if (index_generation_ >= 0 && announced > index_generation_) index_generation_ = -2;
     return Status::Ok();
   }
 
@@ -679,7 +697,7 @@ class PgStore final : public ContextStore {
 
   Result<std::vector<Node>> ListWith(pg::Conn& c, const Uri& dir, const ListOptions& options) {
     auto [lo, hi] = DescendantRange(dir);
-    std::string sql = "SELECT " + std::string(kNodeColumns) + " FROM store_nodes WHERE " +
+    std::string sql = "SELECT " + std::string(kListColumns) + " FROM store_nodes WHERE " +
                       (options.recursive ? "uri >= $1 AND uri < $2" : "parent = $1") + " ORDER BY uri";
     if (options.limit != 0) sql += " LIMIT " + std::to_string(options.limit);
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, options.recursive ? c.Exec(sql, {lo, hi}) : c.Exec(sql, {dir.str()}));
@@ -719,7 +737,7 @@ class PgStore final : public ContextStore {
   Result<std::vector<ScoredUri>> GraphNeighbours(pg::Conn& c, const Vector& query, const SearchFilter& filter,
                                                  size_t limit, bool scoped, bool* stale) {
     std::vector<ScoredUri> out;
-    std::shared_lock index_lock(index_mu_);
+    auto index_lock = ReadIndex();
     const int64_t searched = index_generation_;
     const size_t index_size = index_->size();
     for (size_t k = scoped ? limit * 4 : limit;; k *= 4) {
@@ -770,7 +788,7 @@ class PgStore final : public ContextStore {
                                                " WHERE g.key = 'vector_generation'", params));
     if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
     STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
-    std::shared_lock index_lock(index_mu_);
+    auto index_lock = ReadIndex();
     if (stale != nullptr && generation > index_generation_) {
       *stale = true;
       return std::vector<ScoredUri>();
@@ -984,9 +1002,26 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(
         c->Exec("UPDATE store_meta SET value = $1 WHERE key = 'embed_model'", {model_}).status());
     STRATA_RETURN_IF_ERROR(txn.Commit());
-    std::unique_lock index_lock(index_mu_);
+    auto index_lock = WriteIndex();
     index_generation_ = -1;  // Rebuilt whole before the next vector search.
     return Status::Ok();
+  }
+
+  // Takes the notifications that arrived; returns the newest generation of this schema they announce (-1:
+  // none). A lost connection is noticed by the next search.
+  int64_t DrainNotifications() {
+    std::lock_guard listen(listener_mu_);
+    Result<std::vector<std::string>> notes = listener_->TakeNotifications();
+    if (!notes.ok()) return -1;
+    int64_t newest = -1;
+    for (const std::string& payload : *notes) {
+      if (payload.size() <= schema_.size() || payload.compare(0, schema_.size(), schema_) != 0 ||
+          payload[schema_.size()] != ' ') {
+        continue;
+      }
+      newest = std::max<int64_t>(newest, std::strtoll(payload.c_str() + schema_.size() + 1, nullptr, 10));
+    }
+    return newest;
   }
 
   // Brings the index up to the database's generation: applies what the notifications announce (or, when
@@ -1001,7 +1036,7 @@ class PgStore final : public ContextStore {
         STRATA_RETURN_IF_ERROR(listener_->Listen(kChannel));
         sync = true;
       } else {
-        std::shared_lock index_lock(index_mu_);
+        auto index_lock = ReadIndex();
         for (const std::string& payload : *notes) {
           if (payload.size() <= schema_.size() || payload.compare(0, schema_.size(), schema_) != 0 ||
               payload[schema_.size()] != ' ') {
@@ -1018,7 +1053,7 @@ class PgStore final : public ContextStore {
       }
     }
     if (!sync) return Status::Ok();
-    std::unique_lock index_lock(index_mu_);
+    auto index_lock = WriteIndex();
     if (!index_ || index_generation_ == -1) return RebuildIndexLocked();
     return CatchUpLocked();
   }
@@ -1091,7 +1126,9 @@ class PgStore final : public ContextStore {
   std::unique_ptr<pg::Conn> listener_;  // LISTENs on kChannel. Guarded by listener_mu_.
   uint64_t listener_connects_ = 0;      // Guarded by listener_mu_.
 
-  // Searched under index_mu_ shared; changed under it exclusive.
+  // Searched under index_mu_ shared (ReadIndex); changed under it exclusive (WriteIndex). A writer waiting
+  // holds index_turn_, so readers arriving after it wait instead of keeping it out (glibc prefers readers).
+  std::mutex index_turn_;
   std::shared_mutex index_mu_;
   std::unique_ptr<VectorIndex> index_;
   // The generation index_ reflects; -1: to be rebuilt whole; -2: a local write skipped a generation, so the

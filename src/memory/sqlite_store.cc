@@ -293,7 +293,7 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, ensured_, Finder(), &plan));
     STRATA_RETURN_IF_ERROR(Apply(plan));
     auto [lo, hi] = DescendantRange(from);
-    const int64_t cut = static_cast<int64_t>(from.str().size()) + 1;
+    const int64_t cut = CharCount(from.str()) + 1;  // substr() counts characters.
     Stmt nodes(Conn(),
                "UPDATE nodes SET uri = ?1 || substr(uri, ?2), "
                "parent = CASE WHEN uri = ?3 THEN ?4 ELSE ?1 || substr(parent, ?2) END, "

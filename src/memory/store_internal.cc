@@ -315,6 +315,12 @@ Status PlanDirectories(const Uri& dir, int64_t now, const std::set<std::string>&
   return Status::Ok();
 }
 
+int64_t CharCount(std::string_view text) {
+  int64_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return n;
+}
+
 Status ValidateMove(const Uri& from, const Uri& to) {
   for (const Uri* u : {&from, &to}) {
     if (u->is_root() || u->is_kind_dir() || u->is_scope_root()) {

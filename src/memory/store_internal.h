@@ -82,6 +82,9 @@ Status PlanMkdir(const Uri& uri, const WriteOptions& options, int64_t now, const
 // scope root met on the way that are not in `ensured`.
 Status PlanDirectories(const Uri& dir, int64_t now, const std::set<std::string>& ensured, const FindFn& find, Plan* plan);
 
+// The number of characters (code points) of UTF-8 `text`: SQL substr() counts characters, not bytes.
+int64_t CharCount(std::string_view text);
+
 // Checks that a move is allowed by the URIs alone.
 Status ValidateMove(const Uri& from, const Uri& to);
 

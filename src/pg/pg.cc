@@ -45,6 +45,12 @@ bool IsPostgresUrl(std::string_view data) {
 
 std::string RedactUrl(std::string_view url) {
   std::string out(url);
+  // password=... as a query parameter or a conninfo keyword.
+  for (size_t at = out.find("password="); at != std::string::npos; at = out.find("password=", at + 1)) {
+    size_t start = at + 9;
+    size_t end = out.find_first_of("& ", start);
+    out.replace(start, (end == std::string::npos ? out.size() : end) - start, "***");
+  }
   size_t scheme = out.find("://");
   if (scheme == std::string::npos) return out;
   size_t at = out.find('@', scheme + 3);
@@ -232,6 +238,8 @@ Status Conn::Ensure() {
   }
   // Messages of notices (CREATE TABLE IF NOT EXISTS ... "already exists, skipping") are not for our users.
   PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  // Rows::Bytes reads bytea in the hex format, whatever the database or role defaults to.
+  if (pg_result* r = PQexec(conn_, "SET bytea_output = 'hex'"); r != nullptr) PQclear(r);
   ++connects_;
   return Status::Ok();
 }
@@ -276,7 +284,15 @@ Result<Rows> Conn::Exec(std::string_view sql, std::span<const Param> params) {
   STRATA_RETURN_IF_ERROR(Ensure());
   std::vector<const char*> values;
   values.reserve(params.size());
-  for (const Param& p : params) values.push_back(p.value() ? p.value()->c_str() : nullptr);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& p = params[i];
+    // A text parameter ends at its first NUL: refuse it rather than store less than was given.
+    if (p.value() && p.value()->find('\0') != std::string::npos) {
+      return Status::InvalidArgument("postgres: " + Head(sql) + ": parameter $" + std::to_string(i + 1) +
+                                     " contains a NUL character, which PostgreSQL text cannot hold");
+    }
+    values.push_back(p.value() ? p.value()->c_str() : nullptr);
+  }
   std::string text(sql);
   pg_result* result = PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
                                    nullptr, nullptr, 0);

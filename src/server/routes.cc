@@ -1,4 +1,5 @@
 // The API routes (docs/api/openapi.yaml): service, store, sessions, tasks, memories, prompts, tokens, keys.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,14 +24,25 @@ class ScratchDir {
   static Result<ScratchDir> Make(const std::string& data_dir) {
     static std::atomic<uint64_t> counter{0};
     std::error_code ec;
-    // On PostgreSQL there is no data directory: the system's temporary directory serves.
-    fs::path base = pg::IsPostgresUrl(data_dir) ? fs::temp_directory_path() / "strata-scratch" : fs::path(data_dir) / "tmp";
+    // On PostgreSQL there is no data directory: a directory of this user's in the system's temporary one,
+    // which must be its own (another user could otherwise read or swap what is exported through it).
+    bool pg = pg::IsPostgresUrl(data_dir);
+    fs::path base = pg ? fs::temp_directory_path() / ("strata-scratch-" + std::to_string(::geteuid()))
+                       : fs::path(data_dir) / "tmp";
     fs::create_directories(base, ec);
+    if (pg && !ec) {
+      struct stat st {};
+      if (::lstat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+        return Status::PermissionDenied("the scratch directory " + base.string() + " is not this user's own");
+      }
+      fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace, ec);
+    }
     static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
     fs::path dir = base / ("http-" + std::to_string(::getpid()) + "-" + std::to_string(salt ^ ++counter));
     if (ec || !fs::create_directory(dir, ec) || ec) {
       return Status::Internal("cannot create a scratch directory in " + base.string() + ": " + ec.message());
     }
+    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);  // Exports are private.
     return ScratchDir(dir.string());
   }
   ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, "")) {}

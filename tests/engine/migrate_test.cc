@@ -46,6 +46,7 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   ASSERT_OK(sessions);
   // An archive whose phase 2 has not run: queued again in the copy.
   ASSERT_OK((*sessions)->Commit("s1").status());
+  ASSERT_OK((*sessions)->WriteArchiveFile("s1", 1, "summary.md", "A first turn and its answer."));
   ASSERT_OK((*sessions)->SetSystemPrompt("s1", "Be brief."));
   ASSERT_OK((*sessions)->Add("s1", Message::User("second turn")));
   ASSERT_OK((*sessions)->RecordUsage("s1", 120));
@@ -76,6 +77,11 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   EXPECT_EQ(log->system_prompt, std::optional<std::string>("Be brief."));
   ASSERT_EQ(log->usage_marks.size(), 2u);
   EXPECT_EQ(log->usage_marks[1].checkpoints, 1);
+  auto dest_sessions = to_->sessions();
+  ASSERT_OK(dest_sessions);
+  auto summary = (*dest_sessions)->ReadArchiveFile("s1", 1, "summary.md");
+  ASSERT_OK(summary);
+  EXPECT_EQ(*summary, std::optional<std::string>("A first turn and its answer."));
   // The unfinished archive has its phase-2 job in the copy.
   auto status = to_->GetSessionStatus("s1");
   ASSERT_OK(status);

@@ -3,8 +3,8 @@
 // CopyDeployment reads everything through the source engine's interfaces and writes it through the
 // destination's, so any pair of backends works: the store (every node with its layers, type, category and
 // metadata; relations), the sessions (owners, system prompt, the current messages with their checkpoints and
-// usage marks in file order, and every archive with its messages, state, error and notes), and the audit
-// log. An archive whose phase 2 had not finished is queued again in the destination; a finished or failed
+// usage marks in file order, and every archive with its messages, state, error, notes and phase 2's files),
+// and the audit log (at most 2^20 entries; a longer log is refused). An archive whose phase 2 had not finished is queued again in the destination; a finished or failed
 // one is not. Then VerifyCopy compares the two and lists every difference.
 //
 // Not carried over: creation and update times (the destination stamps its own), earlier versions of a log

@@ -1012,12 +1012,17 @@ class PgStore final : public ContextStore {
   int64_t DrainNotifications() {
     std::lock_guard listen(listener_mu_);
     Result<std::vector<std::string>> notes = listener_->TakeNotifications();
-    if (!notes.ok()) return -1;
+    return notes.ok() ? NewestAnnounced(*notes) : -1;
+  }
+
+  // The newest generation of this schema's store among notification payloads ("<schema> <generation>");
+  // -1 when none is this schema's.
+  int64_t NewestAnnounced(const std::vector<std::string>& payloads) const {
     int64_t newest = -1;
-    for (const std::string& payload : *notes) {
+    for (const std::string& payload : payloads) {
       if (payload.size() <= schema_.size() || payload.compare(0, schema_.size(), schema_) != 0 ||
           payload[schema_.size()] != ' ') {
-        continue;
+        continue;  // Another schema's store.
       }
       newest = std::max<int64_t>(newest, std::strtoll(payload.c_str() + schema_.size() + 1, nullptr, 10));
     }
@@ -1037,15 +1042,7 @@ class PgStore final : public ContextStore {
         sync = true;
       } else {
         auto index_lock = ReadIndex();
-        for (const std::string& payload : *notes) {
-          if (payload.size() <= schema_.size() || payload.compare(0, schema_.size(), schema_) != 0 ||
-              payload[schema_.size()] != ' ') {
-            continue;  // Another schema's store.
-          }
-          int64_t generation = std::strtoll(payload.c_str() + schema_.size() + 1, nullptr, 10);
-          if (generation > index_generation_) sync = true;
-        }
-        if (index_generation_ < 0) sync = true;
+        if (NewestAnnounced(*notes) > index_generation_ || index_generation_ < 0) sync = true;
       }
       if (listener_->connects() != listener_connects_) {
         listener_connects_ = listener_->connects();

@@ -4,6 +4,8 @@
 // empty; STRATA_BENCH_QUERIES_ONLY=1 skips the ingest and the recall runs and measures find throughput on a
 // database an earlier run filled (several such processes at once: several instances);
 // STRATA_BENCH_INGEST_ONLY=1 only fills the store (for the session benchmark at that size).
+// STRATA_BENCH_FIND="name=value,..." sets FindOptions for every find (find_settings.h), e.g. to measure what a
+// step of Find is worth on this set.
 //
 // The corpus: N leaves in 100 topic directories (each with an abstract naming
 // its topic's 8 words). A leaf holds 3 of its topic's words and 30 filler words
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "find_settings.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
@@ -54,6 +57,17 @@ int main(int argc, char **argv) {
   const size_t query_cap = std::getenv("STRATA_BENCH_QUERY_CAP") != nullptr
                                ? static_cast<size_t>(std::atol(std::getenv("STRATA_BENCH_QUERY_CAP")))
                                : SIZE_MAX;
+  // STRATA_BENCH_FIND="name=value,...": FindOptions for every find (find_settings.h).
+  FindOptions find{.limit = 10};
+  if (const char *settings = std::getenv("STRATA_BENCH_FIND")) {
+    Status s = bench::ApplyFindSettings(find, settings);
+    if (!s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;
+  }
+  auto with_fusion = [&](Fusion f) {
+    FindOptions o = find;
+    o.fusion = f;
+    return o;
+  };
   if (!pg && !queries_only) std::filesystem::remove_all(dir);
   auto open_store = [&]() -> Result<std::unique_ptr<ContextStore>> {
     if (pg) return OpenPgStore(dir);
@@ -97,12 +111,12 @@ int main(int argc, char **argv) {
   if (queries_only) {
     std::vector<std::string> mix;
     for (const Fact &f : facts) mix.push_back(f.key1 + " " + f.key2 + " " + topic_word(f.topic, 2));
-    (void)Find(store, mix[0], {.limit = 10});  // Builds the vector index.
+    (void)Find(store, mix[0], find);  // Builds the vector index.
     std::vector<double> times;
     auto t0 = SteadyClock::now();
     for (size_t i = 0; i < std::min(mix.size() * 4, query_cap); ++i) {
       auto q0 = SteadyClock::now();
-      if (!Find(store, mix[i % mix.size()], {.limit = 10}).ok()) return 1;
+      if (!Find(store, mix[i % mix.size()], find).ok()) return 1;
       times.push_back(Ms(SteadyClock::now() - q0));
     }
     double qps = static_cast<double>(times.size()) / (Ms(SteadyClock::now() - t0) / 1000);
@@ -151,7 +165,7 @@ int main(int argc, char **argv) {
       };
       for (int kind = 0; kind < 3; ++kind) {
         auto t0 = SteadyClock::now();
-        auto hits = Find(store, queries[kind], {.limit = 10, .fusion = kFusions[mode]});
+        auto hits = Find(store, queries[kind], with_fusion(kFusions[mode]));
         if (mode == 0) latencies.push_back(Ms(SteadyClock::now() - t0));
         if (!hits.ok()) return std::fprintf(stderr, "%s\n", hits.status().ToString().c_str()), 1;
         if (verbose && mode == 0 &&
@@ -184,7 +198,7 @@ int main(int argc, char **argv) {
     size_t total = std::min(mix.size() * 4, query_cap);
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&] {
-        for (size_t i = next++; i < total; i = next++) (void)Find(store, mix[i % mix.size()], {.limit = 10});
+        for (size_t i = next++; i < total; i = next++) (void)Find(store, mix[i % mix.size()], find);
       });
     }
     for (auto &th : pool) th.join();
@@ -198,7 +212,7 @@ int main(int argc, char **argv) {
   auto reopened = open_store();
   if (!reopened.ok()) return 1;
   // PostgreSQL: each instance builds its index from the table on the first vector search.
-  if (pg && !Find(**reopened, mix[0], {.limit = 10}).ok()) return 1;
+  if (pg && !Find(**reopened, mix[0], find).ok()) return 1;
   double rebuild_ms = Ms(SteadyClock::now() - t1);
   double q = static_cast<double>(facts.size());
   auto recall = [&](int mode) {

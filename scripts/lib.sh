@@ -7,7 +7,7 @@ STRATA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev libcurl4-openssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libyaml-cpp-dev
-  libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev)
+  libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev libstemmer-dev)
 # Only the test script needs these (libFuzzer runs under clang; Python's Jinja2 is the prompt engine's
 # reference; the viewer's tests drive Chromium; the PostgreSQL backend's tests start a throwaway cluster).
 STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev python3 python3-jinja2 python3-yaml chromium fonts-dejavu-core postgresql-15)

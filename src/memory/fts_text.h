@@ -121,15 +121,50 @@ inline std::vector<std::string> FtsTerms(std::string_view query) {
   return terms;
 }
 
-// True if the indexed text `fts_text` contains `term` as a word (ASCII case-insensitively); an
-// approximation of the tokenizer's match used to explain hits.
+// English function words: PostgreSQL's `english` stop list (the Snowball one) and the pieces of contractions
+// ("didn't" is "didn" and "t"), sorted. Questions are made of them ("what did", "where has"): searched for,
+// they decide the top ranks instead of the words that carry the question.
+inline bool IsStopWord(std::string_view word) {
+  static constexpr std::string_view kWords[] = {
+      "a",        "about",   "above",   "after",   "again",      "against", "all",     "am",     "an",
+      "and",      "any",     "are",     "aren",    "as",         "at",      "be",      "because", "been",
+      "before",   "being",   "below",   "between", "both",       "but",     "by",      "can",    "could",
+      "couldn",   "d",       "did",     "didn",    "do",         "does",    "doesn",   "doing",  "don",
+      "down",     "during",  "each",    "few",     "for",        "from",    "further", "had",    "hadn",
+      "has",      "hasn",    "have",    "haven",   "having",     "he",      "her",     "here",   "hers",
+      "herself",  "him",     "himself", "his",     "how",        "i",       "if",      "in",     "into",
+      "is",       "isn",     "it",      "its",     "itself",     "just",    "ll",      "m",      "me",
+      "might",    "more",    "most",    "must",    "my",         "myself",  "no",      "nor",    "not",
+      "now",      "of",      "off",     "on",      "once",       "only",    "or",      "other",  "ought",
+      "our",      "ours",    "ourselves", "out",   "over",       "own",     "re",      "s",      "same",
+      "shall",    "she",     "should",  "shouldn", "so",         "some",    "such",    "t",      "than",
+      "that",     "the",     "their",   "theirs",  "them",       "themselves", "then", "there",  "these",
+      "they",     "this",    "those",   "through", "to",         "too",     "under",   "until",  "up",
+      "ve",       "very",    "was",     "wasn",    "we",         "were",    "weren",   "what",   "when",
+      "where",    "which",   "while",   "who",     "whom",       "why",     "will",    "with",   "won",
+      "would",    "wouldn",  "you",     "your",    "yours",      "yourself", "yourselves"};
+  return std::binary_search(std::begin(kWords), std::end(kWords), word);
+}
+
+// The terms a query is searched by: FtsTerms without stop words, unless nothing else is left (a query of
+// function words alone still finds what holds them).
+inline std::vector<std::string> QueryTerms(std::string_view query) {
+  std::vector<std::string> terms = FtsTerms(query);
+  std::vector<std::string> kept;
+  for (const std::string& t : terms) {
+    if (!IsStopWord(t)) kept.push_back(t);
+  }
+  return kept.empty() ? terms : kept;
+}
+
+// True if the lower-cased indexed text `fts_text` contains `term` as a word; an approximation of the
+// tokenizer's match used to explain hits.
 inline bool FtsContainsTerm(std::string_view fts_text, std::string_view term) {
-  std::string hay(fts_text);
-  for (char& c : hay) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (size_t pos = hay.find(term); pos != std::string::npos; pos = hay.find(term, pos + 1)) {
-    bool left = pos == 0 || !std::isalnum(static_cast<unsigned char>(hay[pos - 1]));
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); };
+  for (size_t pos = fts_text.find(term); pos != std::string::npos; pos = fts_text.find(term, pos + 1)) {
+    bool left = pos == 0 || !alnum(fts_text[pos - 1]);
     size_t end = pos + term.size();
-    bool right = end >= hay.size() || !std::isalnum(static_cast<unsigned char>(hay[end]));
+    bool right = end >= fts_text.size() || !alnum(fts_text[end]);
     if (left && right) return true;
   }
   return false;

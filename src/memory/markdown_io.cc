@@ -19,6 +19,32 @@
 namespace strata::memory {
 namespace {
 
+// Names compared with runs of digits as numbers: "turn-2" < "turn-10"; otherwise bytewise.
+bool NaturalLess(std::string_view a, std::string_view b) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ei = i, ej = j;
+      while (ei < a.size() && digit(a[ei])) ++ei;
+      while (ej < b.size() && digit(b[ej])) ++ej;
+      std::string_view x = a.substr(i, ei - i), y = b.substr(j, ej - j);
+      while (x.size() > 1 && x[0] == '0') x.remove_prefix(1);
+      while (y.size() > 1 && y[0] == '0') y.remove_prefix(1);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = ei;
+      j = ej;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  if ((a.size() - i) != (b.size() - j)) return a.size() - i < b.size() - j;
+  return a < b;  // Equal but for leading zeros: a total order all the same.
+}
+
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
@@ -236,7 +262,10 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     std::error_code ec;
     for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
     if (ec) return Status::Internal("import: cannot list " + path.string() + ": " + ec.message());
-    std::sort(entries.begin(), entries.end());
+    // Written in natural order ("turn-2" before "turn-10"): write order is what Find takes for neighbours.
+    std::sort(entries.begin(), entries.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {
+      return NaturalLess(a.path().filename().string(), b.path().filename().string());
+    });
     std::vector<std::pair<fs::path, Uri>> subdirs;
     for (const auto& e : entries) {
       std::string file = e.path().filename().string();

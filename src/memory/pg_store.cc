@@ -61,6 +61,8 @@ CREATE TABLE store_relations(
 CREATE INDEX store_relations_by_dst ON store_relations(dst);
 CREATE TABLE store_embedding_cache(key TEXT PRIMARY KEY, vec BYTEA NOT NULL);
 )sql",
+    // 2: a directory's leaves in write order (Neighbours).
+    "CREATE INDEX store_nodes_by_parent_id ON store_nodes(parent, id);",
 };
 
 // The NOTIFY channel that carries each new vector generation, as "<schema> <generation>" (stores of several
@@ -336,7 +338,7 @@ class PgStore final : public ContextStore {
   }
 
   Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
-    std::vector<std::string> terms = FtsTerms(query);
+    std::vector<std::string> terms = QueryTerms(query);
     std::vector<ScoredUri> out;
     if (terms.empty() || limit == 0) return out;
     // Any term, each a phrase query (a CJK bigram is two words) weighted by its inverse document frequency
@@ -374,7 +376,8 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(std::string overview, r.Text(i, 6));
       STRATA_ASSIGN_OR_RETURN(std::string content, r.Text(i, 7));
       auto [detail, level] = LexicalDetail(
-          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview);
+          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview,
+          out.size() < kExplainedRows);
       out.push_back({uri, is_dir == "t", rank, std::move(detail), level});
     }
     return out;
@@ -451,6 +454,54 @@ class PgStore final : public ContextStore {
         for (size_t k : where[uri]) out[k] = similarity;
       }
       return out;
+    }
+    return out;
+  }
+
+  Result<int64_t> Count(const SearchFilter& filter, int64_t cap) override {
+    std::vector<pg::Param> params = {cap};
+    std::string where = FilterSql(filter, &params);
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r,
+                            c->Exec("SELECT count(*) FROM (SELECT 1 FROM store_nodes n WHERE TRUE" + where + " LIMIT $1) c",
+                                    params));
+    return r.Int(0, 0);
+  }
+
+  Result<std::vector<std::vector<Neighbour>>> Neighbours(std::span<const Uri> leaves, int span,
+                                                         const SearchFilter& filter) override {
+    std::vector<std::vector<Neighbour>> out(leaves.size());
+    if (span <= 0 || leaves.empty()) return out;
+    std::vector<std::string> texts;
+    std::unordered_map<std::string, std::vector<size_t>> where;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      texts.push_back(leaves[i].str());
+      where[leaves[i].str()].push_back(i);
+    }
+    // One statement: for each leaf, its directory in write order from the leaf outwards (store_nodes_by_parent_id).
+    std::vector<pg::Param> params = {ArrayLiteral(texts), static_cast<int64_t>(span)};
+    auto side = [&](const char* cmp, const char* order, const char* sign) {
+      std::string on = FilterSql(filter, &params);
+      return "SELECT m.uri, s.uri, " + std::string(sign) + "s.k FROM m, LATERAL (SELECT n.uri, row_number() OVER "
+             "(ORDER BY n.id " + order + ") AS k FROM (SELECT n.uri, n.id FROM store_nodes n WHERE n.parent = m.parent "
+             "AND n.id " + cmp + " m.id AND NOT n.is_dir" + on + " ORDER BY n.id " + order + " LIMIT $2) n) s";
+    };
+    std::string sql = "WITH m AS (SELECT uri, parent, id FROM store_nodes WHERE uri = ANY($1::text[])) " +
+                      side("<", "DESC", "-") + " UNION ALL " + side(">", "ASC", "");
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(std::string leaf, r.Text(i, 0));
+      STRATA_ASSIGN_OR_RETURN(std::string uri_text, r.Text(i, 1));
+      STRATA_ASSIGN_OR_RETURN(int64_t offset, r.Int(i, 2));
+      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
+      for (size_t k : where[leaf]) out[k].push_back({uri, static_cast<int>(offset)});
+    }
+    for (auto& list : out) {
+      std::sort(list.begin(), list.end(), [](const Neighbour& a, const Neighbour& b) {
+        // As the SQLite store gives them: the leaves before (nearest first), then those after.
+        return (a.offset < 0) != (b.offset < 0) ? a.offset < 0 : std::abs(a.offset) < std::abs(b.offset);
+      });
     }
     return out;
   }

@@ -1,6 +1,7 @@
 #include "strata/memory/retrieval.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -8,9 +9,6 @@
 
 namespace strata::memory {
 namespace {
-
-// Sibling lists are short: a smaller RRF constant keeps their ranks apart.
-constexpr double kLocalRrfK = 10;
 
 struct Candidate {
   bool is_dir = false;
@@ -92,6 +90,140 @@ std::string EvidenceReason(const Evidence& e) {
   return reason;
 }
 
+// Opens the best `beam` directories that matched by their own layers: their children join the candidates
+// with their own cosine (the lexical list already holds every child that matched a word).
+Status OpenDirectories(ContextStore& store, const Vector& qv, const FindOptions& options,
+                       std::map<std::string, Candidate>& cands) {
+  std::vector<std::pair<double, std::string>> dirs;
+  for (const auto& [uri, c] : cands) {
+    if (c.is_dir && c.score > 0) dirs.emplace_back(c.score, uri);
+  }
+  std::sort(dirs.begin(), dirs.end(), std::greater<>());
+  if (dirs.size() > options.beam) dirs.resize(options.beam);
+  const double w = options.fusion == Fusion::kRelativeScore ? options.vector_weight : 0.5;
+  for (const auto& [dir_score, dir] : dirs) {
+    STRATA_ASSIGN_OR_RETURN(Uri dir_uri, Uri::Parse(dir));
+    // A large directory is not opened: scoring all its children would cost more than the whole search, and
+    // those that resemble the query are in the global lists already.
+    SearchFilter children{.under = options.under,
+                          .type = options.type,
+                          .category = options.category,
+                          .parent = dir_uri,
+                          .current_only = !options.include_superseded};
+    const auto most = static_cast<int64_t>(options.children_per_directory);
+    STRATA_ASSIGN_OR_RETURN(int64_t count, store.Count(children, most + 1));
+    if (count > most) continue;
+    STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> found,
+                            store.VectorNeighbours(qv, children, options.children_per_directory));
+    for (const ScoredUri& child : found) {
+      auto [it, inserted] = cands.try_emplace(child.uri.str());
+      if (!inserted) continue;
+      Candidate& c = it->second;
+      c.is_dir = child.is_dir;
+      c.score = w * std::max(0.0, child.score);
+      c.reason = "cosine " + Fixed(child.score) + "; child of " + dir;
+    }
+  }
+  return Status::Ok();
+}
+
+// Step 2: the best leaves lend part of their base score to the leaves written beside them.
+Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::map<std::string, Candidate>& cands) {
+  if (options.neighbour_weight <= 0 || options.neighbour_span <= 0 || options.context_candidates == 0) {
+    return Status::Ok();
+  }
+  std::vector<std::pair<double, std::string>> best;
+  for (const auto& [uri, c] : cands) {
+    if (!c.is_dir && c.score > 0) best.emplace_back(c.score, uri);
+  }
+  std::sort(best.begin(), best.end(), std::greater<>());
+  if (best.size() > options.context_candidates) best.resize(options.context_candidates);
+  std::vector<Uri> leaves;
+  for (const auto& [score, uri] : best) {
+    STRATA_ASSIGN_OR_RETURN(Uri u, Uri::Parse(uri));
+    leaves.push_back(std::move(u));
+  }
+  SearchFilter filter{.under = options.under,
+                      .type = options.type,
+                      .category = options.category,
+                      .leaves_only = true,
+                      .current_only = !options.include_superseded};
+  STRATA_ASSIGN_OR_RETURN(auto neighbours, store.Neighbours(leaves, options.neighbour_span, filter));
+  // The best loan each leaf receives, and from whom. A loan moves a leaf part of the way from its own score
+  // toward its lender's, never past it: context around a strong hit must not bury it (where every leaf
+  // matches a little, adding the loan to a neighbour's own evidence would).
+  std::map<std::string, std::pair<double, size_t>> loans;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const double lender = best[i].first;
+    for (const Neighbour& n : neighbours[i]) {
+      auto own = cands.find(n.uri.str());
+      double base = own == cands.end() ? 0 : own->second.score;
+      double share = options.neighbour_weight * std::ldexp(1.0, 1 - std::abs(n.offset));
+      double loan = share * (lender - base);
+      if (loan <= 0) continue;
+      auto [it, inserted] = loans.try_emplace(n.uri.str(), loan, i);
+      if (!inserted && loan > it->second.first) it->second = {loan, i};
+    }
+  }
+  for (const auto& [uri, loan] : loans) {
+    Candidate& c = cands[uri];
+    if (c.reason.empty()) c.reason = "no match of its own";
+    c.score += loan.first;
+    AddReason(c, "beside " + best[loan.second].second + " +" + Fixed(loan.first));
+  }
+  return Status::Ok();
+}
+
+// Step 3: a directory's evidence is the best of its own score and its three best children's mean; candidates
+// gain directory_weight of the best score, in proportion to their directory's evidence.
+void AddDirectoryEvidence(const FindOptions& options, const std::map<std::string, double>& base,
+                          std::map<std::string, Candidate>& cands) {
+  if (options.directory_weight <= 0) return;
+  std::map<std::string, std::vector<double>> children;
+  std::map<std::string, std::string> parent_of;
+  double top = 0;
+  for (const auto& [uri, c] : cands) {
+    top = std::max(top, c.score);
+    // The parent is the URI up to its last slash (a scope root such as strata://resources has none).
+    size_t slash = uri.rfind('/');
+    if (slash == std::string::npos || slash < Uri::kPrefix.size()) continue;
+    std::string parent = uri.substr(0, slash);
+    parent_of[uri] = parent;
+    auto b = base.find(uri);
+    if (b != base.end() && b->second > 0) children[parent].push_back(b->second);
+  }
+  std::map<std::string, double> evidence;
+  double best = 0;
+  for (auto& [dir, scores] : children) {
+    std::sort(scores.begin(), scores.end(), std::greater<>());
+    double sum = 0;
+    for (size_t i = 0; i < scores.size() && i < 3; ++i) sum += scores[i];
+    double own = 0;
+    if (auto b = base.find(dir); b != base.end()) own = b->second;
+    evidence[dir] = std::max(own, sum / 3);
+    best = std::max(best, evidence[dir]);
+  }
+  for (const auto& [uri, c] : cands) {
+    (void)c;
+    auto p = parent_of.find(uri);
+    if (p == parent_of.end()) continue;
+    if (auto b = base.find(p->second); b != base.end() && !evidence.contains(p->second)) {
+      evidence[p->second] = b->second;  // An opened directory whose children matched nothing themselves.
+      best = std::max(best, b->second);
+    }
+  }
+  if (best <= 0 || top <= 0) return;
+  for (auto& [uri, c] : cands) {
+    auto p = parent_of.find(uri);
+    if (p == parent_of.end()) continue;
+    auto e = evidence.find(p->second);
+    if (e == evidence.end() || e->second <= 0) continue;
+    double gain = options.directory_weight * top * e->second / best;
+    c.score += gain;
+    AddReason(c, "in " + p->second + " +" + Fixed(gain));
+  }
+}
+
 Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std::string& query,
                                                  const FindOptions& options) {
   std::vector<std::string> texts = {query};
@@ -128,75 +260,11 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
     c.score = score;
     c.reason = EvidenceReason(e);
   }
-  // Among siblings, lexical evidence comes from the global list (one full-text query per find).
-  std::map<std::string, std::vector<size_t>> lexical_by_parent;
-  for (size_t i = 0; i < lexical.size(); ++i) lexical_by_parent[lexical[i].uri.Parent().str()].push_back(i);
-
-  std::set<std::string> opened;
-  std::vector<std::string> previous_top;
-  for (int round = 0; round < options.max_rounds; ++round) {
-    std::vector<std::pair<double, std::string>> frontier;
-    for (const auto& [uri, c] : cands) {
-      if (c.is_dir && !opened.contains(uri)) frontier.emplace_back(c.score, uri);
-    }
-    if (round == 0 && !options.under.is_root() && !opened.contains(options.under.str())) {
-      frontier.emplace_back(1e9, options.under.str());  // The starting directory is always opened.
-    }
-    if (frontier.empty()) break;
-    std::sort(frontier.begin(), frontier.end(), std::greater<>());
-    if (frontier.size() > options.beam) frontier.resize(options.beam);
-    for (const auto& [dir_score, dir] : frontier) {
-      opened.insert(dir);
-      auto it = cands.find(dir);
-      double parent = it == cands.end() ? 0 : it->second.score;
-      STRATA_ASSIGN_OR_RETURN(Uri dir_uri, Uri::Parse(dir));
-      SearchFilter children{.under = options.under,
-                            .type = options.type,
-                            .category = options.category,
-                            .parent = dir_uri,
-                            .current_only = !options.include_superseded};
-      STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> local_vector,
-                              store.VectorNeighbours(qv, children, options.children_per_directory));
-      std::map<std::string, Evidence> local;
-      for (size_t i = 0; i < local_vector.size(); ++i) {
-        Evidence& e = local[local_vector[i].uri.str()];
-        e.is_dir = local_vector[i].is_dir;
-        e.vector_rank = static_cast<int>(i);
-        e.cosine = local_vector[i].score;
-      }
-      const std::vector<size_t>& siblings = lexical_by_parent[dir];
-      for (size_t k = 0; k < siblings.size(); ++k) {
-        const ScoredUri& s = lexical[siblings[k]];
-        Evidence& e = local[s.uri.str()];
-        e.is_dir = s.is_dir;
-        e.level = s.level;
-        e.lexical_rank = static_cast<int>(k);
-        e.bm25 = s.score;
-        e.lexical_detail = s.detail;
-      }
-      if (options.fusion == Fusion::kRelativeScore) STRATA_RETURN_IF_ERROR(FillCosines(store, qv, local));
-      for (const auto& [uri, local_score] : Fuse(local, options, kLocalRrfK)) {
-        double blended = (1 - options.parent_weight) * local_score + options.parent_weight * parent;
-        Candidate& c = cands[uri];
-        c.is_dir = local[uri].is_dir;
-        if (c.level < 0) c.level = local[uri].level;
-        if (blended > c.score) {
-          c.score = blended;
-          AddReason(c, "in " + dir + " (local " + Fixed(local_score) + ", parent " + Fixed(parent) + ")");
-        }
-      }
-    }
-    // Converged when the best leaves no longer change.
-    std::vector<std::pair<double, std::string>> ranked;
-    for (const auto& [uri, c] : cands) {
-      if (!c.is_dir || options.include_directories) ranked.emplace_back(c.score, uri);
-    }
-    std::sort(ranked.begin(), ranked.end(), std::greater<>());
-    std::vector<std::string> top;
-    for (size_t i = 0; i < ranked.size() && i < options.limit; ++i) top.push_back(ranked[i].second);
-    if (top == previous_top) break;
-    previous_top = std::move(top);
-  }
+  STRATA_RETURN_IF_ERROR(OpenDirectories(store, qv, options, cands));
+  std::map<std::string, double> base;
+  for (const auto& [uri, c] : cands) base[uri] = c.score;
+  STRATA_RETURN_IF_ERROR(LendToNeighbours(store, options, cands));
+  AddDirectoryEvidence(options, base, cands);
   return cands;
 }
 
@@ -204,6 +272,16 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
 
 Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> queries, const FindOptions& options) {
   if (queries.empty()) return Status::InvalidArgument("find: no query");
+  if (!options.under.is_root()) {
+    // A scope comes into being with its first write: an empty one is an empty answer. Below a scope root, a
+    // path that does not exist is an error (a misspelt directory must not look like "nothing found").
+    Result<Node> under = store.Stat(options.under);
+    if (!under.ok() && under.status().code() == StatusCode::kNotFound) {
+      if (options.under.is_scope_root() || options.under.is_kind_dir()) return std::vector<Hit>{};
+      return Status::NotFound("find: nothing is stored at " + options.under.str() + " (the directory to search under)");
+    }
+    if (!under.ok()) return under.status();
+  }
   std::map<std::string, Candidate> merged;
   for (const std::string& query : queries) {
     if (query.find_first_not_of(" \t\r\n") == std::string::npos) return Status::InvalidArgument("find: empty query");

@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS nodes(
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent, uri);
+CREATE INDEX IF NOT EXISTS nodes_by_parent_id ON nodes(parent, id);
 CREATE TABLE IF NOT EXISTS vectors(node_id INTEGER PRIMARY KEY, text_hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS relations(src TEXT NOT NULL, dst TEXT NOT NULL, reason TEXT NOT NULL,
   created_ms INTEGER NOT NULL, PRIMARY KEY(src, dst));
@@ -398,7 +399,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
-    std::vector<std::string> terms = FtsTerms(query);
+    std::vector<std::string> terms = QueryTerms(query);
     std::vector<ScoredUri> out;
     if (terms.empty() || limit == 0) return out;
     std::string match;
@@ -420,7 +421,8 @@ class SqliteStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
-      auto [detail, level] = LexicalDetail(terms, {s.Text(3), s.Text(4), s.Text(5), s.Text(6)}, s.Text(7), s.Text(8));
+      auto [detail, level] = LexicalDetail(terms, {s.Text(3), s.Text(4), s.Text(5), s.Text(6)}, s.Text(7), s.Text(8),
+                                           out.size() < kExplainedRows);
       out.push_back({uri, s.Int(1) != 0, -s.Double(2), std::move(detail), level});
     }
     return out;
@@ -477,6 +479,42 @@ class SqliteStore final : public ContextStore {
       if (blob.size() != want_bytes) continue;
       std::memcpy(v.data(), blob.data(), want_bytes);
       out[i] = Dot(query, v);
+    }
+    return out;
+  }
+
+  Result<int64_t> Count(const SearchFilter& filter, int64_t cap) override {
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+    Stmt s(Conn(), "SELECT count(*) FROM (SELECT 1 FROM nodes n WHERE 1" + FilterSql(filter) + " LIMIT ?1)");
+    s.Bind(1, cap);
+    BindFilter(s, filter);
+    STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+    return row ? s.Int(0) : 0;
+  }
+
+  Result<std::vector<std::vector<Neighbour>>> Neighbours(std::span<const Uri> leaves, int span,
+                                                         const SearchFilter& filter) override {
+    std::vector<std::vector<Neighbour>> out(leaves.size());
+    if (span <= 0) return out;
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+    // nodes_by_parent_id: a range of the leaf's directory in write order, from the leaf outwards.
+    auto side = [&](const char* cmp, const char* order) {
+      return "SELECT n.uri FROM nodes m JOIN nodes n ON n.parent = m.parent AND n.id " + std::string(cmp) +
+             " m.id WHERE m.uri = ?1 AND n.is_dir = 0" + FilterSql(filter) + " ORDER BY n.id " + order + " LIMIT ?2";
+    };
+    Stmt before(Conn(), side("<", "DESC"));
+    Stmt after(Conn(), side(">", "ASC"));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      for (auto [s, sign] : {std::pair<Stmt*, int>{&before, -1}, {&after, 1}}) {
+        s->Reset().Bind(1, leaves[i].str()).Bind(2, static_cast<int64_t>(span));
+        BindFilter(*s, filter);
+        for (int k = 1;; ++k) {
+          STRATA_ASSIGN_OR_RETURN(bool row, s->Step());
+          if (!row) break;
+          STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s->Text(0)));
+          out[i].push_back({std::move(uri), sign * k});
+        }
+      }
     }
     return out;
   }
@@ -617,7 +655,8 @@ class SqliteStore final : public ContextStore {
       if (store_ == nullptr) return;
       t_conn = prev_conn_;
       t_owner = prev_owner_;
-      store_->ReturnReader(std::move(conn_));
+      // A connection whose read transaction would not end is not reused.
+      if (conn_->Exec("COMMIT").ok()) store_->ReturnReader(std::move(conn_));
     }
 
    private:
@@ -654,6 +693,9 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA mmap_size=1073741824"));
       STRATA_RETURN_IF_ERROR(RegisterFunctions(*conn));
     }
+    // One read transaction for the scope: its statements share one snapshot and take the WAL read lock
+    // (file-lock system calls) once, not once per statement (a search runs hundreds).
+    STRATA_RETURN_IF_ERROR(conn->Exec("BEGIN"));
     return ReadScope(this, std::move(conn));
   }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
+#include <libstemmer.h>
 #include <nlohmann/json.hpp>
 
 #include "fts_text.h"
@@ -434,8 +436,44 @@ FtsRow MakeFtsRow(std::string_view name, bool is_dir, int64_t derived, std::stri
           leaf && (derived & kOverviewDerived) ? std::string() : FtsText(overview), FtsText(content)};
 }
 
+PorterStemmer::PorterStemmer() : stemmer_(sb_stemmer_new("porter", "UTF_8")) {}
+
+PorterStemmer::~PorterStemmer() {
+  if (stemmer_ != nullptr) sb_stemmer_delete(stemmer_);
+}
+
+std::string PorterStemmer::Stem(std::string_view word) {
+  if (stemmer_ == nullptr || word.empty()) return std::string(word);
+  const sb_symbol* out =
+      sb_stemmer_stem(stemmer_, reinterpret_cast<const sb_symbol*>(word.data()), static_cast<int>(word.size()));
+  if (out == nullptr) return std::string(word);  // Out of memory: the word as it is.
+  return {reinterpret_cast<const char*>(out), static_cast<size_t>(sb_stemmer_length(stemmer_))};
+}
+
+std::string PorterStemmer::MatchingWord(std::string_view text, std::string_view term, std::string_view stem) {
+  // A Porter stem is a prefix of its word but for the last letter ("happi" for "happy"): only words that
+  // start like it are stemmed.
+  std::string_view prefix = std::string_view(stem).substr(0, stem.size() > 1 ? stem.size() - 1 : stem.size());
+  auto word_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || static_cast<unsigned char>(c) >= 0x80;
+  };
+  for (size_t i = 0; i < text.size();) {
+    if (!word_char(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && word_char(text[end])) ++end;
+    std::string_view word = text.substr(i, end - i);
+    if (word.starts_with(prefix) && word != term && Stem(word) == stem) return std::string(word);
+    i = end;
+  }
+  return "";
+}
+
 std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
-                                          std::string_view abstract_text, std::string_view overview) {
+                                          std::string_view abstract_text, std::string_view overview,
+                                          bool find_stems) {
   std::string detail;
   int level = 3;
   static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
@@ -444,7 +482,11 @@ std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms,
   // MakeFtsRow), whose short text is converted here; the content is never converted again.
   if (row.abstract_text.empty()) row.abstract_text = FtsText(abstract_text);
   if (row.overview.empty()) row.overview = FtsText(overview);
-  const std::string* layers[4] = {&row.name, &row.abstract_text, &row.overview, &row.content};
+  std::string* layers[4] = {&row.name, &row.abstract_text, &row.overview, &row.content};
+  for (std::string* layer : layers) *layer = AsciiLower(*layer);
+  // A term the index matched through its stem ("researching" for "research") is shown with the word it matched.
+  thread_local PorterStemmer stemmer;
+  thread_local std::unordered_map<std::string, std::string> stems;  // Terms recur in every hit of a query.
   for (const std::string& t : terms) {
     std::string where;
     for (int c = 0; c < 4; ++c) {
@@ -452,7 +494,21 @@ std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms,
       where += std::string(where.empty() ? "" : "+") + kColumns[c];
       level = std::min(level, kLevels[c]);
     }
-    if (!where.empty()) detail += (detail.empty() ? "" : ", ") + t + " (" + where + ")";
+    std::string matched;  // When the term itself is in no layer: the first word the index matched by its stem.
+    if (where.empty() && find_stems) {
+      if (stems.size() > 4096) stems.clear();
+      auto [it, inserted] = stems.try_emplace(t);
+      if (inserted) it->second = stemmer.Stem(t);
+      for (int c = 0; c < 4; ++c) {
+        std::string word = stemmer.MatchingWord(*layers[c], t, it->second);
+        if (word.empty()) continue;
+        where += std::string(where.empty() ? "" : "+") + kColumns[c];
+        if (matched.empty()) matched = std::move(word);
+        level = std::min(level, kLevels[c]);
+      }
+    }
+    if (where.empty()) continue;
+    detail += (detail.empty() ? "" : ", ") + t + " (" + where + (matched.empty() ? "" : ": \"" + matched + "\"") + ")";
   }
   if (detail.empty()) return {"a word sharing a stem with the query", 2};
   return {detail, level == 3 ? 2 : level};

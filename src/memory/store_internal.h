@@ -24,6 +24,8 @@
 
 #include "strata/memory/store.h"
 
+struct sb_stemmer;  // libstemmer.h
+
 namespace strata::memory::internal {
 
 // Bit flags of a node's `derived`: which layers were derived from the content rather than given.
@@ -116,11 +118,32 @@ struct FtsRow {
 FtsRow MakeFtsRow(std::string_view name, bool is_dir, int64_t derived, std::string_view abstract_text,
                   std::string_view overview, std::string_view content);
 
+// Porter's stemmer (Snowball's libstemmer, the algorithm of SQLite's `porter` tokenizer), to explain matches
+// the index made through a stem. Not thread-safe: one per thread.
+class PorterStemmer {
+ public:
+  PorterStemmer();
+  ~PorterStemmer();
+  PorterStemmer(const PorterStemmer&) = delete;
+  PorterStemmer& operator=(const PorterStemmer&) = delete;
+  std::string Stem(std::string_view word);
+  // The first word of the lower-cased `text` other than `term` whose stem is `stem` (Stem(term)), or "".
+  std::string MatchingWord(std::string_view text, std::string_view term, std::string_view stem);
+
+ private:
+  ::sb_stemmer* stemmer_;
+};
+
+// Full-text rows whose reason names the words matched through a stem (LexicalDetail's find_stems).
+inline constexpr size_t kExplainedRows = 50;
+
 // Which query terms matched which layers of a hit ("deploy (name+content), ..."), and the most abstract
 // layer a term matched (0, 1 or 2). `row` is the indexed text (MakeFtsRow); a leaf's derived layers, not
-// indexed, are taken from `abstract_text` / `overview`.
+// indexed, are taken from `abstract_text` / `overview`. A term matched only through its stem is shown with the
+// word it matched when `find_stems` (looking for it costs: a search explains its best rows only).
 std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
-                                          std::string_view abstract_text, std::string_view overview);
+                                          std::string_view abstract_text, std::string_view overview,
+                                          bool find_stems = true);
 
 // True when a node's metadata marks it superseded (a "valid_to" that is not null).
 bool IsSuperseded(std::string_view metadata);

@@ -32,6 +32,10 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   CliRun find = Memory({"find", "which editor does alice use", "--json"});
   ASSERT_EQ(find.exit_code, 0) << find.err;
   EXPECT_EQ(find.out.find("{\"uri\":\"strata://user/alice/memories/preferences/editor\""), 0u) << find.out;
+  // A misspelt scope is an error that names it, not an empty answer.
+  CliRun misspelt = Memory({"find", "which editor does alice use", "--under", "strata://user/alice/memorys"});
+  EXPECT_NE(misspelt.exit_code, 0);
+  EXPECT_NE(misspelt.err.find("strata://user/alice/memorys"), std::string::npos) << misspelt.err;
   ASSERT_EQ(
       Memory({"mv", "strata://user/alice/memories/preferences/editor", "strata://user/alice/memories/preferences/vim"})
           .exit_code,

@@ -537,6 +537,140 @@ TEST_P(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
   EXPECT_EQ(Find(*store_, "  ", {}).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_P(StoreTest, NeighboursAreTheLeavesWrittenBesideOneInItsDirectory) {
+  // Written out of name order: write order decides, not names.
+  for (const char *name : {"t10", "t2", "t3", "t1", "t4"}) {
+    ASSERT_OK(store_->Write(U(std::string("strata://resources/chat/s1/") + name), std::string("turn ") + name));
+  }
+  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1/sub")));  // Directories are not neighbours.
+  ASSERT_OK(store_->Write(U("strata://resources/chat/s2/t1"), "another session"));
+  ASSERT_OK(store_->Write(U("strata://resources/chat/s1/t5"), "written last",
+                          {.metadata = std::string(R"({"valid_to": 1})")}));
+  std::vector<Uri> leaves = {U("strata://resources/chat/s1/t3"), U("strata://resources/chat/s1/t10"),
+                             U("strata://resources/chat/s2/t1"), U("strata://resources/nothing")};
+  auto got = store_->Neighbours(leaves, 2, {.leaves_only = true});
+  ASSERT_OK(got);
+  ASSERT_EQ(got->size(), 4u);
+  auto names = [](const std::vector<Neighbour> &list) {
+    std::vector<std::string> out;
+    for (const Neighbour &n : list) out.push_back(std::string(n.uri.name()) + "@" + std::to_string(n.offset));
+    return out;
+  };
+  EXPECT_EQ(names((*got)[0]), (std::vector<std::string>{"t2@-1", "t10@-2", "t1@1", "t4@2"}));
+  EXPECT_EQ(names((*got)[1]), (std::vector<std::string>{"t2@1", "t3@2"}));
+  EXPECT_TRUE((*got)[2].empty());  // Alone in its directory.
+  EXPECT_TRUE((*got)[3].empty());  // Unknown.
+  // The filter applies: a superseded memory is not a current neighbour.
+  auto current = store_->Neighbours({&leaves[0], 1}, 3, {.leaves_only = true, .current_only = true});
+  ASSERT_OK(current);
+  EXPECT_EQ(names((*current)[0]), (std::vector<std::string>{"t2@-1", "t10@-2", "t1@1", "t4@2"}));
+  auto all = store_->Neighbours({&leaves[0], 1}, 3, {.leaves_only = true});
+  ASSERT_OK(all);
+  EXPECT_EQ(names((*all)[0]), (std::vector<std::string>{"t2@-1", "t10@-2", "t1@1", "t4@2", "t5@3"}));
+  // Count: the same filters, and a cap.
+  const Uri s1 = U("strata://resources/chat/s1");
+  EXPECT_EQ(*store_->Count({.parent = s1}, 100), 7);  // Six leaves and a directory.
+  EXPECT_EQ(*store_->Count({.leaves_only = true, .parent = s1, .current_only = true}, 100), 5);
+  EXPECT_EQ(*store_->Count({.parent = s1}, 3), 3);
+}
+
+TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
+  // The question's words are in the question turn; the answer is the reply, which shares none of them.
+  const char *turns[] = {
+      "Alice: morning! how was the weekend?",
+      "Bob: quiet, mostly reading.",
+      "Alice: which agency did you finally pick for the adoption paperwork?",
+      "Bob: Brightside, they handle everything for single parents.",
+      "Alice: nice, I am going hiking tomorrow.",
+      "Bob: enjoy the mountains.",
+  };
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/chat/s1/turn-" + std::to_string(i + 1)), turns[i]));
+  }
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/chat/s2/turn-" + std::to_string(i + 1)),
+                            "Filler chat number " + std::to_string(i) + " about the weather and the garden."));
+  }
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 30};
+  const std::string question = "Which adoption agency was picked?";
+  auto hits = Find(*store_, question, options);
+  ASSERT_OK(hits);
+  ASSERT_GE(hits->size(), 2u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-3") << (*hits)[0].reason;
+  EXPECT_EQ((*hits)[1].uri.str(), "strata://resources/chat/s1/turn-4") << (*hits)[1].reason;
+  EXPECT_NE((*hits)[1].reason.find("beside strata://resources/chat/s1/turn-3"), std::string::npos) << (*hits)[1].reason;
+  // Without the loan the reply has only its own (faint, trigram) similarity: far below.
+  options.neighbour_weight = 0;
+  auto alone = Find(*store_, question, options);
+  ASSERT_OK(alone);
+  for (const Hit &h : *alone) {
+    if (h.uri.str() != "strata://resources/chat/s1/turn-4") continue;
+    EXPECT_EQ(h.reason.find("beside"), std::string::npos) << h.reason;
+    EXPECT_LT(h.score, (*hits)[1].score - 0.2) << h.reason;
+  }
+}
+
+TEST_P(StoreTest, FindSearchesTheWordsThatCarryTheQuestion) {
+  // Stop words alone decide nothing: "what did she say" matches many notes, "kayak" one.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/notes/n" + std::to_string(i)),
+                            "What did she say? What did she do there, and what did it mean?"));
+  }
+  ASSERT_OK(store_->Write(U("strata://resources/notes/boat"), "She bought a kayak."));
+  auto lexical = store_->Lexical("What did she buy, the kayak?", {}, 20);
+  ASSERT_OK(lexical);
+  ASSERT_EQ(lexical->size(), 1u);  // Only "buy" and "kayak" are searched for.
+  EXPECT_EQ((*lexical)[0].uri.str(), "strata://resources/notes/boat");
+  // A query of stop words alone still finds what holds them.
+  // (PostgreSQL's english configuration does not index them at all.)
+  auto only_stop = store_->Lexical("what did she", {}, 20);
+  ASSERT_OK(only_stop);
+  size_t notes = 0;
+  for (const ScoredUri &hit : *only_stop) notes += hit.uri.str().starts_with("strata://resources/notes/");
+  EXPECT_EQ(notes, pg() ? 0u : 11u);
+}
+
+TEST_P(StoreTest, FindUnderAMissingDirectoryIsAnErrorThatNamesItButAnEmptyScopeIsEmpty) {
+  ASSERT_OK(store_->Write(U("strata://resources/notes/a"), "kayak trip"));
+  auto hits = Find(*store_, "kayak", {.under = U("strata://resources/ntoes")});
+  ASSERT_FALSE(hits.ok());
+  EXPECT_EQ(hits.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(hits.status().message().find("strata://resources/ntoes"), std::string::npos) << hits.status().message();
+  auto found = Find(*store_, "kayak", {.under = U("strata://resources/notes")});
+  ASSERT_OK(found);
+  EXPECT_EQ(found->size(), 1u);
+  // A scope that has nothing yet is an empty answer: scopes come into being with their first write.
+  auto empty_scope = Find(*store_, "kayak", {.under = U("strata://user/nobody")});
+  ASSERT_OK(empty_scope);
+  EXPECT_TRUE(empty_scope->empty());
+}
+
+TEST_P(StoreTest, ImportWritesNumberedFilesInNumberOrder) {
+  // Write order is what Find takes for a leaf's neighbours: turn-2 must sit between turn-1 and turn-10.
+  testing::TempDir in;
+  for (const char *name : {"turn-10", "turn-2", "turn-1", "turn-03"}) {
+    testing::WriteFileOrDie(in.File(std::string(name) + ".md"), std::string("text of ") + name);
+  }
+  ASSERT_OK(ImportMarkdown(*store_, in.path(), U("strata://resources/chat")));
+  auto list = store_->List(U("strata://resources/chat"));
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 4u);
+  std::vector<Uri> leaf;
+  for (const Node &n : *list) {
+    if (n.uri.name().starts_with("turn-2")) leaf.push_back(n.uri);
+  }
+  ASSERT_EQ(leaf.size(), 1u);
+  auto got = store_->Neighbours(leaf, 2, {.leaves_only = true});
+  ASSERT_OK(got);
+  std::vector<std::string> names;
+  for (const Neighbour &n : (*got)[0]) {
+    std::string name(n.uri.name());
+    if (name.ends_with(".md")) name.resize(name.size() - 3);
+    names.push_back(name + "@" + std::to_string(n.offset));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"turn-1@-1", "turn-03@1", "turn-10@2"}));
+}
+
 TEST_P(StoreTest, AnEmptyStoreReopensAndTakesWrites) {
   // The saved vector index of an empty store has no capacity; growing it from there must not free it.
   Reopen();
@@ -552,6 +686,16 @@ TEST_P(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
   ASSERT_OK(stemmed);
   ASSERT_EQ(stemmed->size(), 1u);
   EXPECT_EQ((*stemmed)[0].uri.str(), "strata://resources/a");
+  // Whatever the case of the query and the text, the reason names the words.
+  ASSERT_OK(store_->Write(U("strata://resources/d"), "Caroline (8 May, 2023): I went to a LGBTQ support group."));
+  auto cased = store_->Lexical("Where did CAROLINE find the lgbtq group?", {}, 5);
+  ASSERT_OK(cased);
+  ASSERT_FALSE(cased->empty());
+  EXPECT_EQ((*cased)[0].detail.substr(0, 9), "caroline ") << (*cased)[0].detail;
+  EXPECT_NE((*cased)[0].detail.find("lgbtq ("), std::string::npos) << (*cased)[0].detail;
+  // The reason names the word the stem matched.
+  EXPECT_TRUE((*stemmed)[0].detail.starts_with("preferences (")) << (*stemmed)[0].detail;
+  EXPECT_TRUE((*stemmed)[0].detail.ends_with("content: \"preference\")")) << (*stemmed)[0].detail;
   // A leaf's derived layers repeat its content and are not indexed again; given ones are.
   ASSERT_OK(store_->Write(U("strata://resources/b"), "zebra stripes"));
   ASSERT_OK(store_->Write(U("strata://resources/c"), "a zebra here", {.abstract_text = "an animal note"}));

@@ -1,21 +1,32 @@
-// Retrieval over a context store: hybrid lexical + vector search, then a hierarchical pass.
+// Retrieval over a context store: hybrid lexical + vector evidence, then the context of each hit.
 //
-//   1. For each query, full-text (BM25) and vector (cosine) candidate lists over the whole subtree, fused into
-//      one score in [0, 1] (FindOptions::fusion):
-//        relative score (default): (1 - w) * bm25 / top_bm25 + w * cosine / top_cosine, where every candidate's
-//          cosine is computed exactly even when the vector list did not reach it. It keeps the margins that rank
-//          fusion throws away: a node matching two rare query words far outscores nodes matching one common word.
+//   1. Evidence. For each query, full-text (BM25; stop words are not searched for) and vector (cosine) candidate
+//      lists over the whole subtree, fused into one base score in [0, 1] (FindOptions::fusion):
+//        relative score (default): (1 - w) * bm25 / top_bm25 + w * cosine, where every candidate's cosine is
+//          computed exactly even when the vector list did not reach it. It keeps the margins that rank fusion
+//          throws away: a node matching two rare query words far outscores nodes matching one common word.
 //        reciprocal rank: sum over lists of 1 / (rrf_k + rank), normalised so 1.0 means "first in both lists".
-//      bench/memory_bench.cc measures both on the same labelled set (docs/PERFORMANCE.md).
-//   2. Hierarchical: directories are scored by their own L0/L1 like any node; the best unexplored ones
-//      (a beam) are opened, their children scored locally (fused ranks among siblings) and blended with the
-//      parent's score: score = (1 - parent_weight) * local + parent_weight * parent, where local is the same
-//      fusion over the siblings alone. Child directories join
-//      the frontier. Rounds stop when the top `limit` results are unchanged for a round (converged), the
-//      frontier is empty, or max_rounds is reached.
-//   3. Results from all queries and scopes are merged: one hit per URI (best score, reasons joined), and
-//      leaves with identical content keep only the best-scored copy.
+//      Directories are candidates like any node; the best `beam` of those matched by their own layers (L0/L1)
+//      are opened, and their children join with their own cosine (w * cosine): a note that shares no word with
+//      the query can still be found through the directory that does. A directory of more than
+//      children_per_directory children is not opened (its children compete in the global lists).
+//   2. Neighbours. The answer to a question often sits next to the words of the question: in the reply to it,
+//      or one turn further. Each of the best `context_candidates` leaves moves the leaves written just before
+//      and after it in its directory (ContextStore::Neighbours) part of the way from their own score toward its
+//      own: by neighbour_weight of the difference, halved per further step, up to neighbour_span. A leaf keeps
+//      the best such move; none passes its lender, and a neighbour's own evidence is not added to the loan
+//      (where every leaf matches a little, that would let the neighbours of a strong hit bury another).
+//   3. Directories. A leaf in a directory whose contents match the query is more likely to be the answer: each
+//      directory's evidence is the best of its own base score and the mean of its three best children's, and a
+//      candidate gains directory_weight * (best score so far) * (its directory's evidence / the best
+//      directory's). Only candidates gain: a directory's evidence never brings in a leaf without any.
+//   4. Results from all queries are merged: one hit per URI (best score, reasons joined), and leaves with
+//      identical content keep only the best-scored copy.
+// The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,
+// "Retrieval"); each step's reason is in Hit::reason.
 //
+// A missing `under` below a scope root is kNotFound naming it (a misspelt directory is an error, not an empty
+// answer); a scope root that has nothing yet is an empty answer (scopes come into being with their first write).
 // Thread safety: Find only reads the store; it may run concurrently with other store calls.
 #pragma once
 
@@ -36,16 +47,18 @@ struct FindOptions {
   std::optional<ContextType> type;
   std::optional<std::string> category;
   bool include_superseded = false;   // Also return memories superseded by newer ones (metadata "valid_to").
-  bool include_directories = false;  // Return directories as hits too (they are always used for the descent).
+  bool include_directories = false;  // Return directories as hits too (they are always used as evidence).
   size_t lexical_candidates = 300;   // Length of the global full-text list.
   size_t vector_candidates = 100;    // Length of the global vector list.
   Fusion fusion = Fusion::kRelativeScore;
   double vector_weight = 0.5;  // w in relative-score fusion.
   double rrf_k = 60;           // Reciprocal-rank fusion constant.
-  size_t children_per_directory = 200;  // Siblings scored when a directory is opened.
-  double parent_weight = 0.3;
-  size_t beam = 4;      // Directories opened per round.
-  int max_rounds = 4;
+  size_t beam = 4;                      // Directories matched by their own layers that are opened.
+  size_t children_per_directory = 200;  // A directory with more children is not opened.
+  double neighbour_weight = 0.5;        // How far a leaf beside a better one moves toward its score.
+  int neighbour_span = 2;               // Leaves on each side (the move halves per further step).
+  size_t context_candidates = 50;       // The best leaves whose neighbours are looked up.
+  double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
 };
 
 struct Hit {
@@ -54,7 +67,7 @@ struct Hit {
   Level level = Level::kOverview;  // The layer the match came from (what to load first).
   double score = 0;
   std::string abstract_text;       // L0, for display.
-  std::string reason;              // e.g. "lexical #2: cache (abstract); vector #5: cosine 0.61; parent 0.42".
+  std::string reason;              // e.g. "lexical #2: cache (abstract); cosine 0.612; beside .../turn-4 +0.21".
 };
 
 // Finds the best `limit` hits for any of `queries` below `options.under`, best first.

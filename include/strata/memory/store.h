@@ -96,6 +96,11 @@ struct ScoredUri {
   int level = -1;             // Lexical: the most abstract layer a term matched (name counts as L0); else -1.
 };
 
+struct Neighbour {
+  Uri uri = Uri::Root();
+  int offset = 0;  // -1 the leaf written just before, 1 just after, -2, 2 ...
+};
+
 class ContextStore {
  public:
   virtual ~ContextStore() = default;
@@ -137,6 +142,13 @@ class ContextStore {
                                                           size_t limit) = 0;
   // The cosine of `query` with each of `uris`' stored vector, in order; 0 for a node without a vector (or gone).
   virtual Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) = 0;
+  // How many nodes pass `filter`, counting no further than `cap` (a cheap "more than cap?").
+  virtual Result<int64_t> Count(const SearchFilter& filter, int64_t cap) = 0;
+  // For each of `leaves`, the leaves written just before and after it in the same directory (write order:
+  // a conversation's turns, a document's chunks), at most `span` on each side, that pass `filter`. Nearest
+  // first on each side; an unknown URI has none.
+  virtual Result<std::vector<std::vector<Neighbour>>> Neighbours(std::span<const Uri> leaves, int span,
+                                                                 const SearchFilter& filter) = 0;
   // Embeds `texts` with the store's embedder, through its cache.
   virtual Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) = 0;
 

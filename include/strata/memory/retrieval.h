@@ -48,7 +48,7 @@ struct FindOptions {
   std::optional<std::string> category;
   bool include_superseded = false;   // Also return memories superseded by newer ones (metadata "valid_to").
   bool include_directories = false;  // Return directories as hits too (they are always used as evidence).
-  size_t lexical_candidates = 300;   // Length of the global full-text list.
+  size_t lexical_candidates = 150;   // Length of the global full-text list.
   size_t vector_candidates = 100;    // Length of the global vector list.
   Fusion fusion = Fusion::kRelativeScore;
   double vector_weight = 0.5;  // w in relative-score fusion.
@@ -57,7 +57,7 @@ struct FindOptions {
   size_t children_per_directory = 200;  // A directory with more children is not opened.
   double neighbour_weight = 0.5;        // How far a leaf beside a better one moves toward its score.
   int neighbour_span = 2;               // Leaves on each side (the move halves per further step).
-  size_t context_candidates = 50;       // The best leaves whose neighbours are looked up.
+  size_t context_candidates = 30;       // The best leaves whose neighbours are looked up.
   double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
 };
 

@@ -179,6 +179,7 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
 void AddDirectoryEvidence(const FindOptions& options, const std::map<std::string, double>& base,
                           std::map<std::string, Candidate>& cands) {
   if (options.directory_weight <= 0) return;
+  // Every parent of a candidate, with the positive base scores of its candidate children.
   std::map<std::string, std::vector<double>> children;
   std::map<std::string, std::string> parent_of;
   double top = 0;
@@ -189,8 +190,9 @@ void AddDirectoryEvidence(const FindOptions& options, const std::map<std::string
     if (slash == std::string::npos || slash < Uri::kPrefix.size()) continue;
     std::string parent = uri.substr(0, slash);
     parent_of[uri] = parent;
+    std::vector<double>& scores = children[parent];
     auto b = base.find(uri);
-    if (b != base.end() && b->second > 0) children[parent].push_back(b->second);
+    if (b != base.end() && b->second > 0) scores.push_back(b->second);
   }
   std::map<std::string, double> evidence;
   double best = 0;
@@ -202,15 +204,6 @@ void AddDirectoryEvidence(const FindOptions& options, const std::map<std::string
     if (auto b = base.find(dir); b != base.end()) own = b->second;
     evidence[dir] = std::max(own, sum / 3);
     best = std::max(best, evidence[dir]);
-  }
-  for (const auto& [uri, c] : cands) {
-    (void)c;
-    auto p = parent_of.find(uri);
-    if (p == parent_of.end()) continue;
-    if (auto b = base.find(p->second); b != base.end() && !evidence.contains(p->second)) {
-      evidence[p->second] = b->second;  // An opened directory whose children matched nothing themselves.
-      best = std::max(best, b->second);
-    }
   }
   if (best <= 0 || top <= 0) return;
   for (auto& [uri, c] : cands) {

@@ -6,16 +6,20 @@
 
 namespace strata::json {
 
-void AppendCanonical(std::string* out, simdjson::dom::element e) {
+void AppendJson(std::string* out, simdjson::dom::element e, DomStyle style) {
   using simdjson::dom::element_type;
+  const bool python = style == DomStyle::kPythonDumps;
+  const std::string_view item_separator = python ? ", " : ",";
+  const std::string_view key_separator = python ? ": " : ":";
+  const StringStyle strings = python ? StringStyle::kAsciiEscape : StringStyle::kRawUtf8;
   switch (e.type()) {
     case element_type::ARRAY: {
       out->push_back('[');
       bool first = true;
       for (simdjson::dom::element child : AsArray(e)) {
-        if (!first) out->push_back(',');
+        if (!first) out->append(item_separator);
         first = false;
-        AppendCanonical(out, child);
+        AppendJson(out, child, style);
       }
       out->push_back(']');
       break;
@@ -24,11 +28,11 @@ void AppendCanonical(std::string* out, simdjson::dom::element e) {
       out->push_back('{');
       bool first = true;
       for (simdjson::dom::key_value_pair field : AsObject(e)) {
-        if (!first) out->push_back(',');
+        if (!first) out->append(item_separator);
         first = false;
-        AppendString(out, field.key);
-        out->push_back(':');
-        AppendCanonical(out, field.value);
+        AppendString(out, field.key, strings);
+        out->append(key_separator);
+        AppendJson(out, field.value, style);
       }
       out->push_back('}');
       break;
@@ -36,11 +40,13 @@ void AppendCanonical(std::string* out, simdjson::dom::element e) {
     case element_type::INT64: out->append(std::to_string(e.get_int64().value_unsafe())); break;
     case element_type::UINT64: out->append(std::to_string(e.get_uint64().value_unsafe())); break;
     case element_type::DOUBLE: AppendPythonFloat(out, e.get_double().value_unsafe()); break;
-    case element_type::STRING: AppendString(out, e.get_string().value_unsafe()); break;
+    case element_type::STRING: AppendString(out, e.get_string().value_unsafe(), strings); break;
     case element_type::BOOL: out->append(e.get_bool().value_unsafe() ? "true" : "false"); break;
     case element_type::NULL_VALUE: out->append("null"); break;
   }
 }
+
+void AppendCanonical(std::string* out, simdjson::dom::element e) { AppendJson(out, e, DomStyle::kCanonical); }
 
 std::string_view TypeName(simdjson::dom::element e) {
   using simdjson::dom::element_type;

@@ -24,7 +24,13 @@ inline simdjson::dom::array AsArray(simdjson::dom::element e) {
   return arr;
 }
 
-// Appends `e` as compact canonical JSON (see Canonicalize in json_writer.h).
+enum class DomStyle {
+  kCanonical,    // Compact, UTF-8 strings (see Canonicalize in json_writer.h).
+  kPythonDumps,  // As Python's json.dumps with default arguments: ", " and ": ", non-ASCII as \uXXXX.
+};
+// Appends `e` in `style`; numbers are written as Python writes them (repr() for floats) in both.
+void AppendJson(std::string* out, simdjson::dom::element e, DomStyle style);
+// Appends `e` as compact canonical JSON.
 void AppendCanonical(std::string* out, simdjson::dom::element e);
 
 // Returns the JSON type name of `e` for error messages ("string", "object", ...).

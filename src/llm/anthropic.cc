@@ -2,16 +2,20 @@
 //
 // Request: the system prompt is the `system` field (one text block); a system message inside the history
 // becomes a user turn "<system>text</system>" (text parts joined by "\n"); every message is a block list;
-// empty text blocks are never sent; thinking is sent only when signed (the API rejects unsigned thinking),
-// redacted thinking as such; tool calls are tool_use blocks with the parsed arguments; tool results are
-// tool_result blocks in a user turn, and consecutive tool-result turns are merged into one (parallel calls
+// empty text blocks are never sent; thinking is sent only when signed (the API rejects unsigned thinking): a
+// signed think part with text as a thinking block, one with no text (how a redacted_thinking block is read
+// back, its `data` in `encrypted`) as a redacted_thinking block carrying that data; tool calls are tool_use
+// blocks with the parsed arguments; tool results are tool_result blocks in a user turn (`content` always
+// present, [] when nothing is left), and consecutive tool-result turns are merged into one (parallel calls
 // answered together). A message left with no blocks is dropped. Prompt caching: cache_control ephemeral
 // on the system block, the last tool and the last block of the last message (unless that block is
 // thinking). `tools` is always sent.
 //
 // Response events: message_start (id, usage), content_block_start/delta (text, thinking, signature,
-// redacted thinking, tool_use + input_json_delta), message_delta (every non-null usage field replaces the
-// running value), message_stop, error.
+// redacted thinking as a think part {think:"", encrypted:data}, tool_use + input_json_delta), message_delta
+// (every non-null usage field replaces the running value), message_stop, error. A non-streamed response
+// reads the same blocks; a tool_use `input` becomes its arguments as Python's json.dumps writes it (", " and
+// ": " separators, non-ASCII escaped), as kosong does.
 #include "json_dom.h"
 #include "wire_internal.h"
 #include "strata/json/checked.h"
@@ -55,7 +59,7 @@ Json ToolResultBlock(const Message& m, bool extract_text) {
   }
   Json content = Json::array();
   for (const ContentPart& part : m.content) AppendMediaBlocks(part, &content);
-  if (!content.empty()) block["content"] = std::move(content);
+  block["content"] = std::move(content);  // [] when nothing is left, as kosong sends it.
   return block;
 }
 
@@ -63,7 +67,11 @@ Json AssistantBlocks(const Message& m) {
   Json blocks = Json::array();
   for (const ContentPart& part : m.content) {
     if (const auto* think = std::get_if<ThinkPart>(&part)) {
-      if (think->encrypted) {
+      if (!think->encrypted) continue;  // Unsigned (another vendor's thinking): the API would reject it.
+      if (think->think.empty()) {
+        // A redacted_thinking block read back as {think:"", encrypted:data}: its data must return unchanged.
+        blocks.push_back({{"type", "redacted_thinking"}, {"data", *think->encrypted}});
+      } else {
         blocks.push_back({{"type", "thinking"}, {"thinking", think->think}, {"signature", *think->encrypted}});
       }
     } else if (const auto* custom = std::get_if<CustomPart>(&part)) {
@@ -110,8 +118,6 @@ std::string RedactedThinkingJson(std::string_view data) {
 }
 
 namespace {
-
-std::string RedactedPartJson(std::string_view data) { return RedactedThinkingJson(data); }
 
 int StatusForErrorType(std::string_view type) {
   if (type == "overloaded_error") return 529;
@@ -192,11 +198,12 @@ class AnthropicDecoder final : public StreamDecoder {
       }
       out->push_back(ContentPart(ThinkPart{std::string(GetString(block, "thinking")), std::move(signature)}));
     } else if (type == "redacted_thinking") {
-      out->push_back(ContentPart(CustomPart{"redacted_thinking", RedactedPartJson(GetString(block, "data"))}));
+      // As kosong: a think part with no text whose `encrypted` holds the opaque data (it closes the part).
+      out->push_back(ContentPart(ThinkPart{"", std::string(GetString(block, "data"))}));
     } else if (type == "tool_use") {
       std::string arguments;
       simdjson::dom::element input;
-      if (!streaming && Get(block, "input", &input)) arguments = ToJsonText(input);
+      if (!streaming && Get(block, "input", &input)) json::AppendJson(&arguments, input, json::DomStyle::kPythonDumps);
       out->push_back(ToolCall{.id = std::string(GetString(block, "id")),
                               .function = {std::string(GetString(block, "name")), std::move(arguments)}});
     }
@@ -375,7 +382,8 @@ Result<std::vector<Message>> ParseAnthropicRequestMessages(std::string_view mess
         message.content.push_back(ThinkPart{json::StringOr(block, "thinking"),
                                             signature.empty() ? std::nullopt : std::optional<std::string>(signature)});
       } else if (type == "redacted_thinking" && message.role == Role::kAssistant) {
-        message.content.push_back(CustomPart{"redacted_thinking", internal::RedactedThinkingJson(json::StringOr(block, "data"))});
+        // The same think part a redacted block in a reply becomes; it is sent back as redacted_thinking.
+        message.content.push_back(ThinkPart{"", json::StringOr(block, "data")});
       } else if (type == "tool_use" && message.role == Role::kAssistant) {
         const Json* input = json::Field(block, "input");
         std::string id = json::StringOr(block, "id"), name = json::StringOr(block, "name");

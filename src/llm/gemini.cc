@@ -1,17 +1,33 @@
 // Google Gemini (generateContent REST, camelCase).
 //
-// Request: the system prompt is `systemInstruction`; roles map user -> user, assistant -> model; a system
-// message inside the history becomes a user turn "<system>text</system>"; signed thinking goes back as a
-// thought part with its thoughtSignature (unsigned thinking is not sent); tool calls are functionCall parts
-// (no ids on the wire) carrying their thought signature; every run of tool messages becomes ONE user turn of
-// functionResponse parts, ordered to match the preceding functionCall parts (Vertex AI rejects any other
-// order or count). A response's function name comes from the call it answers, else the tool message's
-// `name`, else the part of its id before the first '_' (ids Strata mints look like "<name>_<n>").
-// JSON Schema keywords Gemini rejects ($schema, additionalProperties) are removed from tool parameters.
+// Request (kosong's GoogleGenAI provider, contrib/chat_provider/google_genai.py, is the reference): the
+// system prompt is `systemInstruction` {parts:[{text}], role:"user"}; roles map user -> user, assistant ->
+// model; a system message inside the history becomes a user turn "<system>text</system>" (kosong sends role
+// "system", which Gemini rejects). Thinking is never sent back (kosong drops every think part: Gemini's
+// thought text is a summary). Tool calls are functionCall parts without ids (the Gemini API rejects `id`),
+// each carrying its thought signature as `thoughtSignature` on the part: the signature is stored on the
+// ToolCall as extras.thought_signature_b64 (kosong's key; extras.thought_signature, written by earlier
+// Strata versions, is still read).
+//
+// Tool results: the run of tool messages right after a tool-calling assistant turn becomes ONE user turn of
+// functionResponse parts, ordered like the functionCall parts (Vertex AI rejects any other order or count);
+// the run must answer every call exactly once ("Missing tool responses for ids: [...]", "Unexpected tool
+// responses for ids: [...]", "Duplicate tool response for id: ..." otherwise). A tool message that does not
+// follow a calling turn (a truncated history) becomes a user turn of its own. A functionResponse is
+// {name, response:{output}, parts}: `name` comes from the call it answers (any earlier turn), else the part
+// of its id before the first '_' (ids this provider mints look like "<name>_<n>"); `output` is the text
+// parts concatenated with no separator (so "<system-reminder>...</system-reminder>" text stays in front of
+// the result); image and audio parts go to `parts` as fileData {fileUri, mimeType} with the MIME type
+// guessed from the URL like Python's mimetypes (an unknown type is an error, as in kosong); other parts are
+// dropped. Tools are declared with their JSON Schema as `parametersJsonSchema`, unchanged.
 //
 // Response: each SSE payload is a GenerateContentResponse: thought parts are thinking (signed by their
-// thoughtSignature), other text parts text, functionCall parts tool calls with ids "<name>_<id>".
+// thoughtSignature), other text parts text, functionCall parts tool calls with ids "<name>_<id>" whose
+// thoughtSignature is kept as extras.thought_signature_b64.
 // Usage: output = candidatesTokenCount + thoughtsTokenCount; cachedContentTokenCount is cached input.
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <map>
 
 #include "json_dom.h"
@@ -27,6 +43,8 @@ constexpr std::string_view kKnownOptions[] = {
     "thinking_budget", "include_thoughts", "temperature", "top_p", "top_k", "max_output_tokens",
     "stop_sequences", "response_mime_type"};
 
+// The MIME type of a user message's media sent by URI (fileData). kosong downloads such a URL and inlines
+// the bytes instead; a request builder does no I/O, so Strata lets Gemini fetch it.
 std::string GuessMimeType(std::string_view url) {
   size_t dot = url.rfind('.');
   std::string ext = dot == std::string_view::npos ? "" : std::string(url.substr(dot + 1));
@@ -54,35 +72,184 @@ void AppendUserParts(const Message& m, Json* parts) {
   }
 }
 
+// Returns the thought signature stored on a tool call: kosong's extras.thought_signature_b64 (the base64
+// text Gemini sent), else extras.thought_signature (Strata before it used kosong's key); nullopt when
+// neither is a string. The extras are untrusted text (a context log), read with checked accessors.
 std::optional<std::string> ThoughtSignature(const ToolCall& call) {
   if (!call.extras) return std::nullopt;
   Json extras = strata::json::ParseOrDiscard<Json>(*call.extras);
-  if (!extras.is_object()) return std::nullopt;
-  auto it = extras.find("thought_signature");
-  if (it == extras.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
-}
-
-void StripUnsupported(Json& schema) {
-  if (schema.is_object()) {
-    schema.erase("$schema");
-    schema.erase("additionalProperties");
-    for (auto& [key, value] : schema.items()) StripUnsupported(value);
-  } else if (schema.is_array()) {
-    for (Json& v : schema) StripUnsupported(v);
+  for (const char* key : {"thought_signature_b64", "thought_signature"}) {
+    const Json* value = strata::json::Field(extras, key);
+    if (value != nullptr && value->is_string()) return value->get<std::string>();
   }
+  return std::nullopt;
 }
 
-std::string FunctionNameFor(const Message& tool_message, const std::map<std::string, std::string>& names) {
-  const std::string id = tool_message.tool_call_id.value_or("");
+// The MIME type Python's mimetypes.guess_type gives a URL (kosong's google-genai SDK labels a tool result's
+// media with it): a data: URL's declared type ("text/plain" when it declares none), else the type of the
+// path's extension (query and fragment ignored), from the default table plus the common audio types that a
+// Linux /etc/mime.types adds; nullopt when unknown.
+std::optional<std::string> PythonMimeType(std::string_view url) {
+  constexpr size_t npos = std::string_view::npos;
+  size_t colon = url.find(':');
+  if (colon != npos && colon > 0 && url.substr(0, colon).find('/') == npos) {
+    std::string scheme(url.substr(0, colon));
+    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    url = url.substr(colon + 1);
+    if (scheme == "data") {
+      size_t comma = url.find(',');
+      if (comma == npos) return std::nullopt;
+      std::string_view type = url.substr(0, comma);
+      if (size_t semi = type.find(';'); semi != npos) type = type.substr(0, semi);
+      if (type.find('=') != npos || type.find('/') == npos) return std::string("text/plain");
+      return std::string(type);
+    }
+  }
+  if (size_t cut = url.find_first_of("?#"); cut != npos) url = url.substr(0, cut);
+  if (size_t slash = url.rfind('/'); slash != npos) url = url.substr(slash + 1);
+  size_t dot = url.rfind('.');
+  // Like posixpath.splitext, leading dots ("..png", ".png") are part of the name, not an extension.
+  if (dot == npos || url.substr(0, dot).find_first_not_of('.') == npos) return std::nullopt;
+  std::string ext(url.substr(dot + 1));
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::map<std::string, std::string, std::less<>> kTypes = {
+      {"png", "image/png"},       {"jpg", "image/jpeg"},        {"jpeg", "image/jpeg"},
+      {"jpe", "image/jpeg"},      {"gif", "image/gif"},         {"webp", "image/webp"},
+      {"bmp", "image/bmp"},       {"svg", "image/svg+xml"},     {"tif", "image/tiff"},
+      {"tiff", "image/tiff"},     {"ico", "image/vnd.microsoft.icon"}, {"heic", "image/heic"},
+      {"heif", "image/heif"},     {"avif", "image/avif"},       {"mp3", "audio/mpeg"},
+      {"mp2", "audio/mpeg"},      {"wav", "audio/x-wav"},       {"aac", "audio/aac"},
+      {"aif", "audio/x-aiff"},    {"aiff", "audio/x-aiff"},     {"aifc", "audio/x-aiff"},
+      {"au", "audio/basic"},      {"snd", "audio/basic"},       {"opus", "audio/opus"},
+      {"ogg", "audio/ogg"},       {"oga", "audio/ogg"},         {"flac", "audio/flac"},
+      {"mp4", "video/mp4"},       {"mpeg", "video/mpeg"},       {"mpg", "video/mpeg"},
+      {"mov", "video/quicktime"}, {"webm", "video/webm"},       {"avi", "video/x-msvideo"},
+      {"pdf", "application/pdf"}, {"json", "application/json"}, {"txt", "text/plain"}};
+  auto it = kTypes.find(ext);
+  if (it == kTypes.end()) return std::nullopt;
+  return it->second;
+}
+
+// Shortens a URL for an error message (data: URLs can be megabytes).
+std::string ShortUrl(std::string_view url) {
+  constexpr size_t kMax = 80;
+  return url.size() <= kMax ? std::string(url) : std::string(url.substr(0, kMax)) + "...";
+}
+
+// Python's repr() of a string and of a list of strings, so that messages read like kosong's
+// ("Missing tool responses for ids: ['call_1']").
+std::string PyRepr(std::string_view s) {
+  char quote = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : s) {
+    if (c == '\\' || c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::string PyList(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : ", ") + PyRepr(items[i]);
+  return out + "]";
+}
+
+// The function a tool result answers: the name of the call with its id in any earlier calling turn, else
+// the part of the id before the first '_' (kosong's fallback for ids "<name>_<id>"; the tool message's own
+// `name` is not used, as in kosong).
+std::string FunctionNameFor(const std::string& id, const std::map<std::string, std::string>& names) {
   if (auto it = names.find(id); it != names.end()) return it->second;
-  if (tool_message.name) return *tool_message.name;
-  size_t underscore = id.find('_');
-  return underscore == std::string::npos ? id : id.substr(0, underscore);
+  return id.substr(0, id.find('_'));
 }
 
-Json FunctionResponse(const Message& m, const std::map<std::string, std::string>& names) {
-  return Json{{"functionResponse", {{"name", FunctionNameFor(m, names)}, {"response", {{"output", m.ExtractText("\n")}}}}}};
+// One functionResponse part for tool message history[index] (whose tool_call_id is present).
+Result<Json> FunctionResponse(const Message& m, size_t index, const std::map<std::string, std::string>& names) {
+  const std::string& id = *m.tool_call_id;
+  std::string output;
+  Json media = Json::array();
+  for (const ContentPart& part : m.content) {
+    if (const std::string* text = TextOf(part)) {
+      output += *text;
+    } else if (const auto* item = std::get_if<MediaPart>(&part); item != nullptr && item->kind != MediaKind::kVideo) {
+      std::string data_mime, data;
+      if (SplitDataUrl(item->url, &data_mime, &data)) {
+        // Inline bytes (an MCP tool's image, say) go as inlineData: a data: URL is no fileUri Gemini can fetch
+        // (kosong passes it as one).
+        media.push_back({{"inlineData", {{"mimeType", data_mime}, {"data", data}}}});
+        continue;
+      }
+      std::optional<std::string> mime = PythonMimeType(item->url);
+      if (!mime) {
+        return Status::InvalidArgument("gemini: history[" + std::to_string(index) + "] (tool result for " + id +
+                                       "): Failed to determine mime type for file: " + ShortUrl(item->url));
+      }
+      media.push_back({{"fileData", {{"fileUri", item->url}, {"mimeType", *mime}}}});
+    }
+  }
+  Json response = Json::object();
+  response["name"] = FunctionNameFor(id, names);
+  response["response"] = {{"output", std::move(output)}};
+  response["parts"] = std::move(media);
+  return Json{{"functionResponse", std::move(response)}};
+}
+
+// Packs tool messages history[begin, end) into one user turn of functionResponse parts. With `expected`
+// (the ids of the calling turn history[begin - 1], in call order) the parts follow the calls' order and the
+// run must answer each call exactly once; without (an orphaned result) the run is a single message.
+Result<Json> ToolResultsTurn(const std::vector<Message>& history, size_t begin, size_t end,
+                             const std::vector<std::string>* expected,
+                             const std::map<std::string, std::string>& names) {
+  std::map<std::string, size_t> rank;  // Call id -> position; a repeated id keeps its last position.
+  if (expected != nullptr) {
+    for (size_t k = 0; k < expected->size(); ++k) rank[(*expected)[k]] = k;
+  }
+  auto rank_of = [&](size_t index) {
+    const std::optional<std::string>& id = history[index].tool_call_id;
+    auto it = id ? rank.find(*id) : rank.end();
+    return it == rank.end() ? SIZE_MAX : it->second;
+  };
+  std::vector<size_t> order;
+  for (size_t k = begin; k < end; ++k) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank_of(a) < rank_of(b); });
+
+  Json parts = Json::array();
+  std::vector<std::string> answered;  // In part order.
+  for (size_t index : order) {
+    const Message& m = history[index];
+    std::string where = "gemini: history[" + std::to_string(index) + "]: ";
+    if (!m.tool_call_id) return Status::InvalidArgument(where + "Tool response is missing `tool_call_id`.");
+    if (std::find(answered.begin(), answered.end(), *m.tool_call_id) != answered.end()) {
+      return Status::InvalidArgument(where + "Duplicate tool response for id: " + *m.tool_call_id);
+    }
+    answered.push_back(*m.tool_call_id);
+    STRATA_ASSIGN_OR_RETURN(Json part, FunctionResponse(m, index, names));
+    parts.push_back(std::move(part));
+  }
+  if (expected != nullptr) {
+    std::vector<std::string> missing, extra;
+    for (const std::string& id : *expected) {
+      if (std::find(answered.begin(), answered.end(), id) == answered.end()) missing.push_back(id);
+    }
+    for (const std::string& id : answered) {
+      if (rank.find(id) == rank.end()) extra.push_back(id);
+    }
+    std::string where = "gemini: the tool calls of history[" + std::to_string(begin - 1) + "] are answered by history[" +
+                        std::to_string(begin) + ".." + std::to_string(end - 1) + "]: ";
+    if (!missing.empty()) return Status::InvalidArgument(where + "Missing tool responses for ids: " + PyList(missing));
+    if (!extra.empty()) return Status::InvalidArgument(where + "Unexpected tool responses for ids: " + PyList(extra));
+  }
+  return Json{{"role", "user"}, {"parts", std::move(parts)}};
 }
 
 class GeminiDecoder final : public StreamDecoder {
@@ -139,8 +306,8 @@ class GeminiDecoder final : public StreamDecoder {
         std::string arguments = Get(call, "args", &args) && args.is_object() ? ToJsonText(args) : "{}";
         ToolCall tc{.id = name + "_" + (call_id.empty() ? std::to_string(++calls_) : call_id),
                     .function = {name, std::move(arguments)}};
-        if (signature) {
-          std::string extras = "{\"thought_signature\":";
+        if (signature && !signature->empty()) {
+          std::string extras = "{\"thought_signature_b64\":";
           json::AppendString(&extras, *signature);
           tc.extras = extras + "}";
         }
@@ -169,29 +336,17 @@ Result<std::string> BuildGeminiBody(const ChatRequest& request) {
   STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> budget, OptionalInt(options, "thinking_budget"));
   STRATA_ASSIGN_OR_RETURN(std::optional<bool> include_thoughts, OptionalBool(options, "include_thoughts"));
 
-  std::map<std::string, std::string> names;          // tool_call_id -> function name
-  std::map<std::string, size_t> expected_order;      // tool_call_id -> position in the last calling turn
+  std::map<std::string, std::string> names;  // tool_call_id -> function name, from every calling turn so far
   Json contents = Json::array();
   const std::vector<Message>& history = request.history;
-  for (size_t i = 0; i < history.size(); ++i) {
+  size_t i = 0;
+  while (i < history.size()) {
     const Message& m = history[i];
     if (m.role == Role::kTool) {
-      // Pack the whole run of tool messages into one user turn, in the order of the calls they answer.
-      size_t end = i;
-      while (end < history.size() && history[end].role == Role::kTool) ++end;
-      std::vector<size_t> run;
-      for (size_t j = i; j < end; ++j) run.push_back(j);
-      std::stable_sort(run.begin(), run.end(), [&](size_t a, size_t b) {
-        auto rank = [&](size_t k) {
-          auto it = expected_order.find(history[k].tool_call_id.value_or(""));
-          return it == expected_order.end() ? SIZE_MAX : it->second;
-        };
-        return rank(a) < rank(b);
-      });
-      Json parts = Json::array();
-      for (size_t k : run) parts.push_back(FunctionResponse(history[k], names));
-      contents.push_back({{"role", "user"}, {"parts", std::move(parts)}});
-      i = end - 1;
+      // Not right after a calling turn (a truncated history): converted on its own, as kosong does.
+      STRATA_ASSIGN_OR_RETURN(Json turn, ToolResultsTurn(history, i, i + 1, nullptr, names));
+      contents.push_back(std::move(turn));
+      ++i;
       continue;
     }
     Json parts = Json::array();
@@ -200,42 +355,51 @@ Result<std::string> BuildGeminiBody(const ChatRequest& request) {
     } else if (m.role == Role::kUser) {
       AppendUserParts(m, &parts);
     } else {
+      // Think parts are never sent back (kosong drops them: Gemini's thought text is synthetic).
       for (const ContentPart& part : m.content) {
-        if (const auto* think = std::get_if<ThinkPart>(&part)) {
-          if (think->encrypted) {
-            parts.push_back({{"text", think->think}, {"thought", true}, {"thoughtSignature", *think->encrypted}});
-          }
-        } else if (const std::string* text = TextOf(part)) {
+        if (const std::string* text = TextOf(part)) {
           if (!text->empty()) parts.push_back({{"text", *text}});
         }
       }
       if (m.tool_calls) {
-        expected_order.clear();
         for (const ToolCall& call : *m.tool_calls) {
           names[call.id] = call.function.name;
-          expected_order.emplace(call.id, expected_order.size());
           Json part{{"functionCall", {{"name", call.function.name}, {"args", ArgumentsObject(call.function.arguments)}}}};
           if (auto signature = ThoughtSignature(call)) part["thoughtSignature"] = *signature;
           parts.push_back(std::move(part));
         }
       }
     }
-    if (parts.empty()) continue;
-    contents.push_back({{"role", m.role == Role::kAssistant ? "model" : "user"}, {"parts", std::move(parts)}});
+    if (!parts.empty()) {
+      contents.push_back({{"role", m.role == Role::kAssistant ? "model" : "user"}, {"parts", std::move(parts)}});
+    }
+    ++i;
+    if (m.role != Role::kAssistant || !m.tool_calls || m.tool_calls->empty()) continue;
+    // The tool messages right after a calling turn answer it: one user turn, in call order, every call
+    // answered exactly once. A calling turn followed by no tool message (still pending) is sent as it is.
+    size_t end = i;
+    while (end < history.size() && history[end].role == Role::kTool) ++end;
+    if (end == i) continue;
+    std::vector<std::string> expected;
+    for (const ToolCall& call : *m.tool_calls) expected.push_back(call.id);
+    STRATA_ASSIGN_OR_RETURN(Json turn, ToolResultsTurn(history, i, end, &expected, names));
+    contents.push_back(std::move(turn));
+    i = end;
   }
 
   Json body = Json::object();
   body["contents"] = std::move(contents);
-  if (!request.system_prompt.empty()) body["systemInstruction"] = {{"parts", Json::array({{{"text", request.system_prompt}}})}};
+  if (!request.system_prompt.empty()) {
+    body["systemInstruction"] = {{"parts", Json::array({{{"text", request.system_prompt}}})}, {"role", "user"}};
+  }
   if (!request.tools.empty()) {
+    // The JSON Schema goes unchanged as parametersJsonSchema (which takes standard JSON Schema: $schema,
+    // additionalProperties, $ref and all), as in kosong.
     Json declarations = Json::array();
     for (const ToolDeclaration& tool : request.tools) {
       STRATA_ASSIGN_OR_RETURN(Json parameters, ParseToolParameters(tool));
-      StripUnsupported(parameters);
-      Json declaration{{"name", tool.name}, {"description", tool.description}};
-      auto props = parameters.find("properties");
-      if (props != parameters.end() && props->is_object() && !props->empty()) declaration["parameters"] = parameters;
-      declarations.push_back(std::move(declaration));
+      declarations.push_back(
+          {{"name", tool.name}, {"description", tool.description}, {"parametersJsonSchema", std::move(parameters)}});
     }
     body["tools"] = Json::array({{{"functionDeclarations", std::move(declarations)}}});
   }

@@ -1,16 +1,24 @@
 // OpenAI chat completions (and compatibles) and Kimi/Moonshot.
 //
 // Request: the system prompt is a leading {role:system} message; a content list of exactly one text part is
-// sent as a string; thinking goes to the `reasoning_key` field of the assistant message (Kimi:
-// "reasoning_content" by default, joined, an empty one kept); tool calls as `tool_calls`; tool results as
-// {role:tool, tool_call_id}. Kimi omits `content` on tool-call-only assistant turns, always sends `tools`,
-// sends "$name" tools as builtin functions and fills missing schema `type`s; OpenAI keeps `content: []` and
-// omits an empty `tools` (the API rejects it). With a reasoning_key and no explicit effort, a history that
-// contains thinking sets `reasoning_effort: "medium"`.
+// sent as a string; media parts carry `id: null` when they have none (kosong dumps nested nulls). Thinking
+// goes to the `reasoning_key` field of the message (Kimi: "reasoning_content" by default): the think parts
+// joined, sent whenever the message holds a think part, even an empty one (kosong 0.54 round-trips an empty
+// reasoning; a backend in thinking mode rejects a history whose assistant turn lost the field). Tool calls
+// go as `tool_calls`; tool results as {role:tool, tool_call_id}, or with `tool_message_conversion:
+// "extract_text"` as one string of the text parts joined by "\n". Kimi omits `content` on an assistant
+// turn with tool calls whose visible content is only white-space text (Moonshot rejects an empty text
+// part), always sends `tools`, sends "$name" tools as builtin functions and fills missing schema `type`s;
+// OpenAI keeps `content: []` and omits an empty `tools` (the API rejects it). With a reasoning_key and no
+// explicit effort, a history that contains thinking sets `reasoning_effort: "medium"`. A streamed request
+// asks for usage (`stream_options.include_usage`) unless `stream_usage` is false.
 //
-// Response: `reasoning_key` deltas (non-empty) are think parts, non-empty `content` deltas text parts,
-// tool-call deltas carry their `index` so interleaved parallel calls never cross-wire. Usage: OpenAI reads
-// the top-level chunk `usage` (cached input from prompt_tokens_details.cached_tokens); Kimi also reads
+// Response: reasoning is read from the `reasoning_key` field, then from `reasoning` (a string) and
+// `reasoning_details` (blocks with `text` or `summary`), which other backends use; the first non-empty one
+// wins. A field that is present but empty still yields an empty think part (streamed deltas and the
+// non-streamed message alike), so the empty reasoning round-trips into the next request as kosong's does.
+// Non-empty `content` is text parts, tool-call deltas carry their `index` so interleaved parallel calls never cross-wire. Usage: OpenAI
+// reads the top-level chunk `usage` (cached input from prompt_tokens_details.cached_tokens); Kimi also reads
 // `choices[0].usage` and prefers its top-level `cached_tokens`.
 #include <algorithm>
 
@@ -22,12 +30,46 @@ namespace strata::llm::internal {
 namespace {
 
 constexpr std::string_view kKnownOptions[] = {
-    "reasoning_key", "reasoning_effort", "stream_usage",      "temperature",      "top_p",
-    "max_tokens",    "max_completion_tokens", "seed",         "stop",             "presence_penalty",
-    "frequency_penalty", "tool_choice", "parallel_tool_calls", "response_format"};
+    "reasoning_key",     "reasoning_effort", "stream_usage",        "tool_message_conversion",
+    "temperature",       "top_p",            "max_tokens",          "max_completion_tokens",
+    "seed",              "stop",             "presence_penalty",    "frequency_penalty",
+    "n",                 "prompt_cache_key", "tool_choice",         "parallel_tool_calls",
+    "response_format"};
 constexpr const char* kSamplingKeys[] = {
     "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "presence_penalty",
-    "frequency_penalty", "tool_choice", "parallel_tool_calls", "response_format"};
+    "frequency_penalty", "n", "prompt_cache_key", "tool_choice", "parallel_tool_calls", "response_format"};
+
+// Reads one UTF-8 code point at text[*i] and advances *i; false (and no advance guarantee) on a malformed
+// sequence.
+bool NextCodePoint(std::string_view text, size_t* i, char32_t* out) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char lead = byte(*i);
+  size_t len = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+  if (len == 0 || *i + len > text.size()) return false;
+  char32_t cp = len == 1 ? lead : len == 2 ? (lead & 0x1F) : len == 3 ? (lead & 0x0F) : (lead & 0x07);
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(*i + k) & 0xC0) != 0x80) return false;
+    cp = (cp << 6) | (byte(*i + k) & 0x3F);
+  }
+  *i += len;
+  *out = cp;
+  return true;
+}
+
+// Whether Python's str.strip() would remove the whole text (str.isspace for every code point): kosong decides
+// "effectively empty" with it.
+bool IsBlank(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    char32_t c = 0;
+    if (!NextCodePoint(text, &i, &c)) return false;
+    bool space = (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+                 c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+                 c == 0x205F || c == 0x3000;
+    if (!space) return false;
+  }
+  return true;
+}
 
 // The JSON type of an enum/const value, as a JSON Schema type name.
 std::string_view ValueType(const Json& v) {
@@ -115,9 +157,9 @@ bool PartJson(const ContentPart& part, Json* out) {
     }
     const char* key = media->kind == MediaKind::kImage ? "image_url"
                       : media->kind == MediaKind::kAudio ? "audio_url" : "video_url";
-    Json url{{"url", media->url}};
-    if (media->id) url["id"] = *media->id;
-    *out = Json{{"type", key}, {key, url}};
+    // kosong dumps the part with its nested nulls: a missing file id is sent as `"id": null`.
+    Json url{{"url", media->url}, {"id", media->id ? Json(*media->id) : Json(nullptr)}};
+    *out = Json{{"type", key}, {key, std::move(url)}};
     return true;
   }
   if (const auto* custom = std::get_if<CustomPart>(&part)) {
@@ -141,7 +183,14 @@ Json ContentJson(const std::vector<const ContentPart*>& parts) {
   return list;
 }
 
-Result<Json> MessageJson(const Message& m, bool kimi, const std::optional<std::string>& reasoning_key) {
+// How a message is sent (the request-wide choices).
+struct MessageOptions {
+  bool kimi = false;
+  std::optional<std::string> reasoning_key;
+  bool tool_text_only = false;  // tool_message_conversion: "extract_text".
+};
+
+Result<Json> MessageJson(const Message& m, const MessageOptions& options) {
   Json out = Json::object();
   out["role"] = std::string(RoleName(m.role));
   if (m.name) out["name"] = *m.name;
@@ -152,13 +201,25 @@ Result<Json> MessageJson(const Message& m, bool kimi, const std::optional<std::s
     if (const auto* think = std::get_if<ThinkPart>(&part)) {
       has_think = true;
       reasoning += think->think;
+    } else if (const auto* custom = std::get_if<CustomPart>(&part); custom && custom->type == "redacted_thinking") {
+      continue;  // Anthropic-only; meaningless here.
     } else {
       visible.push_back(&part);
     }
   }
-  bool tool_call_only = m.role == Role::kAssistant && visible.empty() && m.tool_calls && !m.tool_calls->empty();
-  if (!(kimi && tool_call_only)) out["content"] = ContentJson(visible);
-  if (m.tool_calls && !m.tool_calls->empty()) {
+  bool has_calls = m.tool_calls && !m.tool_calls->empty();
+  // Kimi's compat layer rejects an empty text part beside tool calls; dropping `content` is always accepted.
+  bool blank_beside_calls = m.role == Role::kAssistant && has_calls &&
+                            std::all_of(visible.begin(), visible.end(), [](const ContentPart* part) {
+                              const std::string* text = TextOf(*part);
+                              return text != nullptr && IsBlank(*text);
+                            });
+  if (m.role == Role::kTool && options.tool_text_only) {
+    out["content"] = m.ExtractText("\n");
+  } else if (!(options.kimi && blank_beside_calls)) {
+    out["content"] = ContentJson(visible);
+  }
+  if (has_calls) {
     Json calls = Json::array();
     for (const ToolCall& call : *m.tool_calls) {
       calls.push_back({{"type", "function"},
@@ -169,7 +230,8 @@ Result<Json> MessageJson(const Message& m, bool kimi, const std::optional<std::s
     out["tool_calls"] = std::move(calls);
   }
   if (m.tool_call_id) out["tool_call_id"] = *m.tool_call_id;
-  if (m.role == Role::kAssistant && has_think && reasoning_key) out[*reasoning_key] = reasoning;
+  // Present whenever a think part is, even an empty one, whatever the role (as kosong).
+  if (has_think && options.reasoning_key) out[*options.reasoning_key] = reasoning;
   return out;
 }
 
@@ -193,6 +255,39 @@ TokenUsage UsageFrom(simdjson::dom::element usage, bool kimi) {
   }
   return TokenUsage{.input_other = prompt - cached, .output = GetInt(usage, "completion_tokens"),
                     .input_cache_read = cached};
+}
+
+// The reasoning text of a message or delta (see the top of the file), nullopt when no field carries any.
+std::optional<std::string> ReasoningText(simdjson::dom::element e, const std::string& reasoning_key) {
+  std::optional<std::string> empty;
+  std::vector<std::string_view> keys = {reasoning_key};
+  for (std::string_view fallback : {"reasoning", "reasoning_details"}) {
+    if (fallback != reasoning_key) keys.push_back(fallback);
+  }
+  for (std::string_view key : keys) {
+    simdjson::dom::element value;
+    if (!Get(e, key, &value)) continue;
+    std::optional<std::string> text;
+    if (value.is_string()) {
+      text = std::string(value.get_string().value_unsafe());
+    } else if (value.is_array()) {
+      std::string joined;
+      bool any = false;
+      for (simdjson::dom::element block : json::AsArray(value)) {
+        // Never `data`: encrypted blocks carry a signature, not text.
+        simdjson::dom::element t;
+        if ((Get(block, "text", &t) && t.is_string()) || (Get(block, "summary", &t) && t.is_string())) {
+          joined += t.get_string().value_unsafe();
+          any = true;
+        }
+      }
+      if (any) text = std::move(joined);
+    }
+    if (!text) continue;
+    if (!text->empty()) return text;
+    if (!empty) empty = std::move(text);
+  }
+  return empty;
 }
 
 class OpenAIChatDecoder final : public StreamDecoder {
@@ -219,9 +314,8 @@ class OpenAIChatDecoder final : public StreamDecoder {
     if (kimi_ && Get(choice, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
     simdjson::dom::element delta;
     if (Get(choice, "delta", &delta) && delta.is_object()) {
-      if (reasoning_key_) {
-        std::string_view reasoning = GetString(delta, *reasoning_key_);
-        if (!reasoning.empty()) out->push_back(ContentPart(ThinkPart{std::string(reasoning), std::nullopt}));
+      if (reasoning_key_ && !reasoning_key_->empty()) {
+        if (auto reasoning = ReasoningText(delta, *reasoning_key_)) out->push_back(ContentPart(ThinkPart{*reasoning, std::nullopt}));
       }
       std::string_view content = GetString(delta, "content");
       if (!content.empty()) out->push_back(ContentPart(TextPart{std::string(content)}));
@@ -244,8 +338,8 @@ class OpenAIChatDecoder final : public StreamDecoder {
         !Get(choice, "message", &message) || !message.is_object()) {
       return InvalidResponseError(std::string(Format()) + ": response has no choices[0].message");
     }
-    if (reasoning_key_ && Has(message, *reasoning_key_)) {
-      out->push_back(ContentPart(ThinkPart{std::string(GetString(message, *reasoning_key_)), std::nullopt}));
+    if (reasoning_key_ && !reasoning_key_->empty()) {
+      if (auto reasoning = ReasoningText(message, *reasoning_key_)) out->push_back(ContentPart(ThinkPart{*reasoning, std::nullopt}));
     }
     std::string_view content = GetString(message, "content");
     if (!content.empty()) out->push_back(ContentPart(TextPart{std::string(content)}));
@@ -323,13 +417,20 @@ Result<std::string> BuildOpenAIChatBody(bool kimi, const ChatRequest& request) {
   if (kimi && !options.contains("reasoning_key")) reasoning_key = "reasoning_content";
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> effort, OptionalString(options, "reasoning_effort"));
   STRATA_ASSIGN_OR_RETURN(std::optional<bool> stream_usage, OptionalBool(options, "stream_usage"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> conversion, OptionalString(options, "tool_message_conversion"));
+  if (conversion && *conversion != "extract_text" && *conversion != "blocks") {
+    return Status::InvalidArgument("options.tool_message_conversion: expected \"extract_text\" or \"blocks\", got \"" +
+                                   *conversion + "\"");
+  }
+  MessageOptions message_options{
+      .kimi = kimi, .reasoning_key = reasoning_key, .tool_text_only = conversion == "extract_text"};
 
   Json body = Json::object();
   body["model"] = request.model;
   Json messages = Json::array();
   if (!request.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", request.system_prompt}});
   for (size_t i = 0; i < request.history.size(); ++i) {
-    auto m = MessageJson(request.history[i], kimi, reasoning_key);
+    auto m = MessageJson(request.history[i], message_options);
     if (!m.ok()) return m.status().WithContext("history[" + std::to_string(i) + "]");
     messages.push_back(std::move(*m));
   }
@@ -350,7 +451,7 @@ Result<std::string> BuildOpenAIChatBody(bool kimi, const ChatRequest& request) {
   if (kimi || !tools.empty()) body["tools"] = std::move(tools);
   if (request.stream) {
     body["stream"] = true;
-    if (!kimi && stream_usage.value_or(true)) body["stream_options"] = {{"include_usage", true}};
+    if (stream_usage.value_or(true)) body["stream_options"] = {{"include_usage", true}};
   }
   if (effort) {
     body["reasoning_effort"] = *effort;

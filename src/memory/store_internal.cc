@@ -368,14 +368,6 @@ bool GrepLines(const Uri& uri, const std::string& content, const std::string& wa
   return true;
 }
 
-std::string AsciiLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 bool GlobMatch(std::string_view pattern, std::string_view path) {
   GlobMatcher m{path.size(), std::vector<bool>((pattern.size() + 1) * (path.size() + 1), false)};
   return m.Match(pattern, path);

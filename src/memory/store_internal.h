@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "strata/memory/store.h"
+#include "strata/util/ascii.h"
 
 struct sb_stemmer;  // libstemmer.h
 
@@ -97,7 +98,6 @@ std::string DirectoryLayer(const Uri& dir, Level level, const std::vector<Node>&
 // false once `limit` matches are reached.
 bool GrepLines(const Uri& uri, const std::string& content, const std::string& wanted, bool ignore_case,
                bool superseded, size_t limit, std::vector<GrepMatch>* out);
-std::string AsciiLower(std::string_view s);
 bool GlobMatch(std::string_view pattern, std::string_view path);
 Status ValidateGlob(std::string_view pattern);
 // ContextStore::Glob over any store: its subtree listed, matched here.

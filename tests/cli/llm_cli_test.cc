@@ -31,6 +31,14 @@ void RunRequestCases(const std::string& area) {
     std::vector<std::string> args = {"provider", "request", "--provider", input["provider"].get<std::string>()};
     if (input.contains("model")) args.insert(args.end(), {"--model", input["model"].get<std::string>()});
     CliRun run = RunStrata(args, stdin_json.dump());
+    if (c["expected"].contains("error")) {
+      // A request that cannot be built: one line on stderr naming what is wrong, a non-zero exit.
+      EXPECT_NE(run.exit_code, 0) << run.out;
+      for (const Json& needle : c["expected"].value("message_contains", Json::array())) {
+        EXPECT_NE(run.err.find(needle.get<std::string>()), std::string::npos) << run.err;
+      }
+      continue;
+    }
     ASSERT_EQ(run.exit_code, 0) << run.err;
     Json actual = Json::parse(run.out, nullptr, false);
     ASSERT_FALSE(actual.is_discarded()) << run.out;

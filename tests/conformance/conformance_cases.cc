@@ -51,13 +51,22 @@ std::vector<Json> LoadCases(const std::string& area) {
   fs::path dir = fs::path(STRATA_CONFORMANCE_DIR) / "kosong";
   EXPECT_TRUE(fs::is_directory(dir)) << "conformance cases not found at " << dir;
   if (!fs::is_directory(dir)) return cases;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& file : files) {
-    std::ifstream in(file);
-    Json c = Json::parse(in);
-    if (c.value("area", "") == area) cases.push_back(std::move(c));
+  // The shared cases first, then the project's own (tests/conformance/cases: behaviour matched from
+  // kosong's and kimi-cli's code and snapshot tests beyond the shared sample), each directory in name order.
+  for (const fs::path& d : {dir, fs::path(STRATA_SOURCE_DIR) / "tests" / "conformance" / "cases"}) {
+    if (!fs::is_directory(d)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(d)) {
+      if (entry.path().extension() == ".json") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      std::ifstream in(file);
+      Json c = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+      EXPECT_FALSE(c.is_discarded()) << file << " is not valid JSON";
+      if (c.is_discarded()) continue;
+      if (c.value("area", "") == area) cases.push_back(std::move(c));
+    }
   }
   EXPECT_FALSE(cases.empty()) << "no cases for area " << area;
   return cases;

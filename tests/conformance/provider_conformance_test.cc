@@ -43,6 +43,14 @@ void RunRequestCases(const std::string& area) {
     auto kind = ParseProviderKind(input["provider"].get<std::string>());
     ASSERT_OK(kind);
     auto body = BuildRequestBody(*kind, RequestFromCase(input));
+    if (c["expected"].contains("error")) {
+      ASSERT_FALSE(body.ok()) << "expected an error, got " << *body;
+      for (const Json& needle : c["expected"].value("message_contains", Json::array())) {
+        EXPECT_NE(body.status().message().find(needle.get<std::string>()), std::string::npos)
+            << body.status().ToString();
+      }
+      continue;
+    }
     ASSERT_OK(body);
     Json actual = Json::parse(*body);
     std::vector<std::string> exact = c.value("exact_keys", std::vector<std::string>{});

@@ -58,6 +58,7 @@ void ContextLog::ResetState() {
   checkpoints_.clear();
   prompts_.clear();
   usages_.clear();
+  skipped_.clear();
   report_ = RestoreReport();
   torn_tail_.reset();
   missing_newline_ = false;
@@ -133,6 +134,7 @@ Result<bool> ContextLog::Restore() {
     return scan.status();
   }
   report_.scan = std::move(*scan);
+  skipped_ = report_.scan.skipped;
   restored_ = true;
   foreign_bytes_ = false;
   torn_tail_ = report_.scan.torn_tail;
@@ -254,7 +256,8 @@ void ContextLog::AdoptSwappedFile(std::unique_ptr<WritableFile> file, uint64_t s
 }
 
 Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped, std::string_view append,
-                                    std::string* rotation_out) {
+                                    std::string* rotation_out,
+                                    std::span<const std::pair<uint64_t, uint64_t>> holes) {
   *swapped = false;
   STRATA_RETURN_IF_ERROR(writer_->Sync());
   // 1. Keep the current file under a rotation name: a hard link, so the old bytes are never copied and
@@ -270,9 +273,16 @@ Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped, std::str
   };
   auto file = options_.fs->NewWritableFile(tmp, {.mode = WritableFileOptions::Mode::kTruncate, .lock = true});
   if (!file.ok()) return undo(file.status());
-  if (keep_bytes > 0) {
-    Status copied = options_.fs->CopyRange(path_, 0, keep_bytes, file->get());
-    if (!copied.ok()) return undo(copied);
+  uint64_t kept = 0;
+  uint64_t from = 0;
+  for (size_t i = 0; i <= holes.size(); ++i) {
+    uint64_t to = i < holes.size() ? std::min(holes[i].first, keep_bytes) : keep_bytes;
+    if (to > from) {
+      Status copied = options_.fs->CopyRange(path_, from, to - from, file->get());
+      if (!copied.ok()) return undo(copied);
+      kept += to - from;
+    }
+    if (i < holes.size()) from = std::max(from, std::min(holes[i].first + holes[i].second, keep_bytes));
   }
   if (!append.empty()) {
     Status appended = (*file)->Append(append);
@@ -285,7 +295,7 @@ Status ContextLog::RotateAndRebuild(uint64_t keep_bytes, bool* swapped, std::str
   // From here on the new file is the live one, whatever else fails.
   *swapped = true;
   Status dir_sync = options_.fs->SyncDirectory(Dirname(path_));
-  AdoptSwappedFile(std::move(*file), keep_bytes + append.size(), dir_sync);
+  AdoptSwappedFile(std::move(*file), kept + append.size(), dir_sync);
   torn_tail_.reset();
   missing_newline_ = false;
   return dir_sync;
@@ -304,9 +314,32 @@ Status ContextLog::RevertTo(int64_t id) {
   }
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   CheckpointMark target = *mark;
+  // Like kimi-cli, the new file holds only the kept prefix's records: blank and damaged lines before the
+  // checkpoint stay in the rotation but not in the live file.
+  std::vector<std::pair<uint64_t, uint64_t>> holes;
+  for (const auto& range : skipped_) {
+    if (range.first >= target.offset) break;
+    holes.push_back(range);
+  }
   bool swapped = false;
-  Status rotated = RotateAndRebuild(target.offset, &swapped);
+  Status rotated = RotateAndRebuild(target.offset, &swapped, {}, nullptr, holes);
   if (!swapped) return rotated;
+  skipped_.clear();
+  if (!holes.empty()) {
+    // Every kept record moves back by the bytes of the holes before it.
+    auto shifted = [&holes](uint64_t offset) {
+      uint64_t removed = 0;
+      for (const auto& [at, length] : holes) {
+        if (at >= offset) break;
+        removed += length;
+      }
+      return offset - removed;
+    };
+    for (CheckpointMark& m : checkpoints_) m.offset = shifted(m.offset);
+    for (PromptMark& m : prompts_) m.offset = shifted(m.offset);
+    for (UsageMark& m : usages_) m.offset = shifted(m.offset);
+    target.offset = shifted(target.offset);
+  }
   history_.resize(target.history_size);
   token_count_ = target.token_count;
   pending_begin_ = std::min(target.pending_begin, history_.size());
@@ -416,6 +449,7 @@ Status ContextLog::WriteSystemPrompt(std::string_view prompt) {
   for (PromptMark& m : prompts_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
   for (UsageMark& m : usages_) m.offset = static_cast<uint64_t>(static_cast<int64_t>(m.offset) + delta);
   if (torn_tail_) torn_tail_->offset = static_cast<uint64_t>(static_cast<int64_t>(torn_tail_->offset) + delta);
+  for (auto& range : skipped_) range.first = static_cast<uint64_t>(static_cast<int64_t>(range.first) + delta);
   prompts_.insert(prompts_.begin(), PromptMark{0, std::string(prompt)});
   system_prompt_ = prompts_.back().prompt;
   return dir_sync;

@@ -262,11 +262,13 @@ Result<ScanSummary> ScanLog(FileSystem* fs, const std::string& path, LogFormat f
                line.length, "line of " + std::to_string(line.length) + " bytes exceeds the " +
                                 std::to_string(kMaxLineBytes) + "-byte limit for one record"};
       if (!line.terminated) summary.torn_tail = d;
+      if (line.terminated) summary.skipped.emplace_back(line.offset, line.length + 1);
       summary.damage.push_back(std::move(d));
       continue;
     }
     if (IsBlank(line.text)) {
       if (!line.terminated) summary.missing_final_newline = true;
+      if (line.terminated) summary.skipped.emplace_back(line.offset, line.length + 1);
       continue;
     }
     bool replaced = false;
@@ -279,6 +281,8 @@ Result<ScanSummary> ScanLog(FileSystem* fs, const std::string& path, LogFormat f
       if (!line.terminated) {
         d.reason = "torn tail (last line has no newline and is not a complete record): " + d.reason;
         summary.torn_tail = d;
+      } else {
+        summary.skipped.emplace_back(line.offset, line.text.size() + 1);
       }
       summary.damage.push_back(std::move(d));
       continue;

@@ -154,8 +154,10 @@ class ContextLog {
   // Keeps the current file as a rotation and swaps in a file holding its first `keep_bytes` followed by
   // `append`. Sets `*swapped` once the new file is in place (state must then follow it, even if a later
   // step fails) and `*rotation` (if given) to the rotation's path.
+  // `holes` are ranges inside the first `keep_bytes` (sorted, disjoint) that the new file leaves out.
   Status RotateAndRebuild(uint64_t keep_bytes, bool* swapped, std::string_view append = {},
-                          std::string* rotation = nullptr);
+                          std::string* rotation = nullptr,
+                          std::span<const std::pair<uint64_t, uint64_t>> holes = {});
   // Makes `file` (of `size` bytes, renamed over path_) the writer's file; a failed directory sync poisons it.
   void AdoptSwappedFile(std::unique_ptr<WritableFile> file, uint64_t size, const Status& dir_sync);
   // Clears all restored state.
@@ -174,6 +176,9 @@ class ContextLog {
   std::vector<CheckpointMark> checkpoints_;  // In file order.
   std::vector<PromptMark> prompts_;          // `_system_prompt` records in file order.
   std::vector<UsageMark> usages_;            // `_usage` records in file order.
+  // Lines of the live file that hold no record (blank or damaged), {offset, length with '\n'}, in file
+  // order: a revert leaves them out of the new file, as kimi-cli's does (the rotation keeps them).
+  std::vector<std::pair<uint64_t, uint64_t>> skipped_;
 
   bool restored_ = false;
   bool modified_ = false;

@@ -110,6 +110,9 @@ struct ScanSummary {
   std::vector<Damage> damage;           // In file order; kInvalidUtf8 entries were still accepted.
   bool missing_final_newline = false;   // The last line is a complete record without its '\n'.
   std::optional<Damage> torn_tail;      // Set when the last line is a torn record (also in `damage`).
+  // Terminated lines that hold no record (blank, or damaged other than by replaced UTF-8), in file order,
+  // each as {offset, length including its '\n'}: what kimi-cli's revert leaves out of the new file.
+  std::vector<std::pair<uint64_t, uint64_t>> skipped;
   // Returns the offset where the next append must start: the file size, minus a torn tail.
   uint64_t clean_size() const { return torn_tail ? torn_tail->offset : size; }
   // Returns whether anything needs repair (damage other than replaced UTF-8, or a torn tail).

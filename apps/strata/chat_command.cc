@@ -7,13 +7,17 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <thread>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "provider_flags.h"
+#include "strata/engine/agent_tools.h"
 #include "strata/engine/engine.h"
+#include "strata/tools/mcp_client.h"
 
 namespace strata::cli {
 namespace {
@@ -23,6 +27,11 @@ struct ChatArgs {
   std::string session;
   bool show_thinking = false;
   ConversationOptions conversation;
+  std::string data = "strata-data";
+  std::string user = "default";
+  bool no_tools = false;
+  std::vector<std::string> mcp_config_files;
+  std::vector<std::string> mcp_configs;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -47,13 +56,19 @@ void PrintCompaction(const CompactionReport& r) {
 
 class ChatLoop {
  public:
-  ChatLoop(Conversation& conversation, bool show_thinking, int max_steps, bool interactive)
-      : c_(conversation), show_thinking_(show_thinking), max_steps_(max_steps), interactive_(interactive) {}
+  ChatLoop(Conversation& conversation, const tools::Toolset& toolset, bool show_thinking, int max_steps,
+           bool interactive)
+      : c_(conversation),
+        toolset_(toolset),
+        show_thinking_(show_thinking),
+        max_steps_(max_steps),
+        interactive_(interactive) {}
 
   int Run() {
     if (interactive_) {
       std::cerr << "strata chat — " << c_.provider().name() << " / " << c_.provider().model() << ", session "
-                << c_.log().path() << " (" << c_.log().history().size() << " messages). /help for commands.\n";
+                << c_.log().path() << " (" << c_.log().history().size() << " messages, " << toolset_.size()
+                << " tools). /help for commands.\n";
     }
     std::string line;
     while (Prompt(), std::getline(std::cin, line)) {
@@ -83,7 +98,8 @@ class ChatLoop {
                    "/undo                revert to the last checkpoint (each turn makes one)\n"
                    "/clear               forget the conversation\n"
                    "/compact [focus]     summarise the older conversation now\n"
-                   "/tokens              context size in tokens\n/quit\n";
+                   "/tokens              context size in tokens\n"
+                   "/tools               the tools the model can call\n/quit\n";
     } else if (cmd == "/checkpoint") {
       auto id = c_.Checkpoint();
       if (!id.ok()) return Report(id.status());
@@ -104,6 +120,11 @@ class ChatLoop {
       auto report = c_.Compact(focus);
       if (!report.ok()) return Report(report.status());
       PrintCompaction(*report);
+    } else if (cmd == "/tools") {
+      if (toolset_.size() == 0) std::cout << "no tools\n";
+      for (const llm::ToolDeclaration& d : toolset_.declarations()) {
+        std::cout << d.name << "  " << d.description.substr(0, d.description.find('\n')) << "\n";
+      }
     } else if (cmd == "/tokens") {
       std::cout << "tokens: " << c_.log().token_count_with_pending() << " (last reported by the provider: "
                 << c_.log().token_count() << ", messages: " << c_.log().history().size() << ")\n";
@@ -137,6 +158,16 @@ class ChatLoop {
     callbacks.on_tool_call = [](const ToolCall& call) {
       std::cerr << "[tool call] " << call.function.name << " " << call.function.arguments.value_or("") << "\n";
     };
+    callbacks.on_tool_result = [](const tools::ToolResult& result) {
+      std::string shown;
+      for (const ContentPart& part : result.message.content) {
+        if (const auto* t = std::get_if<TextPart>(&part)) shown += t->text;
+      }
+      if (shown.size() > 200) shown = shown.substr(0, 200) + "...";
+      for (char& ch : shown) ch = ch == '\n' ? ' ' : ch;
+      std::cerr << "[tool " << (result.is_error ? "error" : "result") << "] " << result.call.function.name << ": "
+                << shown << "\n";
+    };
     callbacks.on_step_end = [&](int) {
       if (printed) std::cout << "\n" << std::flush;
       printed = false;
@@ -156,14 +187,47 @@ class ChatLoop {
   }
 
   Conversation& c_;
+  const tools::Toolset& toolset_;
   bool show_thinking_;
   int max_steps_;
   bool interactive_;
   bool failed_ = false;
 };
 
+// Connects to the MCP servers of the config file and the flags and adds their tools. A server that cannot
+// be reached is a warning: the chat goes on without its tools.
+Status AddMcpServers(const ChatArgs& args, const ConfigFile& config, tools::Toolset* toolset) {
+  std::vector<tools::McpServerConfig> servers;
+  auto add = [&](std::string_view text, std::string_view where) -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto parsed, tools::ParseMcpServers(text, where));
+    servers.insert(servers.end(), parsed.begin(), parsed.end());
+    return Status::Ok();
+  };
+  if (!config.mcp_servers.empty()) STRATA_RETURN_IF_ERROR(add(config.mcp_servers, "config file " + config.path));
+  for (const std::string& file : args.mcp_config_files) {
+    std::ifstream in(file);
+    if (!in) return Status::NotFound("MCP config file " + file + " cannot be read");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    STRATA_RETURN_IF_ERROR(add(text, "MCP config file " + file));
+  }
+  for (const std::string& text : args.mcp_configs) STRATA_RETURN_IF_ERROR(add(text, "--mcp-config"));
+  for (const tools::McpServerConfig& server : servers) {
+    tools::McpClientOptions options;
+    auto client = tools::McpClient::Connect(server, options);
+    if (!client.ok()) {
+      Warn(client.status().message() + " (continuing without its tools)");
+      continue;
+    }
+    std::vector<std::string> warnings;
+    auto added = tools::AddMcpTools(std::shared_ptr<tools::McpClient>(std::move(*client)), toolset, &warnings);
+    for (const std::string& w : warnings) Warn(w);
+    if (!added.ok()) Warn(added.status().message() + " (continuing without its tools)");
+  }
+  return Status::Ok();
+}
+
 int RunChat(ChatArgs args) {
-  auto engine = Engine::Open({.provider = args.provider, .on_model_retry = WarnRetry});
+  auto engine = Engine::Open({.data_dir = args.data, .provider = args.provider, .on_model_retry = WarnRetry});
   if (!engine.ok()) return Fail(engine.status());
   auto config = (*engine)->config();
   if (!config.ok()) return Fail(config.status());
@@ -176,11 +240,17 @@ int RunChat(ChatArgs args) {
   // Counting (the pending estimate, assembly, compaction) uses o200k_base when the vocabulary is
   // available, else characters / 4.
   LoadCounter("o200k_base");
-  auto conversation = (*engine)->OpenConversation(args.session, args.conversation);
+  tools::Toolset toolset;  // Outlives the conversation, which borrows it.
+  if (!args.no_tools) {
+    Status added = AddAgentTools(engine->get(), {.user = args.user}, &toolset);
+    if (!added.ok()) return Fail(added);
+  }
+  if (Status s = AddMcpServers(args, **config, &toolset); !s.ok()) return Fail(s);
+  auto conversation = (*engine)->OpenConversation(args.session, args.conversation, &toolset);
   if (!conversation.ok()) return Fail(conversation.status());
 
   bool interactive = isatty(STDIN_FILENO) != 0;
-  ChatLoop chat(**conversation, args.show_thinking, args.conversation.max_steps, interactive);
+  ChatLoop chat(**conversation, toolset, args.show_thinking, args.conversation.max_steps, interactive);
   std::signal(SIGINT, OnSigint);
   std::atomic<bool> done{false};
   Conversation* c = conversation->get();
@@ -205,6 +275,13 @@ void AddChatCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--session", args->session, "Context log file (default ~/.local/share/strata/chat/context.jsonl)");
   cmd->add_option("--system", args->conversation.system_prompt, "System prompt for a new session");
   cmd->add_flag("--show-thinking", args->show_thinking, "Print the model's thinking to stderr");
+  cmd->add_option("--data", args->data, "Data directory or postgres:// URL for the memory tools (default ./strata-data)");
+  cmd->add_option("--user", args->user, "Whose memories the remember and find tools reach (default: default)");
+  cmd->add_flag("--no-tools", args->no_tools, "No built-in tools (read_file, list_directory, remember, find)");
+  cmd->add_option("--mcp-config-file", args->mcp_config_files,
+                  "A JSON file of MCP servers ({\"mcpServers\": {NAME: {command, args, env} or {url, headers}}}) "
+                  "whose tools the model can call; repeatable (the config file's \"mcpServers\" are used too)");
+  cmd->add_option("--mcp-config", args->mcp_configs, "MCP servers as JSON text, as in --mcp-config-file; repeatable");
   cmd->add_option("--max-steps", args->conversation.max_steps, "Most model calls per user turn")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-context", args->conversation.max_context,

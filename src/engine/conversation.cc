@@ -82,6 +82,7 @@ Result<TurnResult> Conversation::Turn(Message user, const TurnCallbacks& callbac
     tools::StepCallbacks step_callbacks;
     step_callbacks.on_part = callbacks.on_part;
     step_callbacks.on_tool_call = callbacks.on_tool_call;
+    step_callbacks.on_tool_result = callbacks.on_tool_result;
     auto result = tools::Step(provider_, prompt, *tools_, *messages, step_callbacks, {.cancel = &cancel});
     {
       std::lock_guard cancel_lock(cancel_mu_);

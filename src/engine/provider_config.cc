@@ -44,6 +44,13 @@ Result<ConfigFile> LoadConfigFile(const std::string& explicit_path) {
     }
     config.options = options->dump();
   }
+  if (const Json* servers = json::Field(j, "mcpServers"); servers != nullptr && !servers->is_null()) {
+    if (!servers->is_object()) {
+      return Status::InvalidArgument(where + ": \"mcpServers\" must be an object, not " +
+                                     std::string(json::TypeName(*servers)));
+    }
+    config.mcp_servers = Json{{"mcpServers", *servers}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
   if (const Json* max = json::Field(j, "max_context_tokens"); max != nullptr && !max->is_null()) {
     STRATA_ASSIGN_OR_RETURN(config.max_context_tokens, json::RequireInt(j, "max_context_tokens", where));
   }

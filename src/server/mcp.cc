@@ -13,6 +13,7 @@
 #include "access.h"
 #include "keys.h"
 #include "strata/engine/views.h"
+#include "strata/engine/agent_tools.h"
 #include "strata/json/checked.h"
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
@@ -248,27 +249,14 @@ struct McpHandler::Impl {
     }
     std::string text = json::StringOr(args, "text");
     if (text.empty()) return Status::InvalidArgument("give \"text\" or \"messages\"");
-    Result<std::vector<session::MemoryChange>> changes =
-        engine->Remember(scope.str(), text, json::StringOr(args, "category"), cancel);
-    if (changes.ok()) {
-      Json out = {{"changes", views::ChangesView(*changes)}};
-      if (!changes->empty()) out["uri"] = out["changes"][0]["uri"];
-      return out;
+    STRATA_ASSIGN_OR_RETURN(Remembered done,
+                            RememberOrKeep(*engine, scope.str(), text, json::StringOr(args, "category"), cancel));
+    if (done.stored_as_is) {
+      return Json{{"uri", done.uri}, {"stored_as_is", true}, {"note", "stored without deduplication: " + done.why}};
     }
-    if (changes.status().code() != StatusCode::kFailedPrecondition &&
-        changes.status().code() != StatusCode::kUnavailable) {
-      return changes.status();
-    }
-    // No model to deduplicate with: keep the text as it is rather than lose it, and say so.
-    std::string category = json::StringOr(args, "category", "notes");
-    if (!memory::ValidateScopeId(category, "category").ok()) category = "notes";
-    uint64_t h = std::hash<std::string>{}(text);
-    char name[32];
-    std::snprintf(name, sizeof name, "note-%012llx", static_cast<unsigned long long>(h & 0xffffffffffffULL));
-    std::string uri = scope.str() + "/memories/" + category + "/" + name;
-    STRATA_RETURN_IF_ERROR(engine->Write(uri, text));
-    return Json{{"uri", uri}, {"stored_as_is", true},
-                {"note", "stored without deduplication: " + changes.status().message()}};
+    Json out = {{"changes", views::ChangesView(done.changes)}};
+    if (!done.changes.empty()) out["uri"] = done.uri;
+    return out;
   }
 
   Result<Json> GetContext(const Json& args) {

@@ -58,6 +58,8 @@ struct CompactionReport {
 struct TurnCallbacks {
   std::function<void(const StreamedPart&)> on_part;       // Streamed text and thinking.
   std::function<void(const ToolCall&)> on_tool_call;      // As each call completes.
+  // As each tool finishes, on the tool's thread (calls are serialised; tools/step.h).
+  std::function<void(const tools::ToolResult&)> on_tool_result;
   std::function<void(const std::string&)> on_warning;     // Assembly warnings, failed automatic compaction.
   std::function<void(int step)> on_step_end;              // After each model call returns (or fails).
   std::function<void(const CompactionReport&)> on_compacted;

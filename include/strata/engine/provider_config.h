@@ -5,7 +5,8 @@
 //   1. ProviderSettings (what the caller chose: command-line flags, a request)
 //   2. the config file: ProviderSettings::config_file, else $STRATA_CONFIG, else ~/.config/strata/config.json
 //      when it exists — a JSON object {"provider", "model", "base_url", "api_key_env", "api_key", "options",
-//      "system_prompt", "session", "max_context_tokens"}; a wrongly typed member is an error naming it
+//      "system_prompt", "session", "max_context_tokens", "mcpServers"}; a wrongly typed member is an error
+//      naming it
 //   3. the provider's preset (llm::FindProviderPreset: base URL, key variable, default model, options)
 //   4. the API key: the environment variable (settings, config, then the preset's), then the config's "api_key"
 // With no provider anywhere it is "openai". `script` (or provider "scripted") answers from a script file
@@ -40,6 +41,8 @@ struct ConfigFile {
   std::string path;  // Empty when there was none.
   std::string provider, model, base_url, api_key_env, api_key, system_prompt, session;
   std::string options;  // The "options" object as JSON text; empty when absent.
+  // {"mcpServers": {...}} as JSON text when the file has that member (tools/mcp_client.h parses it).
+  std::string mcp_servers;
   std::optional<int64_t> max_context_tokens;
 };
 

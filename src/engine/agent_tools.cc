@@ -1,0 +1,239 @@
+#include "strata/engine/agent_tools.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "strata/json/checked.h"
+#include "strata/memory/uri.h"
+
+namespace strata {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxLineChars = 2000;
+constexpr int64_t kMaxLines = 1000;
+
+Json Args(std::string_view arguments) { return json::ParseOrDiscard<Json>(arguments); }
+
+tools::ToolOutput ReadFile(std::string_view arguments, const AgentToolsOptions& options) {
+  Json args = Args(arguments);
+  std::string path = json::StringOr(args, "path");
+  int64_t first = std::max<int64_t>(1, json::IntOr(args, "line_offset", 1));
+  int64_t wanted = std::clamp<int64_t>(json::IntOr(args, "n_lines", kMaxLines), 1, kMaxLines);
+  if (path.empty()) return tools::ToolOutput::Error("Error: \"path\" is empty.");
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return tools::ToolOutput::Error("Error: " + path + " does not exist.");
+  if (fs::is_directory(st)) {
+    return tools::ToolOutput::Error("Error: " + path + " is a directory; list it with list_directory.");
+  }
+  if (!fs::is_regular_file(st)) return tools::ToolOutput::Error("Error: " + path + " is not a regular file.");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return tools::ToolOutput::Error("Error: " + path + " cannot be read (permission denied?).");
+  std::string out, line;
+  int64_t number = 0, shown = 0;
+  size_t bytes = 0;
+  bool truncated_line = false, stopped_at_bytes = false, more = false;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find('\0') != std::string::npos) {
+      return tools::ToolOutput::Error("Error: " + path + " is not a text file (a NUL byte on line " +
+                                      std::to_string(number) + ").");
+    }
+    size_t bad = 0;
+    if (!json::IsValidUtf8(line, &bad)) {
+      return tools::ToolOutput::Error("Error: " + path + " is not UTF-8 text (an invalid byte on line " +
+                                      std::to_string(number) + ").");
+    }
+    if (number < first) continue;
+    if (shown == wanted || stopped_at_bytes) {
+      more = true;
+      break;
+    }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.size() > kMaxLineChars) {
+      size_t cut = kMaxLineChars;
+      while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // A whole character.
+      line.resize(cut);
+      line += " ...";
+      truncated_line = true;
+    }
+    char label[24];
+    std::snprintf(label, sizeof label, "%6lld\t", static_cast<long long>(number));
+    out += label;
+    out += line;
+    out += '\n';
+    ++shown;
+    bytes += line.size();
+    if (bytes >= options.max_read_bytes) stopped_at_bytes = true;
+  }
+  std::string note;
+  if (shown == 0) {
+    note = number < first ? "The file has " + std::to_string(number) + " lines; none from line " +
+                                std::to_string(first) + "."
+                          : "The file is empty.";
+  } else {
+    note = std::to_string(shown) + " lines read from " + path + " starting at line " + std::to_string(first) + ".";
+    if (more) {
+      note += " More lines follow: continue with line_offset " + std::to_string(first + shown) + ".";
+    } else {
+      note += " End of file reached.";
+    }
+    if (truncated_line) note += " Lines over " + std::to_string(kMaxLineChars) + " characters were cut (\" ...\").";
+  }
+  return tools::ToolOutput::Text(out + "(" + note + ")");
+}
+
+tools::ToolOutput ListDirectory(std::string_view arguments, const AgentToolsOptions& options) {
+  Json args = Args(arguments);
+  std::string path = json::StringOr(args, "path", ".");
+  if (path.empty()) path = ".";
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    return tools::ToolOutput::Error("Error: " + path + (fs::exists(path, ec) ? " is not a directory." : " does not exist."));
+  }
+  std::vector<std::string> entries;
+  size_t total = 0;
+  fs::directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
+  if (ec) return tools::ToolOutput::Error("Error: " + path + " cannot be listed: " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    ++total;
+    std::string name = it->path().filename().string();
+    std::error_code e2;
+    if (it->is_directory(e2)) {
+      name += "/";
+    } else if (it->is_regular_file(e2)) {
+      uintmax_t size = it->file_size(e2);
+      if (!e2) name += "  (" + std::to_string(size) + " bytes)";
+    }
+    entries.push_back(std::move(name));
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string out;
+  for (size_t i = 0; i < entries.size() && i < options.max_entries; ++i) out += entries[i] + "\n";
+  if (entries.empty()) return tools::ToolOutput::Text("(" + path + " is empty)");
+  if (total > options.max_entries) {
+    out += "(" + std::to_string(total - options.max_entries) + " more entries not shown)\n";
+  }
+  return tools::ToolOutput::Text(out);
+}
+
+tools::ToolOutput Remember(Engine* engine, std::string_view arguments, const AgentToolsOptions& options,
+                           const Canceller& cancel) {
+  Json args = Args(arguments);
+  std::string text = json::StringOr(args, "text");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return tools::ToolOutput::Error("Error: \"text\" is empty.");
+  auto done = RememberOrKeep(*engine, "strata://user/" + options.user, text, json::StringOr(args, "category"), &cancel);
+  if (!done.ok()) return tools::ToolOutput::Error("Error: could not remember it: " + done.status().message());
+  if (done->stored_as_is) return tools::ToolOutput::Text("Remembered as " + done->uri + " (without deduplication: " + done->why + ").");
+  if (done->changes.empty()) return tools::ToolOutput::Text("Already known; nothing changed.");
+  std::string out;
+  for (const session::MemoryChange& c : done->changes) {
+    out += std::string(session::MemoryActionName(c.action)) + " " + c.uri + (c.reason.empty() ? "" : ": " + c.reason) + "\n";
+  }
+  return tools::ToolOutput::Text(out);
+}
+
+tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentToolsOptions& options) {
+  Json args = Args(arguments);
+  std::string query = json::StringOr(args, "query");
+  size_t limit = static_cast<size_t>(std::clamp<int64_t>(json::IntOr(args, "limit", 5), 1, 50));
+  std::string out;
+  size_t shown = 0;
+  // The user's own scope first, then what every user shares.
+  for (const std::string& under : {"strata://user/" + options.user, std::string("strata://resources")}) {
+    memory::FindOptions o;
+    auto uri = memory::Uri::Parse(under);
+    if (!uri.ok()) return tools::ToolOutput::Error("Error: " + uri.status().message());
+    o.under = *uri;
+    o.limit = limit;
+    auto hits = engine->Find(query, o);
+    if (!hits.ok()) {
+      if (hits.status().code() == StatusCode::kNotFound) continue;  // Nothing stored there yet.
+      return tools::ToolOutput::Error("Error: the search failed: " + hits.status().message());
+    }
+    for (const memory::Hit& h : *hits) {
+      char score[16];
+      std::snprintf(score, sizeof score, "%.2f", h.score);
+      out += h.uri.str() + " (score " + score + "): " + h.abstract_text + "\n";
+      if (++shown == limit) break;
+    }
+    if (shown == limit) break;
+  }
+  if (out.empty()) return tools::ToolOutput::Text("Nothing found for \"" + query + "\".");
+  return tools::ToolOutput::Text(out + "(read a whole memory with its URI through the memory tools, if available)");
+}
+
+}  // namespace
+
+Result<Remembered> RememberOrKeep(Engine& engine, std::string_view scope, std::string_view text,
+                                  std::string_view category, const Canceller* cancel) {
+  Remembered out;
+  Result<std::vector<session::MemoryChange>> changes = engine.Remember(scope, text, category, cancel);
+  if (changes.ok()) {
+    out.changes = std::move(*changes);
+    if (!out.changes.empty()) out.uri = out.changes.front().uri;
+    return out;
+  }
+  if (changes.status().code() != StatusCode::kFailedPrecondition && changes.status().code() != StatusCode::kUnavailable) {
+    return changes.status();
+  }
+  // No model to deduplicate with: keep the text as it is rather than lose it, and say so.
+  std::string cat = category.empty() ? "notes" : std::string(category);
+  if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";
+  uint64_t h = std::hash<std::string_view>{}(text);
+  char name[32];
+  std::snprintf(name, sizeof name, "note-%012llx", static_cast<unsigned long long>(h & 0xffffffffffffULL));
+  out.uri = std::string(scope) + "/memories/" + cat + "/" + name;
+  STRATA_RETURN_IF_ERROR(engine.Write(out.uri, text));
+  out.stored_as_is = true;
+  out.why = changes.status().message();
+  return out;
+}
+
+Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::Toolset* toolset) {
+  STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(options.user, "user"));
+  if (options.files) {
+    STRATA_RETURN_IF_ERROR(toolset->Add(tools::MakeTool(
+        {"read_file",
+         "Read a UTF-8 text file. Returns numbered lines (at most 1000 per call, lines over 2000 characters cut); "
+         "use line_offset to continue. Relative paths start at the working directory.",
+         R"J({"type":"object","properties":{"path":{"type":"string","description":"The file to read"},)J"
+         R"J("line_offset":{"type":"integer","minimum":1,"description":"First line to read (1-based, default 1)"},)J"
+         R"J("n_lines":{"type":"integer","minimum":1,"maximum":1000,"description":"How many lines (default 1000)"}},)J"
+         R"J("required":["path"],"additionalProperties":false})J"},
+        [options](std::string_view a, const Canceller&) { return ReadFile(a, options); })));
+    STRATA_RETURN_IF_ERROR(toolset->Add(tools::MakeTool(
+        {"list_directory", "List the entries of a directory (subdirectories end with /, files show their size).",
+         R"J({"type":"object","properties":{"path":{"type":"string","description":"The directory (default: the working directory)"}},)J"
+         R"J("additionalProperties":false})J"},
+        [options](std::string_view a, const Canceller&) { return ListDirectory(a, options); })));
+  }
+  if (options.memory) {
+    STRATA_RETURN_IF_ERROR(toolset->Add(tools::MakeTool(
+        {"remember",
+         "Remember a fact about the user for later conversations (preferences, plans, people, decisions). "
+         "Write one self-contained statement; duplicates of what is known are merged.",
+         R"J({"type":"object","properties":{"text":{"type":"string","description":"What to remember"},)J"
+         R"J("category":{"type":"string","description":"Optional: preferences, entities, events, ..."}},)J"
+         R"J("required":["text"],"additionalProperties":false})J"},
+        [engine, options](std::string_view a, const Canceller& c) { return Remember(engine, a, options, c); })));
+    STRATA_RETURN_IF_ERROR(toolset->Add(tools::MakeTool(
+        {"find",
+         "Search what is remembered about the user and the shared notes and resources. Returns URIs, scores "
+         "and abstracts, best first.",
+         R"J({"type":"object","properties":{"query":{"type":"string","description":"What to look for"},)J"
+         R"J("limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most results (default 5)"}},)J"
+         R"J("required":["query"],"additionalProperties":false})J"},
+        [engine, options](std::string_view a, const Canceller&) { return Find(engine, a, options); })));
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <queue>
 #include <sstream>
 #include <thread>
@@ -92,6 +93,14 @@ struct Encoding::Data {
   const uint32_t* pair_rank = nullptr;  // 65,536 entries: rank of each 2-byte string (kNoRank if none).
   uint32_t byte_rank[256];              // Rank of each single byte.
   std::vector<std::pair<std::string, Token>> specials;  // Longest first.
+
+  // Built on first use by a piece of multi-byte characters (MergeBySegments): a Bloom filter of the byte
+  // windows around every character boundary inside a token, and the encodings of single characters of 2-3
+  // bytes by code point (0: not computed yet; written once, by any thread, always with the same value).
+  mutable std::once_flag segments_once;
+  mutable std::vector<uint64_t> straddle_bloom;  // Two-byte-a-side windows (shorter ones expanded).
+  mutable std::vector<uint64_t> straddle_pairs;  // One byte a side: a bitmap over the 65,536 byte pairs.
+  mutable std::unique_ptr<std::atomic<uint64_t>[]> char_encodings;
 
   std::string own_blob;
   std::vector<uint32_t> own_offsets;
@@ -258,66 +267,13 @@ void MergeWindowed(const Encoding::Data& d, const uint8_t* p, size_t n, size_t w
   for (uint32_t t : out) emit(t);
 }
 
-// Merges the bytes of one piece by rank (tiktoken's byte-pair merge) and emits the ranks. Short pieces use
-// a linear scan for the lowest-ranked adjacent pair; long ones a heap, so a huge piece (a long run of
-// spaces, a base64 blob) costs O(n log n) rather than O(n^2); very long ones are merged in windows.
-template <typename Emit>
-void MergePiece(const Encoding::Data& d, const uint8_t* p, size_t n, Emit&& emit) {
-  if (n == 1) {
-    emit(d.byte_rank[p[0]]);
-    return;
-  }
-  uint32_t whole = d.Rank(p, n);
-  if (whole != kNoRank) {
-    emit(whole);
-    return;
-  }
-  if (n <= 128) {
-    // parts[i] = start of the i-th part; ranks[i] = rank of parts i and i+1 merged.
-    uint32_t starts[130];
-    uint32_t ranks[130];
-    uint32_t tokens[130];  // tokens[i] = the rank of part i itself.
-    size_t count = n + 1;  // Part starts plus the end sentinel.
-    for (size_t i = 0; i <= n; ++i) starts[i] = static_cast<uint32_t>(i);
-    for (size_t i = 0; i < n; ++i) tokens[i] = d.byte_rank[p[i]];
-    for (size_t i = 0; i + 1 < n; ++i) ranks[i] = d.Rank(p + i, 2);
-    ranks[n - 1] = ranks[n] = kNoRank;
-    tokens[n] = kNoRank;  // Sentinels: shifted down by merges, never read as values.
-    while (count > 2) {
-      uint32_t best = kNoRank;
-      size_t at = 0;
-      for (size_t i = 0; i + 2 < count; ++i) {
-        if (ranks[i] < best) {
-          best = ranks[i];
-          at = i;
-        }
-      }
-      if (best == kNoRank) break;
-      // Drop part at+1 (plain loops: the arrays are short, a memmove call costs more than the copy).
-      for (size_t i = at + 1; i + 1 < count; ++i) {
-        starts[i] = starts[i + 1];
-        ranks[i] = ranks[i + 1];
-        tokens[i] = tokens[i + 1];
-      }
-      tokens[at] = best;
-      --count;
-      ranks[at] = at + 2 < count ? d.Rank(p + starts[at], starts[at + 2] - starts[at]) : kNoRank;
-      if (at > 0) ranks[at - 1] = d.Rank(p + starts[at - 1], starts[at + 1] - starts[at - 1]);
-    }
-    for (size_t i = 0; i + 1 < count; ++i) emit(tokens[i]);
-    return;
-  }
-  if (n > kWindowedPieceBytes) {
-    MergeWindowed(d, p, n, kMergeWindowBytes, emit);
-    return;
-  }
-  MergeHeap(d, p, n, [&](uint32_t t, uint32_t, uint32_t) { emit(t); });
-}
-
-// A per-thread, direct-mapped memo of short pieces (2-24 bytes) and their tokens. Text repeats its words,
-// so most pieces are answered from a table that stays in the core's cache instead of the vocabulary's
-// multi-megabyte hash table, and multi-token pieces skip the merge entirely.
-struct PieceCache {
+// Per-thread memos. Text repeats its words, so most pieces are answered from a table that stays in the
+// core's cache instead of the vocabulary's multi-megabyte hash table; novel pieces are built from parts
+// that repeat far more than pieces do (syllables, the bytes of a CJK character), so their merges are
+// answered from a memo keyed by the two parts' ranks. Every entry carries the vocabulary's generation:
+// encodings that take turns on one thread miss, never mix.
+struct ThreadCaches {
+  // Short pieces (2-24 bytes) and their tokens, direct-mapped.
   static constexpr size_t kEntries = 4096;
   static constexpr uint32_t kMaxTokens = 8;
   struct Entry {
@@ -344,11 +300,261 @@ struct PieceCache {
     Token tokens[kLongMaxTokens];
   };
   LongEntry long_entries[kLongEntries];
+
+  // Pairs of adjacent parts (by rank) -> the rank of their concatenation (kNoRank: not a token).
+  struct PairEntry {
+    uint64_t key = ~uint64_t{0};  // (left << 32) | right; ranks are < 2^24, so ~0 is never a key.
+    uint32_t value = 0;
+    uint32_t generation = 0;
+  };
+  static constexpr size_t kPairEntries = 1 << 15;
+  PairEntry merged[kPairEntries];
 };
 
-PieceCache& ThreadPieceCache() {
-  thread_local std::unique_ptr<PieceCache> cache(new PieceCache());
+ThreadCaches& ThreadCache() {
+  thread_local std::unique_ptr<ThreadCaches> cache(new ThreadCaches());
   return *cache;
+}
+
+inline uint64_t PairKey(uint32_t left, uint32_t right) { return (uint64_t{left} << 32) | right; }
+
+inline size_t PairSlot(uint64_t key, size_t entries) {
+  return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 40) & (entries - 1);
+}
+
+// The rank of the concatenation of adjacent parts `left` and `right`, whose bytes are p[0, n).
+inline uint32_t MergedRank(const Encoding::Data& d, ThreadCaches& c, uint32_t left, uint32_t right,
+                           const uint8_t* p, size_t n) {
+  if (n == 2) return d.pair_rank[(static_cast<uint32_t>(p[0]) << 8) | p[1]];  // Dense table, cache-resident.
+  uint64_t key = PairKey(left, right);
+  ThreadCaches::PairEntry& e = c.merged[PairSlot(key, ThreadCaches::kPairEntries)];
+  uint32_t generation = static_cast<uint32_t>(d.generation);
+  if (e.key == key && e.generation == generation) return e.value;
+  uint32_t rank = d.Rank(p, n);
+  e = {key, rank, generation};
+  return rank;
+}
+
+// The O(n^2) merge for short pieces (n <= kShortPiece): parts in arrays, the lowest-ranked adjacent pair
+// found by a scan, concatenations looked up by the parts' ranks (MergedRank). Emits each token's rank.
+constexpr size_t kShortPiece = 128;
+
+template <typename Emit>
+void MergeShort(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit&& emit) {
+  uint32_t starts[kShortPiece + 2];  // starts[i] = start of the i-th part (and the end sentinel).
+  uint32_t ranks[kShortPiece + 2];   // ranks[i] = rank of parts i and i+1 merged.
+  uint32_t tokens[kShortPiece + 2];  // tokens[i] = the rank of part i itself.
+  size_t count = n + 1;              // Part starts plus the end sentinel.
+  for (size_t i = 0; i <= n; ++i) starts[i] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < n; ++i) tokens[i] = d.byte_rank[p[i]];
+  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = d.pair_rank[(static_cast<uint32_t>(p[i]) << 8) | p[i + 1]];
+  ranks[n - 1] = ranks[n] = kNoRank;
+  tokens[n] = kNoRank;  // Sentinels: shifted down by merges, never read as values.
+  while (count > 2) {
+    uint32_t best = kNoRank;
+    size_t at = 0;
+    for (size_t i = 0; i + 2 < count; ++i) {
+      if (ranks[i] < best) {
+        best = ranks[i];
+        at = i;
+      }
+    }
+    if (best == kNoRank) break;
+    // Drop part at+1 (plain loops: the arrays are short, a memmove call costs more than the copy).
+    for (size_t i = at + 1; i + 1 < count; ++i) {
+      starts[i] = starts[i + 1];
+      ranks[i] = ranks[i + 1];
+      tokens[i] = tokens[i + 1];
+    }
+    tokens[at] = best;
+    --count;
+    ranks[at] = at + 2 < count
+                    ? MergedRank(d, c, tokens[at], tokens[at + 1], p + starts[at], starts[at + 2] - starts[at])
+                    : kNoRank;
+    if (at > 0) {
+      ranks[at - 1] = MergedRank(d, c, tokens[at - 1], tokens[at], p + starts[at - 1], starts[at + 1] - starts[at - 1]);
+    }
+  }
+  for (size_t i = 0; i + 1 < count; ++i) emit(tokens[i]);
+}
+
+// ---- Pieces of multi-byte characters (CJK, Cyrillic, emoji, ...) ----
+//
+// A merge joins two adjacent parts into a token, so a merge across the boundary between two characters
+// makes a token that holds the bytes on both sides of it. If no token of the vocabulary holds bytes on
+// both sides of a boundary, no merge ever crosses it, and the parts on either side merge exactly as they
+// would alone (the lowest-ranked pair of each side is merged first whatever happens on the other). Such a
+// "safe" boundary splits a piece into segments that are encoded one by one; a lone character's encoding
+// is computed once per vocabulary. Which boundaries are safe is decided from the two bytes before and
+// after it: every token that straddles a boundary between characters left a window of up to two bytes on
+// each side in a Bloom filter, and a boundary none of whose four windows is in the filter is safe (a false
+// positive only joins two segments: the result stays exact). A window with one byte on a side is entered
+// as every two-byte window it can stand for in text (the byte beyond it is a continuation or lead byte
+// before a boundary, a continuation byte after one); one byte on both sides, which is rare (one window in
+// o200k_base, two in cl100k_base), goes to an exact bitmap of byte pairs instead.
+
+constexpr size_t kBloomWords = 1 << 13;  // 64 KiB: ~32,000 windows in o200k_base, ~1.5% false positives.
+
+inline uint64_t WindowKey(uint8_t a1, uint8_t a2, uint8_t b1, uint8_t b2) {
+  return (uint64_t{a1} << 24) | (uint64_t{a2} << 16) | (uint64_t{b1} << 8) | b2;
+}
+
+// Two bits in one 64-bit word per key (a blocked filter: one memory access per test).
+inline uint64_t BloomHash(uint64_t key) { return Mix((key + 0x9E3779B97F4A7C15ull) * 0xC2B2AE3D27D4EB4Full); }
+inline uint64_t BloomBits(uint64_t h) { return (uint64_t{1} << ((h >> 20) & 63)) | (uint64_t{1} << ((h >> 26) & 63)); }
+inline void BloomAdd(std::vector<uint64_t>& bloom, uint64_t key) {
+  uint64_t h = BloomHash(key);
+  bloom[h & (kBloomWords - 1)] |= BloomBits(h);
+}
+inline bool BloomMayHave(const uint64_t* bloom, uint64_t key) {
+  uint64_t h = BloomHash(key);
+  return (bloom[h & (kBloomWords - 1)] & BloomBits(h)) == BloomBits(h);
+}
+
+// Character boundaries the filter knows about: a multi-byte character's last byte (a continuation byte,
+// or a malformed lead) followed by a lead byte of a multi-byte character.
+inline bool IsCharacterBoundary(uint8_t before, uint8_t after) { return before >= 0x80 && after >= 0xC0; }
+
+void BuildSegmentTables(const Encoding::Data& d) {
+  std::vector<uint64_t> bloom(kBloomWords, 0);
+  std::vector<uint64_t> pairs(65536 / 64, 0);
+  for (size_t r = 0; r + 1 < d.n_offsets; ++r) {
+    const auto* t = reinterpret_cast<const uint8_t*>(d.blob) + d.offsets[r];
+    size_t len = d.offsets[r + 1] - d.offsets[r];
+    for (size_t i = 1; i < len; ++i) {
+      if (!IsCharacterBoundary(t[i - 1], t[i])) continue;
+      bool two_before = i >= 2, two_after = i + 2 <= len;
+      if (!two_before && !two_after) {
+        size_t pair = (size_t{t[i - 1]} << 8) | t[i];
+        pairs[pair / 64] |= uint64_t{1} << (pair % 64);
+      } else if (!two_before) {
+        for (unsigned a1 = 0x80; a1 <= 0xFF; ++a1) BloomAdd(bloom, WindowKey(uint8_t(a1), t[i - 1], t[i], t[i + 1]));
+      } else if (!two_after) {
+        for (unsigned b2 = 0x80; b2 <= 0xBF; ++b2) BloomAdd(bloom, WindowKey(t[i - 2], t[i - 1], t[i], uint8_t(b2)));
+      } else {
+        BloomAdd(bloom, WindowKey(t[i - 2], t[i - 1], t[i], t[i + 1]));
+      }
+    }
+  }
+  d.straddle_bloom = std::move(bloom);
+  d.straddle_pairs = std::move(pairs);
+  d.char_encodings.reset(new std::atomic<uint64_t>[0x10000]);
+  for (size_t i = 0; i < 0x10000; ++i) d.char_encodings[i].store(0, std::memory_order_relaxed);
+}
+
+// Whether no token straddles the character boundary at p, which has two bytes of characters on each side
+// (p[-2], p[-1] before it; p[0], p[1] after).
+inline bool SafeBoundary(const Encoding::Data& d, const uint8_t* p) {
+  size_t pair = (size_t{p[-1]} << 8) | p[0];
+  if ((d.straddle_pairs[pair / 64] >> (pair % 64)) & 1) return false;
+  return !BloomMayHave(d.straddle_bloom.data(), WindowKey(p[-2], p[-1], p[0], p[1]));
+}
+
+// The length of the UTF-8 character starting at p[0] within n bytes, or 0 if it is not a well-formed one
+// of 2-4 bytes (the structure only: overlong forms and surrogates do not matter here).
+inline size_t MultiByteCharLength(const uint8_t* p, size_t n) {
+  size_t len = p[0] >= 0xF0 ? (p[0] < 0xF8 ? 4 : 0) : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 0;
+  if (len == 0 || len > n) return 0;
+  for (size_t i = 1; i < len; ++i) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+  }
+  return len;
+}
+
+// A lone character's encoding packed in a word: [filled:1][count:3][rank:20] x 3 (ranks below 2^20).
+constexpr uint32_t kCharRankBits = 20;
+
+// Emits the encoding of one segment: a lone character of 2-3 bytes from the per-vocabulary table (filled
+// on first use), anything else merged.
+template <typename Emit>
+void EmitSegment(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit& emit) {
+  auto merge = [&](auto&& out) {
+    uint32_t whole = n == 1 ? d.byte_rank[p[0]] : d.Rank(p, n);
+    if (whole != kNoRank) {
+      out(whole);
+    } else {
+      MergeShort(d, c, p, n, out);
+    }
+  };
+  bool lone_char = (n == 2 && p[0] >= 0xC0 && p[0] < 0xE0) || (n == 3 && p[0] >= 0xE0 && p[0] < 0xF0);
+  if (!lone_char || d.n_offsets > (size_t{1} << kCharRankBits)) {
+    merge(emit);
+    return;
+  }
+  uint32_t code = n == 2 ? ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu)
+                         : ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+  std::atomic<uint64_t>& slot = d.char_encodings[code];
+  uint64_t packed = slot.load(std::memory_order_relaxed);
+  if (packed == 0) {
+    uint64_t count = 0;
+    packed = uint64_t{1} << 63;
+    merge([&](uint32_t t) {
+      if (count < 3) packed |= uint64_t{t} << (kCharRankBits * count);
+      ++count;
+    });
+    packed |= count << 60;  // A character of 2-3 bytes has at most 3 tokens.
+    slot.store(packed, std::memory_order_relaxed);
+  }
+  uint32_t count = static_cast<uint32_t>(packed >> 60) & 7;
+  for (uint32_t i = 0; i < count; ++i) {
+    emit(static_cast<uint32_t>(packed >> (kCharRankBits * i)) & ((1u << kCharRankBits) - 1));
+  }
+}
+
+// Encodes a piece whose characters after the first are all multi-byte by splitting it at safe boundaries
+// (see above). Returns false, having emitted nothing, when the piece is not of that shape.
+template <typename Emit>
+bool MergeBySegments(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit&& emit) {
+  // Character starts, all checked before anything is emitted.
+  uint32_t starts[kShortPiece + 1];
+  size_t chars = 0;
+  size_t first = p[0] < 0x80 ? 1 : MultiByteCharLength(p, n);
+  if (first == 0) return false;
+  starts[chars++] = 0;
+  for (size_t pos = first; pos < n;) {
+    size_t len = MultiByteCharLength(p + pos, n - pos);
+    if (len == 0) return false;
+    starts[chars++] = static_cast<uint32_t>(pos);
+    pos += len;
+  }
+  starts[chars] = static_cast<uint32_t>(n);
+  std::call_once(d.segments_once, [&d] { BuildSegmentTables(d); });
+  size_t segment = 0;
+  for (size_t i = 1; i <= chars; ++i) {
+    size_t at = starts[i];
+    // A boundary after a single-byte first character is never split (it may well merge: " 中").
+    if (i < chars && (at < 2 || !IsCharacterBoundary(p[at - 1], p[at]) || !SafeBoundary(d, p + at))) continue;
+    EmitSegment(d, c, p + segment, at - segment, emit);
+    segment = at;
+  }
+  return true;
+}
+
+// Merges the bytes of one piece by rank (tiktoken's byte-pair merge) and emits the ranks. Short pieces use
+// MergeShort (or, for pieces of multi-byte characters, MergeBySegments); long ones a heap, so a huge piece (a long
+// run of spaces, a base64 blob) costs O(n log n) rather than O(n^2); very long ones are merged in windows.
+template <typename Emit>
+void MergePiece(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit&& emit) {
+  if (n == 1) {
+    emit(d.byte_rank[p[0]]);
+    return;
+  }
+  // A piece of multi-byte characters: its segments are looked up whole, the piece need not be.
+  if (n >= 4 && n <= kShortPiece && (p[n - 1] & 0x80) != 0 && MergeBySegments(d, c, p, n, emit)) return;
+  uint32_t whole = d.Rank(p, n);
+  if (whole != kNoRank) {
+    emit(whole);
+    return;
+  }
+  if (n <= kShortPiece) {
+    MergeShort(d, c, p, n, emit);
+    return;
+  }
+  if (n > kWindowedPieceBytes) {
+    MergeWindowed(d, p, n, kMergeWindowBytes, emit);
+    return;
+  }
+  MergeHeap(d, p, n, [&](uint32_t t, uint32_t, uint32_t) { emit(t); });
 }
 
 std::atomic<uint64_t> g_next_generation{1};
@@ -356,10 +562,10 @@ std::atomic<uint64_t> g_next_generation{1};
 // Merges a piece, emitting its tokens and recording the first `capacity` of them in `record`; returns how
 // many tokens the piece has (more than `capacity` means the record is incomplete and must not be used).
 template <typename Emit>
-uint32_t MergeRecording(const Encoding::Data& d, const uint8_t* p, size_t n, Emit& emit, Token* record,
-                        uint32_t capacity) {
+uint32_t MergeRecording(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit& emit,
+                        Token* record, uint32_t capacity) {
   uint32_t count = 0;
-  MergePiece(d, p, n, [&](uint32_t t) {
+  MergePiece(d, c, p, n, [&](uint32_t t) {
     if (count < capacity) record[count] = t;
     ++count;
     emit(t);
@@ -371,15 +577,15 @@ uint32_t MergeRecording(const Encoding::Data& d, const uint8_t* p, size_t n, Emi
 // `matches` its key), otherwise merges the piece and refills `e` (`store_key` writes the key). Both piece
 // caches share this; they differ only in how an entry holds its key.
 template <typename Entry, typename Emit, typename Matches, typename StoreKey>
-void CachedMerge(const Encoding::Data& d, const uint8_t* p, size_t n, Emit& emit, Entry& e, Matches&& matches,
-                 StoreKey&& store_key) {
+void CachedMerge(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit& emit, Entry& e,
+                 Matches&& matches, StoreKey&& store_key) {
   constexpr uint32_t kCapacity = static_cast<uint32_t>(std::size(Entry{}.tokens));
   if (e.generation == d.generation && e.len == n && matches(e)) {
     for (uint32_t i = 0; i < e.count; ++i) emit(e.tokens[i]);
     return;
   }
   e.generation = 0;  // Invalid while its tokens are being rewritten.
-  uint32_t count = MergeRecording(d, p, n, emit, e.tokens, kCapacity);
+  uint32_t count = MergeRecording(d, c, p, n, emit, e.tokens, kCapacity);
   if (count <= kCapacity) {
     e.generation = d.generation;
     e.len = static_cast<uint32_t>(n);
@@ -391,37 +597,38 @@ void CachedMerge(const Encoding::Data& d, const uint8_t* p, size_t n, Emit& emit
 template <typename Emit>
 void EncodeOrdinary(const Encoding::Data& d, std::string_view text, Emit&& emit) {
   const auto* base = reinterpret_cast<const uint8_t*>(text.data());
-  PieceCache& cache = ThreadPieceCache();
+  ThreadCaches& cache = ThreadCache();
   for (size_t pos = 0; pos < text.size();) {
     size_t end = NextPiece(d.pattern, text, pos);
     size_t n = end - pos;
     const uint8_t* p = base + pos;
     pos = end;
     if (n > 24) {
-      if (n > PieceCache::kLongMaxBytes) {
-        MergePiece(d, p, n, emit);
+      if (n > ThreadCaches::kLongMaxBytes) {
+        MergePiece(d, cache, p, n, emit);
         continue;
       }
-      PieceCache::LongEntry& e = cache.long_entries[HashBytes(Head(p, n), p, n) & (PieceCache::kLongEntries - 1)];
+      ThreadCaches::LongEntry& e =
+          cache.long_entries[HashBytes(Head(p, n), p, n) & (ThreadCaches::kLongEntries - 1)];
       CachedMerge(
-          d, p, n, emit, e, [&](const PieceCache::LongEntry& x) { return std::memcmp(x.bytes, p, n) == 0; },
-          [&](PieceCache::LongEntry& x) { std::memcpy(x.bytes, p, n); });
+          d, cache, p, n, emit, e, [&](const ThreadCaches::LongEntry& x) { return std::memcmp(x.bytes, p, n) == 0; },
+          [&](ThreadCaches::LongEntry& x) { std::memcpy(x.bytes, p, n); });
       continue;
     }
     if (n < 2) {
-      MergePiece(d, p, n, emit);
+      MergePiece(d, cache, p, n, emit);
       continue;
     }
     uint64_t head = Head(p, n);
     uint64_t mid = n > 8 ? Head(p + 8, n - 8) : 0;
     uint64_t tail = n > 16 ? Head(p + 16, n - 16) : 0;
-    PieceCache::Entry& e =
+    ThreadCaches::Entry& e =
         cache.entries[Mix((head * 0x9E3779B97F4A7C15ull) ^ (mid * 0xC2B2AE3D27D4EB4Full) ^ (tail + n)) &
-                      (PieceCache::kEntries - 1)];
+                      (ThreadCaches::kEntries - 1)];
     CachedMerge(
-        d, p, n, emit, e,
-        [&](const PieceCache::Entry& x) { return x.head == head && x.mid == mid && x.tail == tail; },
-        [&](PieceCache::Entry& x) {
+        d, cache, p, n, emit, e,
+        [&](const ThreadCaches::Entry& x) { return x.head == head && x.mid == mid && x.tail == tail; },
+        [&](ThreadCaches::Entry& x) {
           x.head = head;
           x.mid = mid;
           x.tail = tail;
@@ -784,7 +991,17 @@ std::vector<Token> Encoding::Encode(std::string_view text) const {
 void Encoding::EncodeTo(std::string_view text, std::vector<Token>* out) const {
   // Real text averages 2.5-4.5 bytes per token; capacity that is never used is never touched.
   out->reserve(out->size() + text.size() / 2 + 4);
-  EncodeOrdinary(*data_, text, [out](uint32_t r) { out->push_back(r); });
+  // Tokens gather in a small buffer that is appended in blocks: a push_back per token is not inlined.
+  Token buffer[1024];
+  size_t used = 0;
+  EncodeOrdinary(*data_, text, [&](uint32_t r) {
+    buffer[used++] = r;
+    if (used == std::size(buffer)) {
+      out->insert(out->end(), buffer, buffer + used);
+      used = 0;
+    }
+  });
+  out->insert(out->end(), buffer, buffer + used);
 }
 
 size_t Encoding::Count(std::string_view text) const {

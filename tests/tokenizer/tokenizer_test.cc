@@ -107,6 +107,70 @@ TEST_P(TokenizerTest, FastMergerAgreesWithSlowReferenceOnRandomUtf8) {
   }
 }
 
+// Appends code point `c` as UTF-8.
+void AppendUtf8(std::string* s, uint32_t c) {
+  if (c < 0x80) {
+    s->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    s->push_back(static_cast<char>(0xC0 | (c >> 6)));
+    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    s->push_back(static_cast<char>(0xE0 | (c >> 12)));
+    s->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    s->push_back(static_cast<char>(0xF0 | (c >> 18)));
+    s->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    s->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+// Runs of multi-byte characters take the segmented path (pieces split where no token straddles a
+// character boundary): random characters of many scripts, common and rare, must still merge exactly as
+// the slow reference merges them.
+TEST_P(TokenizerTest, MultiByteRunsAgreeWithSlowReference) {
+  auto enc = Get(GetParam());
+  ASSERT_NE(enc, nullptr);
+  static std::map<std::string, std::unique_ptr<SlowReference>> refs;
+  auto& ref = refs[GetParam()];
+  if (!ref) ref = std::make_unique<SlowReference>(*enc);
+  SplitPattern pattern = GetParam() == "cl100k_base" ? SplitPattern::kCl100k : SplitPattern::kO200k;
+  // Blocks: CJK (common and rare), Hangul, kana, Cyrillic, Greek, Arabic, Devanagari with marks, Thai,
+  // CJK punctuation and full-width forms, emoji; and a few frequent characters so that real words form.
+  const std::vector<std::pair<uint32_t, uint32_t>> blocks = {
+      {0x4E00, 0x4FFF}, {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0x3041, 0x30FF}, {0x0410, 0x044F}, {0x0391, 0x03C9},
+      {0x0621, 0x064A}, {0x0900, 0x097F}, {0x0E01, 0x0E5B}, {0x3000, 0x303F}, {0xFF01, 0xFF5E}, {0x1F300, 0x1F6FF}};
+  const std::vector<uint32_t> frequent = {0x7684, 0x662F, 0x4E00, 0x4E2D, 0x56FD, 0x4EBA, 0x5927, 0x5B66,
+                                          0x3002, 0xFF0C, 0x043E, 0x0430, 0x306E, 0xC774};
+  std::mt19937 rng(4242);
+  for (int iter = 0; iter < 1500; ++iter) {
+    std::string text;
+    size_t chars = 2 + rng() % 40;
+    const auto& block = blocks[rng() % blocks.size()];
+    for (size_t i = 0; i < chars; ++i) {
+      uint32_t r = rng() % 100;
+      if (r < 25) {
+        AppendUtf8(&text, frequent[rng() % frequent.size()]);
+      } else if (r < 30) {
+        AppendUtf8(&text, " ,.a1"[rng() % 5]);
+      } else if (r < 35) {
+        const auto& other = blocks[rng() % blocks.size()];
+        AppendUtf8(&text, other.first + rng() % (other.second - other.first + 1));
+      } else {
+        AppendUtf8(&text, block.first + rng() % (block.second - block.first + 1));
+      }
+    }
+    std::vector<Token> expected;
+    for (size_t pos = 0; pos < text.size();) {
+      size_t end = NextPiece(pattern, text, pos);
+      for (Token t : ref->Merge(text.substr(pos, end - pos))) expected.push_back(t);
+      pos = end;
+    }
+    ASSERT_EQ(enc->Encode(text), expected) << "text: " << text;
+  }
+}
+
 TEST_P(TokenizerTest, InvalidUtf8BytesRoundTrip) {
   auto enc = Get(GetParam());
   ASSERT_NE(enc, nullptr);

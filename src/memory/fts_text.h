@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/json/json_writer.h"
+
 namespace strata::memory {
 
 // Decodes one UTF-8 code point at s[*i] (advancing *i); invalid bytes decode as U+FFFD.
@@ -44,23 +46,7 @@ inline bool IsWordChar(char32_t cp) {
   return cp != 0xfffd;
 }
 
-inline void AppendUtf8(std::string* out, char32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else {
-    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  }
-}
+using json::AppendUtf8;
 
 // Returns `text` with a space on each side of every CJK character (the indexed form of a column).
 inline std::string FtsText(std::string_view text) {

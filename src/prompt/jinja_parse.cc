@@ -11,6 +11,7 @@
 
 #include "jinja_ast.h"
 #include "jinja_internal.h"
+#include "strata/json/json_writer.h"
 #include "strata/prompt/jinja.h"
 
 namespace strata::prompt {
@@ -1021,23 +1022,7 @@ class Parser {
 
 }  // namespace
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void AppendUtf8(uint32_t cp, std::string* out) { json::AppendUtf8(out, cp); }
 
 Result<std::shared_ptr<const Tree>> ParseTemplate(std::string_view source, const JinjaOptions& options) {
   std::string text = NormaliseNewlines(source, options.keep_trailing_newline);

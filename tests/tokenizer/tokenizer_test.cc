@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "strata/json/json_writer.h"
 #include "strata/tokenizer/encoding.h"
 #include "strata/tokenizer/message_counter.h"
 #include "test_util.h"
@@ -107,24 +108,6 @@ TEST_P(TokenizerTest, FastMergerAgreesWithSlowReferenceOnRandomUtf8) {
   }
 }
 
-// Appends code point `c` as UTF-8.
-void AppendUtf8(std::string* s, uint32_t c) {
-  if (c < 0x80) {
-    s->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    s->push_back(static_cast<char>(0xC0 | (c >> 6)));
-    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    s->push_back(static_cast<char>(0xE0 | (c >> 12)));
-    s->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    s->push_back(static_cast<char>(0xF0 | (c >> 18)));
-    s->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    s->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    s->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
 
 // Runs of multi-byte characters take the segmented path (pieces split where no token straddles a
 // character boundary): random characters of many scripts, common and rare, must still merge exactly as
@@ -151,14 +134,14 @@ TEST_P(TokenizerTest, MultiByteRunsAgreeWithSlowReference) {
     for (size_t i = 0; i < chars; ++i) {
       uint32_t r = rng() % 100;
       if (r < 25) {
-        AppendUtf8(&text, frequent[rng() % frequent.size()]);
+        json::AppendUtf8(&text, frequent[rng() % frequent.size()]);
       } else if (r < 30) {
-        AppendUtf8(&text, " ,.a1"[rng() % 5]);
+        json::AppendUtf8(&text, " ,.a1"[rng() % 5]);
       } else if (r < 35) {
         const auto& other = blocks[rng() % blocks.size()];
-        AppendUtf8(&text, other.first + rng() % (other.second - other.first + 1));
+        json::AppendUtf8(&text, other.first + rng() % (other.second - other.first + 1));
       } else {
-        AppendUtf8(&text, block.first + rng() % (block.second - block.first + 1));
+        json::AppendUtf8(&text, block.first + rng() % (block.second - block.first + 1));
       }
     }
     std::vector<Token> expected;

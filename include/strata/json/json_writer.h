@@ -49,6 +49,8 @@ size_t FindTooDeep(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
 // Returns whether `s` is valid UTF-8; on failure sets `*bad_offset` to the first invalid byte.
 bool IsValidUtf8(std::string_view s, size_t* bad_offset = nullptr);
+// Appends code point `cp` (at most U+10FFFF) as UTF-8.
+void AppendUtf8(std::string* out, char32_t cp);
 
 // Returns `s` with every invalid UTF-8 sequence replaced by U+FFFD (Python's errors="replace").
 std::string ReplaceInvalidUtf8(std::string_view s);

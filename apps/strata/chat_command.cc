@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <thread>
 
 #include "cli_util.h"
@@ -163,8 +164,13 @@ class ChatLoop {
       for (const ContentPart& part : result.message.content) {
         if (const auto* t = std::get_if<TextPart>(&part)) shown += t->text;
       }
-      if (shown.size() > 200) shown = shown.substr(0, 200) + "...";
-      for (char& ch : shown) ch = ch == '\n' ? ' ' : ch;
+      // A server's text on our terminal: one line, no control characters (escape sequences), whole characters.
+      if (shown.size() > 200) {
+        size_t cut = 200;
+        while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
+        shown = shown.substr(0, cut) + "...";
+      }
+      for (char& ch : shown) ch = static_cast<unsigned char>(ch) < 0x20 || ch == 0x7F ? ' ' : ch;
       std::cerr << "[tool " << (result.is_error ? "error" : "result") << "] " << result.call.function.name << ": "
                 << shown << "\n";
     };
@@ -211,15 +217,20 @@ Status AddMcpServers(const ChatArgs& args, const ConfigFile& config, tools::Tool
     STRATA_RETURN_IF_ERROR(add(text, "MCP config file " + file));
   }
   for (const std::string& text : args.mcp_configs) STRATA_RETURN_IF_ERROR(add(text, "--mcp-config"));
-  for (const tools::McpServerConfig& server : servers) {
-    tools::McpClientOptions options;
-    auto client = tools::McpClient::Connect(server, options);
-    if (!client.ok()) {
-      Warn(client.status().message() + " (continuing without its tools)");
+  // Servers start (npx may take seconds) and shake hands at the same time; their tools join in config order.
+  std::vector<std::optional<Result<std::unique_ptr<tools::McpClient>>>> clients(servers.size());
+  std::vector<std::thread> connecting;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    connecting.emplace_back([&, i] { clients[i] = tools::McpClient::Connect(servers[i]); });
+  }
+  for (std::thread& t : connecting) t.join();
+  for (auto& client : clients) {
+    if (!(*client).ok()) {
+      Warn((*client).status().message() + " (continuing without its tools)");
       continue;
     }
     std::vector<std::string> warnings;
-    auto added = tools::AddMcpTools(std::shared_ptr<tools::McpClient>(std::move(*client)), toolset, &warnings);
+    auto added = tools::AddMcpTools(std::shared_ptr<tools::McpClient>(std::move(**client)), toolset, &warnings);
     for (const std::string& w : warnings) Warn(w);
     if (!added.ok()) Warn(added.status().message() + " (continuing without its tools)");
   }

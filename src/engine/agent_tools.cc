@@ -1,7 +1,9 @@
 #include "strata/engine/agent_tools.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,46 +22,92 @@ constexpr int64_t kMaxLines = 1000;
 
 Json Args(std::string_view arguments) { return json::ParseOrDiscard<Json>(arguments); }
 
-tools::ToolOutput ReadFile(std::string_view arguments, const AgentToolsOptions& options) {
+// Reads lines from a file in blocks, keeping at most `keep` bytes of each: a file of one endless line
+// costs a block of memory, not its size.
+class LineReader {
+ public:
+  explicit LineReader(std::FILE* f) : f_(f) {}
+
+  // Sets `*line` to the next line (without '\n', cut to `keep` bytes; `*cut` says whether it was).
+  // Returns false at the end of the file or on a read error (`error()`).
+  bool Next(std::string* line, size_t keep, bool* cut) {
+    line->clear();
+    *cut = false;
+    bool any = false;
+    while (true) {
+      if (pos_ == len_) {
+        len_ = std::fread(block_, 1, sizeof block_, f_);
+        pos_ = 0;
+        if (len_ == 0) return any;
+      }
+      any = true;
+      const char* start = block_ + pos_;
+      const char* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
+      size_t n = nl ? static_cast<size_t>(nl - start) : len_ - pos_;
+      size_t room = keep > line->size() ? keep - line->size() : 0;
+      line->append(start, std::min(n, room));
+      if (n > room) *cut = true;
+      pos_ += n + (nl ? 1 : 0);
+      if (nl) return true;
+    }
+  }
+  bool error() const { return std::ferror(f_) != 0; }
+
+ private:
+  std::FILE* f_;
+  char block_[65536];
+  size_t pos_ = 0, len_ = 0;
+};
+
+tools::ToolOutput ReadFile(std::string_view arguments, const AgentToolsOptions& options, const Canceller& cancel) {
   Json args = Args(arguments);
   std::string path = json::StringOr(args, "path");
   int64_t first = std::max<int64_t>(1, json::IntOr(args, "line_offset", 1));
   int64_t wanted = std::clamp<int64_t>(json::IntOr(args, "n_lines", kMaxLines), 1, kMaxLines);
   if (path.empty()) return tools::ToolOutput::Error("Error: \"path\" is empty.");
+  std::string shown_path = json::ReplaceInvalidUtf8(path);
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return tools::ToolOutput::Error("Error: " + path + " does not exist.");
-  if (fs::is_directory(st)) {
-    return tools::ToolOutput::Error("Error: " + path + " is a directory; list it with list_directory.");
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return tools::ToolOutput::Error("Error: " + shown_path + ": " + ec.message() + ".");
   }
-  if (!fs::is_regular_file(st)) return tools::ToolOutput::Error("Error: " + path + " is not a regular file.");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return tools::ToolOutput::Error("Error: " + path + " cannot be read (permission denied?).");
+  if (!fs::exists(st)) return tools::ToolOutput::Error("Error: " + shown_path + " does not exist.");
+  if (fs::is_directory(st)) {
+    return tools::ToolOutput::Error("Error: " + shown_path + " is a directory; list it with list_directory.");
+  }
+  if (!fs::is_regular_file(st)) return tools::ToolOutput::Error("Error: " + shown_path + " is not a regular file.");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) return tools::ToolOutput::Error("Error: " + shown_path + " cannot be read: " + std::strerror(errno) + ".");
+  LineReader reader(file.get());
   std::string out, line;
   int64_t number = 0, shown = 0;
   size_t bytes = 0;
-  bool truncated_line = false, stopped_at_bytes = false, more = false;
-  while (std::getline(in, line)) {
+  bool truncated_line = false, more = false, cut = false;
+  while (reader.Next(&line, kMaxLineChars + 4, &cut)) {
     ++number;
-    if (line.find('\0') != std::string::npos) {
-      return tools::ToolOutput::Error("Error: " + path + " is not a text file (a NUL byte on line " +
-                                      std::to_string(number) + ").");
-    }
-    size_t bad = 0;
-    if (!json::IsValidUtf8(line, &bad)) {
-      return tools::ToolOutput::Error("Error: " + path + " is not UTF-8 text (an invalid byte on line " +
-                                      std::to_string(number) + ").");
-    }
+    if (cancel.cancelled()) return tools::ToolOutput::Error("Error: cancelled.");
     if (number < first) continue;
-    if (shown == wanted || stopped_at_bytes) {
+    if (shown == wanted || bytes >= options.max_read_bytes) {
       more = true;
       break;
     }
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find('\0') != std::string::npos) {
+      return tools::ToolOutput::Error("Error: " + shown_path + " is not a text file (a NUL byte on line " +
+                                      std::to_string(number) + ").");
+    }
     if (line.size() > kMaxLineChars) {
-      size_t cut = kMaxLineChars;
-      while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // A whole character.
-      line.resize(cut);
+      cut = true;
+      size_t at = kMaxLineChars;
+      while (at > 0 && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80) --at;  // A whole character.
+      line.resize(at);
+    }
+    if (!cut && !line.empty() && line.back() == '\r') line.pop_back();
+    size_t bad = 0;
+    if (!json::IsValidUtf8(line, &bad)) {
+      return tools::ToolOutput::Error("Error: " + shown_path + " is not UTF-8 text (an invalid byte on line " +
+                                      std::to_string(number) + ").");
+    }
+    if (cut) {
       line += " ...";
       truncated_line = true;
     }
@@ -70,15 +118,16 @@ tools::ToolOutput ReadFile(std::string_view arguments, const AgentToolsOptions& 
     out += '\n';
     ++shown;
     bytes += line.size();
-    if (bytes >= options.max_read_bytes) stopped_at_bytes = true;
   }
+  if (reader.error()) return tools::ToolOutput::Error("Error: reading " + shown_path + " failed.");
   std::string note;
-  if (shown == 0) {
-    note = number < first ? "The file has " + std::to_string(number) + " lines; none from line " +
-                                std::to_string(first) + "."
-                          : "The file is empty.";
+  if (number == 0) {
+    note = "The file is empty.";
+  } else if (shown == 0) {
+    note = "The file has " + std::to_string(number) + " line" + (number == 1 ? "" : "s") + "; none from line " +
+           std::to_string(first) + ".";
   } else {
-    note = std::to_string(shown) + " lines read from " + path + " starting at line " + std::to_string(first) + ".";
+    note = std::to_string(shown) + " lines read from " + shown_path + " starting at line " + std::to_string(first) + ".";
     if (more) {
       note += " More lines follow: continue with line_offset " + std::to_string(first + shown) + ".";
     } else {
@@ -94,17 +143,21 @@ tools::ToolOutput ListDirectory(std::string_view arguments, const AgentToolsOpti
   std::string path = json::StringOr(args, "path", ".");
   if (path.empty()) path = ".";
   std::error_code ec;
+  std::string shown_path = json::ReplaceInvalidUtf8(path);
   if (!fs::is_directory(path, ec)) {
-    return tools::ToolOutput::Error("Error: " + path + (fs::exists(path, ec) ? " is not a directory." : " does not exist."));
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return tools::ToolOutput::Error("Error: " + shown_path + ": " + ec.message() + ".");
+    }
+    return tools::ToolOutput::Error("Error: " + shown_path + (fs::exists(path, ec) ? " is not a directory." : " does not exist."));
   }
   std::vector<std::string> entries;
   size_t total = 0;
   fs::directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
-  if (ec) return tools::ToolOutput::Error("Error: " + path + " cannot be listed: " + ec.message());
+  if (ec) return tools::ToolOutput::Error("Error: " + shown_path + " cannot be listed: " + ec.message() + ".");
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     ++total;
-    std::string name = it->path().filename().string();
+    std::string name = json::ReplaceInvalidUtf8(it->path().filename().string());
     std::error_code e2;
     if (it->is_directory(e2)) {
       name += "/";
@@ -117,7 +170,7 @@ tools::ToolOutput ListDirectory(std::string_view arguments, const AgentToolsOpti
   std::sort(entries.begin(), entries.end());
   std::string out;
   for (size_t i = 0; i < entries.size() && i < options.max_entries; ++i) out += entries[i] + "\n";
-  if (entries.empty()) return tools::ToolOutput::Text("(" + path + " is empty)");
+  if (entries.empty()) return tools::ToolOutput::Text("(" + shown_path + " is empty)");
   if (total > options.max_entries) {
     out += "(" + std::to_string(total - options.max_entries) + " more entries not shown)\n";
   }
@@ -208,7 +261,7 @@ Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::To
          R"J("line_offset":{"type":"integer","minimum":1,"description":"First line to read (1-based, default 1)"},)J"
          R"J("n_lines":{"type":"integer","minimum":1,"maximum":1000,"description":"How many lines (default 1000)"}},)J"
          R"J("required":["path"],"additionalProperties":false})J"},
-        [options](std::string_view a, const Canceller&) { return ReadFile(a, options); })));
+        [options](std::string_view a, const Canceller& c) { return ReadFile(a, options, c); })));
     STRATA_RETURN_IF_ERROR(toolset->Add(tools::MakeTool(
         {"list_directory", "List the entries of a directory (subdirectories end with /, files show their size).",
          R"J({"type":"object","properties":{"path":{"type":"string","description":"The directory (default: the working directory)"}},)J"

@@ -4,11 +4,16 @@
 #include "strata/tools/mcp_client.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cerrno>
 
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "llm/loopback_server.h"
+#include "strata/engine/agent_tools.h"
+#include "strata/json/json_writer.h"
 #include "strata/server/server.h"
 #include "test_util.h"
 
@@ -21,13 +26,13 @@ using std::chrono::milliseconds;
 // A stdio MCP server whose behaviour the first argument picks. It logs the notifications it receives to
 // the file named by $FAKE_MCP_LOG.
 constexpr const char* kFakeServer = R"PY(
-import json, os, sys
+import json, os, signal, sys, time
 mode = sys.argv[1]
 log = open(os.environ["FAKE_MCP_LOG"], "a")
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 if mode == "exit":
-    sys.stderr.write("fatal: no API key\n"); sys.stderr.flush(); sys.exit(3)
+    sys.stderr.buffer.write(b"fatal: \xff\xfe no API key\x1b[31m\n"); sys.stderr.flush(); sys.exit(3)
 for line in sys.stdin:
     m = json.loads(line)
     if "id" not in m:
@@ -39,6 +44,8 @@ for line in sys.stdin:
         version = "1999-01-01" if mode == "old" else "2025-06-18"
         send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": version, "capabilities": {"tools": {}},
               "serverInfo": {"name": "fake", "version": "9"}, "instructions": "be nice"}})
+        if mode == "deaf":
+            time.sleep(120)  # Never reads its input again.
     elif method == "tools/list":
         if mode == "ping":
             send({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
@@ -81,6 +88,21 @@ for line in sys.stdin:
             sys.stdout.write("x" * 200000); sys.stdout.flush()
         elif name == "hang":
             pass
+        elif name == "deep":
+            sys.stdout.write('{"jsonrpc": "2.0", "id": %d, "result": ' % i + "[" * 100000 + "]" * 100000 + "}\n")
+            sys.stdout.flush()
+        elif name == "escape":
+            os.setpgid(0, os.getpgid(os.getppid()))  # Leaves the process group the client signals...
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ...ignores SIGTERM...
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": str(os.getpid())}]}})
+            while True:
+                time.sleep(1)  # ...and end of input.
+        elif name == "media":
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [
+                {"type": "image", "data": "PHN2Zz4=", "mimeType": "image/svg+xml"},
+                {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "IMAGE/PNG"},
+                {"type": "audio", "data": "", "mimeType": "audio/wav"}]}})
 )PY";
 
 class McpClientTest : public ::testing::Test {
@@ -196,7 +218,10 @@ TEST_F(McpClientTest, AServerThatExitsAtOnceIsUnavailableAndQuoted) {
   ASSERT_EQ(client.status().code(), StatusCode::kUnavailable);
   const std::string& m = client.status().message();
   EXPECT_NE(m.find("MCP server \"fake\": the server closed its output (it exited with status 3)"), std::string::npos) << m;
-  EXPECT_NE(m.find("fatal: no API key"), std::string::npos) << m;
+  EXPECT_NE(m.find("fatal: "), std::string::npos) << m;
+  EXPECT_NE(m.find(" no API key"), std::string::npos) << m;
+  EXPECT_TRUE(json::IsValidUtf8(m)) << "invalid bytes from the server are replaced";
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << "no terminal escapes from the server";
 }
 
 TEST_F(McpClientTest, AProgramThatDoesNotExistIsUnavailable) {
@@ -261,6 +286,53 @@ TEST_F(McpClientTest, ACallThatOutlastsTheTimeoutIsCancelledOnTheServer) {
   EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
   client->reset();
   EXPECT_NE(Notifications().find("timed out"), std::string::npos);
+}
+
+TEST_F(McpClientTest, AServerThatStopsReadingCannotHangTheClient) {
+  auto client = McpClient::Connect(Fake("deaf", milliseconds(1000)));
+  ASSERT_OK(client);
+  // A megabyte of arguments fills the pipe: the write waits for room until the deadline, then gives up;
+  // a line cut short cannot be finished, so the server is stopped.
+  std::string big = R"({"x": ")" + std::string(1 << 20, 'a') + R"("})";
+  auto out = (*client)->CallTool("echo", big);
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("sending tools/call: the server stopped reading its input"), std::string::npos)
+      << out.status().ToString();
+  client->reset();  // Returns: nothing waits on the deaf server.
+}
+
+TEST_F(McpClientTest, AServerThatLeavesItsProcessGroupIsStillStopped) {
+  auto client = Connect("normal");
+  ASSERT_NE(client, nullptr);
+  auto out = client->CallTool("escape", "{}");
+  ASSERT_OK(out);
+  pid_t pid = static_cast<pid_t>(std::stol(Text(*out)));
+  ASSERT_EQ(::kill(pid, 0), 0);
+  client.reset();  // End of input and SIGTERM are ignored and the group is gone: SIGKILL to the pid.
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(McpClientTest, AnswersNestedTooDeepAreRefusedNotRecursedInto) {
+  auto client = McpClient::Connect(Fake("normal", milliseconds(1500)));
+  ASSERT_OK(client);
+  auto out = (*client)->CallTool("deep", "{}");
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(out.status().message().find("JSON nested deeper than 256 levels"), std::string::npos)
+      << out.status().ToString();
+  EXPECT_OK((*client)->CallTool("echo", "{}"));
+}
+
+TEST_F(McpClientTest, MediaAModelWouldRefuseIsDescribedInstead) {
+  auto client = Connect("normal");
+  ASSERT_NE(client, nullptr);
+  auto out = client->CallTool("media", "{}");
+  ASSERT_OK(out);
+  ASSERT_EQ(out->content.size(), 4u);
+  EXPECT_EQ(std::get<TextPart>(out->content[0]).text, "[image (image/svg+xml, 6 bytes) not shown: a type models do not take]");
+  EXPECT_EQ(std::get<TextPart>(out->content[1]).text, "[image (image/png, 8 bytes) not shown: its data is not base64]");
+  EXPECT_EQ(std::get<MediaPart>(out->content[2]).url, "data:image/png;base64,iVBORw0KGgo=");
+  EXPECT_NE(std::get<TextPart>(out->content[3]).text.find("its data is not base64"), std::string::npos);
 }
 
 TEST_F(McpClientTest, ToolsJoinAToolsetRenamedWhereNeeded) {
@@ -368,6 +440,123 @@ TEST(McpClient, HttpAnswersThatAreNotJsonRpcAreErrors) {
   EXPECT_NE(c.status().message().find("initialize: HTTP 500: internal"), std::string::npos) << c.status().ToString();
 }
 
+// A small Streamable HTTP server for the client's HTTP paths: `handle` answers POST, GET and DELETE.
+class FakeHttpMcp {
+ public:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  explicit FakeHttpMcp(Handler handle) : port_(server_.bind_to_any_port("127.0.0.1")) {
+    server_.Post(".*", handle);
+    server_.Get(".*", handle);
+    server_.Delete(".*", handle);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(milliseconds(1));
+  }
+  ~FakeHttpMcp() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/mcp"; }
+
+ private:
+  httplib::Server server_;
+  int port_;
+  std::thread thread_;
+};
+
+// Answers initialize (naming a new session each time) and notifications; hands tools/call to `call`.
+void ServeBasics(const httplib::Request& req, httplib::Response& res, std::atomic<int>* sessions,
+                 const std::function<void(const Json&, httplib::Response&)>& call) {
+  Json m = Json::parse(req.body, nullptr, false);
+  if (req.method != "POST" || m.is_discarded()) {
+    res.status = 405;
+    return;
+  }
+  std::string method = m.value("method", "");
+  if (method == "initialize") {
+    res.set_header("Mcp-Session-Id", "s" + std::to_string(++*sessions));
+    res.set_content(Json{{"jsonrpc", "2.0"}, {"id", m["id"]},
+                         {"result", {{"protocolVersion", "2025-11-25"}, {"capabilities", {{"tools", Json::object()}}},
+                                     {"serverInfo", {{"name", "web"}, {"version", "1"}}}}}}.dump(),
+                    "application/json");
+  } else if (!m.contains("id")) {
+    res.status = 202;
+  } else {
+    call(m, res);
+  }
+}
+
+TEST(McpClient, ALostHttpSessionIsInitializedAgainAndTheCallRepeated) {
+  std::atomic<int> sessions{0};
+  std::atomic<int> calls_without_version{0};
+  FakeHttpMcp server([&](const httplib::Request& req, httplib::Response& res) {
+    ServeBasics(req, res, &sessions, [&](const Json& m, httplib::Response& r) {
+      if (req.get_header_value("MCP-Protocol-Version") != "2025-11-25") ++calls_without_version;
+      if (req.get_header_value("Mcp-Session-Id") == "s1") {  // The server restarted and forgot session s1.
+        r.status = 404;
+        return;
+      }
+      r.set_content(Json{{"jsonrpc", "2.0"}, {"id", m["id"]},
+                         {"result", {{"content", {{{"type", "text"}, {"text", req.get_header_value("Mcp-Session-Id")}}}}}}}
+                        .dump(),
+                    "application/json");
+    });
+  });
+  auto client = McpClient::Connect({.name = "web", .url = server.url()});
+  ASSERT_OK(client);
+  auto out = (*client)->CallTool("anything", "{}");
+  ASSERT_OK(out);
+  EXPECT_EQ(Text(*out), "s2");
+  EXPECT_EQ(sessions.load(), 2);
+  EXPECT_EQ(calls_without_version.load(), 0);
+}
+
+TEST(McpClient, AnEndlessEventIsCutAtTheMessageLimit) {
+  std::atomic<int> sessions{0};
+  FakeHttpMcp server([&](const httplib::Request& req, httplib::Response& res) {
+    ServeBasics(req, res, &sessions, [&](const Json&, httplib::Response& r) {
+      r.set_chunked_content_provider("text/event-stream", [](size_t offset, httplib::DataSink& sink) {
+        if (offset > (8u << 20)) {
+          sink.done();
+          return true;
+        }
+        std::string line = "data: " + std::string(4000, 'x') + "\n";  // Never a blank line: one endless event.
+        return sink.write(line.data(), line.size());
+      });
+    });
+  });
+  auto client = McpClient::Connect({.name = "web", .url = server.url()}, {.max_message_bytes = 1 << 20});
+  ASSERT_OK(client);
+  auto out = (*client)->CallTool("anything", "{}");
+  EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("an event exceeds 1048576 bytes"), std::string::npos);
+}
+
+TEST(McpClient, AnEventStreamEndedEarlyIsResumedFromTheLastEvent) {
+  std::atomic<int> sessions{0};
+  std::string resumed_from;
+  std::mutex mu;
+  FakeHttpMcp server([&](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET") {  // The resumption: the answer, after the event the client names.
+      std::lock_guard lock(mu);
+      resumed_from = req.get_header_value("Last-Event-ID");
+      res.set_content("id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"late\"}]}}\n\n",
+                      "text/event-stream");
+      return;
+    }
+    ServeBasics(req, res, &sessions, [&](const Json&, httplib::Response& r) {
+      // A priming event with an id and a retry delay, then the server closes the stream (2025-11-25).
+      r.set_content("id: e1\nretry: 20\ndata: \n\n", "text/event-stream");
+    });
+  });
+  auto client = McpClient::Connect({.name = "web", .url = server.url()});
+  ASSERT_OK(client);
+  auto out = (*client)->CallTool("slow", "{}");
+  ASSERT_OK(out);
+  EXPECT_EQ(Text(*out), "late");
+  std::lock_guard lock(mu);
+  EXPECT_EQ(resumed_from, "e1");
+}
+
 TEST(McpServersConfig, ParsesTheMcpServersObject) {
   auto servers = ParseMcpServers(R"({"mcpServers": {
       "files": {"command": "npx", "args": ["-y", "srv"], "env": {"K": "V"}, "cwd": "/tmp", "timeout": 2.5},
@@ -405,7 +594,68 @@ TEST(McpServersConfig, ErrorsNameTheServerAndTheMember) {
   EXPECT_EQ(error(R"({"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}})"),
             "mcp.json: mcpServers.a.env.K must be a string, not an integer");
   EXPECT_EQ(error(R"({"mcpServers": {"a": {"command": "x", "timeout": -1}}})"),
-            "mcp.json: mcpServers.a.timeout must be a number of seconds in (0, 86400]");
+            "mcp.json: mcpServers.a.timeout must be a number of seconds in [0.001, 86400]");
+  EXPECT_NE(error(R"({"mcpServers": {"a": {"url": "http://h", "type": "sse"}}})").find("mcpServers.a.type \"sse\" is not supported"),
+            std::string::npos);
+}
+
+// ---- The built-in agent tools' file reading ----
+
+class AgentFileToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto engine = Engine::Open({.data_dir = dir_.File("data")});
+    ASSERT_OK(engine);
+    engine_ = std::move(*engine);
+    ASSERT_OK(AddAgentTools(engine_.get(), {.memory = false}, &toolset_));
+  }
+  ToolResult Read(const std::string& file, const std::string& extra = "") {
+    Canceller never;
+    return toolset_.Handle({.id = "c", .function = {.name = "read_file",
+                                                      .arguments = R"({"path": ")" + file + "\"" + extra + "}"}},
+                           never);
+  }
+  static std::string TextOf(const ToolResult& r) { return std::get<TextPart>(r.message.content[0]).text; }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Engine> engine_;
+  Toolset toolset_;
+};
+
+TEST_F(AgentFileToolsTest, LinesAreNumberedWhateverTheirEndings) {
+  testing::WriteFileOrDie(dir_.File("crlf.txt"), "one\r\ntwo\r\nthree");  // CRLF, no final newline.
+  ToolResult r = Read(dir_.File("crlf.txt"));
+  ASSERT_FALSE(r.is_error) << TextOf(r);
+  EXPECT_EQ(TextOf(r).substr(0, TextOf(r).find("(")), "     1\tone\n     2\ttwo\n     3\tthree\n");
+  EXPECT_NE(TextOf(r).find("End of file reached."), std::string::npos);
+  r = Read(dir_.File("crlf.txt"), R"(, "line_offset": 2, "n_lines": 1)");
+  EXPECT_EQ(TextOf(r).substr(0, TextOf(r).find("(")), "     2\ttwo\n");
+  EXPECT_NE(TextOf(r).find("continue with line_offset 3"), std::string::npos);
+  r = Read(dir_.File("crlf.txt"), R"(, "line_offset": 9)");
+  EXPECT_EQ(TextOf(r), "(The file has 3 lines; none from line 9.)");
+  testing::WriteFileOrDie(dir_.File("empty.txt"), "");
+  EXPECT_EQ(TextOf(Read(dir_.File("empty.txt"))), "(The file is empty.)");
+}
+
+TEST_F(AgentFileToolsTest, AnEndlessLineCostsABlockNotItsSize) {
+  testing::WriteFileOrDie(dir_.File("long.txt"), std::string(8 << 20, 'x') + "\nshort\n");
+  ToolResult r = Read(dir_.File("long.txt"));
+  ASSERT_FALSE(r.is_error) << TextOf(r);
+  EXPECT_NE(TextOf(r).find("     1\t" + std::string(2000, 'x') + " ...\n     2\tshort\n"), std::string::npos);
+  EXPECT_NE(TextOf(r).find("were cut"), std::string::npos);
+}
+
+TEST_F(AgentFileToolsTest, OnlyTheLinesAskedForAreJudged) {
+  testing::WriteFileOrDie(dir_.File("mixed.txt"), "fine\nalso fine\nbad \xff byte\n");
+  ToolResult r = Read(dir_.File("mixed.txt"), R"(, "n_lines": 2)");
+  EXPECT_FALSE(r.is_error) << TextOf(r);
+  r = Read(dir_.File("mixed.txt"));
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(TextOf(r).find("is not UTF-8 text (an invalid byte on line 3)"), std::string::npos);
+  testing::WriteFileOrDie(dir_.File("nul.bin"), std::string("a\0b", 3));
+  EXPECT_NE(TextOf(Read(dir_.File("nul.bin"))).find("not a text file"), std::string::npos);
+  EXPECT_NE(TextOf(Read(dir_.File("missing.txt"))).find("does not exist"), std::string::npos);
+  EXPECT_NE(TextOf(Read(dir_.path())).find("is a directory"), std::string::npos);
 }
 
 }  // namespace

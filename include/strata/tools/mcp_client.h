@@ -6,9 +6,12 @@
 // ListTools() pages through tools/list; CallTool() runs tools/call and converts the result's content
 // (text, images, audio, embedded resources, links) into message parts.
 //
-// Servers are untrusted: a reply that is not JSON, a wrongly typed member, a server that exits, hangs or
-// floods its output, and a lost HTTP session are errors that name the server and what went wrong; nothing
-// a server sends can throw or crash the client. Requests the server makes of the client are answered
+// Servers are untrusted: a reply that is not JSON (or nested too deep), a wrongly typed member, a server
+// that exits, stops reading its input, hangs or floods its output are errors that name the server and
+// what went wrong; nothing a server sends can throw, crash or hang the client. Images and audio a model
+// would refuse are described in text instead. An HTTP session the server lost (it restarted) is
+// initialized again and the request asked once more; an event stream the server ends early (2025-11-25)
+// is resumed with Last-Event-ID. Requests the server makes of the client are answered
 // (ping) or refused (method not found: no sampling, roots or elicitation here).
 //
 // AddMcpTools() puts a server's tools into a Toolset: the model calls them like any other tool, and a
@@ -89,14 +92,17 @@ class McpClient {
   McpClient& operator=(const McpClient&) = delete;
 
   const std::string& name() const;
-  // What the server said of itself in the handshake.
-  const std::string& server_name() const;
-  const std::string& server_version() const;
-  const std::string& protocol_version() const;
-  const std::string& instructions() const;
+  // What the server said of itself in the (latest) handshake.
+  std::string server_name() const;
+  std::string server_version() const;
+  std::string protocol_version() const;
+  std::string instructions() const;
 
-  // Lists every tool (following nextCursor).
-  Result<std::vector<McpToolInfo>> ListTools(const Canceller* cancel = nullptr);
+  // Lists every tool (following nextCursor; none if the server declared no tools capability). An entry
+  // without a name is left out and described in `*warnings` (if given); more than 10,000 tools is
+  // kResourceExhausted.
+  Result<std::vector<McpToolInfo>> ListTools(const Canceller* cancel = nullptr,
+                                             std::vector<std::string>* warnings = nullptr);
   // Calls `tool` with `arguments` (JSON text of an object). A result with isError is a ToolOutput with
   // is_error set; a failure to get any result (transport, timeout, JSON-RPC error) is a non-OK status.
   // When `cancel` fires the server is told (notifications/cancelled) and the call is kCancelled.

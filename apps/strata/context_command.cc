@@ -29,6 +29,12 @@ struct ContextArgs {
 };
 
 // Opens and restores FILE, reporting skipped damage as warnings.
+void WarnDamage(const std::string& file, const ScanSummary& scan) {
+  for (const Damage& d : scan.damage) {
+    Warn(file + ": " + d.ToString() + (d.kind == DamageKind::kInvalidUtf8 ? "" : " (skipped)"));
+  }
+}
+
 Result<std::unique_ptr<ContextLog>> OpenRestored(const ContextArgs& args, bool read_only) {
   ContextLogOptions options;
   options.read_only = read_only;
@@ -39,28 +45,8 @@ Result<std::unique_ptr<ContextLog>> OpenRestored(const ContextArgs& args, bool r
   std::unique_ptr<ContextLog> log = ContextLog::Open(args.file, options);
   STRATA_ASSIGN_OR_RETURN(bool restored, log->Restore());
   (void)restored;
-  for (const Damage& d : log->restore_report().scan.damage) {
-    Warn(args.file + ": " + d.ToString() + (d.kind == DamageKind::kInvalidUtf8 ? "" : " (skipped)"));
-  }
+  WarnDamage(args.file, log->restore_report().scan);
   return log;
-}
-
-std::string StateJson(const ContextLog& log) {
-  std::string out = "{\"history\":[";
-  for (size_t i = 0; i < log.history().size(); ++i) {
-    if (i > 0) out += ",";
-    AppendMessageJson(log.history()[i], &out);
-  }
-  out += "],\"token_count\":" + std::to_string(log.token_count()) +
-         ",\"token_count_with_pending\":" + std::to_string(log.token_count_with_pending()) +
-         ",\"n_checkpoints\":" + std::to_string(log.n_checkpoints()) + ",\"system_prompt\":";
-  if (log.system_prompt()) {
-    json::AppendString(&out, *log.system_prompt());
-  } else {
-    out += "null";
-  }
-  out += "}";
-  return out;
 }
 
 // Runs `op` on the restored log, then closes it (which syncs) and prints `result_json` on success.
@@ -76,10 +62,43 @@ int Mutate(const ContextArgs& args, Op op) {
   return 0;
 }
 
+// Prints {history, token_count, token_count_with_pending, n_checkpoints, system_prompt}, streaming the history: each message goes out as it is read, in
+// blocks of a megabyte, so a log of any size is shown in bounded memory. On a read error the output stops
+// short and the exit status says so.
 int RunShow(const ContextArgs& args) {
-  auto log = OpenRestored(args, /*read_only=*/true);
-  if (!log.ok()) return Fail(log.status());
-  std::cout << StateJson(**log) << "\n";
+  const MessageTokenCounter* estimator = LoadCounter(args.tokenizer);
+  std::string out = "{\"history\":[";
+  out.reserve(2 << 20);
+  bool first = true;
+  auto flush = [&out] {
+    std::cout.write(out.data(), static_cast<std::streamsize>(out.size()));
+    out.clear();
+  };
+  auto replay = ReplayContext(PosixFileSystem(), args.file, [&](const Message& m) -> Status {
+    if (!first) out.push_back(',');
+    first = false;
+    AppendMessageJson(m, &out);
+    if (out.size() >= (1 << 20)) flush();
+    return Status::Ok();
+  });
+  if (!replay.ok()) {
+    flush();
+    std::cout << std::endl;
+    return Fail(replay.status());
+  }
+  WarnDamage(args.file, replay->report.scan);
+  int64_t pending = replay->token_count + estimator->CountMessages(replay->pending);
+  out += "],\"token_count\":" + std::to_string(replay->token_count) +
+         ",\"token_count_with_pending\":" + std::to_string(pending) +
+         ",\"n_checkpoints\":" + std::to_string(replay->n_checkpoints) + ",\"system_prompt\":";
+  if (replay->system_prompt) {
+    json::AppendString(&out, *replay->system_prompt);
+  } else {
+    out += "null";
+  }
+  out += "}\n";
+  flush();
+  std::cout.flush();
   return 0;
 }
 

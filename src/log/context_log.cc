@@ -143,6 +143,40 @@ Result<bool> ContextLog::Restore() {
   return report_.scan.size > 0;
 }
 
+Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
+                                    const std::function<Status(const Message&)>& on_message) {
+  if (fs == nullptr) fs = PosixFileSystem();
+  ContextReplay out;
+  STRATA_ASSIGN_OR_RETURN(bool exists, fs->FileExists(path));
+  if (!exists) return out;
+  // The rules of Restore()'s visitor, less the offsets and marks only a writer needs.
+  auto visit = [&](const LogLine&, LogRecord& record) -> Status {
+    switch (record.kind) {
+      case LogRecord::Kind::kMessage:
+        ++out.messages;
+        STRATA_RETURN_IF_ERROR(on_message(record.message));
+        out.pending.push_back(std::move(record.message));
+        break;
+      case LogRecord::Kind::kUsage:
+        out.token_count = record.value;
+        out.pending.clear();
+        break;
+      case LogRecord::Kind::kCheckpoint:
+        out.n_checkpoints = record.value + 1;
+        break;
+      case LogRecord::Kind::kSystemPrompt:
+        out.system_prompt = std::move(record.text);
+        break;
+      case LogRecord::Kind::kUnknownInternal:
+        ++out.report.unknown_records;
+        break;
+    }
+    return Status::Ok();
+  };
+  STRATA_ASSIGN_OR_RETURN(out.report.scan, ScanLog(fs, path, LogFormat::kContext, visit));
+  return out;
+}
+
 namespace {
 
 // Validates `messages` and appends their lines to `*lines`.

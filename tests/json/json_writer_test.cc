@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <random>
+
 namespace strata::json {
 namespace {
 
@@ -20,6 +23,43 @@ std::string Float(double v) {
 TEST(JsonWriterTest, RawUtf8KeepsNonAsciiAndEscapesControls) {
   EXPECT_EQ(Str("Héllo 世界", StringStyle::kRawUtf8), "\"Héllo 世界\"");
   EXPECT_EQ(Str("a\"b\\c\n\t\x01\x7f", StringStyle::kRawUtf8), "\"a\\\"b\\\\c\\n\\t\\u0001\x7f\"");
+}
+
+// The byte-at-a-time rule the fast escaper (sixteen bytes a step, escapes gathered in blocks) must keep.
+std::string ReferenceRaw(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char u[8];
+          std::snprintf(u, sizeof u, "\\u%04x", c);
+          out += u;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return out + "\"";
+}
+
+TEST(JsonWriterTest, RawUtf8AgreesWithTheByteRuleOnEveryLengthAndPosition) {
+  std::mt19937 rng(7);
+  const std::string alphabet = std::string("ab\"\\\n\t\x01\x1f\x7f ") + "\xc3\xa9\xe4\xb8\xad";
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s;
+    size_t n = rng() % (iter < 2000 ? 70 : 9000);  // Short ones, and ones past the 4 KiB block.
+    bool dense = rng() % 2 == 0;
+    for (size_t i = 0; i < n; ++i) s.push_back(dense ? alphabet[rng() % alphabet.size()] : (rng() % 50 ? 'x' : '"'));
+    ASSERT_EQ(Str(s, StringStyle::kRawUtf8), ReferenceRaw(s)) << "length " << n;
+  }
 }
 
 TEST(JsonWriterTest, AsciiEscapeMatchesPythonJsonDumps) {

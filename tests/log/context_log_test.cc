@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <tuple>
 #include <thread>
 
@@ -25,6 +26,53 @@ class ContextLogTest : public ::testing::Test {
   void SetUp() override { ASSERT_OK(fs_.CreateDirectories("ctx")); }
   FaultInjectionFileSystem fs_;
 };
+
+// ReplayContext (the streaming reader of `strata context show`) must find what Restore finds: the same
+// messages in order, token count, pending messages, checkpoints, system prompt and damage, on logs that
+// mix every record kind with damage.
+TEST_F(ContextLogTest, ReplayFindsWhatRestoreFinds) {
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 200; ++iter) {
+    std::string file;
+    size_t lines = rng() % 40;
+    for (size_t i = 0; i < lines; ++i) {
+      switch (rng() % 9) {
+        case 0: file += "{\"role\": \"_usage\", \"token_count\": " + std::to_string(rng() % 1000) + "}\n"; break;
+        case 1: file += "{\"role\": \"_checkpoint\", \"id\": " + std::to_string(i) + "}\n"; break;
+        case 2: file += "{\"role\": \"_system_prompt\", \"content\": \"p" + std::to_string(i) + "\"}\n"; break;
+        case 3: file += "not json\n"; break;
+        case 4: file += "\n"; break;
+        case 5: file += "{\"role\": \"_meta\", \"x\": 1}\n"; break;
+        default:
+          file += "{\"role\":\"user\",\"content\":\"m" + std::to_string(i) + std::string(rng() % 30, 'x') + "\"}\n";
+      }
+    }
+    if (rng() % 3 == 0) file += "{\"role\":\"user\",\"con";  // A torn tail.
+    fs_.SetFileDurably("ctx/context.jsonl", file);
+    auto log = Open({.read_only = true});
+    ASSERT_OK(log->Restore());
+    std::vector<Message> seen;
+    auto replay = ReplayContext(&fs_, "ctx/context.jsonl", [&](const Message& m) {
+      seen.push_back(m);
+      return Status::Ok();
+    });
+    ASSERT_OK(replay);
+    EXPECT_EQ(seen, log->history());
+    EXPECT_EQ(replay->messages, log->history().size());
+    EXPECT_EQ(replay->token_count, log->token_count());
+    EXPECT_EQ(replay->token_count + DefaultTokenEstimator()->CountMessages(replay->pending),
+              log->token_count_with_pending());
+    EXPECT_EQ(replay->n_checkpoints, log->n_checkpoints());
+    EXPECT_EQ(replay->system_prompt, log->system_prompt());
+    EXPECT_EQ(replay->report.scan.damage.size(), log->restore_report().scan.damage.size());
+    EXPECT_EQ(replay->report.unknown_records, log->restore_report().unknown_records);
+  }
+  auto missing = ReplayContext(&fs_, "ctx/none.jsonl", [](const Message&) { return Status::Ok(); });
+  ASSERT_OK(missing);
+  EXPECT_EQ(missing->messages, 0u);
+  auto stopped = ReplayContext(&fs_, "ctx/context.jsonl", [](const Message&) { return Status::Cancelled("enough"); });
+  EXPECT_TRUE(!stopped.ok() || stopped->messages == 0);
+}
 
 TEST_F(ContextLogTest, RestoreSkipsDamageAndReportsLineAndOffset) {
   std::string good1 = "{\"role\":\"user\",\"content\":\"a\"}\n";

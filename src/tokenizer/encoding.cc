@@ -274,7 +274,7 @@ void MergeWindowed(const Encoding::Data& d, const uint8_t* p, size_t n, size_t w
 // encodings that take turns on one thread miss, never mix.
 struct ThreadCaches {
   // Short pieces (2-24 bytes) and their tokens, direct-mapped.
-  static constexpr size_t kEntries = 4096;
+  static constexpr size_t kEntries = 16384;
   static constexpr uint32_t kMaxTokens = 8;
   struct Entry {
     uint64_t generation = 0;  // 0 = empty.

@@ -133,6 +133,35 @@ want_error "text"
 echo '{"request": 1, "response": {"status": "x"}}' >replay.jsonl
 run chat-replay-wrong-type "$S" chat --provider openai --model m --replay replay.jsonl --session "$W/chat2.jsonl"
 no_crash && [ "$rc" -ne 0 ] && ok || { [ "$rc" -eq 0 ] && bad "exit 0"; }
+# MCP servers for the chat (issue 19): a config that is not JSON or has a wrongly typed member is an error
+# naming it; a server that answers the handshake, then floods binary junk and dies in the middle of a call
+# is a tool result, and the chat goes on.
+echo '{"mcpServers": ' >mcp-bad.json
+run chat-mcp-config-not-json "$S" chat --provider scripted --script chat-bad.json --session "$W/chat3.jsonl" \
+  --mcp-config-file mcp-bad.json
+want_error "mcp-bad.json"
+run chat-mcp-config-wrong-type "$S" chat --provider scripted --script chat-bad.json --session "$W/chat3.jsonl" \
+  --mcp-config '{"mcpServers": {"x": {"command": "y", "args": [1]}}}'
+want_error "args\\[0\\]"
+cat >junk-server.py <<'PY'
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "2025-06-18",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "junk"}}}), flush=True)
+    elif m.get("method") == "tools/list":
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [{"name": "boom"}]}}), flush=True)
+    elif m.get("method") == "tools/call":
+        sys.stdout.buffer.write(os.urandom(300000)); sys.stdout.flush()
+        sys.stderr.buffer.write(b"\x1b[2J\xff\xfe dying\n"); sys.stderr.flush()
+        os._exit(9)
+PY
+script '{"parts": [{"type": "function", "id": "c1", "function": {"name": "boom", "arguments": "{}"}}]}, {"text": "ok"}' chat-mcp.json
+run chat-mcp-server-dies-in-a-call "$S" chat --provider scripted --script chat-mcp.json --session "$W/chat4.jsonl" \
+  --mcp-config "{\"mcpServers\": {\"junk\": {\"command\": \"python3\", \"args\": [\"$W/junk-server.py\"]}}}"
+want_ok
+expect chat-mcp-tool-error-logged grep -q "exited with status 9" "$W/chat4.jsonl"
 unset IN
 
 # ---- Text that is not UTF-8, NUL bytes, control characters ----

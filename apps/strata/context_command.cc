@@ -74,22 +74,24 @@ int RunShow(const ContextArgs& args) {
     std::cout.write(out.data(), static_cast<std::streamsize>(out.size()));
     out.clear();
   };
-  auto replay = ReplayContext(PosixFileSystem(), args.file, [&](const Message& m) -> Status {
-    if (!first) out.push_back(',');
-    first = false;
-    AppendMessageJson(m, &out);
-    if (out.size() >= (1 << 20)) flush();
-    return Status::Ok();
-  });
+  auto replay = ReplayContext(
+      PosixFileSystem(), args.file,
+      [&](const Message& m) -> Status {
+        if (!first) out.push_back(',');
+        first = false;
+        AppendMessageJson(m, &out);
+        if (out.size() >= (1 << 20)) flush();
+        return Status::Ok();
+      },
+      estimator);
   if (!replay.ok()) {
     flush();
     std::cout << std::endl;
     return Fail(replay.status());
   }
   WarnDamage(args.file, replay->report.scan);
-  int64_t pending = replay->token_count + estimator->CountMessages(replay->pending);
   out += "],\"token_count\":" + std::to_string(replay->token_count) +
-         ",\"token_count_with_pending\":" + std::to_string(pending) +
+         ",\"token_count_with_pending\":" + std::to_string(replay->token_count_with_pending) +
          ",\"n_checkpoints\":" + std::to_string(replay->n_checkpoints) + ",\"system_prompt\":";
   if (replay->system_prompt) {
     json::AppendString(&out, *replay->system_prompt);

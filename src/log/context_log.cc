@@ -82,6 +82,11 @@ Status ContextLog::PrepareAppend() {
   if (missing_newline_) {
     STRATA_RETURN_IF_ERROR(writer_->Append("\n"));
     missing_newline_ = false;
+    // A blank last line just ended: it is now a line a revert leaves out.
+    if (report_.scan.blank_tail && writer_->size() == report_.scan.blank_tail->first + report_.scan.blank_tail->second + 1) {
+      skipped_.emplace_back(report_.scan.blank_tail->first, report_.scan.blank_tail->second + 1);
+    }
+    report_.scan.blank_tail.reset();
   }
   return Status::Ok();
 }
@@ -144,8 +149,11 @@ Result<bool> ContextLog::Restore() {
 }
 
 Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
-                                    const std::function<Status(const Message&)>& on_message) {
+                                    const std::function<Status(const Message&)>& on_message,
+                                    const MessageTokenCounter* estimator) {
   if (fs == nullptr) fs = PosixFileSystem();
+  if (estimator == nullptr) estimator = DefaultTokenEstimator();
+  std::unique_ptr<MessageTokenCounter::Tally> pending = estimator->NewTally();
   ContextReplay out;
   STRATA_ASSIGN_OR_RETURN(bool exists, fs->FileExists(path));
   if (!exists) return out;
@@ -155,11 +163,11 @@ Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
       case LogRecord::Kind::kMessage:
         ++out.messages;
         STRATA_RETURN_IF_ERROR(on_message(record.message));
-        out.pending.push_back(std::move(record.message));
+        pending->Add(record.message);
         break;
       case LogRecord::Kind::kUsage:
         out.token_count = record.value;
-        out.pending.clear();
+        pending->Reset();
         break;
       case LogRecord::Kind::kCheckpoint:
         out.n_checkpoints = record.value + 1;
@@ -174,6 +182,7 @@ Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
     return Status::Ok();
   };
   STRATA_ASSIGN_OR_RETURN(out.report.scan, ScanLog(fs, path, LogFormat::kContext, visit));
+  out.token_count_with_pending = out.token_count + pending->Total();
   return out;
 }
 

@@ -267,8 +267,12 @@ Result<ScanSummary> ScanLog(FileSystem* fs, const std::string& path, LogFormat f
       continue;
     }
     if (IsBlank(line.text)) {
-      if (!line.terminated) summary.missing_final_newline = true;
-      if (line.terminated) summary.skipped.emplace_back(line.offset, line.length + 1);
+      if (!line.terminated) {
+        summary.missing_final_newline = true;
+        summary.blank_tail.emplace(line.offset, line.length);
+      } else {
+        summary.skipped.emplace_back(line.offset, line.length + 1);
+      }
       continue;
     }
     bool replaced = false;

@@ -267,11 +267,13 @@ void MergeWindowed(const Encoding::Data& d, const uint8_t* p, size_t n, size_t w
   for (uint32_t t : out) emit(t);
 }
 
-// Per-thread memos. Text repeats its words, so most pieces are answered from a table that stays in the
-// core's cache instead of the vocabulary's multi-megabyte hash table; novel pieces are built from parts
-// that repeat far more than pieces do (syllables, the bytes of a CJK character), so their merges are
-// answered from a memo keyed by the two parts' ranks. Every entry carries the vocabulary's generation:
-// encodings that take turns on one thread miss, never mix.
+// Per-thread memos (~1.9 MiB a thread, zeroed on first use). Text repeats its words, so most pieces are
+// answered from a table that mostly stays in the core's L2 cache instead of the vocabulary's
+// multi-megabyte hash table; novel pieces are built from parts that repeat far more than pieces do
+// (syllables, the bytes of a CJK character), so their merges are answered from a memo keyed by the two
+// parts' ranks. Every entry carries the vocabulary's generation (the pair memo its low 32 bits: two
+// vocabularies 2^32 loads apart could share entries), so encodings that take turns on one thread miss,
+// never mix.
 struct ThreadCaches {
   // Short pieces (2-24 bytes) and their tokens, direct-mapped.
   static constexpr size_t kEntries = 16384;
@@ -465,18 +467,24 @@ inline size_t MultiByteCharLength(const uint8_t* p, size_t n) {
 constexpr uint32_t kCharRankBits = 20;
 
 // Emits the encoding of one segment: a lone character of 2-3 bytes from the per-vocabulary table (filled
-// on first use), anything else merged.
+// on first use), anything else merged. A segment is only ever merged, never looked up whole: tiktoken
+// looks up the whole piece and nothing smaller, and a token that merging cannot build from its own bytes
+// (a vocabulary may hold one) must not come out of a segment. Only a segment that is the whole piece may
+// be looked up (`whole_piece`).
 template <typename Emit>
-void EmitSegment(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, Emit& emit) {
+void EmitSegment(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p, size_t n, bool whole_piece, Emit& emit) {
   auto merge = [&](auto&& out) {
-    uint32_t whole = n == 1 ? d.byte_rank[p[0]] : d.Rank(p, n);
+    uint32_t whole = n == 1 ? d.byte_rank[p[0]] : whole_piece ? d.Rank(p, n) : kNoRank;
     if (whole != kNoRank) {
       out(whole);
     } else {
       MergeShort(d, c, p, n, out);
     }
   };
-  bool lone_char = (n == 2 && p[0] >= 0xC0 && p[0] < 0xE0) || (n == 3 && p[0] >= 0xE0 && p[0] < 0xF0);
+  // Well-formed only (no overlong forms: the table is keyed by code point, which an overlong form shares
+  // with another character), and never the whole piece (the table holds merged encodings).
+  bool lone_char = !whole_piece && ((n == 2 && p[0] >= 0xC2 && p[0] < 0xE0) ||
+                                    (n == 3 && p[0] >= 0xE0 && p[0] < 0xF0 && (p[0] != 0xE0 || p[1] >= 0xA0)));
   if (!lone_char || d.n_offsets > (size_t{1} << kCharRankBits)) {
     merge(emit);
     return;
@@ -524,7 +532,7 @@ bool MergeBySegments(const Encoding::Data& d, ThreadCaches& c, const uint8_t* p,
     size_t at = starts[i];
     // A boundary after a single-byte first character is never split (it may well merge: " 中").
     if (i < chars && (at < 2 || !IsCharacterBoundary(p[at - 1], p[at]) || !SafeBoundary(d, p + at))) continue;
-    EmitSegment(d, c, p + segment, at - segment, emit);
+    EmitSegment(d, c, p + segment, at - segment, /*whole_piece=*/segment == 0 && at == n, emit);
     segment = at;
   }
   return true;

@@ -60,8 +60,7 @@ TEST_F(ContextLogTest, ReplayFindsWhatRestoreFinds) {
     EXPECT_EQ(seen, log->history());
     EXPECT_EQ(replay->messages, log->history().size());
     EXPECT_EQ(replay->token_count, log->token_count());
-    EXPECT_EQ(replay->token_count + DefaultTokenEstimator()->CountMessages(replay->pending),
-              log->token_count_with_pending());
+    EXPECT_EQ(replay->token_count_with_pending, log->token_count_with_pending());
     EXPECT_EQ(replay->n_checkpoints, log->n_checkpoints());
     EXPECT_EQ(replay->system_prompt, log->system_prompt());
     EXPECT_EQ(replay->report.scan.damage.size(), log->restore_report().scan.damage.size());
@@ -70,8 +69,30 @@ TEST_F(ContextLogTest, ReplayFindsWhatRestoreFinds) {
   auto missing = ReplayContext(&fs_, "ctx/none.jsonl", [](const Message&) { return Status::Ok(); });
   ASSERT_OK(missing);
   EXPECT_EQ(missing->messages, 0u);
-  auto stopped = ReplayContext(&fs_, "ctx/context.jsonl", [](const Message&) { return Status::Cancelled("enough"); });
-  EXPECT_TRUE(!stopped.ok() || stopped->messages == 0);
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\":\"user\",\"content\":\"a\"}\n{\"role\":\"user\",\"content\":\"b\"}\n");
+  int calls = 0;
+  auto stopped = ReplayContext(&fs_, "ctx/context.jsonl", [&](const Message&) {
+    ++calls;
+    return Status::Cancelled("enough");
+  });
+  EXPECT_EQ(stopped.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(calls, 1);
+}
+
+// A blank last line without its newline becomes a blank line when the next append ends it; a revert then
+// leaves it out like any other, as kimi-cli's revert does.
+TEST_F(ContextLogTest, ABlankLastLineEndedByAnAppendIsLeftOutByARevert) {
+  std::string checkpoint0 = "{\"role\": \"_checkpoint\", \"id\": 0}\n";
+  std::string a = "{\"role\":\"user\",\"content\":\"a\"}\n";
+  fs_.SetFileDurably("ctx/context.jsonl", checkpoint0 + a + "   ");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_OK(log->Append(Message::User("b")));
+  ASSERT_OK(log->Checkpoint(false));
+  ASSERT_OK(log->Append(Message::User("c")));
+  ASSERT_OK(log->RevertTo(1));
+  EXPECT_EQ(Contents(), checkpoint0 + a + "{\"role\":\"user\",\"content\":\"b\"}\n");
+  ASSERT_EQ(log->history().size(), 2u);
 }
 
 TEST_F(ContextLogTest, RestoreSkipsDamageAndReportsLineAndOffset) {

@@ -154,6 +154,40 @@ TEST_P(TokenizerTest, MultiByteRunsAgreeWithSlowReference) {
   }
 }
 
+std::string Base64(std::string_view in) {
+  static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : in) {
+    acc = (acc << 8) | c;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kChars[(acc >> bits) & 63]);
+    }
+  }
+  if (bits > 0) out.push_back(kChars[(acc << (6 - bits)) & 63]);
+  while (out.size() % 4 != 0) out.push_back('=');
+  return out;
+}
+
+// tiktoken looks up the whole piece and merges everything smaller: a part of a piece (here a character of
+// a run split where no token straddles) must be merged, never looked up, even when its bytes are a token
+// that merging cannot build. A vocabulary of the 256 bytes and "中" alone (no two-byte token) shows it.
+TEST(TokenizerSegmentsTest, APartOfAPieceIsMergedNeverLookedUpWhole) {
+  std::string ranks = "! 0";
+  for (int b = 0; b < 256; ++b) ranks += " " + Base64(std::string(1, static_cast<char>(b)));
+  ranks += " " + Base64("中");
+  auto enc = Encoding::FromTiktokenJson(
+      "toy", R"({"pat_str": "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*", "special_tokens": {}, "bpe_ranks": ")" +
+                 ranks + "\"}");
+  ASSERT_OK(enc);
+  EXPECT_EQ((*enc)->Encode("中"), std::vector<Token>{256});  // The whole piece: looked up.
+  EXPECT_EQ((*enc)->Encode("中中"), (std::vector<Token>{0xE4, 0xB8, 0xAD, 0xE4, 0xB8, 0xAD}));  // Two parts: merged.
+  EXPECT_EQ((*enc)->Encode("中中中"), (std::vector<Token>{0xE4, 0xB8, 0xAD, 0xE4, 0xB8, 0xAD, 0xE4, 0xB8, 0xAD}));
+}
+
 TEST_P(TokenizerTest, InvalidUtf8BytesRoundTrip) {
   auto enc = Get(GetParam());
   ASSERT_NE(enc, nullptr);
@@ -362,6 +396,28 @@ TEST(MessageCounterTest, CountsTextToolCallsAndOverhead) {
   std::vector<Message> both = {user, call};
   EXPECT_EQ(counter.CountMessages(both), counter.CountMessage(user) + counter.CountMessage(call));
   EXPECT_EQ(counter.CountPrompt(both), counter.CountMessages(both) + 3);
+}
+
+// A tally (one message at a time, as a one-pass reader counts) equals CountMessages of the same messages,
+// rounding included, for every counter.
+TEST(MessageCounterTest, TalliesEqualCountMessages) {
+  auto enc = Get("o200k_base");
+  ASSERT_NE(enc, nullptr);
+  EncodingMessageCounter exact(enc);
+  CharRatioEstimator chars(4);
+  std::vector<Message> messages = {Message::User("abc"), Message::User("def"), Message::User("世界 and more"),
+                                   Message::ToolResult("c1", "x")};
+  for (const MessageTokenCounter* counter : {static_cast<const MessageTokenCounter*>(&exact),
+                                             static_cast<const MessageTokenCounter*>(&chars)}) {
+    auto tally = counter->NewTally();
+    for (size_t i = 0; i < messages.size(); ++i) {
+      tally->Add(messages[i]);
+      EXPECT_EQ(tally->Total(), counter->CountMessages(std::span<const Message>(messages.data(), i + 1)));
+    }
+    tally->Reset();
+    EXPECT_EQ(tally->Total(), 0);
+  }
+  EXPECT_EQ(chars.CountMessages(std::span<const Message>(messages.data(), 2)), 1) << "3 + 3 characters: one token, not 0 + 0";
 }
 
 TEST(MessageCounterTest, CachingCounterCountsEachMessageOnce) {

@@ -57,21 +57,24 @@ struct RestoreReport {
 
 // What ReplayContext() found: the state Restore() would rebuild, without the history itself.
 struct ContextReplay {
-  uint64_t messages = 0;          // Messages passed to the callback.
-  int64_t token_count = 0;        // The last usage mark (0 if none).
-  std::vector<Message> pending;   // The messages after the last usage mark (what token_count_with_pending estimates).
+  uint64_t messages = 0;                 // Messages passed to the callback.
+  int64_t token_count = 0;               // The last usage mark (0 if none).
+  int64_t token_count_with_pending = 0;  // Plus the estimate of the messages after it.
   int64_t n_checkpoints = 0;
   std::optional<std::string> system_prompt;
   RestoreReport report;
 };
 
 // Reads the context file at `path` once, in file order, and passes each message of the history to
-// `on_message` without keeping it (memory stays bounded whatever the file's size): for readers that only
-// pass the history on, such as `strata context show`. The same rules as Restore() (damaged lines skipped
-// and reported); a missing file is an empty context. Takes no lock and writes nothing. An error from
+// `on_message` without keeping it: for readers that only pass the history on, such as `strata context
+// show`. The messages after the last usage mark are counted as they pass (`estimator`, default
+// DefaultTokenEstimator(); its tally keeps numbers, not messages, for every counter Strata ships), so
+// memory stays bounded whatever the file's size. The same rules as Restore() (damaged lines skipped and
+// reported); a missing file is an empty context. Takes no lock and writes nothing. An error from
 // `on_message` stops the replay and is returned.
 Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
-                                    const std::function<Status(const Message&)>& on_message);
+                                    const std::function<Status(const Message&)>& on_message,
+                                    const MessageTokenCounter* estimator = nullptr);
 
 class ContextLog {
  public:

@@ -113,6 +113,9 @@ struct ScanSummary {
   // Terminated lines that hold no record (blank, or damaged other than by replaced UTF-8), in file order,
   // each as {offset, length including its '\n'}: what kimi-cli's revert leaves out of the new file.
   std::vector<std::pair<uint64_t, uint64_t>> skipped;
+  // The last line when it is blank and has no '\n': {offset, length}. Once a writer ends it with a newline
+  // it is a skipped line too.
+  std::optional<std::pair<uint64_t, uint64_t>> blank_tail;
   // Returns the offset where the next append must start: the file size, minus a torn tail.
   uint64_t clean_size() const { return torn_tail ? torn_tail->offset : size; }
   // Returns whether anything needs repair (damage other than replaced UTF-8, or a torn tail).

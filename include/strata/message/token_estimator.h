@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "strata/message/message.h"
 
@@ -20,7 +22,23 @@ class MessageTokenCounter {
   virtual ~MessageTokenCounter() = default;
   // Returns the estimated token count of `messages` taken together.
   virtual int64_t CountMessages(std::span<const Message> messages) const = 0;
+
+  // A count kept as messages arrive one at a time (a one-pass reader of a log): Total() equals
+  // CountMessages() of every message added since the last Reset(). Borrows the counter that made it.
+  class Tally {
+   public:
+    virtual ~Tally() = default;
+    virtual void Add(const Message& message) = 0;
+    virtual void Reset() = 0;
+    virtual int64_t Total() const = 0;
+  };
+  // Returns a new tally. The default keeps the messages it is given (memory grows with them); counters
+  // whose count is a sum over messages return NewSummingTally(*this), which keeps one number.
+  virtual std::unique_ptr<Tally> NewTally() const;
 };
+
+// A tally for a counter whose CountMessages() is the sum of its count of each message alone.
+std::unique_ptr<MessageTokenCounter::Tally> NewSummingTally(const MessageTokenCounter& counter);
 
 // kimi-cli's estimate: the number of Unicode code points in all text parts, summed over the messages,
 // divided by `chars_per_token` (rounded down). Thinking, media and tool-call arguments are not counted.
@@ -28,6 +46,8 @@ class CharRatioEstimator final : public MessageTokenCounter {
  public:
   explicit CharRatioEstimator(int64_t chars_per_token = 4) : chars_per_token_(chars_per_token) {}
   int64_t CountMessages(std::span<const Message> messages) const override;
+  // Keeps the code points seen (the division comes last, as in CountMessages).
+  std::unique_ptr<Tally> NewTally() const override;
 
  private:
   int64_t chars_per_token_;

@@ -33,6 +33,7 @@ class ScriptRatioEstimator final : public MessageTokenCounter {
  public:
   explicit ScriptRatioEstimator(ScriptWeights weights = {}) : weights_(weights) {}
   int64_t CountMessages(std::span<const Message> messages) const override;
+  std::unique_ptr<Tally> NewTally() const override { return NewSummingTally(*this); }  // A sum over messages.
 
  private:
   ScriptWeights weights_;

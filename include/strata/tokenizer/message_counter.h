@@ -26,6 +26,7 @@ class EncodingMessageCounter final : public MessageTokenCounter {
   explicit EncodingMessageCounter(std::shared_ptr<const Encoding> encoding) : encoding_(std::move(encoding)) {}
 
   int64_t CountMessages(std::span<const Message> messages) const override;
+  std::unique_ptr<Tally> NewTally() const override { return NewSummingTally(*this); }  // A sum over messages.
   // Returns the tokens of one message.
   int64_t CountMessage(const Message& message) const;
   // Returns CountMessages(messages) plus the reply priming the provider adds to a prompt.
@@ -57,6 +58,7 @@ class CachingMessageCounter final : public MessageTokenCounter {
   explicit CachingMessageCounter(const MessageTokenCounter* inner, size_t max_entries = 1u << 20)
       : inner_(inner), max_entries_(max_entries) {}
   int64_t CountMessages(std::span<const Message> messages) const override;
+  std::unique_ptr<Tally> NewTally() const override { return NewSummingTally(*this); }  // A sum over messages.
   // Returns how many per-message counts were answered from the cache / computed.
   uint64_t hits() const;
   uint64_t misses() const;

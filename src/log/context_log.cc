@@ -154,19 +154,33 @@ Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
   if (fs == nullptr) fs = PosixFileSystem();
   if (estimator == nullptr) estimator = DefaultTokenEstimator();
   std::unique_ptr<MessageTokenCounter::Tally> pending = estimator->NewTally();
+  // Messages since the last usage mark wait here and are counted only when they pass 16 MiB of lines or
+  // the file ends: most of them are followed by a usage mark, and then need no counting at all.
+  constexpr size_t kUncountedBytes = 16 << 20;
+  std::vector<Message> uncounted;
+  size_t uncounted_bytes = 0;
+  auto count_uncounted = [&] {
+    for (const Message& m : uncounted) pending->Add(m);
+    uncounted.clear();
+    uncounted_bytes = 0;
+  };
   ContextReplay out;
   STRATA_ASSIGN_OR_RETURN(bool exists, fs->FileExists(path));
   if (!exists) return out;
   // The rules of Restore()'s visitor, less the offsets and marks only a writer needs.
-  auto visit = [&](const LogLine&, LogRecord& record) -> Status {
+  auto visit = [&](const LogLine& line, LogRecord& record) -> Status {
     switch (record.kind) {
       case LogRecord::Kind::kMessage:
         ++out.messages;
         STRATA_RETURN_IF_ERROR(on_message(record.message));
-        pending->Add(record.message);
+        uncounted.push_back(std::move(record.message));
+        uncounted_bytes += line.text.size();
+        if (uncounted_bytes > kUncountedBytes) count_uncounted();
         break;
       case LogRecord::Kind::kUsage:
         out.token_count = record.value;
+        uncounted.clear();
+        uncounted_bytes = 0;
         pending->Reset();
         break;
       case LogRecord::Kind::kCheckpoint:
@@ -182,6 +196,7 @@ Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
     return Status::Ok();
   };
   STRATA_ASSIGN_OR_RETURN(out.report.scan, ScanLog(fs, path, LogFormat::kContext, visit));
+  count_uncounted();
   out.token_count_with_pending = out.token_count + pending->Total();
   return out;
 }

@@ -79,6 +79,21 @@ TEST_F(ContextLogTest, ReplayFindsWhatRestoreFinds) {
   EXPECT_EQ(calls, 1);
 }
 
+// More than 16 MiB of messages after the last usage mark are counted in steps as they pass (memory stays
+// bounded); the total must be what Restore counts, the rounding of kimi-cli's characters / 4 included.
+TEST_F(ContextLogTest, ReplayCountsALongUnmarkedTailInSteps) {
+  std::string file = "{\"role\": \"_usage\", \"token_count\": 7}\n";
+  std::string line = "{\"role\":\"user\",\"content\":\"" + std::string(1021, 'x') + "\"}\n";  // 1,021 characters: 255.25 tokens.
+  for (int i = 0; i < 20000; ++i) file += line;
+  fs_.SetFileDurably("ctx/context.jsonl", file);
+  auto log = Open({.read_only = true});
+  ASSERT_OK(log->Restore());
+  auto replay = ReplayContext(&fs_, "ctx/context.jsonl", [](const Message&) { return Status::Ok(); });
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->token_count_with_pending, log->token_count_with_pending());
+  EXPECT_EQ(replay->token_count_with_pending, 7 + 20000 * 1021 / 4);
+}
+
 // A blank last line without its newline becomes a blank line when the next append ends it; a revert then
 // leaves it out like any other, as kimi-cli's revert does.
 TEST_F(ContextLogTest, ABlankLastLineEndedByAnAppendIsLeftOutByARevert) {

@@ -7,6 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
+source "$root/bench/lib.sh"
 strata_install "${STRATA_PACKAGES[@]}" python3
 strata_build dev strata strata_log_bench >&2
 dir=${STRATA_BENCH_DIR:-/tmp/strata-bench}
@@ -14,23 +15,12 @@ mkdir -p "$dir"
 repeats=${1:-5}
 "$root/build/bin/strata_log_bench" --cold >/dev/null  # Writes $dir/context-100mb.jsonl if missing.
 [ -f "$dir/agent-100mb.jsonl" ] || python3 "$root/bench/peers/make_agent_log.py" "$dir/agent-100mb.jsonl"
-median_ms() {  # median_ms CMD...: wall time of REPEATS runs, stdout to /dev/null
-  local times=()
-  for _ in $(seq "$repeats"); do
-    local start end
-    start=$(date +%s%N)
-    "$@" > /dev/null
-    end=$(date +%s%N)
-    times+=($(( (end - start) / 1000000 )))
-  done
-  printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
-}
 for log in context-100mb agent-100mb; do
   file="$dir/$log.jsonl"
   mb=$(( $(stat -c %s "$file") / 1048576 ))
   cat "$file" > /dev/null  # In the page cache for everyone.
-  strata_ms=$(median_ms "$root/build/bin/strata" context show "$file")
-  python_ms=$(median_ms python3 "$root/bench/peers/restore_json_lines.py" "$file" 0)
+  strata_ms=$(median_ms "$repeats" "$root/build/bin/strata" context show "$file")
+  python_ms=$(median_ms "$repeats" python3 "$root/bench/peers/restore_json_lines.py" "$file" 0)
   echo "$log ($mb MiB): strata context show ${strata_ms} ms; python json.loads loop (whole process) ${python_ms} ms;" \
        "ratio $(awk -v a="$python_ms" -v b="$strata_ms" 'BEGIN {printf "%.1f", a / b}')x"
   python3 "$root/bench/peers/restore_json_lines.py" "$file" 3 | sed 's/^/  in-process: /'

@@ -5,6 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
+source "$root/bench/lib.sh"
 strata_install "${STRATA_PACKAGES[@]}"
 strata_npm_setup
 strata_build dev strata_tokenizer_bench strata >&2
@@ -26,22 +27,11 @@ STRATA_TOKENIZER_BENCH_FILES=$(IFS=:; echo "${files[*]}") "$root/build/bin/strat
 echo "--- peers (Node $(node --version)), single thread, MB/s"
 node "$root/bench/peers/tokenizer_peers.mjs" "${files[@]}"
 echo "--- whole process on the generated inputs: one run = start, load the vocabulary, read, encode once (median of 3, ms)"
-median_ms() {
-  local times=()
-  for _ in 1 2 3; do
-    local start end
-    start=$(date +%s%N)
-    "$@" > /dev/null
-    end=$(date +%s%N)
-    times+=($(( (end - start) / 1000000 )))
-  done
-  printf '%s\n' "${times[@]}" | sort -n | sed -n 2p
-}
 for encoding in cl100k_base o200k_base; do
   for file in "$dir/gen-code.txt" "$dir/gen-prose.txt" "$dir/gen-chinese.txt"; do
-    s=$(median_ms "$root/build/bin/strata" tokens count --encoding "$encoding" "$file")
-    t=$(median_ms node "$root/bench/peers/tokenizer_once.mjs" tiktoken "$encoding" "$file")
-    g=$(median_ms node "$root/bench/peers/tokenizer_once.mjs" gpt-tokenizer "$encoding" "$file")
+    s=$(median_ms 3 "$root/build/bin/strata" tokens count --encoding "$encoding" "$file")
+    t=$(median_ms 3 node "$root/bench/peers/tokenizer_once.mjs" tiktoken "$encoding" "$file")
+    g=$(median_ms 3 node "$root/bench/peers/tokenizer_once.mjs" gpt-tokenizer "$encoding" "$file")
     echo "$encoding $(basename "$file"): strata $s ms, tiktoken $t ms, gpt-tokenizer $g ms"
   done
 done

@@ -24,9 +24,9 @@ Json Args(std::string_view arguments) { return json::ParseOrDiscard<Json>(argume
 
 // Reads lines from a file in blocks, keeping at most `keep` bytes of each: a file of one endless line
 // costs a block of memory, not its size.
-class LineReader {
+class BoundedLineReader {
  public:
-  explicit LineReader(std::FILE* f) : f_(f) {}
+  explicit BoundedLineReader(std::FILE* f) : f_(f) {}
 
   // Sets `*line` to the next line (without '\n', cut to `keep` bytes; `*cut` says whether it was).
   // Returns false at the end of the file or on a read error (`error()`).
@@ -78,7 +78,7 @@ tools::ToolOutput ReadFile(std::string_view arguments, const AgentToolsOptions& 
   if (!fs::is_regular_file(st)) return tools::ToolOutput::Error("Error: " + shown_path + " is not a regular file.");
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) return tools::ToolOutput::Error("Error: " + shown_path + " cannot be read: " + std::strerror(errno) + ".");
-  LineReader reader(file.get());
+  BoundedLineReader reader(file.get());
   std::string out, line;
   int64_t number = 0, shown = 0;
   size_t bytes = 0;

@@ -35,6 +35,7 @@
 #include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
+#include "strata/util/ascii.h"
 
 namespace strata::llm::internal {
 namespace {
@@ -47,8 +48,7 @@ constexpr std::string_view kKnownOptions[] = {
 // the bytes instead; a request builder does no I/O, so Strata lets Gemini fetch it.
 std::string GuessMimeType(std::string_view url) {
   size_t dot = url.rfind('.');
-  std::string ext = dot == std::string_view::npos ? "" : std::string(url.substr(dot + 1));
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string ext = dot == std::string_view::npos ? "" : AsciiLower(url.substr(dot + 1));
   static const std::map<std::string, std::string> kTypes = {
       {"png", "image/png"},   {"jpg", "image/jpeg"},  {"jpeg", "image/jpeg"}, {"gif", "image/gif"},
       {"webp", "image/webp"}, {"mp3", "audio/mp3"},   {"wav", "audio/wav"},   {"mp4", "video/mp4"},
@@ -93,8 +93,7 @@ std::optional<std::string> PythonMimeType(std::string_view url) {
   constexpr size_t npos = std::string_view::npos;
   size_t colon = url.find(':');
   if (colon != npos && colon > 0 && url.substr(0, colon).find('/') == npos) {
-    std::string scheme(url.substr(0, colon));
-    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string scheme = AsciiLower(url.substr(0, colon));
     url = url.substr(colon + 1);
     if (scheme == "data") {
       size_t comma = url.find(',');
@@ -110,8 +109,7 @@ std::optional<std::string> PythonMimeType(std::string_view url) {
   size_t dot = url.rfind('.');
   // Like posixpath.splitext, leading dots ("..png", ".png") are part of the name, not an extension.
   if (dot == npos || url.substr(0, dot).find_first_not_of('.') == npos) return std::nullopt;
-  std::string ext(url.substr(dot + 1));
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string ext = AsciiLower(url.substr(dot + 1));
   static const std::map<std::string, std::string, std::less<>> kTypes = {
       {"png", "image/png"},       {"jpg", "image/jpeg"},        {"jpeg", "image/jpeg"},
       {"jpe", "image/jpeg"},      {"gif", "image/gif"},         {"webp", "image/webp"},

@@ -83,23 +83,35 @@ std::string RandomUtf8(std::mt19937& rng, size_t max_chars) {
 
 class TokenizerTest : public ::testing::TestWithParam<std::string> {};
 
+// The slow reference of an encoding, built once (it reads every id).
+const SlowReference& Reference(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<SlowReference>> refs;
+  auto& ref = refs[name];
+  if (!ref) ref = std::make_unique<SlowReference>(*Get(name));
+  return *ref;
+}
+
+// The ids of `text` by the slow reference: split by the encoding's pattern, each piece merged slowly.
+std::vector<Token> ReferenceEncode(const std::string& name, const std::string& text) {
+  SplitPattern pattern = name == "cl100k_base" ? SplitPattern::kCl100k : SplitPattern::kO200k;
+  std::vector<Token> out;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = NextPiece(pattern, text, pos);
+    EXPECT_GT(end, pos);
+    if (end <= pos) break;
+    for (Token t : Reference(name).Merge(text.substr(pos, end - pos))) out.push_back(t);
+    pos = end;
+  }
+  return out;
+}
+
 TEST_P(TokenizerTest, FastMergerAgreesWithSlowReferenceOnRandomUtf8) {
   auto enc = Get(GetParam());
   ASSERT_NE(enc, nullptr);
-  static std::map<std::string, std::unique_ptr<SlowReference>> refs;
-  auto& ref = refs[GetParam()];
-  if (!ref) ref = std::make_unique<SlowReference>(*enc);
   std::mt19937 rng(1234);
-  SplitPattern pattern = GetParam() == "cl100k_base" ? SplitPattern::kCl100k : SplitPattern::kO200k;
   for (int iter = 0; iter < 400; ++iter) {
     std::string text = RandomUtf8(rng, 40);
-    std::vector<Token> expected;
-    for (size_t pos = 0; pos < text.size();) {
-      size_t end = NextPiece(pattern, text, pos);
-      ASSERT_GT(end, pos);
-      for (Token t : ref->Merge(text.substr(pos, end - pos))) expected.push_back(t);
-      pos = end;
-    }
+    std::vector<Token> expected = ReferenceEncode(GetParam(), text);
     ASSERT_EQ(enc->Encode(text), expected) << "text: " << text;
     ASSERT_EQ(enc->Count(text), expected.size());
     auto decoded = enc->Decode(expected);
@@ -115,10 +127,6 @@ TEST_P(TokenizerTest, FastMergerAgreesWithSlowReferenceOnRandomUtf8) {
 TEST_P(TokenizerTest, MultiByteRunsAgreeWithSlowReference) {
   auto enc = Get(GetParam());
   ASSERT_NE(enc, nullptr);
-  static std::map<std::string, std::unique_ptr<SlowReference>> refs;
-  auto& ref = refs[GetParam()];
-  if (!ref) ref = std::make_unique<SlowReference>(*enc);
-  SplitPattern pattern = GetParam() == "cl100k_base" ? SplitPattern::kCl100k : SplitPattern::kO200k;
   // Blocks: CJK (common and rare), Hangul, kana, Cyrillic, Greek, Arabic, Devanagari with marks, Thai,
   // CJK punctuation and full-width forms, emoji; and a few frequent characters so that real words form.
   const std::vector<std::pair<uint32_t, uint32_t>> blocks = {
@@ -144,13 +152,7 @@ TEST_P(TokenizerTest, MultiByteRunsAgreeWithSlowReference) {
         json::AppendUtf8(&text, block.first + rng() % (block.second - block.first + 1));
       }
     }
-    std::vector<Token> expected;
-    for (size_t pos = 0; pos < text.size();) {
-      size_t end = NextPiece(pattern, text, pos);
-      for (Token t : ref->Merge(text.substr(pos, end - pos))) expected.push_back(t);
-      pos = end;
-    }
-    ASSERT_EQ(enc->Encode(text), expected) << "text: " << text;
+    ASSERT_EQ(enc->Encode(text), ReferenceEncode(GetParam(), text)) << "text: " << text;
   }
 }
 

@@ -26,7 +26,6 @@
 // thoughtSignature is kept as extras.thought_signature_b64.
 // Usage: output = candidatesTokenCount + thoughtsTokenCount; cachedContentTokenCount is cached input.
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <map>
 

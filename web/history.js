@@ -30,15 +30,18 @@ export async function render(main, params, nav) {
 const kActionText = { create: "created", update: "updated", merge: "merged into", supersede: "superseded", delete: "deleted",
                       skip: "skipped (already known)" };
 
-function source(text) {
-  // "<session>#<archive>#<candidate>" or "remember#<ms>#0".
-  const [session, archive, candidate] = String(text ?? "").split("#");
-  if (session === "remember") return h("span", "remember (no session)");
-  if (session === "consolidate") return h("span", "consolidation");
-  if (session === "") return h("span.muted", "another user's session");
-  if (!archive) return h("span", text ?? "");
-  return h("span", "commit of ", h("a", { href: `#/timeline?session=${encodeURIComponent(session)}` }, session),
-           `, archive ${archive}`, candidate !== undefined ? `, candidate ${candidate}` : "");
+function source(entry) {
+  // "<session>@<incarnation>#<archive>#<candidate>" (a commit), "remember#<ms>#0" or "consolidate#<ms>#<n>".
+  // `session` is set only while the session that made the change lives (not another one given its id later).
+  const text = String(entry.source ?? "");
+  const [ref, archive, candidate] = text.split("#");
+  if (ref === "remember") return h("span", "remember (no session)");
+  if (ref === "consolidate") return h("span", "consolidation");
+  if (text === "") return h("span.muted", "another user's session");
+  if (!archive) return h("span", text);
+  const where = `, archive ${archive}` + (candidate !== undefined ? `, candidate ${candidate}` : "");
+  if (!entry.session) return h("span", "commit of a deleted session", where);
+  return h("span", "commit of ", h("a", { href: `#/timeline?session=${encodeURIComponent(entry.session)}` }, entry.session), where);
 }
 
 async function loadTrail(el, uri) {
@@ -53,7 +56,7 @@ async function loadTrail(el, uri) {
     entries.length === 0 ? h("p", "No recorded change: written directly, not through a commit or remember.")
       : h("ol.trail", { id: "hist-entries" }, entries.map((e) => h("li", { dataset: { action: e.action } },
           h("div.msg-head", h(`span.badge.act-${e.action}`, kActionText[e.action] ?? e.action), h("span.muted", when(e.at_ms))),
-          h("div", "by ", source(e.source)),
+          h("div", "by ", source(e)),
           e.reason ? h("div.reason", "why: ", e.reason) : null,
           e.before ? h("details", h("summary", "before"), h("pre.text", e.before)) : null,
           e.after ? h("details", { open: true }, h("summary", "after"), h("pre.text", e.after)) : null))));
@@ -74,7 +77,7 @@ async function loadRecent(el, under, show) {
           h("tbody", changes.map((c) => h("tr", { dataset: { uri: c.uri, action: c.action } },
             h("td", when(c.at_ms)), h("td", h(`span.badge.act-${c.action}`, c.action)),
             h("td", h("button.link", { type: "button", onclick: () => show(c.uri) }, c.uri)),
-            h("td", source(c.source)), h("td", cut(c.reason ?? "", 160)))))));
+            h("td", source(c)), h("td", cut(c.reason ?? "", 160)))))));
 }
 
 async function loadJobs(el, session, reload) {
@@ -102,11 +105,11 @@ async function loadJobs(el, session, reload) {
           h("thead", h("tr", ["Task", "Session", "Archive", "State", "Attempts", "Updated", "Last error", ""].map((t) => h("th", { scope: "col" }, t)))),
           h("tbody", jobs.map((j) => h("tr", { dataset: { task: j.id, state: j.state } },
             h("td", String(j.id)),
-            h("td", j.key ? h("a", { href: `#/timeline?session=${encodeURIComponent(j.key)}` }, j.key) : ""),
+            h("td", j.session ? h("a", { href: `#/timeline?session=${encodeURIComponent(j.session)}` }, j.session) : ""),
             h("td", j.payload?.archive !== undefined ? String(j.payload.archive) : ""),
             h("td", h(`span.state.st-${j.state}`, j.state)),
             h("td.num", fmt(j.attempts)),
             h("td", when(j.updated_ms)),
             h("td", j.last_error ? h("span.error-text", cut(j.last_error, 300)) : ""),
-            h("td", j.state === "dead" ? h("button.secondary", { type: "button", onclick: () => retry(j.key) }, "Retry") : ""))))));
+            h("td", j.state === "dead" ? h("button.secondary", { type: "button", onclick: () => retry(j.session) }, "Retry") : ""))))));
 }

@@ -438,7 +438,41 @@ Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view n
 Result<session::SessionInfo> Engine::CreateSession(std::string_view user, std::string_view agent, std::string_view id) {
   return Guard("session new", [&]() -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
-    return s->Create(user, agent, id);
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Create(user, agent, id));
+    // A new session's own scope starts empty: what an earlier session of this id left there (a delete
+    // interrupted after the session was gone, or a phase 2 that wrote as it was deleted) is not its own.
+    if (!id.empty()) {
+      STRATA_ASSIGN_OR_RETURN(memory::Uri scope, memory::Uri::Parse("strata://session/" + info.id));
+      STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+      Result<int64_t> removed = store->Remove(scope, /*recursive=*/true);
+      if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+    }
+    return info;
+  });
+}
+
+Result<session::SessionInfo> Engine::JobSession(const session::Job& job) {
+  return Guard("task session", [&]() -> Result<session::SessionInfo> {
+    std::string id = session::SessionIdOfRef(job.key);
+    if (job.kind != session::kCommitJobKind || id.empty()) return Status::NotFound("task " + std::to_string(job.id) + " belongs to no session");
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
+    if (!session::RefersTo(job.key, info)) return session::NoSuchSession(id);
+    return info;
+  });
+}
+
+Result<std::optional<session::SessionInfo>> Engine::AuditSession(const session::AuditEntry& entry) {
+  return Guard("audit session", [&]() -> Result<std::optional<session::SessionInfo>> {
+    std::string_view ref = std::string_view(entry.source).substr(0, entry.source.find('#'));
+    std::string id = session::SessionIdOfRef(ref);
+    if (id.empty() || ref == "remember" || ref == "consolidate") return std::optional<session::SessionInfo>();
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    Result<session::SessionInfo> info = s->Get(id);
+    if (!info.ok() && info.status().code() == StatusCode::kNotFound) return std::optional<session::SessionInfo>();
+    STRATA_RETURN_IF_ERROR(info.status());
+    if (!session::RefersTo(ref, *info)) return std::optional<session::SessionInfo>();
+    return std::optional<session::SessionInfo>(std::move(*info));
   });
 }
 
@@ -484,9 +518,10 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
       return out;
     }
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
     // The caller is waiting for this session: its jobs run now even if a backoff after an earlier failure
     // would have them wait.
-    STRATA_RETURN_IF_ERROR(queue->Expedite(id));
+    STRATA_RETURN_IF_ERROR(queue->Expedite(session::CommitJobKey(info)));
     if (Status ran = pipeline->RunPending(*queue, 1 << 30, options.cancel).status(); !ran.ok()) {
       out.phase2 = ran;  // Cancelled, or the queue failed: phase 1 stands, the job waits in the queue.
       return out;
@@ -517,9 +552,10 @@ Result<SessionStatus> Engine::GetSessionStatus(std::string_view id) {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, impl_->Queue());
     SessionStatus out;
-    out.session = std::string(id);
-    STRATA_ASSIGN_OR_RETURN(out.archives, s->Archives(id));
-    STRATA_ASSIGN_OR_RETURN(out.jobs, q->List(std::nullopt, std::string(id)));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
+    out.session = info.id;
+    STRATA_ASSIGN_OR_RETURN(out.archives, s->Archives(session::SessionRef(info)));
+    STRATA_ASSIGN_OR_RETURN(out.jobs, q->List(std::nullopt, session::CommitJobKey(info)));
     return out;
   });
 }
@@ -552,17 +588,18 @@ Result<int> Engine::Retry(std::string_view id) {
     }
     int requeued = 0;
     for (const session::SessionInfo& info : targets) {
-      STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> dead, q->List(session::JobState::kDead, info.id));
+      STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> dead,
+                              q->List(session::JobState::kDead, session::CommitJobKey(info)));
       for (const session::Job& job : dead) {
         if (job.kind != session::kCommitJobKind) continue;
         STRATA_RETURN_IF_ERROR(q->Retry(job.id));
         ++requeued;
       }
       // A failed archive with no job left (its job finished as failed before jobs could be retried) gets one.
-      STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, s->Archives(info.id));
+      STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, s->Archives(session::SessionRef(info)));
       for (const session::ArchiveInfo& a : archives) {
         if (a.state != session::ArchiveState::kFailed) continue;
-        STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, q->List(std::nullopt, info.id));
+        STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, q->List(std::nullopt, session::CommitJobKey(info)));
         bool queued = false;
         for (const session::Job& job : jobs) {
           Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
@@ -570,7 +607,7 @@ Result<int> Engine::Retry(std::string_view id) {
                               json::IntOr(payload, "archive", -1) == a.number);
         }
         if (queued) continue;
-        STRATA_RETURN_IF_ERROR(s->EnqueueArchive(info.id, a.number).status());
+        STRATA_RETURN_IF_ERROR(s->EnqueueArchive(session::SessionRef(info), a.number).status());
         ++requeued;
       }
     }

@@ -82,6 +82,7 @@ Json ArchiveView(const session::ArchiveInfo& a) {
 
 Json JobView(const session::Job& job) {
   Json j = {{"attempts", job.attempts}, {"created_ms", job.created_ms}, {"id", job.id}, {"key", job.key}, {"kind", job.kind}};
+  if (job.kind == session::kCommitJobKind) j["session"] = session::SessionIdOfRef(job.key);
   if (!job.last_error.empty()) j["last_error"] = job.last_error;
   if (job.not_before_ms > 0) j["not_before_ms"] = job.not_before_ms;
   Json payload = strata::json::ParseOrDiscard<Json>(job.payload);

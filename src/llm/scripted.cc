@@ -119,7 +119,8 @@ Result<std::unique_ptr<ScriptedProvider>> ScriptedProvider::FromJson(std::string
   if (j.is_discarded()) return Status::InvalidArgument("script: not valid JSON: " + json::DescribeSyntaxError(script));
   std::string model = "scripted";
   if (j.is_object()) {
-    model = json::StringOr(j, "model", model);
+    STRATA_ASSIGN_OR_RETURN(std::string named, json::OptionalString(j, "model", "script"));
+    if (!named.empty()) model = std::move(named);
     if (!j.contains("replies")) return Status::InvalidArgument("script: expected a \"replies\" list");
     j = j["replies"];
   }

@@ -51,14 +51,22 @@ using Json = nlohmann::ordered_json;
 constexpr std::string_view kAbstractSuffix = ".abstract.md";
 constexpr std::string_view kOverviewSuffix = ".overview.md";
 
+// How a path in the tree is named in errors and skipped entries: relative to the tree's root (the user
+// named the root; a server imports through a scratch directory whose place is nobody's business).
+std::string Shown(const fs::path& path, const fs::path& root) {
+  std::string rel = path.lexically_relative(root).generic_string();
+  return rel.empty() || rel == "." ? "the tree's root" : rel;
+}
+
 // Export and import never follow a symbolic link inside the tree: a link planted in an export target would
 // make Strata overwrite a file outside it, and a link in an imported tree would pull outside files (or a
 // loop) into the store. Files are opened with O_NOFOLLOW, so there is no window between check and use.
-Status WriteText(const fs::path& path, std::string_view text) {
+Status WriteText(const fs::path& path, std::string_view text, const fs::path& root) {
+  const std::string shown = Shown(path, root);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    if (errno == ELOOP) return Status::FailedPrecondition(path.string() + " is a symbolic link; export does not write through links");
-    return Status::Internal("cannot write " + path.string() + ": " + std::strerror(errno));
+    if (errno == ELOOP) return Status::FailedPrecondition(shown + " is a symbolic link; export does not write through links");
+    return Status::Internal("cannot write " + shown + ": " + std::strerror(errno));
   }
   size_t done = 0;
   while (done < text.size()) {
@@ -67,27 +75,28 @@ Status WriteText(const fs::path& path, std::string_view text) {
     if (n <= 0) {
       int err = errno;
       ::close(fd);
-      return Status::Internal("cannot write " + path.string() + ": " + std::strerror(err));
+      return Status::Internal("cannot write " + shown + ": " + std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0) return Status::Internal("cannot write " + path.string() + ": " + std::strerror(errno));
+  if (::close(fd) != 0) return Status::Internal("cannot write " + shown + ": " + std::strerror(errno));
   return Status::Ok();
 }
 
 // Reads a regular file, not through a symbolic link: kNotFound when it is missing, kFailedPrecondition
 // when it is a link or not a regular file.
-Result<std::string> ReadText(const fs::path& path) {
+Result<std::string> ReadText(const fs::path& path, const fs::path& root) {
+  const std::string shown = Shown(path, root);
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    if (errno == ELOOP) return Status::FailedPrecondition(path.string() + ": a symbolic link, not followed");
-    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound("cannot read " + path.string());
-    return Status::Internal("cannot read " + path.string() + ": " + std::strerror(errno));
+    if (errno == ELOOP) return Status::FailedPrecondition(shown + ": a symbolic link, not followed");
+    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound("cannot read " + shown);
+    return Status::Internal("cannot read " + shown + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::FailedPrecondition(path.string() + ": not a regular file");
+    return Status::FailedPrecondition(shown + ": not a regular file");
   }
   std::string out;
   char buf[1 << 16];
@@ -97,7 +106,7 @@ Result<std::string> ReadText(const fs::path& path) {
     if (n < 0) {
       int err = errno;
       ::close(fd);
-      return Status::Internal("cannot read " + path.string() + ": " + std::strerror(err));
+      return Status::Internal("cannot read " + shown + ": " + std::strerror(err));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -107,25 +116,25 @@ Result<std::string> ReadText(const fs::path& path) {
 }
 
 // Creates `path` (a directory of the export) unless it exists as a directory; refuses a symbolic link.
-Status MakeExportDir(const fs::path& path) {
+Status MakeExportDir(const fs::path& path, const fs::path& root) {
   std::error_code ec;
   fs::file_status st = fs::symlink_status(path, ec);
   if (fs::is_symlink(st)) {
-    return Status::FailedPrecondition("export: " + path.string() + " is a symbolic link; export does not write through links");
+    return Status::FailedPrecondition("export: " + Shown(path, root) + " is a symbolic link; export does not write through links");
   }
   if (fs::is_directory(st)) return Status::Ok();
   fs::create_directory(path, ec);
-  if (ec) return Status::Internal("export: cannot create " + path.string() + ": " + ec.message());
+  if (ec) return Status::Internal("export: cannot create " + Shown(path, root) + ": " + ec.message());
   return Status::Ok();
 }
 
 // A sidecar layer (.abstract.md, .overview.md) when present; a linked or unreadable one is noted.
-std::optional<std::string> ReadSidecar(const fs::path& path, std::vector<std::string>* skipped) {
-  Result<std::string> text = ReadText(path);
+std::optional<std::string> ReadSidecar(const fs::path& path, const fs::path& root, std::vector<std::string>* skipped) {
+  Result<std::string> text = ReadText(path, root);
   if (text.ok()) {
     size_t bad = 0;
     if (json::IsValidUtf8(*text, &bad)) return std::move(*text);
-    skipped->push_back(path.string() + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+    skipped->push_back(Shown(path, root) + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
     return std::nullopt;
   }
   if (text.status().code() != StatusCode::kNotFound) skipped->push_back(text.status().message());
@@ -163,29 +172,31 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   };
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return Status::Internal("export: cannot create " + dir + ": " + ec.message());
+  if (ec) return Status::Internal("export: cannot create the directory: " + ec.message());
   std::map<std::string, Json> dir_meta;  // Local directory path → its .meta.json.
   for (const Node& listed : nodes) {
     STRATA_ASSIGN_OR_RETURN(Node node, store.Stat(listed.uri));
     fs::path path = local_path(node.uri);
     if (node.is_dir) {
-      STRATA_RETURN_IF_ERROR(MakeExportDir(path));
-      if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".abstract.md", node.abstract_text));
-      if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".overview.md", node.overview));
+      STRATA_RETURN_IF_ERROR(MakeExportDir(path, dir));
+      if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".abstract.md", node.abstract_text, dir));
+      if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".overview.md", node.overview, dir));
       dir_meta[path.string()]["self"] = NodeMeta(node);
       ++report.directories;
     } else {
       fs::path parent = path.parent_path();
       std::string file = LeafFileName(node.uri.name());
-      STRATA_RETURN_IF_ERROR(WriteText(parent / file, node.content));
+      STRATA_RETURN_IF_ERROR(WriteText(parent / file, node.content, dir));
       std::string stem = file.substr(0, file.size() - 3);
-      STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text));
-      STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kOverviewSuffix)), node.overview));
+      STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text, dir));
+      STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kOverviewSuffix)), node.overview, dir));
       dir_meta[parent.string()]["children"][std::string(node.uri.name())] = NodeMeta(node);
       ++report.leaves;
     }
   }
-  for (const auto& [path, meta] : dir_meta) STRATA_RETURN_IF_ERROR(WriteText(fs::path(path) / ".meta.json", meta.dump(2) + "\n"));
+  for (const auto& [path, meta] : dir_meta) {
+    STRATA_RETURN_IF_ERROR(WriteText(fs::path(path) / ".meta.json", meta.dump(2) + "\n", dir));
+  }
   std::string relations;
   for (const Node& node : nodes) {
     STRATA_ASSIGN_OR_RETURN(std::vector<Relation> rels, store.Relations(node.uri));
@@ -197,13 +208,15 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       ++report.relations;
     }
   }
-  if (!relations.empty()) STRATA_RETURN_IF_ERROR(WriteText(fs::path(dir) / ".relations.jsonl", relations));
+  if (!relations.empty()) STRATA_RETURN_IF_ERROR(WriteText(fs::path(dir) / ".relations.jsonl", relations, dir));
   return report;
 }
 
 Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir, const Uri& root) {
   std::error_code dir_ec;
   if (!fs::is_directory(dir, dir_ec)) return Status::NotFound("import: " + dir + " is not a directory");
+  const fs::path top(dir);
+  auto shown = [&](const fs::path& p) { return Shown(p, top); };
   ImportReport report;
   std::vector<std::pair<Uri, std::string>> leaves;
   std::vector<WriteOptions> leaf_options;
@@ -216,11 +229,11 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     return Status::Ok();
   };
   auto read_meta = [&](const fs::path& d) {
-    auto text = ReadSidecar(d / ".meta.json", &report.skipped);
+    auto text = ReadSidecar(d / ".meta.json", top, &report.skipped);
     if (!text) return Json::object();
     Json meta = strata::json::ParseOrDiscard<Json>(*text);
     if (meta.is_discarded() || !meta.is_object()) {
-      report.skipped.push_back((d / ".meta.json").string() + ": not a JSON object (ignored)");
+      report.skipped.push_back(shown(d / ".meta.json") + ": not a JSON object (ignored)");
       return Json::object();
     }
     return meta;
@@ -242,11 +255,11 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     Json meta = read_meta(path);
     if (!uri.is_root() && !uri.is_kind_dir()) {
       WriteOptions o;
-      o.abstract_text = ReadSidecar(path / ".abstract.md", &report.skipped);
-      o.overview = ReadSidecar(path / ".overview.md", &report.skipped);
+      o.abstract_text = ReadSidecar(path / ".abstract.md", top, &report.skipped);
+      o.overview = ReadSidecar(path / ".overview.md", top, &report.skipped);
       if (meta.contains("self")) apply_meta(meta["self"], &o);
       STRATA_RETURN_IF_ERROR(flush());
-      STRATA_RETURN_IF_ERROR(store.Mkdir(uri, o).WithContext("import " + path.string()));
+      STRATA_RETURN_IF_ERROR(store.Mkdir(uri, o).WithContext("import " + shown(path)));
       ++report.directories;
     }
     // Map file names back to node names through the children's metadata.
@@ -261,7 +274,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     std::vector<fs::directory_entry> entries;
     std::error_code ec;
     for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
-    if (ec) return Status::Internal("import: cannot list " + path.string() + ": " + ec.message());
+    if (ec) return Status::Internal("import: cannot list " + shown(path) + ": " + ec.message());
     // Written in natural order ("turn-2" before "turn-10"): write order is what Find takes for neighbours.
     std::sort(entries.begin(), entries.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {
       return NaturalLess(a.path().filename().string(), b.path().filename().string());
@@ -272,18 +285,18 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       if (file.starts_with('.')) continue;  // Sidecars and hidden files.
       fs::file_status st = e.symlink_status(ec);
       if (ec) {
-        report.skipped.push_back(e.path().string() + ": " + ec.message());
+        report.skipped.push_back(shown(e.path()) + ": " + ec.message());
         ec.clear();
         continue;
       }
       if (fs::is_symlink(st)) {
-        report.skipped.push_back(e.path().string() + ": a symbolic link, not followed");
+        report.skipped.push_back(shown(e.path()) + ": a symbolic link, not followed");
         continue;
       }
       if (fs::is_directory(st)) {
         auto child = uri.Child(file);
         if (!child.ok()) {
-          report.skipped.push_back(e.path().string() + ": " + child.status().message());
+          report.skipped.push_back(shown(e.path()) + ": " + child.status().message());
           continue;
         }
         subdirs.emplace_back(e.path(), *child);
@@ -305,10 +318,10 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       }
       auto child = uri.Child(name);
       if (!child.ok() || child->is_scope_root() || child->is_kind_dir() || uri.is_root()) {
-        report.skipped.push_back(e.path().string() + ": " + (child.ok() ? "a file cannot be a scope" : child.status().message()));
+        report.skipped.push_back(shown(e.path()) + ": " + (child.ok() ? "a file cannot be a scope" : child.status().message()));
         continue;
       }
-      Result<std::string> read = ReadText(e.path());
+      Result<std::string> read = ReadText(e.path(), top);
       if (!read.ok()) {
         if (read.status().code() == StatusCode::kInternal) return read.status().WithContext("import");
         report.skipped.push_back(read.status().message());  // Replaced by a link since it was listed.
@@ -317,13 +330,13 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       std::string content = std::move(*read);
       size_t bad = 0;
       if (!json::IsValidUtf8(content, &bad)) {
-        report.skipped.push_back(e.path().string() + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+        report.skipped.push_back(shown(e.path()) + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
         continue;
       }
       WriteOptions o;
       std::string stem = file.ends_with(".md") ? file.substr(0, file.size() - 3) : file;
-      o.abstract_text = ReadSidecar(path / (stem + std::string(kAbstractSuffix)), &report.skipped);
-      o.overview = ReadSidecar(path / (stem + std::string(kOverviewSuffix)), &report.skipped);
+      o.abstract_text = ReadSidecar(path / (stem + std::string(kAbstractSuffix)), top, &report.skipped);
+      o.overview = ReadSidecar(path / (stem + std::string(kOverviewSuffix)), top, &report.skipped);
       apply_meta(child_meta, &o);
       leaves.emplace_back(*child, std::move(content));
       leaf_options.push_back(std::move(o));
@@ -332,7 +345,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     STRATA_RETURN_IF_ERROR(flush());
     for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) stack.push_back(*it);
   }
-  auto relations = ReadSidecar(fs::path(dir) / ".relations.jsonl", &report.skipped);
+  auto relations = ReadSidecar(top / ".relations.jsonl", top, &report.skipped);
   if (relations) {
     std::istringstream lines(*relations);
     std::string line;

@@ -44,64 +44,122 @@ Status CheckText(std::string_view content, const WriteOptions& o) {
   return Status::Ok();
 }
 
-// Matches `path` against a glob: `*` and `?` within one segment, `**` across segments, `[...]` classes.
-struct GlobMatcher {
-  size_t path_size;
-  std::vector<bool> failed;  // (pattern suffix length) x (path suffix length).
-
-  bool Match(std::string_view pattern, std::string_view path) {
-    // The suffixes of the full pattern and path are identified by their lengths; a failure is remembered,
-    // so each (pattern suffix, path suffix) pair is tried once: O(|pattern| x |path|), never exponential.
-    size_t key = pattern.size() * (path_size + 1) + path.size();
-    if (failed[key]) return false;
-    bool matched = MatchOnce(pattern, path);
-    if (!matched) failed[key] = true;
-    return matched;
-  }
-
-  bool MatchOnce(std::string_view pattern, std::string_view path) {
-    if (pattern.empty()) return path.empty();
-    if (pattern.starts_with("**")) {
-      std::string_view rest = pattern.substr(2);
-      if (rest.starts_with('/')) {
-        // "**/" matches zero or more whole segments.
-        if (Match(rest.substr(1), path)) return true;
-      }
-      for (size_t i = 0; i <= path.size(); ++i) {
-        if (Match(rest, path.substr(i))) return true;
-      }
-      return false;
-    }
-    char p = pattern.front();
-    if (p == '*') {
-      for (size_t i = 0; i <= path.size(); ++i) {
-        if (Match(pattern.substr(1), path.substr(i))) return true;
-        if (i < path.size() && path[i] == '/') break;
-      }
-      return false;
-    }
-    if (path.empty()) return false;
-    if (p == '?') return path.front() != '/' && Match(pattern.substr(1), path.substr(1));
-    if (p == '[') {
-      size_t close = pattern.find(']', 1);
-      if (close != std::string_view::npos) {
-        std::string_view set = pattern.substr(1, close - 1);
-        bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
-        if (negate) set.remove_prefix(1);
-        bool hit = false;
-        for (size_t i = 0; i < set.size(); ++i) {
-          if (i + 2 < set.size() && set[i + 1] == '-') {
-            hit |= path.front() >= set[i] && path.front() <= set[i + 2];
-            i += 2;
+// A glob compiled to a small NFA and run over the path one byte at a time, keeping the set of live states:
+// O(|pattern| x |path|) in the worst case whatever the pattern (no backtracking), O(|pattern|) memory.
+//   `*`   any bytes but '/' (within one segment)     `?`      one byte but '/'
+//   `**`  any bytes, '/' included                     `**/`    zero or more whole segments (any bytes up
+//                                                               to and with a '/', or nothing)
+//   `[...]` one byte of a set (ranges a-z; `!` or `^` first negates); an unclosed `[` is literal.
+class GlobProgram {
+ public:
+  explicit GlobProgram(std::string_view pattern) {
+    for (size_t i = 0; i < pattern.size();) {
+      Op op;
+      if (pattern.compare(i, 3, "**/") == 0) {
+        // Zero or more whole segments: an entry state that may skip them all, and a loop that must end
+        // on a '/' it reads itself.
+        op.kind = Op::kDirsEntry;
+        ops_.push_back(op);
+        op.kind = Op::kDirsLoop;
+        i += 3;
+      } else if (pattern.compare(i, 2, "**") == 0) {
+        op.kind = Op::kAnything;
+        i += 2;
+      } else if (pattern[i] == '*') {
+        op.kind = Op::kSegment;
+        ++i;
+      } else if (pattern[i] == '?') {
+        op.kind = Op::kOne;
+        ++i;
+      } else if (size_t close = pattern.find(']', i + 1); pattern[i] == '[' && close != std::string_view::npos) {
+        op.kind = Op::kSet;
+        std::string_view set = pattern.substr(i + 1, close - i - 1);
+        op.negate = !set.empty() && (set.front() == '!' || set.front() == '^');
+        if (op.negate) set.remove_prefix(1);
+        for (size_t k = 0; k < set.size(); ++k) {
+          if (k + 2 < set.size() && set[k + 1] == '-') {
+            for (int b = static_cast<unsigned char>(set[k]); b <= static_cast<unsigned char>(set[k + 2]); ++b) op.Add(b);
+            k += 2;
           } else {
-            hit |= path.front() == set[i];
+            op.Add(static_cast<unsigned char>(set[k]));
           }
         }
-        return hit != negate && Match(pattern.substr(close + 1), path.substr(1));
+        i = close + 1;
+      } else {
+        op.kind = Op::kByte;
+        op.byte = pattern[i];
+        ++i;
       }
+      ops_.push_back(op);
     }
-    return p == path.front() && Match(pattern.substr(1), path.substr(1));
   }
+
+  bool Match(std::string_view path) const {
+    size_t n = ops_.size();
+    std::vector<char> live(n + 1, 0), next(n + 1, 0);
+    live[0] = 1;
+    Close(live);
+    for (char ch : path) {
+      std::fill(next.begin(), next.end(), 0);
+      bool any = false;
+      for (size_t s = 0; s < n; ++s) {
+        if (!live[s]) continue;
+        const Op& op = ops_[s];
+        switch (op.kind) {
+          case Op::kDirsEntry:
+            break;  // Reads nothing itself: its edges are in Close.
+          case Op::kDirsLoop:
+            next[s] = 1;                   // Stays, whatever the byte...
+            if (ch == '/') next[s + 1] = 1;  // ...or ends the segments just read.
+            break;
+          case Op::kAnything:
+            next[s] = 1;  // Stays.
+            break;
+          case Op::kSegment:
+            if (ch != '/') next[s] = 1;
+            break;
+          case Op::kOne:
+            if (ch != '/') next[s + 1] = 1;
+            break;
+          case Op::kSet:
+            if (op.Has(static_cast<unsigned char>(ch)) != op.negate) next[s + 1] = 1;
+            break;
+          case Op::kByte:
+            if (ch == op.byte) next[s + 1] = 1;
+            break;
+        }
+      }
+      Close(next);
+      for (char v : next) any = any || v;
+      if (!any) return false;
+      live.swap(next);
+    }
+    return live[n] != 0;
+  }
+
+ private:
+  struct Op {
+    enum Kind { kByte, kOne, kSet, kSegment, kAnything, kDirsEntry, kDirsLoop } kind = kByte;
+    char byte = 0;
+    bool negate = false;
+    uint64_t bits[4] = {0, 0, 0, 0};
+    void Add(int b) { bits[b >> 6] |= uint64_t{1} << (b & 63); }
+    bool Has(int b) const { return (bits[b >> 6] >> (b & 63)) & 1; }
+  };
+
+  // Adds the states reachable without reading a byte: past a star (it may match nothing), and from the
+  // entry of a "**/" into its loop and past it as a whole. Edges only go forward, so one pass in order
+  // reaches every one.
+  void Close(std::vector<char>& states) const {
+    for (size_t s = 0; s < ops_.size(); ++s) {
+      if (!states[s]) continue;
+      const Op& op = ops_[s];
+      if (op.kind == Op::kSegment || op.kind == Op::kAnything || op.kind == Op::kDirsEntry) states[s + 1] = 1;
+      if (op.kind == Op::kDirsEntry) states[s + 2] = 1;
+    }
+  }
+
+  std::vector<Op> ops_;
 };
 
 void SetLayer(const std::optional<std::string>& given, std::string derived_value, int64_t flag,
@@ -368,18 +426,16 @@ bool GrepLines(const Uri& uri, const std::string& content, const std::string& wa
   return true;
 }
 
-bool GlobMatch(std::string_view pattern, std::string_view path) {
-  GlobMatcher m{path.size(), std::vector<bool>((pattern.size() + 1) * (path.size() + 1), false)};
-  return m.Match(pattern, path);
-}
+bool GlobMatch(std::string_view pattern, std::string_view path) { return GlobProgram(pattern).Match(path); }
 
 Result<std::vector<Node>> GlobNodes(ContextStore& store, std::string_view pattern, const Uri& under) {
   STRATA_RETURN_IF_ERROR(ValidateGlob(pattern));
   STRATA_ASSIGN_OR_RETURN(std::vector<Node> all, store.List(under, {.recursive = true}));
+  GlobProgram program(pattern);  // Compiled once for the whole subtree.
   std::vector<Node> out;
   size_t prefix = under.is_root() ? Uri::kPrefix.size() : under.str().size() + 1;
   for (Node& node : all) {
-    if (GlobMatch(pattern, std::string_view(node.uri.str()).substr(prefix))) out.push_back(std::move(node));
+    if (program.Match(std::string_view(node.uri.str()).substr(prefix))) out.push_back(std::move(node));
   }
   return out;
 }

@@ -9,7 +9,14 @@ namespace strata::server {
 
 Status CheckSessionAccess(Engine& engine, const Identity& who, std::string_view id) {
   STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine.GetSession(id));
-  if (who.role == Role::kUser && info.user != who.user) return Status::NotFound("no session " + std::string(id));
+  if (who.role == Role::kUser && info.user != who.user) return session::NoSuchSession(info.id);
+  return Status::Ok();
+}
+
+Status CheckJobAccess(Engine& engine, const Identity& who, const session::Job& job) {
+  if (who.role != Role::kUser) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine.JobSession(job));
+  if (info.user != who.user) return session::NoSuchSession(info.id);
   return Status::Ok();
 }
 

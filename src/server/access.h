@@ -17,6 +17,9 @@ namespace strata::server {
 
 // The session `id` exists and `who` may use it. Another user's session is kNotFound (not even said to exist).
 Status CheckSessionAccess(Engine& engine, const Identity& who, std::string_view id);
+// `who` may see the phase-2 job `job`: an admin any; a user only a job of the live incarnation of one of
+// its own sessions (Engine::JobSession), never one a deleted session left or one of another user's.
+Status CheckJobAccess(Engine& engine, const Identity& who, const session::Job& job);
 // `who` may read or write `uri` (kPermissionDenied naming what the identity reaches).
 Status CheckUriAccess(Engine& engine, const Identity& who, const memory::Uri& uri);
 // The context_ref parts of `messages` point only where `who` may read: phase 2 links memories to them, and

@@ -125,7 +125,10 @@ class HttplibServer final : public HttpServer {
       }
       HttpRequest in = Convert(req);
       bool too_large = false;
-      bool read = reader([&](const char* data, size_t n) {
+      // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 §6.3): what
+      // `curl -X POST URL` sends. httplib would read it until the connection closes or the read times out.
+      bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+      bool read = !has_body || reader([&](const char* data, size_t n) {
         if (in.body.size() + n > max) {
           too_large = true;
           return false;

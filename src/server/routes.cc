@@ -33,14 +33,17 @@ class ScratchDir {
     if (pg && !ec) {
       struct stat st {};
       if (::lstat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
-        return Status::PermissionDenied("the scratch directory " + base.string() + " is not this user's own");
+        std::fprintf(stderr, "strata serve: the scratch directory %s is not this user's own\n", base.c_str());
+        return Status::PermissionDenied("the server's scratch directory is not its own user's; see the server's log");
       }
       fs::permissions(base, fs::perms::owner_all, fs::perm_options::replace, ec);
     }
     static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
     fs::path dir = base / ("http-" + std::to_string(::getpid()) + "-" + std::to_string(salt ^ ++counter));
     if (ec || !fs::create_directory(dir, ec) || ec) {
-      return Status::Internal("cannot create a scratch directory in " + base.string() + ": " + ec.message());
+      // The place is the server's business: its log says where, the client only what.
+      std::fprintf(stderr, "strata serve: cannot create a scratch directory in %s: %s\n", base.c_str(), ec.message().c_str());
+      return Status::Internal("the server cannot create a scratch directory: " + ec.message());
     }
     fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);  // Exports are private.
     return ScratchDir(dir.string());
@@ -130,11 +133,15 @@ Status WriteTree(const Json& files, const std::string& root) {
 // commit does not name that user's session to a user key ("<session>#<archive>#<n>" becomes "").
 Json Server::Impl::AuditView(Call& c, const session::AuditEntry& e) {
   Json view = views::AuditEntryView(e);
-  if (c.id.role == Role::kUser) {
-    std::string_view source = e.source;
-    std::string session(source.substr(0, source.find('#')));
-    bool own = session == "remember" || session == "consolidate" || CheckSession(c, session).ok();
-    if (!own) view["source"] = "";
+  // The source names one incarnation of a session: linked only while that very session lives (a new
+  // session given a deleted one's id is not it), and shown to a user key only when the session is its own.
+  Result<std::optional<session::SessionInfo>> live = c.engine->AuditSession(e);
+  bool linked = live.ok() && live->has_value();
+  bool from_session = e.source.rfind("remember#", 0) != 0 && e.source.rfind("consolidate#", 0) != 0;
+  view["session"] = linked ? (*live)->id : "";
+  if (c.id.role == Role::kUser && from_session && !(linked && (*live)->user == c.id.user)) {
+    view["source"] = "";
+    view["session"] = "";
   }
   return view;
 }
@@ -483,10 +490,7 @@ void Server::Impl::AddRoutes() {
     long long task = std::strtoll(c.req.path_params.at(0).c_str(), &end, 10);
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
-    if (!job) return Status::NotFound("no task " + c.req.path_params.at(0));
-    if (c.id.role == Role::kUser && !CheckSession(c, job->key).ok()) {
-      return Status::NotFound("no task " + c.req.path_params.at(0));
-    }
+    if (!job || !CheckJobAccess(*c.engine, c.id, *job).ok()) return Status::NotFound("no task " + c.req.path_params.at(0));
     return *job;
   };
   // Every phase-2 job the caller may see (a user key: its own sessions'), newest first; ?session= and
@@ -503,7 +507,8 @@ void Server::Impl::AddRoutes() {
     std::optional<std::string> key;
     if (!session_id.empty()) {
       STRATA_RETURN_IF_ERROR(CheckSession(c, session_id));
-      key = session_id;
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(session_id));
+      key = session::CommitJobKey(info);  // This incarnation's jobs only.
     }
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, queue->List(state, key));
@@ -511,7 +516,7 @@ void Server::Impl::AddRoutes() {
     Json out = Json::array();
     for (const session::Job& job : jobs) {
       if (static_cast<int64_t>(out.size()) >= limit) break;
-      if (c.id.role == Role::kUser && !CheckSession(c, job.key).ok()) continue;
+      if (!CheckJobAccess(*c.engine, c.id, job).ok()) continue;
       out.push_back(views::JobView(job));
     }
     return out;

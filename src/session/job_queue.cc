@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <random>
 
 #include "sqlite_db.h"
 
@@ -24,13 +25,30 @@ CREATE TABLE IF NOT EXISTS jobs(
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL,
   not_before_ms INTEGER NOT NULL DEFAULT 0,
-  lease_until_ms INTEGER NOT NULL DEFAULT 0);
+  lease_until_ms INTEGER NOT NULL DEFAULT 0,
+  claim INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, id);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key, id);
 )sql";
 
 constexpr std::string_view kColumns =
-    "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms";
+    "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms, lease_until_ms, claim";
+
+// A claim token: random, never 0 (a job never claimed has claim 0).
+int64_t NewClaim() {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  static std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32));
+  int64_t claim = 0;
+  while (claim == 0) claim = static_cast<int64_t>(rng() >> 1);
+  return claim;
+}
+
+Status LostClaim(int64_t id, std::string_view what) {
+  return Status::Aborted("job " + std::to_string(id) + ": cannot " + std::string(what) +
+                         ": this worker no longer holds it (its lease expired and another worker claimed it, or it "
+                         "was removed with its session)");
+}
 
 class SqliteJobQueue final : public JobQueue {
  public:
@@ -41,6 +59,10 @@ class SqliteJobQueue final : public JobQueue {
   Status Open(const std::string& path) {
     STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
     STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
+    // Queues made before claims were kept gain the column (their running jobs hold claim 0 until reclaimed).
+    Stmt has(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'claim'");
+    STRATA_ASSIGN_OR_RETURN(bool has_claim, has.Step());
+    if (!has_claim) STRATA_RETURN_IF_ERROR(db_.Exec("ALTER TABLE jobs ADD COLUMN claim INTEGER NOT NULL DEFAULT 0"));
     return Status::Ok();
   }
 
@@ -83,28 +105,47 @@ class SqliteJobQueue final : public JobQueue {
     job.state = JobState::kRunning;
     job.attempts += 1;
     job.updated_ms = now;
+    job.lease_until_ms = now + options_.lease.count();
+    job.claim = NewClaim();
     Stmt claim(db_,
-               "UPDATE jobs SET state = 'running', attempts = ?2, updated_ms = ?3, lease_until_ms = ?4 WHERE id = ?1");
-    STRATA_RETURN_IF_ERROR(
-        claim.Bind(1, job.id).Bind(2, int64_t{job.attempts}).Bind(3, now).Bind(4, now + options_.lease.count()).Run());
+               "UPDATE jobs SET state = 'running', attempts = ?2, updated_ms = ?3, lease_until_ms = ?4, claim = ?5 "
+               "WHERE id = ?1");
+    STRATA_RETURN_IF_ERROR(claim.Bind(1, job.id)
+                               .Bind(2, int64_t{job.attempts})
+                               .Bind(3, now)
+                               .Bind(4, job.lease_until_ms)
+                               .Bind(5, job.claim)
+                               .Run());
     STRATA_RETURN_IF_ERROR(txn.Commit());
     return std::optional<Job>(std::move(job));
   }
 
-  Status Complete(int64_t id) override {
+  Status Renew(const Job& job) override {
     std::lock_guard lock(mu_);
-    Stmt s(db_, "UPDATE jobs SET state = 'done', last_error = '', updated_ms = ?2 WHERE id = ?1 AND state = 'running'");
-    STRATA_RETURN_IF_ERROR(s.Bind(1, id).Bind(2, NowMs()).Run());
-    return ExpectChanged(id, "complete");
+    int64_t now = NowMs();
+    Stmt s(db_, "UPDATE jobs SET lease_until_ms = ?3, updated_ms = ?4 WHERE id = ?1 AND claim = ?2 AND state = 'running'");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, job.id).Bind(2, job.claim).Bind(3, now + options_.lease.count()).Bind(4, now).Run());
+    if (sqlite3_changes(db_.get()) == 0) return LostClaim(job.id, "renew its lease");
+    return Status::Ok();
   }
 
-  Status Fail(int64_t id, const Status& error, bool retryable) override {
+  Status Complete(const Job& job) override {
     std::lock_guard lock(mu_);
+    Stmt s(db_, "UPDATE jobs SET state = 'done', last_error = '', updated_ms = ?3 "
+                "WHERE id = ?1 AND claim = ?2 AND state = 'running'");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, job.id).Bind(2, job.claim).Bind(3, NowMs()).Run());
+    if (sqlite3_changes(db_.get()) == 0) return LostClaim(job.id, "complete it");
+    return Status::Ok();
+  }
+
+  Status Fail(const Job& job, const Status& error, bool retryable) override {
+    std::lock_guard lock(mu_);
+    int64_t id = job.id;
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
-    Stmt get(db_, "SELECT attempts FROM jobs WHERE id = ?1 AND state = 'running'");
-    STRATA_ASSIGN_OR_RETURN(bool row, get.Bind(1, id).Step());
-    if (!row) return Status::FailedPrecondition("job " + std::to_string(id) + " is not running");
+    Stmt get(db_, "SELECT attempts FROM jobs WHERE id = ?1 AND claim = ?2 AND state = 'running'");
+    STRATA_ASSIGN_OR_RETURN(bool row, get.Bind(1, id).Bind(2, job.claim).Step());
+    if (!row) return LostClaim(id, "record its failure");
     int attempts = static_cast<int>(get.Int(0));
     int64_t now = NowMs();
     bool dead = !retryable || attempts >= options_.max_attempts;
@@ -129,6 +170,12 @@ class SqliteJobQueue final : public JobQueue {
   Status Expedite(std::string_view key) override {
     std::lock_guard lock(mu_);
     Stmt s(db_, "UPDATE jobs SET not_before_ms = 0 WHERE key = ?1 AND state = 'pending'");
+    return s.Bind(1, key).Run();
+  }
+
+  Status RemoveKey(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "DELETE FROM jobs WHERE key = ?1");
     return s.Bind(1, key).Run();
   }
 
@@ -185,6 +232,8 @@ class SqliteJobQueue final : public JobQueue {
     job.created_ms = s.Int(7);
     job.updated_ms = s.Int(8);
     job.not_before_ms = s.Int(9);
+    job.lease_until_ms = s.Int(10);
+    job.claim = s.Int(11);
     return job;
   }
 

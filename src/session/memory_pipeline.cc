@@ -1,9 +1,11 @@
 #include "strata/session/memory_pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "strata/memory/hash.h"
 #include "strata/json/checked.h"
@@ -173,27 +175,16 @@ MemoryPipeline::MemoryPipeline(Sessions& sessions, memory::ContextStore& store, 
       audit_(audit),
       options_(std::move(options)) {
   if (options_.clock == nullptr) options_.clock = SystemClock();
+  if (options_.owner_locks == nullptr) {
+    own_locks_ = NewInProcessOwnerLocks();
+    options_.owner_locks = own_locks_.get();
+  }
 }
 
 int64_t MemoryPipeline::NowMs() const { return options_.clock->WallMicros() / 1000; }
 
-std::vector<std::unique_lock<std::mutex>> MemoryPipeline::LockOwners(std::vector<std::string> owners) {
-  // Sorted, so two callers never wait for each other in opposite orders. The mutexes are never removed
-  // from the map, so the references stay valid.
-  std::sort(owners.begin(), owners.end());
-  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
-  std::vector<std::mutex*> mutexes;
-  {
-    std::lock_guard lock(owners_mu_);
-    for (const std::string& o : owners) {
-      std::unique_ptr<std::mutex>& slot = owner_locks_[o];
-      if (!slot) slot = std::make_unique<std::mutex>();
-      mutexes.push_back(slot.get());
-    }
-  }
-  std::vector<std::unique_lock<std::mutex>> held;
-  for (std::mutex* m : mutexes) held.emplace_back(*m);
-  return held;
+Result<std::unique_ptr<OwnerLocks::Held>> MemoryPipeline::LockOwners(std::vector<std::string> owners) {
+  return options_.owner_locks->Lock(std::move(owners), t_cancel);
 }
 
 Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars,
@@ -530,7 +521,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
     if (done) {
       summary = *done;
     } else {
-      STRATA_ASSIGN_OR_RETURN(summary, Summarize(session, archive, transcript));
+      STRATA_ASSIGN_OR_RETURN(summary, Summarize(info.id, archive, transcript));
       STRATA_RETURN_IF_ERROR(write_file("summary.md", summary));
     }
     memory::WriteOptions w{.abstract_text = FirstLine(summary),
@@ -598,16 +589,17 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   }
   diff.candidates = static_cast<int>(candidates.size());
 
-  // 3. Dedup and apply, in order; the audit log makes each step replayable. The owners' memories are
-  // locked against other sessions' phase 2, remember and consolidation.
+  // 3. Dedup and apply, in order; the audit log makes each step replayable. While a candidate is decided
+  // and applied, the owners' memories are held against other sessions' phase 2, remember and
+  // consolidation (on other instances too). The source names this incarnation of the session.
   std::vector<std::string> owners;
   if (!info.user.empty()) owners.push_back("user/" + info.user);
   if (!info.agent.empty()) owners.push_back("agent/" + info.agent);
-  std::vector<std::unique_lock<std::mutex>> owner_locks = LockOwners(owners);
   std::vector<std::string> links = {archive_uri.str()};
   links.insert(links.end(), contexts.begin(), contexts.end());
   for (size_t i = 0; i < candidates.size(); ++i) {
-    std::string source = info.id + "#" + std::to_string(archive) + "#" + std::to_string(i);
+    std::string source = SessionRef(info) + "#" + std::to_string(archive) + "#" + std::to_string(i);
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held, LockOwners(owners));
     STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links));
     diff.changes.insert(diff.changes.end(), changes.begin(), changes.end());
   }
@@ -634,40 +626,100 @@ Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canc
     if (cancel != nullptr && cancel->cancelled()) return Status::Cancelled("phase 2 cancelled");
     STRATA_ASSIGN_OR_RETURN(std::optional<Job> job, queue.Claim());
     if (!job) break;
-    Json payload = strata::json::ParseOrDiscard<Json>(job->payload);
-    std::string session = json::StringOr(payload, "session");
-    int64_t archive = json::IntOr(payload, "archive", -1);
-    if (job->kind != kCommitJobKind || session.empty() || archive < 0 || archive > (1 << 30)) {
-      STRATA_RETURN_IF_ERROR(queue.Fail(job->id, Status::InvalidArgument("not a session commit job"), false));
-      continue;
-    }
-    Result<CommitDiff> diff = Status::Internal("not run");
+    Result<bool> done = RunJob(queue, *job, cancel);
+    if (!done.ok()) return done.status();
+    if (*done) ++succeeded;
+  }
+  return succeeded;
+}
+
+namespace {
+
+// Renews a claimed job's lease every third of it while the job's work runs (the worker is alive and the
+// work goes on); cancels `lost` once the claim is gone, so the work stops.
+class LeaseKeeper {
+ public:
+  LeaseKeeper(JobQueue& queue, const Job& job, Canceller* lost) {
+    int64_t lease_ms = std::max<int64_t>(job.lease_until_ms - job.updated_ms, 3);
+    auto every = std::chrono::milliseconds(lease_ms / 3);
+    thread_ = std::thread([this, &queue, job, lost, every] {
+      while (!stop_.SleepFor(every)) {
+        Status renewed = queue.Renew(job);
+        if (renewed.code() == StatusCode::kAborted) {
+          lost->Cancel();
+          return;
+        }
+        // Another failure (the database is unreachable a moment): the next renewal tries again, well
+        // within the lease.
+      }
+    });
+  }
+  ~LeaseKeeper() {
+    stop_.Cancel();
+    thread_.join();
+  }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+ private:
+  Canceller stop_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<bool> MemoryPipeline::RunJob(JobQueue& queue, const Job& job, const Canceller* cancel) {
+  // A claim this worker lost (kAborted) ends the job's turn here: whoever holds the job now decides.
+  auto settle = [](Status s) -> Result<bool> {
+    if (s.ok()) return true;
+    if (s.code() == StatusCode::kAborted) return false;
+    return s;
+  };
+  Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
+  int64_t archive = json::IntOr(payload, "archive", -1);
+  std::string session = SessionIdOfRef(job.key);
+  if (job.kind != kCommitJobKind || session.empty() || archive < 0 || archive > (1 << 30)) {
+    STRATA_ASSIGN_OR_RETURN(bool settled, settle(queue.Fail(job, Status::InvalidArgument("not a session commit job"), false)));
+    (void)settled;
+    return false;
+  }
+  // The job belongs to one incarnation of its session (its key is the session's reference): a deleted
+  // session, or a new one given the same id since, has nothing to do with it.
+  // (A session that cannot be read is left to ProcessArchive, which fails the job naming the damage.)
+  Result<SessionInfo> owner = sessions_.Get(session);
+  bool gone = owner.ok() ? !RefersTo(job.key, *owner) : owner.status().code() == StatusCode::kNotFound;
+  if (gone) {
+    STRATA_RETURN_IF_ERROR(queue.RemoveKey(job.key));
+    return false;
+  }
+  Canceller job_cancel;  // The caller's cancel, or a lost claim.
+  ScopedCancelCallback forward(cancel, [&job_cancel] { job_cancel.Cancel(); });
+  Result<CommitDiff> diff = Status::Internal("not run");
+  {
+    LeaseKeeper keeper(queue, job, &job_cancel);
     try {
-      diff = ProcessArchive(session, static_cast<int>(archive), cancel);
+      diff = ProcessArchive(job.key, static_cast<int>(archive), &job_cancel);
     } catch (const std::exception& e) {  // A bug; the job must not stay running for ever.
       diff = Status::Internal(std::string("phase 2 failed unexpectedly: ") + e.what());
     }
-    if (diff.ok()) {
-      STRATA_RETURN_IF_ERROR(queue.Complete(job->id));
-      ++succeeded;
-      continue;
-    }
-    // Bad or missing input cannot get better by waiting, nor can a model that refuses the request for good
-    // (HTTP 401/403 are kFailedPrecondition); model and parse failures may.
-    StatusCode code = diff.status().code();
-    // A cancelled job goes back to the queue; the archive resumes where it stopped.
-    bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
-                     code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal;
-    STRATA_RETURN_IF_ERROR(queue.Fail(job->id, diff.status(), !permanent));
-    STRATA_ASSIGN_OR_RETURN(std::optional<Job> after, queue.Get(job->id));
-    if (after && after->state == JobState::kDead) {
-      // Recorded once, with the reason; the archive waits for an explicit retry instead of being queued on
-      // every open. (It may be gone: that is why the job failed.)
-      (void)sessions_.SetArchiveState(session, static_cast<int>(archive), ArchiveState::kFailed, diff.status().message());
-    }
-    if (code == StatusCode::kCancelled) return diff.status();
   }
-  return succeeded;
+  if (diff.ok()) return settle(queue.Complete(job));
+  // Bad or missing input cannot get better by waiting, nor can a model that refuses the request for good
+  // (HTTP 401/403 are kFailedPrecondition); model and parse failures may.
+  StatusCode code = diff.status().code();
+  // A cancelled job goes back to the queue; the archive resumes where it stopped.
+  bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
+                   code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal;
+  STRATA_ASSIGN_OR_RETURN(bool still_held, settle(queue.Fail(job, diff.status(), !permanent)));
+  if (!still_held) return false;  // Removed with its session, or another worker has it now.
+  STRATA_ASSIGN_OR_RETURN(std::optional<Job> after, queue.Get(job.id));
+  if (after && after->state == JobState::kDead) {
+    // Recorded once, with the reason; the archive waits for an explicit retry instead of being queued on
+    // every open. (It may be gone: that is why the job failed.)
+    (void)sessions_.SetArchiveState(job.key, static_cast<int>(archive), ArchiveState::kFailed, diff.status().message());
+  }
+  if (code == StatusCode::kCancelled && cancel != nullptr && cancel->cancelled()) return diff.status();
+  return false;
 }
 
 Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scope, std::string_view text,
@@ -707,11 +759,11 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
     c.dir = *Uri::Parse("strata://" + kind + "/" + std::string(scope_uri.scope_id()) + "/memories/" + spec->name);
     candidates.push_back(std::move(c));
   }
-  std::vector<std::unique_lock<std::mutex>> owner_lock =
-      LockOwners({kind + "/" + std::string(scope_uri.scope_id())});
   std::vector<MemoryChange> out;
   int64_t stamp = NowMs();
   for (size_t i = 0; i < candidates.size(); ++i) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held,
+                            LockOwners({kind + "/" + std::string(scope_uri.scope_id())}));
     std::string source = "remember#" + std::to_string(stamp) + "#" + std::to_string(i);
     STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, {}));
     out.insert(out.end(), changes.begin(), changes.end());
@@ -733,8 +785,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
       if (self) dirs.push_back(*self);
     }
     for (const memory::Node& dir : dirs) {
-      std::vector<std::unique_lock<std::mutex>> owner_lock =
-          LockOwners({std::string(dir.uri.kind()) + "/" + std::string(dir.uri.scope_id())});
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held,
+                              LockOwners({std::string(dir.uri.kind()) + "/" + std::string(dir.uri.scope_id())}));
       STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> leaves, store_.List(dir.uri));
       for (const memory::Node& leaf : leaves) {
         if (leaf.is_dir || Metadata(leaf.metadata).contains("valid_to")) continue;

@@ -34,10 +34,20 @@ CREATE INDEX jobs_by_key ON jobs(key, id);
 -- One live copy of a job: an identical job enqueued by two instances at once is added once.
 CREATE UNIQUE INDEX jobs_live ON jobs(kind, key, md5(payload)) WHERE state IN ('pending', 'running');
 )sql",
+    // 2: the claim a running job is held under (Renew, Complete and Fail check it).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN claim BIGINT NOT NULL DEFAULT 0;
+)sql",
 };
 
 constexpr std::string_view kColumns =
-    "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms";
+    "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms, lease_until_ms, claim";
+
+Status LostClaim(int64_t id, std::string_view what) {
+  return Status::Aborted("job " + std::to_string(id) + ": cannot " + std::string(what) +
+                         ": this instance no longer holds it (its lease expired and another instance claimed it, or "
+                         "it was removed with its session)");
+}
 
 Result<Job> ReadJob(const pg::Rows& rows, int row) {
   Job job;
@@ -55,6 +65,8 @@ Result<Job> ReadJob(const pg::Rows& rows, int row) {
   STRATA_ASSIGN_OR_RETURN(job.created_ms, rows.Int(row, 7));
   STRATA_ASSIGN_OR_RETURN(job.updated_ms, rows.Int(row, 8));
   STRATA_ASSIGN_OR_RETURN(job.not_before_ms, rows.Int(row, 9));
+  STRATA_ASSIGN_OR_RETURN(job.lease_until_ms, rows.Int(row, 10));
+  STRATA_ASSIGN_OR_RETURN(job.claim, rows.Int(row, 11));
   return job;
 }
 
@@ -110,29 +122,43 @@ class PgJobQueue final : public JobQueue {
     STRATA_ASSIGN_OR_RETURN(int64_t id, pick.Int(0, 0));
     STRATA_ASSIGN_OR_RETURN(
         pg::Rows claimed,
-        conn_->Exec("UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_ms = $2, lease_until_ms = $3 "
-                    "WHERE id = $1 RETURNING " + std::string(kColumns),
+        conn_->Exec("UPDATE jobs SET state = 'running', attempts = attempts + 1, updated_ms = $2, lease_until_ms = $3, "
+                    "claim = 1 + floor(random() * 9007199254740990)::bigint WHERE id = $1 RETURNING " +
+                        std::string(kColumns),
                     {id, now, now + static_cast<int64_t>(options_.lease.count())}));
     STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(claimed, 0));
     STRATA_RETURN_IF_ERROR(txn.Commit());
     return std::optional<Job>(std::move(job));
   }
 
-  Status Complete(int64_t id) override {
+  Status Renew(const Job& job) override {
     std::lock_guard lock(mu_);
-    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'done', last_error = '', updated_ms = $2 "
-                                                    "WHERE id = $1 AND state = 'running'",
-                                                    {id, NowMs()}));
-    return ExpectChanged(r, id, "complete");
+    int64_t now = NowMs();
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET lease_until_ms = $3, updated_ms = $4 "
+                                                    "WHERE id = $1 AND claim = $2 AND state = 'running'",
+                                                    {job.id, job.claim, now + static_cast<int64_t>(options_.lease.count()), now}));
+    if (r.affected() == 0) return LostClaim(job.id, "renew its lease");
+    return Status::Ok();
   }
 
-  Status Fail(int64_t id, const Status& error, bool retryable) override {
+  Status Complete(const Job& job) override {
     std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'done', last_error = '', updated_ms = $3 "
+                                                    "WHERE id = $1 AND claim = $2 AND state = 'running'",
+                                                    {job.id, job.claim, NowMs()}));
+    if (r.affected() == 0) return LostClaim(job.id, "complete it");
+    return Status::Ok();
+  }
+
+  Status Fail(const Job& job, const Status& error, bool retryable) override {
+    std::lock_guard lock(mu_);
+    int64_t id = job.id;
     pg::Txn txn(*conn_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
-    STRATA_ASSIGN_OR_RETURN(pg::Rows get,
-                            conn_->Exec("SELECT attempts FROM jobs WHERE id = $1 AND state = 'running' FOR UPDATE", {id}));
-    if (get.size() == 0) return Status::FailedPrecondition("job " + std::to_string(id) + " is not running");
+    STRATA_ASSIGN_OR_RETURN(pg::Rows get, conn_->Exec("SELECT attempts FROM jobs WHERE id = $1 AND claim = $2 AND "
+                                                      "state = 'running' FOR UPDATE",
+                                                      {id, job.claim}));
+    if (get.size() == 0) return LostClaim(id, "record its failure");
     STRATA_ASSIGN_OR_RETURN(int64_t attempts, get.Int(0, 0));
     int64_t now = NowMs();
     bool dead = !retryable || attempts >= options_.max_attempts;
@@ -161,6 +187,11 @@ class PgJobQueue final : public JobQueue {
   Status Expedite(std::string_view key) override {
     std::lock_guard lock(mu_);
     return conn_->Exec("UPDATE jobs SET not_before_ms = 0 WHERE key = $1 AND state = 'pending'", {key}).status();
+  }
+
+  Status RemoveKey(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    return conn_->Exec("DELETE FROM jobs WHERE key = $1", {key}).status();
   }
 
   Status ReleaseRunning() override {

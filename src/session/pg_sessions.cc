@@ -115,12 +115,16 @@ CREATE TABLE session_archive_files(
   PRIMARY KEY (session_id, archive, name),
   FOREIGN KEY (session_id, archive) REFERENCES session_archives(session_id, number) ON DELETE CASCADE);
 )sql",
+    // 2: a session's incarnation (session.h, "Session references"); '' for sessions made before it.
+    R"sql(
+ALTER TABLE sessions ADD COLUMN incarnation TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 constexpr std::string_view kRowColumns =
     "id, user_id, agent_id, created_ms, updated_ms, messages, turns, tokens, contexts_used, skills_used, "
     "memories_extracted, commits, revisions, contexts, abstract, overview, version, last_version, last_rotation, "
-    "last_archive, change";
+    "last_archive, change, incarnation";
 
 // A statement carries at most 65535 parameters: batches of records are inserted this many rows at a time.
 constexpr size_t kRecordsPerInsert = 1000;
@@ -205,6 +209,8 @@ Result<Row> ReadRow(const pg::Rows& r, int i) {
   STRATA_ASSIGN_OR_RETURN(row.last_rotation, IntAt(r, i, 18, where));
   STRATA_ASSIGN_OR_RETURN(row.last_archive, IntAt(r, i, 19, where));
   STRATA_ASSIGN_OR_RETURN(row.change, IntAt(r, i, 20, where));
+  STRATA_ASSIGN_OR_RETURN(info.incarnation, TextAt(r, i, 21, where));
+  if (Status bad = internal::ValidateIncarnation(info.incarnation); !bad.ok()) return Status::DataLoss(where + ": " + bad.message());
   if (row.version < 1 || row.version > row.last_version) {
     return Status::DataLoss(where + ": live log version " + std::to_string(row.version) + " is not one of 1.." +
                             std::to_string(row.last_version));
@@ -386,7 +392,7 @@ class Pool {
 class PgSessions final : public Sessions {
  public:
   PgSessions(const std::string& url, SessionsOptions options)
-      : options_(options), pool_(url, options.pg_connections), where_("the database " + pg::RedactUrl(url)) {
+      : options_(options), pool_(url, options.pg_connections) {
     if (options_.clock == nullptr) options_.clock = SystemClock();
   }
 
@@ -397,22 +403,30 @@ class PgSessions final : public Sessions {
     STRATA_RETURN_IF_ERROR(pg::Migrate(*conn, "sessions", kMigrations));
     // Phase 1 enqueues after its transaction: a crash in between leaves an archive without its job.
     // Enqueueing is idempotent, so every unfinished archive is enqueued (again).
-    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("SELECT session_id, number FROM session_archives "
-                                                   "WHERE state IN ('archived', 'summarized', 'extracted') "
-                                                   "ORDER BY session_id, number"));
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("SELECT a.session_id, a.number, s.incarnation FROM session_archives a "
+                                                   "JOIN sessions s ON s.id = a.session_id "
+                                                   "WHERE a.state IN ('archived', 'summarized', 'extracted') "
+                                                   "ORDER BY a.session_id, a.number"));
     for (int i = 0; i < r.size(); ++i) {
-      STRATA_ASSIGN_OR_RETURN(std::string id, TextAt(r, i, 0, "table session_archives"));
-      STRATA_ASSIGN_OR_RETURN(int64_t number, IntAt(r, i, 1, "session " + id + " (table session_archives)"));
+      SessionInfo info;
+      STRATA_ASSIGN_OR_RETURN(info.id, TextAt(r, i, 0, "table session_archives"));
+      STRATA_ASSIGN_OR_RETURN(int64_t number, IntAt(r, i, 1, "session " + info.id + " (table session_archives)"));
+      STRATA_ASSIGN_OR_RETURN(info.incarnation, TextAt(r, i, 2, "session " + info.id + " (table sessions)"));
       // One damaged session must not take the others down: its own operations report the damage.
-      if (!ValidateSessionId(id).ok() || number < 1 || number > 999'999'999) continue;
-      STRATA_RETURN_IF_ERROR(Enqueue(id, static_cast<int>(number)).status().WithContext("session " + id));
+      if (!ValidateSessionId(info.id).ok() || !internal::ValidateIncarnation(info.incarnation).ok() || number < 1 ||
+          number > 999'999'999) {
+        continue;
+      }
+      STRATA_RETURN_IF_ERROR(Enqueue(info, static_cast<int>(number)).status().WithContext("session " + info.id));
     }
     return Status::Ok();
   }
 
-  Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id) override {
+  Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id,
+                             std::string_view incarnation) override {
     STRATA_RETURN_IF_ERROR(internal::ValidateOwnerId(user, "user"));
     STRATA_RETURN_IF_ERROR(internal::ValidateOwnerId(agent, "agent"));
+    STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(incarnation));
     std::string sid = id.empty() ? internal::NewSessionId(NowMs()) : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
@@ -420,15 +434,17 @@ class PgSessions final : public Sessions {
     row.info.id = sid;
     row.info.user = std::string(user);
     row.info.agent = std::string(agent);
+    row.info.incarnation = incarnation.empty() ? internal::NewIncarnation() : std::string(incarnation);
     row.info.created_ms = row.info.updated_ms = NowMs();
     STRATA_RETURN_IF_ERROR(InsertRow(*conn, row));
     return row.info;
   }
 
   Result<SessionInfo> Get(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
-    STRATA_ASSIGN_OR_RETURN(Row row, SelectRow(*conn, id, ""));
+    STRATA_ASSIGN_OR_RETURN(Row row, SelectRow(*conn, ref, ""));
     return row.info;
   }
 
@@ -450,7 +466,7 @@ class PgSessions final : public Sessions {
   }
 
   Status Add(std::string_view id, std::span<const Message> messages) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     STRATA_ASSIGN_OR_RETURN(std::vector<Record> records, MessageRecords(messages));
     return Write(id, Lock::kUpdate, [&](Op& op) -> Status {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
@@ -466,7 +482,7 @@ class PgSessions final : public Sessions {
 
   Status RecordUsage(std::string_view id, int64_t tokens) override {
     if (tokens < 0) return Status::InvalidArgument("a usage mark must be a non-negative token count");
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kUpdate, [&](Op& op) -> Status {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       Record rec{"usage", tokens, std::nullopt};
@@ -481,7 +497,7 @@ class PgSessions final : public Sessions {
   }
 
   Status SetSystemPrompt(std::string_view id, std::string_view prompt) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kUpdate, [&](Op& op) -> Status {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       if (log->system_prompt && *log->system_prompt == prompt) return Status::Ok();
@@ -500,7 +516,7 @@ class PgSessions final : public Sessions {
   }
 
   Result<int64_t> Checkpoint(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kUpdate, [&](Op& op) -> Result<int64_t> {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       int64_t checkpoint = log->next_checkpoint;
@@ -515,7 +531,7 @@ class PgSessions final : public Sessions {
   }
 
   Result<SessionLog> Log(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Read(id, /*need_log=*/true, [&](Op& op) -> Result<SessionLog> {
       const LiveLog& log = *op.log;
       SessionLog out;
@@ -530,7 +546,7 @@ class PgSessions final : public Sessions {
   }
 
   Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kUpdate, [&](Op& op) -> Result<SessionInfo> {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       SessionInfo& info = op.row.info;
@@ -575,7 +591,7 @@ class PgSessions final : public Sessions {
 
   Result<SessionInfo> Replace(std::string_view id, std::span<const Message> messages,
                               std::optional<int64_t> token_count, const std::vector<Message>* expected) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kUpdate, [&](Op& op) -> Result<SessionInfo> {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       SessionInfo& info = op.row.info;
@@ -620,7 +636,7 @@ class PgSessions final : public Sessions {
   }
 
   Result<SessionInfo> Fork(std::string_view id, std::string_view new_id, std::optional<int64_t> checkpoint) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     // One transaction: the source is read under a share lock (no change to it can slip in) and the fork is
     // created whole, or not at all.
     return Write(id, Lock::kShare, [&](Op& op) -> Result<SessionInfo> {
@@ -642,6 +658,7 @@ class PgSessions final : public Sessions {
       fork.info.id = sid;
       fork.info.user = source.user;
       fork.info.agent = source.agent;
+      fork.info.incarnation = internal::NewIncarnation();
       fork.info.created_ms = fork.info.updated_ms = NowMs();
       const std::vector<Message> copied(log->messages.begin(), log->messages.begin() + static_cast<ptrdiff_t>(end));
       for (const Message& m : copied) Account(m, fork.info, +1);
@@ -658,13 +675,14 @@ class PgSessions final : public Sessions {
   }
 
   Result<std::vector<Message>> Messages(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Read(id, /*need_log=*/true, [&](Op& op) -> Result<std::vector<Message>> { return op.log->messages; });
   }
 
   Status Delete(std::string_view id, bool force) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    return Write(id, Lock::kUpdate, [&](Op& op) -> Status {
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
+    SessionInfo deleted;
+    Status removed = Write(id, Lock::kUpdate, [&](Op& op) -> Status {
       const std::string& sid = op.row.info.id;
       if (!force) {
         // Any state but done and failed (a damaged one included) is phase 2 not finished.
@@ -681,14 +699,19 @@ class PgSessions final : public Sessions {
       // Records, rotations, archives and notes go with the row (ON DELETE CASCADE).
       STRATA_RETURN_IF_ERROR(op.conn->Exec("DELETE FROM sessions WHERE id = $1", {sid}).status());
       op.log.reset();
+      deleted = op.row.info;
       return Status::Ok();
     });
+    if (!removed.ok()) return removed;
+    // Its phase-2 jobs go with it (a running one's worker can no longer finish it). A crash before this
+    // leaves jobs whose session is gone: a worker removes them when it claims them.
+    return options_.queue->RemoveKey(CommitJobKey(deleted));
   }
 
   Result<CommitTicket> Commit(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     CommitTicket ticket;
-    std::string sid;
+    SessionInfo committed_info;
     // The job is enqueued after the transaction (a job must never name an archive that is not there yet),
     // still inside a per-session advisory lock that the commits of all instances take: so the jobs of one
     // session are enqueued in archive order, and phase 2 runs them in that order.
@@ -718,11 +741,11 @@ class PgSessions final : public Sessions {
           STRATA_RETURN_IF_ERROR(SaveRow(op, /*refresh=*/false));
           ticket.archive = static_cast<int>(number);
           ticket.messages = count;
-          sid = info.id;
+          committed_info = info;
           return Status::Ok();
         },
         [&]() -> Status {
-          STRATA_ASSIGN_OR_RETURN(ticket.job_id, Enqueue(sid, ticket.archive));
+          STRATA_ASSIGN_OR_RETURN(ticket.job_id, Enqueue(committed_info, ticket.archive));
           return Status::Ok();
         });
     if (!committed.ok()) return committed;
@@ -730,7 +753,7 @@ class PgSessions final : public Sessions {
   }
 
   Result<std::vector<ArchiveInfo>> Archives(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Read(id, /*need_log=*/false, [&](Op& op) -> Result<std::vector<ArchiveInfo>> {
       const std::string& sid = op.row.info.id;
       STRATA_ASSIGN_OR_RETURN(pg::Rows r, op.conn->Exec("SELECT number, state, error, messages FROM session_archives "
@@ -757,7 +780,7 @@ class PgSessions final : public Sessions {
   }
 
   Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Read(id, /*need_log=*/false, [&](Op& op) -> Result<std::vector<Message>> {
       const std::string& sid = op.row.info.id;
       STRATA_ASSIGN_OR_RETURN(pg::Rows r, op.conn->Exec("SELECT version FROM session_archives "
@@ -773,43 +796,50 @@ class PgSessions final : public Sessions {
   }
 
   Status RecordExtracted(std::string_view id, int64_t count) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
     // One statement: atomic without the row lock, and the log (and so `change`) is untouched.
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("UPDATE sessions SET memories_extracted = memories_extracted + $2 "
-                                                   "WHERE id = $1",
-                                                   {id, count}));
-    if (r.affected() == 0) return NoSession(id);
+                                                   "WHERE id = $1 AND ($3 = '' OR incarnation = $3)",
+                                                   {ref.id, count, ref.incarnation}));
+    if (r.affected() == 0) return NoSuchSession(ref.id);
     return Status::Ok();
   }
 
   Result<std::optional<std::string>> ReadArchiveFile(std::string_view id, int archive, std::string_view name) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     STRATA_RETURN_IF_ERROR(ValidateArchiveFileName(name));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
-    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("SELECT content FROM session_archive_files WHERE session_id = $1 "
-                                                   "AND archive = $2 AND name = $3",
-                                                   {id, archive, name}));
-    if (r.size() == 0) return std::optional<std::string>();
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("SELECT f.content FROM sessions s LEFT JOIN session_archive_files f "
+                                                   "ON f.session_id = s.id AND f.archive = $2 AND f.name = $3 "
+                                                   "WHERE s.id = $1 AND ($4 = '' OR s.incarnation = $4)",
+                                                   {ref.id, archive, name, ref.incarnation}));
+    if (r.size() == 0) return NoSuchSession(ref.id);
+    if (r.IsNull(0, 0)) return std::optional<std::string>();
     STRATA_ASSIGN_OR_RETURN(std::string content, r.Text(0, 0));
     return std::optional<std::string>(std::move(content));
   }
 
   Status WriteArchiveFile(std::string_view id, int archive, std::string_view name, std::string_view content) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     STRATA_RETURN_IF_ERROR(ValidateArchiveFileName(name));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("INSERT INTO session_archive_files(session_id, archive, name, content) "
-                                                   "SELECT session_id, number, $3, $4 FROM session_archives WHERE "
-                                                   "session_id = $1 AND number = $2 ON CONFLICT (session_id, archive, "
-                                                   "name) DO UPDATE SET content = EXCLUDED.content",
-                                                   {id, archive, name, Storable(content)}));
-    if (r.affected() == 0) return NoArchive(std::string(id), archive);
+                                                   "SELECT a.session_id, a.number, $3, $4 FROM session_archives a "
+                                                   "JOIN sessions s ON s.id = a.session_id WHERE a.session_id = $1 AND "
+                                                   "a.number = $2 AND ($5 = '' OR s.incarnation = $5) "
+                                                   "ON CONFLICT (session_id, archive, name) DO UPDATE SET content = "
+                                                   "EXCLUDED.content",
+                                                   {ref.id, archive, name, Storable(content), ref.incarnation}));
+    if (r.affected() == 0) return NoArchive(ref.id, archive);
     return Status::Ok();
   }
 
   Status AddArchiveNote(std::string_view id, int archive, std::string_view note) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kShare, [&](Op& op) -> Status {
       STRATA_ASSIGN_OR_RETURN(pg::Rows r,
                               op.conn->Exec("INSERT INTO session_archive_notes(session_id, archive, note, at_ms) "
@@ -822,10 +852,12 @@ class PgSessions final : public Sessions {
   }
 
   Result<int64_t> EnqueueArchive(std::string_view id, int archive) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
+    SessionInfo info;
     std::string sid;
     Status enqueueable = Read(id, /*need_log=*/false, [&](Op& op) -> Status {
       sid = op.row.info.id;
+      info = op.row.info;
       STRATA_ASSIGN_OR_RETURN(pg::Rows r, op.conn->Exec("SELECT number, state, error, messages FROM session_archives "
                                                         "WHERE session_id = $1 AND number = $2",
                                                         {sid, archive}));
@@ -837,14 +869,14 @@ class PgSessions final : public Sessions {
       return Status::Ok();
     });
     if (!enqueueable.ok()) return enqueueable;
-    return Enqueue(sid, archive);
+    return Enqueue(info, archive);
   }
 
   Status ImportArchive(std::string_view id, int number, std::span<const Message> messages, ArchiveState state,
                        std::string_view error, const std::vector<std::string>& notes) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     STRATA_ASSIGN_OR_RETURN(std::vector<Record> records, MessageRecords(messages));
-    std::string sid;
+    SessionInfo imported;
     bool unfinished =
         state == ArchiveState::kArchived || state == ArchiveState::kSummarized || state == ArchiveState::kExtracted;
     // As Commit: the job, when phase 2 has work left, is enqueued once the archive is there, in order.
@@ -852,7 +884,7 @@ class PgSessions final : public Sessions {
         id, Lock::kUpdate,
         [&](Op& op) -> Status {
           SessionInfo& info = op.row.info;
-          sid = info.id;
+          imported = info;
           if (number != op.row.last_archive + 1) {
             return Status::InvalidArgument("session " + info.id + ": the next archive is " +
                                            std::to_string(op.row.last_archive + 1) + ", not " + std::to_string(number));
@@ -881,11 +913,11 @@ class PgSessions final : public Sessions {
           RefreshSummary(std::vector<Message>(messages.begin(), messages.end()), info);
           return SaveRow(op, /*refresh=*/false);
         },
-        [&]() -> Status { return unfinished ? Enqueue(sid, number).status() : Status::Ok(); });
+        [&]() -> Status { return unfinished ? Enqueue(imported, number).status() : Status::Ok(); });
   }
 
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
+    STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Write(id, Lock::kShare, [&](Op& op) -> Status {
       STRATA_ASSIGN_OR_RETURN(
           pg::Rows r,
@@ -910,22 +942,23 @@ class PgSessions final : public Sessions {
 
   int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
 
-  Status NoSession(std::string_view id) const {
-    return Status::NotFound("no session " + std::string(id) + " in " + where_);
-  }
+
   static Status NoArchive(const std::string& id, int archive) {
     return Status::NotFound("session " + id + " has no archive " + std::to_string(archive));
   }
 
   std::mutex& Stripe(std::string_view id) { return stripes_[std::hash<std::string_view>{}(id) % kStripes]; }
 
-  // The row of session `id` (`lock`: "", " FOR SHARE" or " FOR UPDATE"); kNotFound when there is none.
-  Result<Row> SelectRow(pg::Conn& conn, std::string_view id, std::string_view lock) {
+  // The row of the session `ref` names (`lock`: "", " FOR SHARE" or " FOR UPDATE"); kNotFound when there
+  // is none, or it is another incarnation.
+  Result<Row> SelectRow(pg::Conn& conn, const ParsedSessionRef& ref, std::string_view lock) {
     STRATA_ASSIGN_OR_RETURN(
         pg::Rows r,
-        conn.Exec("SELECT " + std::string(kRowColumns) + " FROM sessions WHERE id = $1" + std::string(lock), {id}));
-    if (r.size() == 0) return NoSession(id);
-    return ReadRow(r, 0);
+        conn.Exec("SELECT " + std::string(kRowColumns) + " FROM sessions WHERE id = $1" + std::string(lock), {ref.id}));
+    if (r.size() == 0) return NoSuchSession(ref.id);
+    STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, 0));
+    if (ref.exact && row.info.incarnation != ref.incarnation) return NoSuchSession(ref.id);
+    return row;
   }
 
   // Inserts a new session's row (`row.change` is set); kAlreadyExists when the id is taken.
@@ -937,8 +970,9 @@ class PgSessions final : public Sessions {
         conn.Exec(
             "INSERT INTO sessions(id, user_id, agent_id, created_ms, updated_ms, messages, turns, tokens, "
             "contexts_used, skills_used, memories_extracted, commits, revisions, contexts, abstract, overview, "
-            "version, last_version, last_rotation, last_archive) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-            "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT (id) DO NOTHING RETURNING change",
+            "version, last_version, last_rotation, last_archive, incarnation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+            "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT (id) DO NOTHING "
+            "RETURNING change",
             {info.id,
              info.user,
              info.agent,
@@ -958,7 +992,8 @@ class PgSessions final : public Sessions {
              row.version,
              row.last_version,
              row.last_rotation,
-             row.last_archive}));
+             row.last_archive,
+             info.incarnation}));
     if (r.size() == 0) return Status::AlreadyExists("session " + info.id + " already exists");
     STRATA_ASSIGN_OR_RETURN(row.change, r.Int(0, 0));
     return Status::Ok();
@@ -1039,18 +1074,17 @@ class PgSessions final : public Sessions {
     return a;
   }
 
-  Result<int64_t> Enqueue(const std::string& id, int n) {
-    Json payload = {{"session", id}, {"archive", n}};
-    return options_.queue->Enqueue(kCommitJobKind, id, payload.dump());
-  }
+  Result<int64_t> Enqueue(const SessionInfo& info, int n) { return internal::EnqueueCommit(*options_.queue, info, n); }
 
   // Runs `body` on session `id` in one transaction that first locks its row (`lock`), then commits. With
   // `after`, runs it once the transaction committed, still holding a per-session advisory lock that every
   // instance's commits take. The live log is taken from memory if current, and kept there afterwards if
   // the transaction committed.
   template <typename F>
-  auto Write(std::string_view id, Lock lock, F&& body, std::function<Status()> after = nullptr)
+  auto Write(std::string_view id_or_ref, Lock lock, F&& body, std::function<Status()> after = nullptr)
       -> std::invoke_result_t<F, Op&> {
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id_or_ref));
+    const std::string& id = ref.id;
     std::lock_guard stripe(Stripe(id));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
     // Released (after the transaction's end, as it is declared first) whatever happens: a session-level
@@ -1079,7 +1113,7 @@ class PgSessions final : public Sessions {
       }
       Op op;
       op.conn = &*conn;
-      STRATA_ASSIGN_OR_RETURN(op.row, SelectRow(*conn, id, lock == Lock::kUpdate ? " FOR UPDATE" : " FOR SHARE"));
+      STRATA_ASSIGN_OR_RETURN(op.row, SelectRow(*conn, ref, lock == Lock::kUpdate ? " FOR UPDATE" : " FOR SHARE"));
       op.log = TakeCached(op.row.info.id, op.row.change);
       result = body(op);
       if (!result.ok()) return result;
@@ -1093,13 +1127,14 @@ class PgSessions final : public Sessions {
   // Runs `body` on session `id` (its row, and its live log when `need_log`) as one consistent snapshot,
   // taking no lock: one statement when the log in memory is current.
   template <typename F>
-  auto Read(std::string_view id, bool need_log, F&& body) -> std::invoke_result_t<F, Op&> {
-    std::lock_guard stripe(Stripe(id));
+  auto Read(std::string_view id_or_ref, bool need_log, F&& body) -> std::invoke_result_t<F, Op&> {
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id_or_ref));
+    std::lock_guard stripe(Stripe(ref.id));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
     Op op;
     op.conn = &*conn;
     if (need_log) {
-      STRATA_ASSIGN_OR_RETURN(op.row, SelectRow(*conn, id, ""));
+      STRATA_ASSIGN_OR_RETURN(op.row, SelectRow(*conn, ref, ""));
       op.log = TakeCached(op.row.info.id, op.row.change);
       if (op.log) {
         auto result = body(op);
@@ -1110,7 +1145,7 @@ class PgSessions final : public Sessions {
     pg::Txn txn(*conn);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_RETURN_IF_ERROR(conn->ExecScript("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"));
-    STRATA_ASSIGN_OR_RETURN(op.row, SelectRow(*conn, id, ""));
+    STRATA_ASSIGN_OR_RETURN(op.row, SelectRow(*conn, ref, ""));
     if (need_log) STRATA_RETURN_IF_ERROR(LoadLog(op).status());
     auto result = body(op);
     if (!result.ok()) return result;
@@ -1144,7 +1179,6 @@ class PgSessions final : public Sessions {
 
   SessionsOptions options_;
   Pool pool_;
-  const std::string where_;  // "the database postgresql://...", password redacted, for messages.
   std::array<std::mutex, kStripes> stripes_;
   std::mutex cache_mu_;  // Guards the two fields below.
   std::map<std::string, LiveLog> cache_;

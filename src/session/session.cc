@@ -87,6 +87,7 @@ std::string InfoToJson(const SessionInfo& info) {
             {"contexts", info.contexts},
             {"abstract", info.abstract_text},
             {"overview", info.overview}};
+  if (!info.incarnation.empty()) j["incarnation"] = info.incarnation;
   return j.dump(2) + "\n";
 }
 
@@ -101,7 +102,8 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
   SessionInfo info;
   info.id = j["id"].get<std::string>();
   for (auto [key, slot] : {std::pair{"user", &info.user}, std::pair{"agent", &info.agent},
-                           std::pair{"abstract", &info.abstract_text}, std::pair{"overview", &info.overview}}) {
+                           std::pair{"abstract", &info.abstract_text}, std::pair{"overview", &info.overview},
+                           std::pair{"incarnation", &info.incarnation}}) {
     Result<std::string> v = json::OptionalString(j, key, where);
     if (!v.ok()) return Damaged(v.status());
     *slot = std::move(*v);
@@ -111,6 +113,8 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
     if (id->empty()) continue;
     if (Status s = memory::ValidateScopeId(*id, what); !s.ok()) return Damaged(s.WithContext(where));
   }
+  // The incarnation becomes part of job keys and audit sources.
+  if (Status s = internal::ValidateIncarnation(info.incarnation); !s.ok()) return Damaged(s.WithContext(where));
   info.created_ms = json::IntOr(j, "created_ms", 0);
   info.updated_ms = json::IntOr(j, "updated_ms", 0);
   if (j.contains("stats") && j["stats"].is_object()) info.stats = StatsFromJson(j["stats"]);
@@ -153,9 +157,11 @@ class FileSessions final : public Sessions {
     return Status::Ok();
   }
 
-  Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id) override {
+  Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id,
+                             std::string_view incarnation) override {
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(user, "user"));
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(agent, "agent"));
+    STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(incarnation));
     std::string sid = id.empty() ? NewSessionId(NowMs()) : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(sid, /*create=*/true));
@@ -165,6 +171,7 @@ class FileSessions final : public Sessions {
     info.id = sid;
     info.user = std::string(user);
     info.agent = std::string(agent);
+    info.incarnation = incarnation.empty() ? internal::NewIncarnation() : std::string(incarnation);
     info.created_ms = info.updated_ms = NowMs();
     STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(sid) + "/history"));
     STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(sid), InfoToJson(info)));
@@ -172,9 +179,9 @@ class FileSessions final : public Sessions {
   }
 
   Result<SessionInfo> Get(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    return LoadInfo(id);
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    return LoadInfo(ref);
   }
 
   Result<std::vector<SessionInfo>> List() override {
@@ -183,7 +190,7 @@ class FileSessions final : public Sessions {
     std::vector<SessionInfo> out;
     for (const std::string& id : ids) {
       if (!ValidateSessionId(id).ok()) continue;
-      Result<SessionInfo> info = LoadInfo(id);
+      Result<SessionInfo> info = LoadInfo(ParsedSessionRef{id, "", false});
       if (info.ok()) out.push_back(std::move(*info));
     }
     return out;
@@ -194,9 +201,9 @@ class FileSessions final : public Sessions {
   }
 
   Status Add(std::string_view id, std::span<const Message> messages) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     STRATA_RETURN_IF_ERROR(log->Append(messages));
     for (const Message& m : messages) Account(m, info, +1);
@@ -205,9 +212,9 @@ class FileSessions final : public Sessions {
 
   Status RecordUsage(std::string_view id, int64_t tokens) override {
     if (tokens < 0) return Status::InvalidArgument("a usage mark must be a non-negative token count");
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     STRATA_RETURN_IF_ERROR(log->UpdateTokenCount(tokens));
     info.stats.revisions += 1;  // Another process holding the log open must read it again.
@@ -215,9 +222,9 @@ class FileSessions final : public Sessions {
   }
 
   Status SetSystemPrompt(std::string_view id, std::string_view prompt) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     if (log->system_prompt() && *log->system_prompt() == prompt) return Status::Ok();
     STRATA_RETURN_IF_ERROR(log->WriteSystemPrompt(prompt));
@@ -227,9 +234,9 @@ class FileSessions final : public Sessions {
   }
 
   Result<int64_t> Checkpoint(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, log->Checkpoint(/*add_user_message=*/false));
     info.stats.revisions += 1;
@@ -238,9 +245,9 @@ class FileSessions final : public Sessions {
   }
 
   Result<SessionLog> Log(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     SessionLog out;
     out.system_prompt = log->system_prompt();
@@ -263,9 +270,9 @@ class FileSessions final : public Sessions {
   }
 
   Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     std::vector<Message> before = log->history();
     Status reverted = log->RevertTo(checkpoint);
@@ -286,9 +293,9 @@ class FileSessions final : public Sessions {
 
   Result<SessionInfo> Replace(std::string_view id, std::span<const Message> messages,
                               std::optional<int64_t> token_count, const std::vector<Message>* expected) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     std::vector<Message> before = log->history();
     if (expected != nullptr && before != *expected) {
@@ -311,9 +318,9 @@ class FileSessions final : public Sessions {
     std::optional<std::string> prompt;
     std::vector<Message> messages;
     {
-      STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-      STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-      STRATA_ASSIGN_OR_RETURN(source, LoadInfo(id));
+      STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+      STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+      STRATA_ASSIGN_OR_RETURN(source, LoadInfo(ref));
       STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(source, lock));
       size_t end = log->history().size();
       if (checkpoint) {
@@ -329,7 +336,7 @@ class FileSessions final : public Sessions {
       prompt = log->system_prompt();
       messages.assign(log->history().begin(), log->history().begin() + static_cast<ptrdiff_t>(end));
     }
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, Create(source.user, source.agent, new_id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, Create(source.user, source.agent, new_id, ""));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(info.id));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     if (prompt) STRATA_RETURN_IF_ERROR(log->WriteSystemPrompt(*prompt));
@@ -340,17 +347,17 @@ class FileSessions final : public Sessions {
   }
 
   Result<std::vector<Message>> Messages(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     return log->history();
   }
 
   Status Delete(std::string_view id, bool force) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     if (!force) {
       STRATA_ASSIGN_OR_RETURN(std::vector<ArchiveInfo> archives, ArchivesLocked(info.id));
       for (const ArchiveInfo& a : archives) {
@@ -372,13 +379,15 @@ class FileSessions final : public Sessions {
       std::error_code ec;
       std::filesystem::remove_all(gone, ec);  // Best effort: a leftover in .deleted is harmless.
     }
-    return Status::Ok();
+    // Its phase-2 jobs go with it (a running one's worker can no longer finish it). A crash before this
+    // leaves jobs whose session is gone: the worker removes them when it claims them.
+    return options_.queue->RemoveKey(CommitJobKey(info));
   }
 
   Result<CommitTicket> Commit(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     int64_t count = static_cast<int64_t>(log->history().size());
     if (count == 0) return Status::FailedPrecondition("session " + info.id + " has no messages to commit");
@@ -396,21 +405,21 @@ class FileSessions final : public Sessions {
     info.stats.commits += 1;
     info.updated_ms = NowMs();
     STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info)));
-    STRATA_ASSIGN_OR_RETURN(int64_t job, Enqueue(info.id, number));
+    STRATA_ASSIGN_OR_RETURN(int64_t job, Enqueue(info, number));
     return CommitTicket{number, job, count};
   }
 
   Result<std::vector<ArchiveInfo>> Archives(std::string_view id) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     return ArchivesLocked(info.id);
   }
 
   Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     std::string path = ArchiveDir(info.id, archive) + "/messages.jsonl";
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
     if (!exists) return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
@@ -418,38 +427,38 @@ class FileSessions final : public Sessions {
   }
 
   Status RecordExtracted(std::string_view id, int64_t count) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     info.stats.memories_extracted += count;
     return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
   }
 
   Status AddArchiveNote(std::string_view id, int archive, std::string_view note) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
     current.notes.emplace_back(note);
     return WriteState(info.id, archive, current.state, current.error, current.messages, current.notes);
   }
 
   Result<int64_t> EnqueueArchive(std::string_view id, int archive) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(info.id, archive));
     if (a.state == ArchiveState::kDone) {
       return Status::FailedPrecondition("archive " + std::to_string(archive) + " of session " + info.id + " is done");
     }
-    return Enqueue(info.id, archive);
+    return Enqueue(info, archive);
   }
 
   Status ImportArchive(std::string_view id, int number, std::span<const Message> messages, ArchiveState state,
                        std::string_view error, const std::vector<std::string>& notes) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(int last, LastArchiveLocked(info.id));
     if (number != last + 1) {
       return Status::InvalidArgument("session " + info.id + ": the next archive is " + std::to_string(last + 1) +
@@ -473,30 +482,36 @@ class FileSessions final : public Sessions {
     info.updated_ms = NowMs();
     STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info)));
     if (state == ArchiveState::kArchived || state == ArchiveState::kSummarized || state == ArchiveState::kExtracted) {
-      STRATA_RETURN_IF_ERROR(Enqueue(info.id, number).status());
+      STRATA_RETURN_IF_ERROR(Enqueue(info, number).status());
     }
     return Status::Ok();
   }
 
   Result<std::optional<std::string>> ReadArchiveFile(std::string_view id, int archive, std::string_view name) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_RETURN_IF_ERROR(ValidateArchiveFileName(name));
-    Result<std::string> text = fs().ReadFileToString(ArchiveDir(std::string(id), archive) + "/" + std::string(name));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
+    Result<std::string> text = fs().ReadFileToString(ArchiveDir(info.id, archive) + "/" + std::string(name));
     if (!text.ok() && text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
     STRATA_RETURN_IF_ERROR(text.status());
     return std::optional<std::string>(std::move(*text));
   }
 
   Status WriteArchiveFile(std::string_view id, int archive, std::string_view name, std::string_view content) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
     STRATA_RETURN_IF_ERROR(ValidateArchiveFileName(name));
-    return fs().WriteFileAtomically(ArchiveDir(std::string(id), archive) + "/" + std::string(name), content);
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
+    STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(ArchiveDir(info.id, archive) + "/state.json"));
+    if (!exists) return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
+    return fs().WriteFileAtomically(ArchiveDir(info.id, archive) + "/" + std::string(name), content);
   }
 
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(id));
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(id));
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
     return WriteState(info.id, archive, state, error, current.messages, current.notes);
   }
@@ -531,13 +546,22 @@ class FileSessions final : public Sessions {
   std::string MessagesPath(std::string_view id) const { return Dir(id) + "/messages.jsonl"; }
   std::string ArchiveDir(std::string_view id, int n) const { return Dir(id) + "/history/" + ArchiveName(n); }
 
-  Result<SessionInfo> LoadInfo(std::string_view id) {
-    STRATA_RETURN_IF_ERROR(ValidateSessionId(id));
-    std::string path = InfoPath(id);
+  // The session `ref` names; another incarnation of its id is as missing as a session that never was.
+  Result<SessionInfo> LoadInfo(const ParsedSessionRef& ref) {
+    STRATA_RETURN_IF_ERROR(ValidateSessionId(ref.id));
+    std::string path = InfoPath(ref.id);
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
-    if (!exists) return Status::NotFound("no session " + std::string(id) + " under " + root_);
+    if (!exists) return NoSuchSession(ref.id);
     STRATA_ASSIGN_OR_RETURN(std::string text, fs().ReadFileToString(path));
-    return InfoFromJson(text, path);
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, InfoFromJson(text, Shown(path)));
+    if (ref.exact && info.incarnation != ref.incarnation) return NoSuchSession(ref.id);
+    return info;
+  }
+
+  // A path as errors show it: relative to the data directory, never where the server keeps it.
+  std::string Shown(const std::string& path) const {
+    std::string_view parent = std::string_view(root_).substr(0, root_.rfind('/') + 1);
+    return path.starts_with(parent) ? path.substr(parent.size()) : path;
   }
 
   // What session.json says about the log: another process that appended or committed changed it, and a
@@ -562,7 +586,7 @@ class FileSessions final : public Sessions {
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
     std::unique_ptr<ContextLog> storage =
         ContextLog::Open(MessagesPath(id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock});
-    STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(MessagesPath(id)));
+    STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(MessagesPath(id))));
     ContextLog* raw = storage.get();
     std::lock_guard map_lock(map_mu_);
     open_[id] = OpenLog{std::move(storage), LogSignature(info)};
@@ -592,7 +616,7 @@ class FileSessions final : public Sessions {
   Result<std::vector<Message>> ReadArchivedMessages(const std::string& path) {
     std::unique_ptr<ContextLog> log =
         ContextLog::Open(path, ContextLogOptions{.fs = options_.fs, .clock = options_.clock, .read_only = true});
-    STRATA_RETURN_IF_ERROR(log->Restore().status().WithContext(path));
+    STRATA_RETURN_IF_ERROR(log->Restore().status().WithContext(Shown(path)));
     return log->history();
   }
 
@@ -649,16 +673,19 @@ class FileSessions final : public Sessions {
     a.dir = ArchiveDir(id, n);
     std::string path = a.dir + "/state.json";
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(path));
-    if (!exists) return Status::NotFound(path + " is missing");
+    if (!exists) {
+      return Status::NotFound("session " + id + " has no archive " + std::to_string(n) + " (" + Shown(path) + " is missing)");
+    }
     STRATA_ASSIGN_OR_RETURN(std::string text, fs().ReadFileToString(path));
     Json j = strata::json::ParseOrDiscard<Json>(text);
     if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
-      return Status::DataLoss(path + ": not an archive state (expected {\"state\": ...})");
+      return Status::DataLoss(Shown(path) + ": not an archive state (expected {\"state\": ...})");
     }
     STRATA_ASSIGN_OR_RETURN(a.state, ParseArchiveState(j["state"].get<std::string>()));
     const Json* messages = json::Field(j, "messages");
     if (messages != nullptr && !messages->is_number_integer()) {
-      return Status::DataLoss(path + ": \"messages\" must be an integer, not " + std::string(json::TypeName(*messages)));
+      return Status::DataLoss(Shown(path) + ": \"messages\" must be an integer, not " +
+                              std::string(json::TypeName(*messages)));
     }
     a.messages = json::IntOr(j, "messages", 0);
     a.error = json::StringOr(j, "error");
@@ -683,13 +710,11 @@ class FileSessions final : public Sessions {
     return out;
   }
 
-  Result<int64_t> Enqueue(const std::string& id, int n) {
-    Json payload = {{"session", id}, {"archive", n}};
-    return options_.queue->Enqueue(kCommitJobKind, id, payload.dump());
-  }
+  Result<int64_t> Enqueue(const SessionInfo& info, int n) { return internal::EnqueueCommit(*options_.queue, info, n); }
 
   // Finishes what a crash interrupted: state for archives that lack it, phase-2 jobs for unfinished ones.
   Status RecoverLocked(const std::string& id) {
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ParsedSessionRef{id, "", false}));
     STRATA_ASSIGN_OR_RETURN(std::vector<int> numbers, ArchiveNumbers(id));
     for (int n : numbers) {
       std::string dir = ArchiveDir(id, n);
@@ -703,7 +728,7 @@ class FileSessions final : public Sessions {
       }
       STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(id, n));
       if (a.state != ArchiveState::kDone && a.state != ArchiveState::kFailed) {
-        STRATA_RETURN_IF_ERROR(Enqueue(id, n).status());
+        STRATA_RETURN_IF_ERROR(Enqueue(info, n).status());
       }
     }
     return Status::Ok();
@@ -718,7 +743,7 @@ class FileSessions final : public Sessions {
     if (!create) {
       // No lock entry for a session that does not exist (ids probed over HTTP would pile up).
       STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(Dir(id) + "/session.json"));
-      if (!exists) return Status::NotFound("no session " + std::string(id) + " under " + root_);
+      if (!exists) return NoSuchSession(id);
     }
     std::shared_ptr<std::mutex> m;
     {
@@ -731,9 +756,7 @@ class FileSessions final : public Sessions {
     if (create) STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(id)));
     Result<std::unique_ptr<FileLock>> file_lock = fs().LockFile(Dir(id) + "/session.lock", options_.lock_wait);
     if (!file_lock.ok()) {
-      if (file_lock.status().code() == StatusCode::kNotFound) {
-        return Status::NotFound("no session " + std::string(id) + " under " + root_);
-      }
+      if (file_lock.status().code() == StatusCode::kNotFound) return NoSuchSession(id);
       return file_lock.status();
     }
     held.file_lock = std::move(*file_lock);
@@ -781,6 +804,41 @@ Status ValidateArchiveFileName(std::string_view name) {
 }
 
 Status ValidateSessionId(std::string_view id) { return memory::ValidateScopeId(id, "session"); }
+
+std::string SessionRef(const SessionInfo& info) {
+  return info.incarnation.empty() ? info.id : info.id + "@" + info.incarnation;
+}
+
+Result<ParsedSessionRef> ParseSessionRef(std::string_view ref) {
+  ParsedSessionRef out;
+  size_t at = ref.find('@');
+  out.id = std::string(ref.substr(0, at));
+  STRATA_RETURN_IF_ERROR(ValidateSessionId(out.id));
+  if (at != std::string_view::npos) {
+    out.exact = true;
+    out.incarnation = std::string(ref.substr(at + 1));
+    if (out.incarnation.empty()) return Status::InvalidArgument("session reference: no incarnation after '@'");
+    STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(out.incarnation));
+  }
+  return out;
+}
+
+bool RefersTo(std::string_view ref, const SessionInfo& info) {
+  size_t at = ref.find('@');
+  std::string_view id = ref.substr(0, at);
+  std::string_view incarnation = at == std::string_view::npos ? std::string_view() : ref.substr(at + 1);
+  return id == info.id && incarnation == info.incarnation;
+}
+
+std::string SessionIdOfRef(std::string_view ref) {
+  std::string id(ref.substr(0, ref.find('@')));
+  return ValidateSessionId(id).ok() ? id : std::string();
+}
+
+Status NoSuchSession(std::string_view id) {
+  // Ids reach here validated ([A-Za-z0-9_.-], at most 128 bytes): shown as they are.
+  return Status::NotFound("no session " + std::string(id));
+}
 
 namespace internal {
 namespace {
@@ -856,6 +914,28 @@ std::string NewSessionId(int64_t now_ms) {
 
 Status ValidateOwnerId(std::string_view id, std::string_view what) {
   return id.empty() ? Status::Ok() : memory::ValidateScopeId(id, what);
+}
+
+std::string NewIncarnation() {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  static std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32));
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+Status ValidateIncarnation(std::string_view incarnation) {
+  bool ok = incarnation.size() <= 32;
+  for (char c : incarnation) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'));
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument("a session incarnation is 1-32 of [0-9a-z], not " + json::QuoteForError(incarnation, 40));
+}
+
+Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int archive) {
+  Json payload = {{"session", info.id}, {"archive", archive}};
+  if (!info.incarnation.empty()) payload["incarnation"] = info.incarnation;
+  return queue.Enqueue(kCommitJobKind, CommitJobKey(info), payload.dump());
 }
 
 Result<ArchiveState> ParseArchiveState(std::string_view s) {

@@ -27,6 +27,14 @@ std::string NewSessionId(int64_t now_ms);
 // Checks an owner id: optional; when given it follows the URI scope-id rules (it becomes strata://user/<id>).
 Status ValidateOwnerId(std::string_view id, std::string_view what);
 
+// A new session incarnation: 64 random bits as 16 hex digits. Thread-safe.
+std::string NewIncarnation();
+// "" or 1-32 of [0-9a-z] (it becomes part of job keys and audit sources).
+Status ValidateIncarnation(std::string_view incarnation);
+// Queues phase 2 of `archive` of `info` under the session's reference (CommitJobKey); payload
+// {"session", "archive", "incarnation"?}. Idempotent, as JobQueue::Enqueue is.
+Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int archive);
+
 // Returns the state named `s` ("archived", ..., "failed"); anything else is kDataLoss.
 Result<ArchiveState> ParseArchiveState(std::string_view s);
 

@@ -17,6 +17,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInternal: return "internal";
     case StatusCode::kUnauthenticated: return "unauthenticated";
     case StatusCode::kPermissionDenied: return "permission_denied";
+    case StatusCode::kAborted: return "aborted";
   }
   return "unknown";
 }
@@ -84,6 +85,7 @@ int ExitCodeFor(StatusCode code) {
     case StatusCode::kInternal: return 10;
     case StatusCode::kUnauthenticated: return 12;
     case StatusCode::kPermissionDenied: return 13;
+    case StatusCode::kAborted: return 14;
   }
   return 10;
 }
@@ -103,6 +105,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kInternal: return 500;
     case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kAborted: return 409;
   }
   return 500;
 }

@@ -10,16 +10,13 @@
 
 #include "strata/engine/engine.h"
 #include "strata/llm/scripted.h"
+#include "session/pipeline_stage.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
-llm::ScriptedReply Text(std::string text) {
-  llm::ScriptedReply r;
-  r.parts.push_back(ContentPart(TextPart{std::move(text)}));
-  return r;
-}
+llm::ScriptedReply Text(std::string text) { return testing::TextReply(std::move(text)); }
 
 // A model that summarises, extracts one fact per archive (named after the first user message, so every
 // archive yields a distinct memory) and answers dedup with "create".

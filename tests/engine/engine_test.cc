@@ -22,11 +22,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-llm::ScriptedReply Text(std::string text) {
-  llm::ScriptedReply r;
-  r.parts.push_back(ContentPart(TextPart{std::move(text)}));
-  return r;
-}
+llm::ScriptedReply Text(std::string text) { return testing::TextReply(std::move(text)); }
 
 llm::ScriptedReply Call(std::string id, std::string name, std::string arguments) {
   llm::ScriptedReply r;
@@ -230,7 +226,7 @@ TEST_F(EngineTest, CancelledPhaseTwoStaysQueuedAndResumes) {
   ASSERT_OK(status);
   ASSERT_EQ(status->jobs.size(), 1u);
   EXPECT_EQ(status->jobs[0].state, session::JobState::kPending);
-  ASSERT_OK((*engine_->queue())->Expedite("s1"));  // Skip the retry backoff.
+  ASSERT_OK((*engine_->queue())->Expedite(status->jobs[0].key));  // Skip the retry backoff.
   auto work = engine_->Work();
   ASSERT_OK(work);
   EXPECT_EQ(work->completed, 1);
@@ -518,7 +514,12 @@ TEST(UntrustedInput, WronglyTypedScriptFieldsAreNamed) {
            {R"({"replies": [{"text": "x", "id": 7}]})", "\"id\" must be a string"},
            {R"({"replies": [{"error": {"kind": 1}}]})", "\"kind\" must be a string"},
            {R"({"replies": [{"error": {"status": "401"}}]})", "\"status\" must be an integer"},
-           {R"({"model": 3, "replies": [{"text": 5}]})", "text: expected a string"}}) {
+           {R"({"model": 3, "replies": [{"text": 5}]})", "script: \"model\" must be a string"},
+           {R"({"model": 1, "replies": [{"text": "x"}]})", "script: \"model\" must be a string, not an integer"},
+           {R"({"model": ["m"], "replies": []})", "\"model\" must be a string"},
+           {R"({"replies": {"text": "x"}})", "expected a list of replies"},
+           {R"({"replies": [{"text": "x", "parts": {}}]})", "parts: expected a list"},
+           {R"({"replies": [{"text": 5}]})", "text: expected a string"}}) {
     SCOPED_TRACE(script);
     auto provider = llm::ScriptedProvider::FromJson(script);
     ASSERT_FALSE(provider.ok());

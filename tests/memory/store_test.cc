@@ -16,6 +16,7 @@
 #include "strata/memory/retrieval.h"
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
+#include "memory/store_internal.h"
 #include "pg.h"
 #include "pg_test_util.h"
 #include "test_util.h"
@@ -316,6 +317,21 @@ TEST_P(StoreTest, ListTreeGlobGrep) {
   EXPECT_EQ(store_->Glob(globstars + "**", U("strata://resources/proj"))->size(), 2u);  // The directory and the leaf.
   EXPECT_EQ(store_->Glob(std::string(600, '*'), U("strata://resources/proj")).status().code(),
             StatusCode::kInvalidArgument);
+  // The longest names a URI allows (4096 bytes, 128 segments) under the longest patterns, store-wide:
+  // a matcher that retries a star at every position of every suffix takes hours here.
+  std::string segment(31, 'a'), deep = "strata://resources/long";
+  while (deep.size() + segment.size() + 1 <= 4096 - 40 && std::count(deep.begin(), deep.end(), '/') < 120) {
+    deep += "/" + segment;
+  }
+  ASSERT_OK(store_->Write(U(deep), "deepest"));
+  std::string many_globstars, many_stars;
+  while (many_globstars.size() + 4 <= internal::kMaxGlobPattern) many_globstars += "**a";
+  while (many_stars.size() + 4 <= internal::kMaxGlobPattern) many_stars += "*a/";
+  EXPECT_TRUE(store_->Glob(many_globstars + "b", U("strata://resources/long"))->empty());
+  EXPECT_TRUE(store_->Glob(many_stars + "b", U("strata://resources/long"))->empty());
+  auto all_deep = store_->Glob(std::string("**/") + segment, U("strata://resources/long"));
+  ASSERT_OK(all_deep);
+  EXPECT_EQ(all_deep->size(), static_cast<size_t>(std::count(deep.begin(), deep.end(), '/') - 3));
   auto grep = store_->Grep("Run", U("strata://resources/proj"), false);
   ASSERT_OK(grep);
   ASSERT_EQ(grep->size(), 2u);
@@ -993,6 +1009,68 @@ TEST(PgStore, ADamagedRowIsAClearErrorNotACrash) {
   auto ls = (*store)->List(U("strata://resources"), {.recursive = true});
   EXPECT_EQ(ls.status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(OpenPgStore("postgres://nobody@/nowhere?host=/nonexistent").status().code(), StatusCode::kUnavailable);
+}
+
+
+// The glob rules spelled out as plain recursion (exponential, so only for short inputs): the compiled
+// matcher must agree with it on every pattern and path.
+bool ReferenceGlob(std::string_view p, std::string_view s) {
+  if (p.empty()) return s.empty();
+  if (p.starts_with("**")) {
+    std::string_view rest = p.substr(2);
+    if (rest.starts_with('/') && ReferenceGlob(rest.substr(1), s)) return true;
+    for (size_t i = 0; i <= s.size(); ++i) {
+      if (ReferenceGlob(rest, s.substr(i))) return true;
+    }
+    return false;
+  }
+  if (p.front() == '*') {
+    for (size_t i = 0; i <= s.size(); ++i) {
+      if (ReferenceGlob(p.substr(1), s.substr(i))) return true;
+      if (i < s.size() && s[i] == '/') break;
+    }
+    return false;
+  }
+  if (s.empty()) return false;
+  if (p.front() == '?') return s.front() != '/' && ReferenceGlob(p.substr(1), s.substr(1));
+  if (size_t close = p.find(']', 1); p.front() == '[' && close != std::string_view::npos) {
+    std::string_view set = p.substr(1, close - 1);
+    bool negate = !set.empty() && (set.front() == '!' || set.front() == '^');
+    if (negate) set.remove_prefix(1);
+    bool hit = false;
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (i + 2 < set.size() && set[i + 1] == '-') {
+        hit |= s.front() >= set[i] && s.front() <= set[i + 2];
+        i += 2;
+      } else {
+        hit |= s.front() == set[i];
+      }
+    }
+    return hit != negate && ReferenceGlob(p.substr(close + 1), s.substr(1));
+  }
+  return p.front() == s.front() && ReferenceGlob(p.substr(1), s.substr(1));
+}
+
+TEST(GlobMatchTest, AgreesWithTheRulesOnRandomPatternsAndPaths) {
+  std::mt19937 rng(20261126);
+  const std::string pattern_bytes = "ab/*?[]!-^";
+  const std::string path_bytes = "ab/c";
+  int matched = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string pattern, path;
+    for (int i = 0, n = static_cast<int>(rng() % 9); i < n; ++i) pattern += pattern_bytes[rng() % pattern_bytes.size()];
+    for (int i = 0, n = static_cast<int>(rng() % 9); i < n; ++i) path += path_bytes[rng() % path_bytes.size()];
+    bool want = ReferenceGlob(pattern, path);
+    matched += want;
+    ASSERT_EQ(internal::GlobMatch(pattern, path), want) << "pattern " << pattern << " path " << path;
+  }
+  EXPECT_GT(matched, 300);  // The inputs exercise matches (about 2%), not only failures.
+  EXPECT_TRUE(internal::GlobMatch("**/x", "x"));
+  EXPECT_TRUE(internal::GlobMatch("**/x", "a/b/x"));
+  EXPECT_FALSE(internal::GlobMatch("*/x", "a/b/x"));
+  EXPECT_TRUE(internal::GlobMatch("a/**", "a/"));
+  EXPECT_TRUE(internal::GlobMatch("[!a]", "/"));  // A negated set is one byte, a slash included.
+  EXPECT_TRUE(internal::GlobMatch("[a", "[a"));   // An unclosed set is literal.
 }
 
 }  // namespace

@@ -13,73 +13,11 @@
 #include <set>
 #include <thread>
 
+#include "server/server_fixture.h"
 #include "test_util.h"
 
 namespace strata::server {
 namespace {
-
-using Json = nlohmann::json;
-constexpr char kRootKey[] = "root-key-for-tests-0123456789";
-
-struct Reply {
-  int status = 0;
-  Json body;
-  std::string raw;
-  std::string request_id;
-};
-
-class ServerTest : public ::testing::Test {
- protected:
-  void SetUp() override { Start(); }
-  void TearDown() override { Stop(); }
-
-  void Start() {
-    auto server = Server::Open({.data_dir = dir_.File("data")},
-                               {.listen = "127.0.0.1:0", .root_key = kRootKey, .read_root_key_from_env = false});
-    ASSERT_OK(server);
-    server_ = std::move(*server);
-    auto port = server_->Bind();
-    ASSERT_OK(port);
-    port_ = *port;
-    thread_ = std::thread([this] { served_ = server_->Serve(); });
-  }
-  void Stop() {
-    if (!server_) return;
-    server_->Shutdown();
-    thread_.join();
-    server_.reset();
-  }
-
-  Reply Call(const std::string& method, const std::string& path, const std::string& key, const std::string& body = "",
-             const httplib::Headers& extra = {}) {
-    httplib::Client client("127.0.0.1", port_);
-    httplib::Headers headers = extra;
-    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
-    httplib::Result r = method == "GET"      ? client.Get(path, headers)
-                        : method == "DELETE" ? client.Delete(path, headers, body, "application/json")
-                                             : client.Post(path, headers, body, "application/json");
-    Reply out;
-    if (!r) return out;
-    out.status = r->status;
-    out.raw = r->body;
-    out.body = Json::parse(r->body, nullptr, false);
-    out.request_id = r->get_header_value("X-Request-Id");
-    return out;
-  }
-  std::string Issue(const std::string& user, const std::string& account = "default", const std::string& role = "user") {
-    Reply r = Call("POST", "/api/v1/admin/keys", kRootKey,
-                   Json{{"account", account}, {"user", user}, {"role", role}}.dump());
-    EXPECT_EQ(r.status, 200) << r.raw;
-    return r.body["result"]["key"].get<std::string>();
-  }
-  static std::string Q(const std::string& s) { return httplib::detail::encode_query_param(s); }
-
-  testing::TempDir dir_;
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  Status served_;
-  int port_ = 0;
-};
 
 TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   Reply health = Call("GET", "/health", "");
@@ -570,7 +508,8 @@ TEST_F(ServerTest, TasksAndMemoryChangesAreListedWithinTheCallersScope) {
   Reply mine = Call("GET", "/api/v1/tasks", alice);
   ASSERT_EQ(mine.status, 200) << mine.raw;
   ASSERT_EQ(mine.body["result"].size(), 1u) << mine.raw;
-  EXPECT_EQ(mine.body["result"][0]["key"], "alice-s");
+  EXPECT_EQ(mine.body["result"][0]["session"], "alice-s");
+  EXPECT_EQ(mine.body["result"][0]["key"].get<std::string>().rfind("alice-s@", 0), 0u);
   EXPECT_EQ(mine.body["result"][0]["kind"], "session.commit");
   Reply all = Call("GET", "/api/v1/tasks", kRootKey);
   EXPECT_EQ(all.body["result"].size(), 2u) << all.raw;
@@ -606,7 +545,9 @@ TEST_F(ServerTest, MemoryChangesStayWithinTheCallersScope) {
   ASSERT_EQ(own.body["result"].size(), 1u) << own.raw;
   EXPECT_EQ(own.body["result"][0]["uri"], "strata://user/alice/memories/preferences/drink");
   EXPECT_EQ(own.body["result"][0]["action"], "create");
-  EXPECT_EQ(own.body["result"][0]["source"], "alice-s#1#0");
+  std::string alice_ref = session::SessionRef(*(*Engine::Open({.data_dir = dir_.File("data")}))->GetSession("alice-s"));
+  EXPECT_EQ(own.body["result"][0]["source"], alice_ref + "#1#0");
+  EXPECT_EQ(own.body["result"][0]["session"], "alice-s");
   Reply all = Call("GET", "/api/v1/memories/changes?limit=1", kRootKey);
   ASSERT_EQ(all.body["result"].size(), 1u) << all.raw;
   EXPECT_EQ(all.body["result"][0]["uri"], "strata://user/bob/memories/preferences/drink") << "newest first";
@@ -618,7 +559,9 @@ TEST_F(ServerTest, MemoryChangesStayWithinTheCallersScope) {
   EXPECT_EQ(shared.body["result"][0]["source"], "") << shared.raw;
   std::string brew = shared.body["result"][0]["uri"].get<std::string>();
   EXPECT_EQ(Call("GET", "/api/v1/memories/history?uri=" + Q(brew), alice).body["result"][0]["source"], "");
-  EXPECT_EQ(Call("GET", "/api/v1/memories/history?uri=" + Q(brew), kRootKey).body["result"][0]["source"], "bob-s#1#0");
+  Json bob_entry = Call("GET", "/api/v1/memories/history?uri=" + Q(brew), kRootKey).body["result"][0];
+  EXPECT_EQ(bob_entry["source"].get<std::string>().rfind("bob-s@", 0), 0u) << bob_entry;
+  EXPECT_EQ(bob_entry["session"], "bob-s");
   EXPECT_EQ(Call("GET", "/api/v1/memories/changes?under=" + Q("strata://user/al"), kRootKey).body["result"].size(), 0u)
       << "a prefix of a name is not its parent";
 }

@@ -71,7 +71,7 @@ TEST_P(JobQueueTest, JobsOfOneKeyRunInOrderOthersInParallel) {
   Job second = ClaimOrDie();  // a2 waits for a1; b1 does not.
   EXPECT_EQ(second.id, *b1);
   EXPECT_TRUE(NothingRunnable());
-  ASSERT_OK(queue_->Complete(first.id));
+  ASSERT_OK(queue_->Complete(first));
   EXPECT_EQ(ClaimOrDie().id, *a2);
 }
 
@@ -81,7 +81,7 @@ TEST_P(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
   ASSERT_OK(a);
   ASSERT_OK(again);
   EXPECT_EQ(*a, *again);
-  ASSERT_OK(queue_->Complete(ClaimOrDie().id));
+  ASSERT_OK(queue_->Complete(ClaimOrDie()));
   auto after_done = queue_->Enqueue("commit", "s", "archive_001");  // Done jobs do not absorb new ones.
   ASSERT_OK(after_done);
   EXPECT_NE(*after_done, *a);
@@ -91,19 +91,19 @@ TEST_P(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
 TEST_P(JobQueueTest, RetryableFailuresBackOffThenGoDead) {
   auto id = queue_->Enqueue("commit", "s", "p");
   ASSERT_OK(id);
-  ASSERT_OK(queue_->Fail(ClaimOrDie().id, Status::Unavailable("model overloaded"), true));
+  ASSERT_OK(queue_->Fail(ClaimOrDie(), Status::Unavailable("model overloaded"), true));
   EXPECT_TRUE(NothingRunnable());  // Backing off for 1 s.
   clock_.Advance(999'000);
   EXPECT_TRUE(NothingRunnable());
   clock_.Advance(1'000);
   Job second = ClaimOrDie();
   EXPECT_EQ(second.attempts, 2);
-  ASSERT_OK(queue_->Fail(second.id, Status::Unavailable("again"), true));
+  ASSERT_OK(queue_->Fail(second, Status::Unavailable("again"), true));
   clock_.Advance(1'999'000);  // Second backoff: 2 s.
   EXPECT_TRUE(NothingRunnable());
   clock_.Advance(1'000);
   Job third = ClaimOrDie();
-  ASSERT_OK(queue_->Fail(third.id, Status::Unavailable("still"), true));  // The third and last attempt.
+  ASSERT_OK(queue_->Fail(third, Status::Unavailable("still"), true));  // The third and last attempt.
   auto job = queue_->Get(*id);
   ASSERT_OK(job);
   EXPECT_EQ((*job)->state, JobState::kDead);
@@ -121,7 +121,7 @@ TEST_P(JobQueueTest, PermanentErrorsGoDeadAtOnceAndNeverBlockTheKey) {
   auto next = queue_->Enqueue("commit", "s", "2");
   ASSERT_OK(bad);
   ASSERT_OK(next);
-  ASSERT_OK(queue_->Fail(ClaimOrDie().id, Status::InvalidArgument("archive unreadable"), false));
+  ASSERT_OK(queue_->Fail(ClaimOrDie(), Status::InvalidArgument("archive unreadable"), false));
   auto dead = queue_->List(JobState::kDead);
   ASSERT_OK(dead);
   ASSERT_EQ(dead->size(), 1u);
@@ -143,7 +143,63 @@ TEST_P(JobQueueTest, ExpiredLeasesAndRestartsHandTheJobBack) {
   EXPECT_TRUE(NothingRunnable());
   ASSERT_OK(queue_->ReleaseRunning());
   EXPECT_EQ(ClaimOrDie().id, *id);
-  EXPECT_FALSE(queue_->Complete(*id + 100).ok());
+  Job unknown;
+  unknown.id = *id + 100;
+  EXPECT_EQ(queue_->Complete(unknown).code(), StatusCode::kAborted);
+}
+
+// A worker whose lease ran out while another claimed the job can no longer renew, complete or fail it:
+// each is refused as kAborted and changes nothing, so the job runs to its end under the new claim only.
+TEST_P(JobQueueTest, OnlyTheClaimThatHoldsAJobMayRenewCompleteOrFailIt) {
+  auto id = queue_->Enqueue("commit", "s", "p");
+  ASSERT_OK(id);
+  Job first = ClaimOrDie();
+  EXPECT_NE(first.claim, 0);
+  EXPECT_EQ(first.lease_until_ms - first.updated_ms, 60'000);
+  // Renewing moves the lease on: a worker alive past the first lease keeps its job.
+  clock_.Advance(50'000'000);
+  ASSERT_OK(queue_->Renew(first));
+  clock_.Advance(50'000'000);  // 100 s after the claim, 50 s after the renewal.
+  EXPECT_TRUE(NothingRunnable());
+  // Now it stalls: the lease runs out and a second worker claims the job.
+  clock_.Advance(60'001'000);
+  auto other = Open();
+  ASSERT_OK(other);
+  auto taken = (*other)->Claim();
+  ASSERT_OK(taken);
+  ASSERT_TRUE(taken->has_value());
+  Job second = **taken;
+  EXPECT_EQ(second.id, first.id);
+  EXPECT_NE(second.claim, first.claim);
+  EXPECT_EQ(queue_->Renew(first).code(), StatusCode::kAborted);
+  Status late = queue_->Complete(first);
+  EXPECT_EQ(late.code(), StatusCode::kAborted);
+  EXPECT_NE(late.message().find("no longer holds it"), std::string::npos) << late.ToString();
+  EXPECT_EQ(queue_->Fail(first, Status::Unavailable("late"), false).code(), StatusCode::kAborted);
+  auto job = queue_->Get(*id);
+  ASSERT_OK(job);
+  EXPECT_EQ((*job)->state, JobState::kRunning);  // Untouched by the stale worker.
+  EXPECT_EQ((*job)->claim, second.claim);
+  EXPECT_TRUE((*job)->last_error.empty());
+  ASSERT_OK((*other)->Complete(second));
+  EXPECT_EQ((*queue_->Get(*id))->state, JobState::kDone);
+  EXPECT_EQ((*other)->Complete(second).code(), StatusCode::kAborted);  // Not twice either.
+}
+
+// A deleted session's jobs go with it, whatever their state; a worker running one can no longer finish it.
+TEST_P(JobQueueTest, RemoveKeyTakesEveryJobOfTheKey) {
+  ASSERT_OK(queue_->Enqueue("commit", "s@1", "a"));
+  ASSERT_OK(queue_->Enqueue("commit", "s@1", "b"));
+  ASSERT_OK(queue_->Enqueue("commit", "s@2", "a"));
+  Job running = ClaimOrDie();
+  ASSERT_EQ(running.key, "s@1");
+  ASSERT_OK(queue_->RemoveKey("s@1"));
+  EXPECT_EQ(queue_->Complete(running).code(), StatusCode::kAborted);
+  auto left = queue_->List(std::nullopt);
+  ASSERT_OK(left);
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].key, "s@2");
+  EXPECT_TRUE(queue_->List(std::nullopt, std::string("s@1"))->empty());
 }
 
 TEST_P(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
@@ -184,7 +240,7 @@ TEST_P(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
           std::lock_guard lock(mu);
           running[(*job)->key]--;
         }
-        EXPECT_OK(queue->Complete((*job)->id));
+        EXPECT_OK(queue->Complete(**job));
       }
     });
   }

@@ -10,6 +10,13 @@ namespace strata::testing {
 
 enum class Stage { kSummary, kExtract, kDedup, kOther };
 
+// A scripted model's reply of one text part.
+inline llm::ScriptedReply TextReply(std::string text) {
+  llm::ScriptedReply r;
+  r.parts.push_back(ContentPart(TextPart{std::move(text)}));
+  return r;
+}
+
 inline Stage StageOf(const llm::ScriptedProvider::Request& req) {
   std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
   if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;

@@ -135,7 +135,7 @@ TEST_F(PipelineTest, CreatePathWritesLayersLinksAuditAndDiff) {
   ASSERT_OK(history);
   ASSERT_EQ(history->size(), 1u);
   EXPECT_EQ((*history)[0].action, MemoryAction::kCreate);
-  EXPECT_EQ((*history)[0].source, "s1#1#0");
+  EXPECT_EQ((*history)[0].source, SessionRef(*sessions_->Get("s1")) + "#1#0");  // This incarnation of s1.
   EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
   EXPECT_EQ(sessions_->Get("s1")->stats.memories_extracted, 1);
   // The category directory's L1 now lists what it holds, after its own description.
@@ -283,7 +283,7 @@ TEST_F(PipelineTest, InterruptedPhaseTwoResumesWithoutDuplicates) {
   EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
   EXPECT_EQ(calls_[static_cast<int>(Stage::kExtract)], extractions);  // Candidates were kept, not re-extracted.
   EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
-  EXPECT_EQ(audit_->BySource("s1#1#0")->size(), 1u);  // Decided once.
+  EXPECT_EQ(audit_->BySource(SessionRef(*sessions_->Get("s1")) + "#1#0")->size(), 1u);  // Decided once.
   // Running it again changes nothing.
   auto again = pipeline_->ProcessArchive("s1", 1);
   ASSERT_OK(again);
@@ -465,7 +465,7 @@ TEST(PipelineCrash, KilledAnywhereInPhaseTwoResumesWithoutLossOrDuplicates) {
     ASSERT_OK(events);
     EXPECT_EQ(events->size(), 10u) << "round " << round;  // One record per fact: none lost, none doubled.
     for (int i = 0; i < 10; ++i) {
-      auto decided = w.audit->BySource("s#1#" + std::to_string(i));
+      auto decided = w.audit->BySource(SessionRef(*w.sessions->Get("s")) + "#1#" + std::to_string(i));
       ASSERT_OK(decided);
       EXPECT_EQ(decided->size(), 1u) << "round " << round << ", candidate " << i;
     }

@@ -133,8 +133,10 @@ TEST_P(SessionTest, CommitArchivesAtOnceAndEnqueuesPhaseTwo) {
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].id, ticket->job_id);
   EXPECT_EQ(jobs[0].kind, kCommitJobKind);
-  EXPECT_EQ(jobs[0].key, "s1");
-  EXPECT_EQ(jobs[0].payload, R"({"archive":1,"session":"s1"})");
+  std::string ref = SessionRef(*sessions_->Get("s1"));
+  EXPECT_EQ(jobs[0].key, ref);
+  EXPECT_EQ(jobs[0].key.rfind("s1@", 0), 0u);
+  EXPECT_EQ(jobs[0].payload, R"({"archive":1,"incarnation":")" + ref.substr(3) + R"(","session":"s1"})");
   ASSERT_OK(sessions_->Add("s1", Message::User("And aisle seats on night trains.")));
   auto second = sessions_->Commit("s1");
   ASSERT_OK(second);
@@ -196,12 +198,16 @@ TEST_P(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
   EXPECT_EQ((*archives)[0].messages, 2);
   auto jobs = Jobs();
   ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].payload, R"({"archive":1,"session":"s"})");
+  // Keyed and described by the session's reference: this incarnation of "s", not the id alone.
+  std::string incarnation = sessions_->Get("s")->incarnation;
+  ASSERT_EQ(incarnation.size(), 16u);
+  EXPECT_EQ(jobs[0].key, "s@" + incarnation);
+  EXPECT_EQ(jobs[0].payload, R"({"archive":1,"incarnation":")" + incarnation + R"(","session":"s"})");
   EXPECT_TRUE(sessions_->Messages("s")->empty());
   // Opening again does not enqueue twice; a finished archive is not enqueued at all.
   Reopen();
   EXPECT_EQ(Jobs().size(), 1u);
-  ASSERT_OK(queue_->Complete(queue_->Claim()->value().id));
+  ASSERT_OK(queue_->Complete(queue_->Claim()->value()));
   ASSERT_OK(sessions_->SetArchiveState("s", 1, ArchiveState::kDone, ""));
   Reopen();
   EXPECT_EQ(Jobs().size(), 1u);
@@ -443,7 +449,7 @@ TEST_P(SessionTest, NotesAndRetriesOfPhaseTwo) {
   EXPECT_EQ(sessions_->AddArchiveNote("s", 2, "x").code(), StatusCode::kNotFound);
   EXPECT_EQ(sessions_->AddArchiveNote("nope", 1, "x").code(), StatusCode::kNotFound);
   // A failed archive can be queued again; a done one cannot.
-  ASSERT_OK(queue_->Complete(queue_->Claim()->value().id));
+  ASSERT_OK(queue_->Complete(queue_->Claim()->value()));
   auto again = sessions_->EnqueueArchive("s", 1);
   ASSERT_OK(again);
   EXPECT_EQ(Jobs().size(), 2u);
@@ -482,7 +488,7 @@ TEST_P(SessionTest, ImportedArchivesTakeTheNextNumberAndLeaveTheLiveLogAlone) {
   EXPECT_EQ(*sessions_->ArchiveMessages("s1", 1), old);
   auto jobs = Jobs();
   ASSERT_EQ(jobs.size(), 1u) << "only the archive whose phase 2 had not finished is queued";
-  EXPECT_EQ(jobs[0].payload, R"({"archive":3,"session":"s1"})");
+  EXPECT_EQ(jobs[0].payload, R"({"archive":3,"incarnation":")" + sessions_->Get("s1")->incarnation + R"(","session":"s1"})");
   EXPECT_EQ(sessions_->Get("s1")->stats.commits, 3);
   // The live log is untouched, and what changes it next does not collide with the imported archives.
   EXPECT_EQ(sessions_->Messages("s1")->size(), 2u);

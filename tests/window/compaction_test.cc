@@ -12,6 +12,7 @@
 #include "strata/llm/scripted.h"
 #include "strata/log/context_log.h"
 #include "strata/window/assembler.h"
+#include "session/pipeline_stage.h"
 #include "test_util.h"
 
 namespace strata::window {
@@ -20,11 +21,7 @@ namespace {
 using llm::ScriptedProvider;
 using llm::ScriptedReply;
 
-ScriptedReply Text(std::string text) {
-  ScriptedReply r;
-  r.parts.push_back(ContentPart(TextPart{std::move(text)}));
-  return r;
-}
+ScriptedReply Text(std::string text) { return testing::TextReply(std::move(text)); }
 
 // A stand-in summarizer: answers with every FACT-n token it was shown, in order of first appearance.
 ScriptedProvider::Responder EchoFacts() {

@@ -230,6 +230,13 @@ class Engine {
   // Phase 1 (archive + queue), then with options.wait phase 2 (see CommitOutcome).
   Result<CommitOutcome> Commit(std::string_view id, const CommitOptions& options = {});
   Result<SessionStatus> GetSessionStatus(std::string_view id);
+  // The live session a phase-2 job belongs to: the incarnation its key names (session.h, "Session
+  // references"). kNotFound, as for a session that does not exist, when that session was deleted or its id
+  // now names another incarnation.
+  Result<session::SessionInfo> JobSession(const session::Job& job);
+  // The live session whose commit made an audit entry; nullopt when the entry came from remember or
+  // consolidation, or when that incarnation of the session is gone (the entry stays, linked to nothing).
+  Result<std::optional<session::SessionInfo>> AuditSession(const session::AuditEntry& entry);
   // Runs the queued phase-2 jobs (taking the worker lock).
   Result<WorkReport> Work(const Canceller* cancel = nullptr);
   // Puts failed archives and dead jobs (of one session, or all when `id` is empty) back in the queue, after

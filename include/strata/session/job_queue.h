@@ -7,10 +7,17 @@
 //                                 due (not_before passed), and no older pending or running job with the same
 //                                 key — jobs of one key (one session) run in order. Dead and done jobs never
 //                                 block later ones.
-//   Complete(id)
-//   Fail(id, error, retryable)    a retryable failure returns it to pending after a backoff (1 s, 2 s, … up
+//   Renew(job)                    extends the claim's lease (its worker is alive and making progress).
+//   Complete(job)
+//   Fail(job, error, retryable)   a retryable failure returns it to pending after a backoff (1 s, 2 s, … up
 //                                 to max_backoff); a permanent one, or the last allowed attempt, makes it
 //                                 dead with the error kept.
+//   RemoveKey(key)                every job of `key`, whatever its state (its session was deleted).
+//
+// A claim is a random token stored with the job: Renew, Complete and Fail act only while the job is still
+// running under the claim the caller holds. A worker whose lease expired (and whose job another worker
+// claimed since), or whose job was removed, gets kAborted and changes nothing, so a job is never
+// finished twice or by someone who no longer holds it.
 //   Retry(id)                     a dead job back to pending with its attempts reset (after a fix).
 //   Expedite(key)                 the pending jobs of `key` due now (someone is waiting for them).
 //
@@ -49,6 +56,8 @@ struct Job {
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   int64_t not_before_ms = 0;
+  int64_t lease_until_ms = 0;  // While running: when another worker may claim it.
+  int64_t claim = 0;           // The claim that last took it (Claim fills it; 0 if never claimed).
 };
 
 struct JobQueueOptions {
@@ -64,8 +73,11 @@ class JobQueue {
   virtual ~JobQueue() = default;
   virtual Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) = 0;
   virtual Result<std::optional<Job>> Claim() = 0;
-  virtual Status Complete(int64_t id) = 0;
-  virtual Status Fail(int64_t id, const Status& error, bool retryable) = 0;
+  // The three below take the job as Claim returned it; kAborted when its claim is no longer held.
+  virtual Status Renew(const Job& job) = 0;
+  virtual Status Complete(const Job& job) = 0;
+  virtual Status Fail(const Job& job, const Status& error, bool retryable) = 0;
+  virtual Status RemoveKey(std::string_view key) = 0;
   virtual Status Retry(int64_t id) = 0;
   virtual Status Expedite(std::string_view key) = 0;
   virtual Status ReleaseRunning() = 0;

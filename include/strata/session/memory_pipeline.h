@@ -33,8 +33,15 @@
 //
 // Thread safety: one ProcessArchive per session at a time (the job queue orders them); different sessions
 // may run concurrently. Memories of one owner (a user or an agent) are changed by one caller at a time: the
-// dedup-and-apply step of ProcessArchive, Remember and Consolidate lock the owners they write to, so two
-// sessions of the same user cannot lose each other's merges.
+// dedup-and-apply step of each candidate of ProcessArchive, Remember and Consolidate holds the owners it
+// writes to (PipelineOptions::owner_locks: across processes and instances when the engine gives locks of
+// that reach), so two sessions of the same user, even on two instances, cannot store one fact twice or
+// lose each other's merges.
+//
+// RunPending renews the lease of the job it runs while the job's work goes on (a third of the lease at a
+// time), so a phase 2 longer than the lease is never claimed by a second worker; a worker that loses its
+// claim anyway (it stalled past the lease, or the session was deleted) stops the job's work and changes
+// nothing of the job's state.
 #pragma once
 
 #include <functional>
@@ -50,6 +57,7 @@
 #include "strata/prompt/prompt_library.h"
 #include "strata/session/audit.h"
 #include "strata/session/job_queue.h"
+#include "strata/session/owner_locks.h"
 #include "strata/session/session.h"
 #include "strata/util/cancel.h"
 #include "strata/util/clock.h"
@@ -78,6 +86,9 @@ struct PipelineOptions {
   int parse_attempts = 2;  // Model calls per JSON answer (the later ones see the parse error).
   std::string language;    // For the extraction prompt; empty = the conversation's language.
   Clock* clock = nullptr;    // Audit times and validity stamps. Default: SystemClock(). Borrowed.
+  // Who may write an owner's memories now (owner_locks.h). Borrowed; default: locks of this pipeline's own,
+  // which serialise the threads of this process only.
+  OwnerLocks* owner_locks = nullptr;
 };
 
 // What one archive's phase 2 changed.
@@ -108,7 +119,8 @@ class MemoryPipeline {
   // Runs queued phase-2 jobs until none is runnable, `max_jobs` ran, or `cancel` is set; returns how many
   // succeeded. A failure is reported to the queue (retryable unless the input itself is bad or the model
   // refused for good, e.g. HTTP 401) and does not stop the run; a job that ends dead marks its archive
-  // failed with the reason, so it is not queued again until retried (Engine::Retry).
+  // failed with the reason, so it is not queued again until retried (Engine::Retry). A job whose session
+  // is gone (deleted, or created again under its id: another incarnation) is removed unrun.
   Result<int> RunPending(JobQueue& queue, int max_jobs = 1 << 30, const Canceller* cancel = nullptr);
 
   // "Remember this now": `text` about `scope` (strata://user/<id> or strata://agent/<id>) goes through the
@@ -138,8 +150,10 @@ class MemoryPipeline {
   Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
   Status RefreshDirectory(const memory::Uri& dir);
   int64_t NowMs() const;
-  // Locks the memories of `owners` ("user/<id>", "agent/<id>") for the caller's scope.
-  std::vector<std::unique_lock<std::mutex>> LockOwners(std::vector<std::string> owners);
+  // Holds the memories of `owners` ("user/<id>", "agent/<id>") for the caller's scope.
+  Result<std::unique_ptr<OwnerLocks::Held>> LockOwners(std::vector<std::string> owners);
+  // One claimed job: its work with the lease renewed; Complete or Fail as it ended.
+  Result<bool> RunJob(JobQueue& queue, const Job& job, const Canceller* cancel);
 
   Sessions& sessions_;
   memory::ContextStore& store_;
@@ -147,8 +161,7 @@ class MemoryPipeline {
   prompt::PromptLibrary& prompts_;
   AuditLog& audit_;
   PipelineOptions options_;
-  std::mutex owners_mu_;  // Guards owner_locks_ (the map, not the locks).
-  std::map<std::string, std::unique_ptr<std::mutex>> owner_locks_;
+  std::unique_ptr<OwnerLocks> own_locks_;  // When options_.owner_locks is not given.
 };
 
 }  // namespace strata::session

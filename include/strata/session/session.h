@@ -68,6 +68,10 @@ struct SessionStats {
 
 struct SessionInfo {
   std::string id;
+  // Made at random when the session is created: a session deleted and created again under the same id is
+  // another incarnation, and inherits nothing of the first (its jobs and audit entries name the
+  // incarnation they belong to: SessionRef). "" for sessions created before incarnations were kept.
+  std::string incarnation;
   std::string user;   // Owner user id ("" if none).
   std::string agent;  // Owner agent id ("" if none).
   int64_t created_ms = 0;
@@ -134,8 +138,10 @@ struct SessionsOptions {
 class Sessions {
  public:
   virtual ~Sessions() = default;
-  // Creates a session; `id` is generated (time + random) when empty. Errors: bad id, already exists.
-  virtual Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id = "") = 0;
+  // Creates a session; `id` is generated (time + random) when empty, and so is its incarnation (a copy
+  // made by strata migrate passes the original's). Errors: bad id, already exists.
+  virtual Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id = "",
+                                     std::string_view incarnation = "") = 0;
   virtual Result<SessionInfo> Get(std::string_view id) = 0;
   virtual Result<std::vector<SessionInfo>> List() = 0;
   // Appends one message (validated), updating stats and the live summary.
@@ -167,8 +173,10 @@ class Sessions {
                                    std::optional<int64_t> checkpoint) = 0;
   // The current (not yet committed) messages.
   virtual Result<std::vector<Message>> Messages(std::string_view id) = 0;
-  // Deletes the session: its messages, archives and state (memories already extracted stay). Refused with
-  // kFailedPrecondition while phase 2 of an archive is pending, unless `force` (the job then fails).
+  // Deletes the session: its messages, archives, state and phase-2 jobs (memories already extracted stay;
+  // their audit entries stay too, naming an incarnation no session has any more). Refused with
+  // kFailedPrecondition while phase 2 of an archive is pending, unless `force` (a running job's worker then
+  // can no longer complete it, and stops).
   virtual Status Delete(std::string_view id, bool force) = 0;
   // Phase 1 (see above). Errors: unknown session; nothing to commit (kFailedPrecondition).
   virtual Result<CommitTicket> Commit(std::string_view id) = 0;
@@ -204,6 +212,31 @@ Result<std::unique_ptr<Sessions>> OpenSessions(const std::string& data_dir, Sess
 // Errors: kInvalidArgument for a malformed URL or a missing queue, kUnavailable when the server cannot be
 // reached, kFailedPrecondition for tables newer than this program.
 Result<std::unique_ptr<Sessions>> OpenPgSessions(const std::string& url, SessionsOptions options);
+
+// ---- Session references ----
+// A reference names one incarnation of a session: "<id>@<incarnation>", or "<id>" for a session without an
+// incarnation. Phase-2 jobs are keyed by it and audit entries name it as their source, so nothing a deleted
+// session left behind belongs to a new session with the same id. Every Sessions method that takes an
+// `id` accepts a reference too: the call then applies only to that incarnation, and any other (a newer
+// session of the same id) is kNotFound, exactly as a session that does not exist.
+std::string SessionRef(const SessionInfo& info);
+struct ParsedSessionRef {
+  std::string id;
+  std::string incarnation;  // "" when the reference has none.
+  bool exact = false;       // It named an incarnation ("<id>@<incarnation>").
+};
+// Splits and validates a reference (or a plain id). kInvalidArgument naming what is wrong.
+Result<ParsedSessionRef> ParseSessionRef(std::string_view ref);
+// True if the stored reference `ref` names `info`'s incarnation: the same id and the same incarnation
+// ("<id>" alone names only a session without one).
+bool RefersTo(std::string_view ref, const SessionInfo& info);
+// The id of the session a stored reference names ("" if it is malformed).
+std::string SessionIdOfRef(std::string_view ref);
+// The one answer for a session that does not exist, another user's session and another incarnation of one:
+// kNotFound "no session <id>", the same bytes whatever the reason, naming no path.
+Status NoSuchSession(std::string_view id);
+// The key of `info`'s phase-2 jobs in the queue (its reference).
+inline std::string CommitJobKey(const SessionInfo& info) { return SessionRef(info); }
 
 // "archive_NNN": the directory (and context) name of archive `number`.
 std::string ArchiveName(int number);

@@ -33,6 +33,8 @@ enum class StatusCode {
   kInternal,            // A bug or an unexpected operating-system failure.
   kUnauthenticated,     // No valid credentials (an API key): supply them.
   kPermissionDenied,    // The credentials do not reach this (another user's scope): nothing to retry.
+  kAborted,             // Lost a race and changed nothing: another worker holds what this one worked on (an
+                        // expired lease), or it was removed meanwhile.
 };
 
 // Returns the lower-case name of `code` ("invalid_argument", ...).
@@ -57,6 +59,7 @@ class [[nodiscard]] Status {
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
   static Status Unauthenticated(std::string msg) { return {StatusCode::kUnauthenticated, std::move(msg)}; }
   static Status PermissionDenied(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
+  static Status Aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

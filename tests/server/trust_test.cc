@@ -1,0 +1,287 @@
+// Issue 28, at the boundary: what an attacker with a user key of the account can learn or take through
+// `strata serve`. A session id reused after a delete inherits nothing; another user's session answers
+// exactly as a missing one; no response names a path on the server; a POST without a length is answered
+// at once.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "server/server_fixture.h"
+#include "session/pipeline_stage.h"
+#include "strata/engine/engine.h"
+
+namespace strata::server {
+namespace {
+
+// The body of an error with its request id blanked: two answers are "the same" when these are equal.
+std::string WithoutRequestId(const Reply& r) {
+  Json body = r.body;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) body["error"].erase("request_id");
+  return std::to_string(r.status) + " " + body.dump();
+}
+
+// A JSON-RPC tools/call to /mcp.
+std::string McpCall(const std::string& tool, const Json& arguments) {
+  return Json{{"jsonrpc", "2.0"}, {"id", 7}, {"method", "tools/call"}, {"params", {{"name", tool}, {"arguments", arguments}}}}
+      .dump();
+}
+
+class TrustTest : public ServerTest {
+ protected:
+  // Session `id` of `user` committed twice before the server starts: the first commit's phase 2 ran (a
+  // memory of the user and one of the shared agent scope), the second's failed for good (a dead job whose
+  // error the model gave).
+  void CommitTwiceOffline(const std::string& user, const std::string& id) {
+    Stop();
+    testing::WriteFileOrDie(dir_.File("script.json"), R"({"replies": [
+        {"text": "About tea."},
+        {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"drink\", \"content\": \"Prefers green tea.\"}, {\"category\": \"cases\", \"key\": \"brew\", \"content\": \"Brewing tea for a user: ask about sugar first.\"}]}"},
+        {"error": {"kind": "http_status", "status": 401, "message": "the key was revoked"}}]})");
+    {
+      auto engine = Engine::Open({.data_dir = dir_.File("data"),
+                                  .provider = {.provider = "scripted", .script = dir_.File("script.json")}});
+      ASSERT_OK(engine);
+      ASSERT_OK((*engine)->CreateSession(user, "barista", id));
+      ASSERT_OK((*engine)->AddMessages(id, std::vector{Message::User("I like green tea, no sugar.")}));
+      auto first = (*engine)->Commit(id, {.wait = true});
+      ASSERT_OK(first);
+      ASSERT_OK(first->phase2);
+      ASSERT_OK((*engine)->AddMessages(id, std::vector{Message::User("And oolong on Sundays.")}));
+      auto second = (*engine)->Commit(id, {.wait = true});
+      ASSERT_OK(second);
+      ASSERT_FALSE(second->phase2.ok());
+    }
+    server_options_.run_worker = false;
+    Start();
+  }
+};
+
+TEST_F(TrustTest, AReusedSessionIdInheritsNothingOfTheDeletedSession) {
+  CommitTwiceOffline("alice", "S");
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  Reply before = Call("GET", "/api/v1/tasks?session=S", alice);
+  ASSERT_EQ(before.status, 200) << before.raw;
+  ASSERT_EQ(before.body["result"].size(), 2u) << before.raw;
+  std::vector<int64_t> old_tasks;
+  for (const Json& t : before.body["result"]) old_tasks.push_back(t["id"].get<int64_t>());
+  Reply dead = Call("GET", "/api/v1/tasks?state=dead", alice);
+  ASSERT_EQ(dead.body["result"].size(), 1u) << dead.raw;
+
+  ASSERT_EQ(Call("DELETE", "/api/v1/sessions/S?force=true", alice).status, 200);
+  // Deleting retired the session's jobs: nobody lists them any more, not even the root key.
+  Reply all = Call("GET", "/api/v1/tasks", kRootKey);
+  ASSERT_EQ(all.status, 200);
+  EXPECT_EQ(all.body["result"].size(), 0u) << all.raw;
+
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", bob, R"({"id": "S"})").status, 200);
+  Reply tasks = Call("GET", "/api/v1/tasks", bob);
+  EXPECT_EQ(tasks.body["result"].size(), 0u) << tasks.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/tasks?session=S", bob).body["result"].size(), 0u);
+  for (int64_t id : old_tasks) {
+    EXPECT_EQ(Call("GET", "/api/v1/tasks/" + std::to_string(id), bob).status, 404);
+    EXPECT_EQ(Call("GET", "/api/v1/tasks/" + std::to_string(id), kRootKey).status, 404);
+  }
+  Reply status = Call("GET", "/api/v1/sessions/S/status", bob);
+  ASSERT_EQ(status.status, 200) << status.raw;
+  EXPECT_EQ(status.body["result"]["jobs"].size(), 0u) << status.raw;
+  EXPECT_EQ(status.body["result"]["archives"].size(), 0u) << status.raw;
+  Reply retried = Call("POST", "/api/v1/sessions/S/retry", bob, "{}");
+  ASSERT_EQ(retried.status, 200) << retried.raw;
+  EXPECT_EQ(retried.body["result"]["requeued"], 0);
+  EXPECT_EQ(retried.raw.find("revoked"), std::string::npos);
+  // The shared memory alice's commit made: bob sees the change, never as made by "his" session S.
+  Reply changes = Call("GET", "/api/v1/memories/changes?under=" + Q("strata://agent/barista"), bob);
+  ASSERT_EQ(changes.status, 200) << changes.raw;
+  ASSERT_EQ(changes.body["result"].size(), 1u) << changes.raw;
+  EXPECT_EQ(changes.body["result"][0]["source"], "") << changes.raw;
+  EXPECT_EQ(changes.body["result"][0]["session"], "") << changes.raw;
+  // The audit trail keeps what happened, linked to no live session.
+  Reply history = Call("GET", "/api/v1/memories/changes?under=" + Q("strata://user/alice"), kRootKey);
+  ASSERT_EQ(history.body["result"].size(), 1u) << history.raw;
+  EXPECT_EQ(history.body["result"][0]["source"].get<std::string>().rfind("S@", 0), 0u) << history.raw;
+  EXPECT_EQ(history.body["result"][0]["session"], "") << history.raw;
+  // Nothing of the first session's own scope either.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls?uri=" + Q("strata://session/S/history"), bob).status, 404);
+}
+
+// A session deleted while its phase 2 runs: the worker's job is gone with it, so it can neither finish it
+// nor leave a dead job behind (whose error would name the server's files).
+TEST(SessionDeletedDuringPhaseTwo, LeavesNoJobAndNoError) {
+  testing::TempDir dir;
+  std::unique_ptr<Engine> engine;
+  std::atomic<int> calls{0};
+  llm::ScriptedProvider model("scripted", [&](const llm::ScriptedProvider::Request& req) -> llm::ScriptedReply {
+    ++calls;
+    std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+    if (prompt.find("long-term memory") != std::string::npos) {
+      // Extraction: the session is deleted now, while its phase 2 is on the way.
+      EXPECT_OK(engine->DeleteSession("doomed", /*force=*/true));
+      return testing::TextReply(R"({"memories": [{"category": "events", "key": "trip", "content": "Went to Oslo."}]})");
+    }
+    return testing::TextReply("A trip to Oslo.");
+  });
+  auto opened = Engine::Open({.data_dir = dir.File("data"), .model = &model});
+  ASSERT_OK(opened);
+  engine = std::move(*opened);
+  ASSERT_OK(engine->CreateSession("alice", "", "doomed"));
+  ASSERT_OK(engine->AddMessages("doomed", std::vector{Message::User("I went to Oslo.")}));
+  ASSERT_OK(engine->Commit("doomed", {}));
+  auto work = engine->Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 0);
+  EXPECT_GE(calls.load(), 2);
+  auto jobs = (*engine->queue())->List(std::nullopt);
+  ASSERT_OK(jobs);
+  EXPECT_TRUE(jobs->empty()) << jobs->size() << " job(s) left, the first: " << (*jobs)[0].last_error;
+  // A new session of that id starts clean.
+  ASSERT_OK(engine->CreateSession("bob", "", "doomed"));
+  auto status = engine->GetSessionStatus("doomed");
+  ASSERT_OK(status);
+  EXPECT_TRUE(status->jobs.empty());
+  EXPECT_TRUE(status->archives.empty());
+  EXPECT_EQ(engine->Stat("strata://session/doomed/history/archive_001").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(TrustTest, AnotherUsersSessionAnswersExactlyAsAMissingOne) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "mine"})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/mine/messages", alice, R"({"role": "user", "content": "hello"})").status, 200);
+  int compared = 0;
+  auto same = [&](const std::string& method, const std::string& path_of, const std::string& body_of) {
+    auto fill = [](std::string text, const std::string& id) {
+      for (size_t at; (at = text.find("{id}")) != std::string::npos;) text.replace(at, 4, id);
+      return text;
+    };
+    Reply foreign = Call(method, fill(path_of, "mine"), bob, fill(body_of, "mine"));
+    Reply missing = Call(method, fill(path_of, "nothere"), bob, fill(body_of, "nothere"));
+    std::string a = WithoutRequestId(foreign), b = WithoutRequestId(missing);
+    // The missing session's id appears where the foreign one's did: compare with the ids swapped back.
+    for (size_t at; (at = b.find("nothere")) != std::string::npos;) b.replace(at, 7, "mine");
+    EXPECT_EQ(a, b) << method << " " << path_of;
+    bool mcp = path_of == "/mcp";
+    EXPECT_TRUE(mcp ? foreign.raw.find("no session mine") != std::string::npos : foreign.status == 404)
+        << method << " " << path_of << ": " << foreign.raw;
+    EXPECT_EQ(foreign.raw.find("hello"), std::string::npos);
+    ++compared;
+  };
+  // Every route under /api/v1/sessions/{id}, as the server lists them.
+  for (const auto& [method, path] : server_->Routes()) {
+    if (path.rfind("/api/v1/sessions/{id}", 0) != 0) continue;
+    same(method, path + (method == "GET" ? "?query=x" : ""), R"({"role": "user", "content": "x", "checkpoint": 0,
+                                                                  "prompt": "p", "id": "fork-{id}"})");
+  }
+  EXPECT_GE(compared, 14);
+  same("GET", "/api/v1/tasks?session={id}", "");
+  same("POST", "/api/v1/search/find", R"({"query": "hello", "session": "{id}"})");
+  same("POST", "/mcp", McpCall("search", {{"query", "hello"}, {"session", "{id}"}}));
+  same("POST", "/mcp", McpCall("get_context", {{"session", "{id}"}}));
+  same("POST", "/mcp", McpCall("commit_session", {{"session", "{id}"}}));
+}
+
+// Every route and MCP tool, fed bad ids, URIs and bodies by a user key and by the root key: no answer
+// names where the server keeps its data (nor the temporary directory it imports through).
+TEST_F(TrustTest, NoResponseNamesAPathOnTheServer) {
+  std::string alice = Issue("alice");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "mine"})").status, 200);
+  // Damage one session on disk, so that reading it fails with the file's own error.
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", kRootKey, R"({"id": "broken", "user": "alice"})").status, 200);
+  testing::WriteFileOrDie(dir_.File("data/sessions/broken/session.json"), R"({"id": "broken", "user": 7})");
+  const std::string data = dir_.File("data");
+  const std::string root = dir_.path();
+  std::vector<std::string> ids = {"mine", "broken", "nothere", "a@b", std::string(200, 'x')};
+  std::vector<std::string> uris = {"strata://user/alice/x", "strata://session/broken", "strata://user/../etc",
+                                   "/etc/passwd", "strata://resources/" + std::string(5000, 'a'),
+                                   "strata://user/bob/secret"};
+  std::vector<std::string> bodies = {"", "{", "[]", "null", R"({"uri": 5})"};
+  for (const std::string& uri : uris) {
+    bodies.push_back(Json{{"uri", uri}, {"under", uri}, {"from", uri}, {"to", uri}, {"scope", uri}, {"content", "x"},
+                          {"query", "x"}, {"pattern", "*"}, {"text", "x"}, {"agent", "a"}, {"skill_md", "x"},
+                          {"id", "t"}, {"role", "user"}}
+                         .dump());
+  }
+  // An import whose files are refused: its errors and "skipped" entries name paths within the tree only.
+  bodies.push_back(R"({"uri": "strata://resources/imp", "files": [{"path": "a/.meta.json", "content": "[1]"},
+                       {"path": "a/b.md", "content": "\u00ff"}, {"path": "../up", "content": "x"}]})");
+  bodies.push_back(R"({"uri": "strata://resources/imp2", "files": [{"path": "a/.meta.json", "content": "[1]"},
+                       {"path": "a/.abstract.md", "content": "ok"}]})");
+  int asked = 0;
+  auto check = [&](const std::string& method, const std::string& path, const std::string& key, const std::string& body) {
+    Reply r = Call(method, path, key, body);
+    ++asked;
+    EXPECT_EQ(r.raw.find(root), std::string::npos) << method << " " << path << " " << body.substr(0, 200) << " -> " << r.raw;
+    EXPECT_EQ(r.raw.find("/tmp/"), std::string::npos) << method << " " << path << " -> " << r.raw;
+  };
+  for (const auto& [method, templ] : server_->Routes()) {
+    if (templ == "/api/v1/events" || templ == "/api/v1/tasks/{id}/events" || templ == "/v1/chat/completions" ||
+        templ == "/v1/messages") {
+      continue;  // Streams, and the model endpoints (they need an upstream): covered by their own tests.
+    }
+    for (const std::string& id : ids) {
+      std::string path = templ;
+      if (size_t at = path.find("{id}"); at != std::string::npos) path.replace(at, 4, id);
+      if (size_t at = path.find("{name}"); at != std::string::npos) path.replace(at, 6, id);
+      for (const std::string& key : {alice, std::string(kRootKey)}) {
+        if (method == "GET") {
+          for (const std::string& uri : uris) check(method, path + "?uri=" + Q(uri) + "&under=" + Q(uri) + "&session=" + Q(id), key, "");
+        } else if (method == "POST" || method == "DELETE") {
+          if (templ == "/api/v1/admin/keys" || path.find("/admin/keys/") != std::string::npos) continue;
+          for (const std::string& body : bodies) check(method, path, key, body);
+        }
+      }
+      if (templ.find("{id}") == std::string::npos && templ.find("{name}") == std::string::npos) break;
+    }
+  }
+  for (const std::string tool : {"find", "search", "read", "list", "tree", "grep", "glob", "write", "edit", "forget",
+                                 "remember", "get_context", "commit_session", "count_tokens"}) {
+    for (const std::string& uri : uris) {
+      for (const std::string& id : ids) {
+        check("POST", "/mcp", alice,
+              McpCall(tool, {{"uri", uri}, {"under", uri}, {"session", id}, {"query", "x"}, {"pattern", "*"},
+                             {"content", "x"}, {"old_text", "a"}, {"new_text", "b"}, {"text", "x"}}));
+      }
+    }
+  }
+  EXPECT_GT(asked, 1500);
+}
+
+// RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body. `curl -X POST URL`
+// sends one; it is answered at once, not after the server's read timeout (a minute here).
+TEST_F(TrustTest, APostWithoutALengthHasNoBodyAndIsAnsweredAtOnce) {
+  Stop();
+  server_options_.http.read_timeout = std::chrono::seconds(60);
+  Start();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  timeval wait{10, 0};  // Far below the server's read timeout.
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::string request = "POST /api/v1/tokens/count HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                        std::string(kRootKey) + "\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buf[4096];
+  while (answer.find("\r\n\r\n") == std::string::npos) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  ASSERT_FALSE(answer.empty()) << "no answer within 10 s: the server waited for a body that was never coming";
+  // Read as an empty body: the required text is missing.
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
+}
+
+}  // namespace
+}  // namespace strata::server

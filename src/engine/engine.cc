@@ -19,6 +19,7 @@
 #include "pg.h"
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
+#include "strata/session/owner_locks.h"
 #include "strata/tokenizer/encoding.h"
 #include "strata/tokenizer/message_counter.h"
 
@@ -99,6 +100,7 @@ struct Engine::Impl {
   std::optional<ConfigFile> config;
   std::unique_ptr<llm::ChatProvider> owned_model;
   llm::ChatProvider* model = nullptr;
+  std::unique_ptr<session::OwnerLocks> owner_locks;  // Across processes (flock) or instances (PostgreSQL).
   std::unique_ptr<session::MemoryPipeline> pipeline;
 
   std::mutex worker_mu;  // One phase-2 run at a time in this process; worker_lock across processes.
@@ -203,7 +205,16 @@ struct Engine::Impl {
       STRATA_ASSIGN_OR_RETURN(memory::ContextStore * st, StoreLocked());
       STRATA_ASSIGN_OR_RETURN(session::AuditLog * a, AuditLocked());
       STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * m, ModelLocked());
-      pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, options.pipeline);
+      // Memories of one owner are decided by one writer at a time across every process on the data
+      // directory, or every instance on the database.
+      if (postgres) {
+        STRATA_ASSIGN_OR_RETURN(owner_locks, session::OpenPgOwnerLocks(options.data_dir));
+      } else {
+        STRATA_ASSIGN_OR_RETURN(owner_locks, session::OpenFileOwnerLocks(Path("locks")));
+      }
+      session::PipelineOptions pipeline_options = options.pipeline;
+      if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
+      pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
     }
     return pipeline.get();
   }

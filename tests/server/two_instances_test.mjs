@@ -3,7 +3,10 @@
 //  2. the commits of many sessions, made through both, each run phase 2 exactly once (no memory twice);
 //  3. the instance in the middle of a commit's phase 2 is SIGKILLed: the other takes the job over once its
 //     lease expires and finishes it, with no memory lost or duplicated;
-//  4. the database restarts (pg_ctl restart): the survivor reconnects and every acknowledged write is there.
+//  4. the database restarts (pg_ctl restart): the survivor reconnects and every acknowledged write is there;
+//  5. (issue 28) the same fact committed through both at the same moment is stored once, the second
+//     decision recorded as a skip: dedup and apply of one owner are serialised across instances;
+//  6. (issue 28) a phase 2 longer than the job lease runs once: its lease is renewed while it works.
 // The model is a fake OpenAI-compatible upstream that answers the summary, extraction and dedup prompts.
 // The test restarts the database, so it runs a cluster of its own (tests/pg_cluster.sh), not the suite's.
 //   node two_instances_test.mjs STRATA_BIN PG_CLUSTER_SCRIPT
@@ -38,6 +41,15 @@ const hung = [];        // Requests held open (the kill test).
 let holdTag = null;     // Requests whose transcript holds this tag are held.
 const extractions = {}; // tag -> extraction requests answered.
 const byInstance = { a: 0, b: 0 };
+const extractedBy = {};   // tag -> instances whose extraction it was.
+const sameFactHeld = [];  // Extractions of the "same fact" sessions, answered together once both arrived.
+let slowMs = 0;           // Extractions of TAG-slow are answered this late.
+function answer(res, request, reply) {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify({ id: "x", object: "chat.completion", model: request.model,
+                           choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: reply } }],
+                           usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 } }));
+}
 const upstream = http.createServer((req, res) => {
   let body = "";
   req.on("data", (d) => (body += d));
@@ -51,20 +63,31 @@ const upstream = http.createServer((req, res) => {
       hung.push({ instance, res });
       return;
     }
-    let reply;
     if (text.includes("You maintain an agent's long-term memory")) {
       extractions[tag] = (extractions[tag] || 0) + 1;
-      reply = JSON.stringify({ memories: [{ category: "events", key: tag.toLowerCase(), abstract: `Event ${tag}`,
-                                            content: `The user reported event ${tag}.` }] });
+      (extractedBy[tag] ||= []).push(instance);
+      if (tag.startsWith("TAG-same")) {
+        // One fact in two sessions' words, under two keys: only dedup can tell they agree.
+        const reply = JSON.stringify({ memories: [{ category: "events", key: tag.toLowerCase(), abstract: "Peanut allergy",
+                                                    content: "Alice is allergic to peanuts." }] });
+        sameFactHeld.push(() => answer(res, request, reply));
+        if (sameFactHeld.length === 2) for (const release of sameFactHeld.splice(0)) release();
+        return;
+      }
+      const reply = JSON.stringify({ memories: [{ category: "events", key: tag.toLowerCase(), abstract: `Event ${tag}`,
+                                                  content: `The user reported event ${tag}.` }] });
+      if (tag === "TAG-slow") {
+        setTimeout(() => answer(res, request, reply), slowMs);
+        return;
+      }
+      answer(res, request, reply);
     } else if (text.includes("A new memory was extracted")) {
-      reply = JSON.stringify({ decision: "create", reason: "a different event" });
+      answer(res, request, JSON.stringify(text.includes("allergic to peanuts")
+        ? { decision: "skip", reason: "the same allergy is already known" }
+        : { decision: "create", reason: "a different event" }));
     } else {
-      reply = `The user talked about ${tag}.\n\nA short conversation about ${tag}.`;
+      answer(res, request, `The user talked about ${tag}.\n\nA short conversation about ${tag}.`);
     }
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end(JSON.stringify({ id: "x", object: "chat.completion", model: request.model,
-                             choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: reply } }],
-                             usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 } }));
   });
 });
 await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
@@ -172,6 +195,40 @@ try {
   const eventNames = events.json.result.map((n) => n.uri.split("/").pop().replace(/-[0-9a-f]{8}$/, "")).sort();
   assert.deepEqual(eventNames, sessions.map((_, i) => `tag-s${i}`).sort());
   console.log(`ok 2 - 8 commits through both instances, phase 2 once each (model calls: a ${byInstance.a}, b ${byInstance.b})`);
+
+  // 5. The same fact, committed through both instances at once: both extractions are answered together,
+  // so both dedups run at the same moment; one stores the fact, the other finds it and skips.
+  for (const [through, id] of [[a, "same-a"], [b, "same-b"]]) {
+    assert.equal((await call(through, "POST", "/api/v1/sessions", key, { id })).status, 200);
+    await call(through, "POST", `/api/v1/sessions/${id}/messages`, key,
+               { messages: [{ role: "user", content: `TAG-${id}: I am allergic to peanuts.` }] });
+  }
+  await Promise.all([call(a, "POST", "/api/v1/sessions/same-a/commit", key, {}),
+                     call(b, "POST", "/api/v1/sessions/same-b/commit", key, {})]);
+  await waitFor("both same-fact commits", async () =>
+    (await archiveState(a, "same-a"))[0] === "done" && (await archiveState(a, "same-b"))[0] === "done", 60);
+  const sameBy = [...(extractedBy["TAG-same-a"] || []), ...(extractedBy["TAG-same-b"] || [])].sort();
+  assert.deepEqual(sameBy, ["a", "b"], `each instance ran one of the two phase 2s (${sameBy})`);
+  const allergy = (await call(b, "GET", "/api/v1/fs/ls?uri=" + encodeURIComponent("strata://user/alice/memories/events"), key))
+    .json.result.filter((n) => /\/tag-same-/.test(n.uri));
+  assert.equal(allergy.length, 1, `the fact is stored ${allergy.length} times: ${JSON.stringify(allergy)}`);
+  const sameChanges = (await call(a, "GET", "/api/v1/memories/changes?under=" + encodeURIComponent("strata://user/alice/memories/events"), key))
+    .json.result.filter((c) => /^same-[ab]@/.test(c.source));
+  assert.deepEqual(sameChanges.map((c) => c.action).sort(), ["create", "skip"], JSON.stringify(sameChanges));
+  console.log("ok 5 - one fact committed through both instances at once: stored once, the other decision a skip");
+
+  // 6. A phase 2 that outlasts the lease (its extraction answers after two and a half leases): the lease is
+  // renewed while it works, so the other instance never claims it, and it runs once.
+  slowMs = leaseSeconds * 2500;
+  assert.equal((await call(a, "POST", "/api/v1/sessions", key, { id: "slow" })).status, 200);
+  await call(a, "POST", "/api/v1/sessions/slow/messages", key, { messages: [{ role: "user", content: "TAG-slow: a long one." }] });
+  assert.equal((await call(a, "POST", "/api/v1/sessions/slow/commit", key, {})).status, 200);
+  await waitFor("the slow commit", async () => (await archiveState(b, "slow"))[0] === "done", leaseSeconds * 6 + 30);
+  assert.equal(extractions["TAG-slow"], 1, `the slow extraction ran ${extractions["TAG-slow"]} times`);
+  const slowJob = (await call(b, "GET", "/api/v1/sessions/slow/status", key)).json.result.jobs[0];
+  assert.equal(slowJob.state, "done");
+  assert.equal(slowJob.attempts, 1, "claimed once");
+  console.log(`ok 6 - a phase 2 of ${slowMs / 1000} s with a ${leaseSeconds} s lease ran once`);
 
   // 3. SIGKILL the instance in the middle of a phase 2; the other finishes it.
   holdTag = "TAG-killed";

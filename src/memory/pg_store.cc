@@ -79,11 +79,20 @@ constexpr std::string_view kListColumns =
     "id, uri, is_dir, type, category, abstract, overview, '', metadata, created_ms, updated_ms, "
     "octet_length(content), derived";
 
-// The tsvector of a full-text row ($1..$4: FtsRow's name, abstract, overview, content). PostgreSQL refuses a
-// tsvector over 1 MB, so the content's text is indexed up to 256k characters and each other layer's up to 64k.
+// The tsvector of a full-text row ($1..$4: FtsParams of the row's name, abstract, overview, content): words
+// as the embedded store's tokenizer makes them (LexemeText), read by the `simple` configuration, so that
+// both backends index and find the same words — identifiers, paths and addresses split at their
+// punctuation, stop words kept.
 constexpr std::string_view kFtsSql =
-    "setweight(to_tsvector('english', left($1, 65536)), 'B') || setweight(to_tsvector('english', left($2, 65536)), 'A') || "
-    "setweight(to_tsvector('english', left($3, 65536)), 'B') || setweight(to_tsvector('english', left($4, 262144)), 'D')";
+    "setweight(to_tsvector('simple', $1), 'B') || setweight(to_tsvector('simple', $2), 'A') || "
+    "setweight(to_tsvector('simple', $3), 'B') || setweight(to_tsvector('simple', $4), 'D')";
+
+// kFtsSql's four parameters for `f`. PostgreSQL refuses a tsvector over 1 MB, so the content is indexed up
+// to its first 256 KiB and each other layer up to 64 KiB.
+std::vector<pg::Param> FtsParams(const FtsRow& f) {
+  return {LexemeText(f.name, 65536), LexemeText(f.abstract_text, 65536), LexemeText(f.overview, 65536),
+          LexemeText(f.content, 262144)};
+}
 // ts_rank's weights {D, C, B, A}: abstract 3, name and overview 2, content 1 — the embedded store's bm25 weights.
 constexpr std::string_view kRankWeights = "'{0.333, 0, 0.667, 1.0}'";
 
@@ -139,7 +148,7 @@ class PgStore final : public ContextStore {
       std::lock_guard write(write_mu_);
       STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/true));
     }
-    return Status::Ok();
+    return RefillFullTextIfStale();
   }
 
   Status Write(const Uri& uri, std::string_view content, const WriteOptions& options) override {
@@ -347,8 +356,8 @@ class PgStore final : public ContextStore {
     std::vector<pg::Param> params;
     std::string values;
     for (const std::string& t : terms) {
-      params.emplace_back(FtsText(t));
-      values += (values.empty() ? "(" : ", (") + std::string("phraseto_tsquery('english', $") +
+      params.emplace_back(LexemeText(t));
+      values += (values.empty() ? "(" : ", (") + std::string("phraseto_tsquery('simple', $") +
                 std::to_string(params.size()) + "))";
     }
     std::string where = FilterSql(filter, &params);
@@ -556,8 +565,7 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(std::string name, r.Text(i, 16));
       STRATA_ASSIGN_OR_RETURN(std::string superseded, r.Text(i, 17));
       FtsRow f = MakeFtsRow(n.uri.name(), n.is_dir, row.derived, n.abstract_text, n.overview, n.content);
-      STRATA_ASSIGN_OR_RETURN(pg::Rows want, c->Exec("SELECT (" + std::string(kFtsSql) + ")::text",
-                                                     {f.name, f.abstract_text, f.overview, f.content}));
+      STRATA_ASSIGN_OR_RETURN(pg::Rows want, c->Exec("SELECT (" + std::string(kFtsSql) + ")::text", FtsParams(f)));
       STRATA_ASSIGN_OR_RETURN(std::string want_fts, want.Text(0, 0));
       if (want_fts != fts || name != n.uri.name()) problems.push_back("full-text row different: " + n.uri.str());
       if ((superseded == "t") != IsSuperseded(n.metadata)) problems.push_back("superseded flag wrong: " + n.uri.str());
@@ -988,12 +996,16 @@ class PgStore final : public ContextStore {
 
     for (Row& row : plan.rows) {
       const Node& n = row.node;
-      FtsRow f = MakeFtsRow(n.uri.name(), n.is_dir, row.derived, n.abstract_text, n.overview, n.content);
-      std::vector<pg::Param> params = {f.name, f.abstract_text, f.overview, f.content, n.uri.str(),
-                                       n.uri.Parent().str(), n.uri.name(), n.is_dir ? "t" : "f",
-                                       std::string(ContextTypeName(n.type)), n.category, n.abstract_text, n.overview,
-                                       n.content, n.metadata, IsSuperseded(n.metadata) ? "t" : "f", row.derived,
-                                       n.created_ms, n.updated_ms};
+      std::vector<pg::Param> params =
+          FtsParams(MakeFtsRow(n.uri.name(), n.is_dir, row.derived, n.abstract_text, n.overview, n.content));
+      for (pg::Param p : {pg::Param(n.uri.str()), pg::Param(n.uri.Parent().str()), pg::Param(n.uri.name()),
+                          pg::Param(n.is_dir ? "t" : "f"), pg::Param(std::string(ContextTypeName(n.type))),
+                          pg::Param(n.category), pg::Param(n.abstract_text), pg::Param(n.overview),
+                          pg::Param(n.content), pg::Param(n.metadata),
+                          pg::Param(IsSuperseded(n.metadata) ? "t" : "f"), pg::Param(row.derived),
+                          pg::Param(n.created_ms), pg::Param(n.updated_ms)}) {
+        params.push_back(std::move(p));
+      }
       if (row.id == 0) {
         STRATA_ASSIGN_OR_RETURN(
             pg::Rows r,
@@ -1030,6 +1042,49 @@ class PgStore final : public ContextStore {
       plan.upserts.emplace_back(row.id, std::move(vectors[j]));
     }
     return Status::Ok();
+  }
+
+  // A store indexed with another word layout (before kLexemeLayout: PostgreSQL's `english` parser, which
+  // kept `config.yaml` whole) gets every full-text row computed again, in one transaction under the write
+  // lock; the first instance to open it does the work, the others find it done.
+  Status RefillFullTextIfStale() {
+    {
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      STRATA_ASSIGN_OR_RETURN(std::string layout, MetaGet(*c, "fts_layout"));
+      if (layout == kLexemeLayout) return Status::Ok();
+    }
+    std::lock_guard write(write_mu_);
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    pg::Txn txn(*c);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_RETURN_IF_ERROR(c->Exec("SELECT " + std::string(kWriteLock)).status());
+    STRATA_ASSIGN_OR_RETURN(std::string layout, MetaGet(*c, "fts_layout"));
+    if (layout == kLexemeLayout) return txn.Commit();
+    for (int64_t after = 0;;) {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT id, name, is_dir, derived, abstract, overview, content "
+                                                  "FROM store_nodes WHERE id > $1 ORDER BY id LIMIT 500",
+                                                  {after}));
+      if (r.size() == 0) break;
+      for (int i = 0; i < r.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(after, r.Int(i, 0));
+        STRATA_ASSIGN_OR_RETURN(std::string name, r.Text(i, 1));
+        STRATA_ASSIGN_OR_RETURN(std::string is_dir, r.Text(i, 2));
+        STRATA_ASSIGN_OR_RETURN(int64_t derived, r.Int(i, 3));
+        STRATA_ASSIGN_OR_RETURN(std::string abstract_text, r.Text(i, 4));
+        STRATA_ASSIGN_OR_RETURN(std::string overview, r.Text(i, 5));
+        STRATA_ASSIGN_OR_RETURN(std::string content, r.Text(i, 6));
+        std::vector<pg::Param> params =
+            FtsParams(MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content));
+        params.emplace_back(after);
+        STRATA_RETURN_IF_ERROR(
+            c->Exec("UPDATE store_nodes SET fts = " + std::string(kFtsSql) + " WHERE id = $5", params).status());
+      }
+    }
+    STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_meta(key, value) VALUES ('fts_layout', $1) ON CONFLICT (key) "
+                                   "DO UPDATE SET value = EXCLUDED.value",
+                                   {kLexemeLayout})
+                               .status());
+    return txn.Commit();
   }
 
   // Recomputes vectors whose text changed (or all, for a new model) in one transaction. write_mu_ held.

@@ -498,6 +498,44 @@ std::string PorterStemmer::Stem(std::string_view word) {
   return {reinterpret_cast<const char*>(out), static_cast<size_t>(sb_stemmer_length(stemmer_))};
 }
 
+std::string LexemeText(std::string_view text, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut);
+  }
+  thread_local PorterStemmer stemmer;
+  std::string spaced = FtsText(text);
+  std::string out, word;
+  out.reserve(spaced.size());
+  auto flush = [&] {
+    if (word.empty()) return;
+    for (char& c : word) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    // FTS5's porter leaves words shorter than 3 or longer than 64 bytes as they are.
+    if (!out.empty()) out += ' ';
+    out += word.size() >= 3 && word.size() <= 64 ? stemmer.Stem(word) : word;
+    word.clear();
+  };
+  for (size_t i = 0; i < spaced.size();) {
+    size_t start = i;
+    char32_t cp = NextCodePoint(spaced, &i);
+    bool cjk = IsCjk(cp);
+    if (IsWordChar(cp) && !cjk) {
+      word.append(spaced, start, i - start);
+      continue;
+    }
+    flush();
+    if (cjk) {
+      word.append(spaced, start, i - start);
+      flush();
+    }
+  }
+  flush();
+  return out;
+}
+
 std::string PorterStemmer::MatchingWord(std::string_view text, std::string_view term, std::string_view stem) {
   // A Porter stem is a prefix of its word but for the last letter ("happi" for "happy"): only words that
   // start like it are stemmed.

@@ -134,6 +134,15 @@ class PorterStemmer {
   ::sb_stemmer* stemmer_;
 };
 
+// `text` (its first `max_bytes`, cut on a character boundary) as the embedded index's tokenizer reads it
+// (SQLite FTS5's `porter unicode61` over FtsText): words of letters and digits — punctuation of every kind
+// separates them, so `config.yaml`, `ops@example.com` and `docs/CHANGES.md` are words each — lower-cased,
+// words of 3-64 bytes Porter-stemmed, each CJK character a word; joined by spaces. The PostgreSQL store
+// indexes and queries this with the `simple` configuration (no stemming, no stop words of its own), so both
+// backends find the same words.
+std::string LexemeText(std::string_view text, size_t max_bytes = std::string_view::npos);
+inline constexpr std::string_view kLexemeLayout = "porter-unicode61-1";
+
 // Full-text rows whose reason names the words matched through a stem (LexicalDetail's find_stems).
 inline constexpr size_t kExplainedRows = 50;
 

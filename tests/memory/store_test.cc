@@ -289,6 +289,47 @@ TEST_P(StoreTest, BadWritesFailClearlyAndChangeNothing) {
   ExpectConsistent();
 }
 
+// Full text finds the same on both backends (issue 28): identifiers, paths and addresses are words split at
+// their punctuation when indexed and when asked for, CJK is searched by characters, and a query of stop
+// words alone still finds what holds them. Each query's lexical hits must be exactly the expected ones.
+TEST_P(StoreTest, LexicalSearchFindsIdentifiersPathsAddressesCjkAndStopWordsOnBothBackends) {
+  const std::vector<std::pair<std::string, std::string>> corpus = {
+      {"config", "Edit config.yaml to move the port."},
+      {"contact", "Write to ops@example.com when a build breaks."},
+      {"changes", "Every release is listed in docs/CHANGES.md with its date."},
+      {"cjk", "部署前请先运行测试脚本。"},
+      {"hamlet", "To be or not to be, that is the question."},
+      {"fruit", "Bananas are yellow and rich in potassium."},
+      {"snake", "Call parse_http_header from net_utils."},
+  };
+  for (const auto& [name, text] : corpus) ASSERT_OK(store_->Write(U("strata://resources/ops/" + name), text));
+  const std::vector<std::pair<std::string, std::set<std::string>>> queries = {
+      {"config.yaml", {"config"}},
+      {"yaml", {"config"}},
+      {"ops@example.com", {"contact"}},
+      {"example.com", {"contact"}},
+      {"docs/CHANGES.md", {"changes"}},
+      {"CHANGES.md", {"changes"}},
+      {"releases", {"changes"}},  // Stemmed alike.
+      {"parse_http_header", {"snake"}},
+      {"header", {"snake"}},
+      {"运行测试", {"cjk"}},
+      {"测试", {"cjk"}},
+      {"to be or not to be", {"hamlet", "config", "contact"}},  // Stop words alone: any of them.
+      {"the", {"hamlet", "config"}},
+      {"potassium bananas", {"fruit"}},
+      {"nothing-like-this", {}},
+  };
+  SearchFilter filter{.under = U("strata://resources/ops"), .leaves_only = true};
+  for (const auto& [query, want] : queries) {
+    auto hits = store_->Lexical(query, filter, 20);
+    ASSERT_OK(hits);
+    std::set<std::string> got;
+    for (const ScoredUri& h : *hits) got.insert(std::string(h.uri.name()));
+    EXPECT_EQ(got, want) << GetParam() << ": lexical hits of \"" << query << "\"";
+  }
+}
+
 TEST_P(StoreTest, ListTreeGlobGrep) {
   ASSERT_OK(store_->Write(U("strata://resources/proj/src/main.cc"), "int main() {\n  return Run();\n}\n"));
   ASSERT_OK(store_->Write(U("strata://resources/proj/src/run.cc"), "int Run() { return 0; }\n"));
@@ -637,13 +678,12 @@ TEST_P(StoreTest, FindSearchesTheWordsThatCarryTheQuestion) {
   ASSERT_OK(lexical);
   ASSERT_EQ(lexical->size(), 1u);  // Only "buy" and "kayak" are searched for.
   EXPECT_EQ((*lexical)[0].uri.str(), "strata://resources/notes/boat");
-  // A query of stop words alone still finds what holds them.
-  // (PostgreSQL's english configuration does not index them at all.)
+  // A query of stop words alone still finds what holds them, on both backends.
   auto only_stop = store_->Lexical("what did she", {}, 20);
   ASSERT_OK(only_stop);
   size_t notes = 0;
   for (const ScoredUri &hit : *only_stop) notes += hit.uri.str().starts_with("strata://resources/notes/");
-  EXPECT_EQ(notes, pg() ? 0u : 11u);
+  EXPECT_EQ(notes, 11u);
 }
 
 TEST_P(StoreTest, FindUnderAMissingDirectoryIsAnErrorThatNamesItButAnEmptyScopeIsEmpty) {
@@ -721,10 +761,10 @@ TEST_P(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
           "ON n.id = f.rowid WHERE n.name IN ('b', 'c') ORDER BY n.name",
           "SELECT name || '|' || fts::text FROM store_nodes WHERE name IN ('b', 'c') ORDER BY name");
   if (pg()) {
-    // Weights: name B, abstract A, content D (unmarked); positions run on across the layers; stop words
-    // ("a", "here", "an") are not indexed.
+    // Weights: name B, abstract A, content D (unmarked); positions run on across the layers; the words are
+    // the embedded index's (Porter stems, stop words kept).
     EXPECT_EQ(rows, (std::vector<std::string>{"b|'b':1B 'stripe':3 'zebra':2",
-                                              "c|'anim':3A 'c':1B 'note':4A 'zebra':6"}));
+                                              "c|'a':5 'an':2A 'anim':3A 'c':1B 'here':7 'note':4A 'zebra':6"}));
   } else {
     EXPECT_EQ(rows, (std::vector<std::string>{"b|||zebra stripes", "c|an animal note||a zebra here"}));
   }
@@ -1009,6 +1049,36 @@ TEST(PgStore, ADamagedRowIsAClearErrorNotACrash) {
   auto ls = (*store)->List(U("strata://resources"), {.recursive = true});
   EXPECT_EQ(ls.status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(OpenPgStore("postgres://nobody@/nowhere?host=/nonexistent").status().code(), StatusCode::kUnavailable);
+}
+
+
+// A store indexed before words were split at punctuation (PostgreSQL's `english` parser kept config.yaml
+// whole) is indexed again when first opened, and then finds the parts.
+TEST(PgStore, AStoreIndexedWithTheOldLayoutIsIndexedAgainOnOpen) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32));
+  {
+    auto store = OpenPgStore(*url, {.embedder = embedder});
+    ASSERT_OK(store);
+    ASSERT_OK((*store)->Write(U("strata://resources/config"), "Edit config.yaml to move the port."));
+    auto conn = pg::Conn::Connect(*url);
+    ASSERT_OK(conn);
+    ASSERT_OK((*conn)->Exec("UPDATE store_nodes SET fts = to_tsvector('english', content)"));
+    ASSERT_OK((*conn)->Exec("DELETE FROM store_meta WHERE key = 'fts_layout'"));
+    auto before = (*store)->Lexical("yaml", {}, 5);
+    ASSERT_OK(before);
+    EXPECT_TRUE(before->empty()) << "the old layout keeps config.yaml whole";
+  }
+  auto store = OpenPgStore(*url, {.embedder = embedder});
+  ASSERT_OK(store);
+  auto after = (*store)->Lexical("yaml", {}, 5);
+  ASSERT_OK(after);
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].uri.str(), "strata://resources/config");
+  auto problems = (*store)->Check();
+  ASSERT_OK(problems);
+  EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
 }
 
 

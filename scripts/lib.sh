@@ -10,7 +10,7 @@ STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev libstemmer-dev)
 # Only the test script needs these (libFuzzer runs under clang; Python's Jinja2 is the prompt engine's
 # reference; the viewer's tests drive Chromium; the PostgreSQL backend's tests start a throwaway cluster).
-STRATA_TEST_PACKAGES=(clang libclang-rt-14-dev python3 python3-jinja2 python3-yaml chromium fonts-dejavu-core postgresql-15)
+STRATA_TEST_PACKAGES=(clang curl libclang-rt-14-dev python3 python3-jinja2 python3-yaml chromium fonts-dejavu-core postgresql-15)
 
 # npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json), the reference tokenizers the
 # tests and benchmarks compare against, the streaming peers of the LLM benchmark (eventsource-parser,

@@ -23,12 +23,12 @@ struct MemoryArgs {
   std::string uri, uri2, file, abstract_text, overview, reason, query, dir, under = "strata://", type, category;
   int level = 2;
   size_t limit = 10;
-  bool recursive = false, json = false, ignore_case = false;
+  bool recursive = false, json = false, ignore_case = false, read_only = false;
   std::vector<std::string> paths;
 };
 
 Result<std::unique_ptr<Engine>> OpenEngine(const MemoryArgs &a) {
-  return Engine::Open({.data_dir = a.data, .embedder = a.embedder});
+  return Engine::Open({.data_dir = a.data, .embedder = a.embedder, .read_only = a.read_only});
 }
 
 Result<std::string> ReadInput(const std::string &file) {
@@ -190,6 +190,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   cmd->require_subcommand(1);
   cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
+  cmd->add_flag("--read-only", a->read_only, "Only read the data (a read-only volume works); every change is refused");
   auto sub = [&](const char *name, const char *help) { return AddStoreSubcommand(cmd, a, exit_code, Run, name, help); };
   CLI::App *w = sub("write", "Write a leaf's content from FILE or stdin");
   w->add_option("URI", a->uri)->required();

@@ -32,6 +32,7 @@ struct ServeArgs {
   int64_t commit_after_turns = 40;
   int64_t commit_after_idle_s = 600;
   int64_t job_lease_s = 600;
+  bool read_only = false;
 };
 
 Status RunServe(const ServeArgs& a) {
@@ -62,14 +63,16 @@ Status RunServe(const ServeArgs& a) {
                        .embedder = a.embedder,
                        .provider = a.provider,
                        .on_model_retry = WarnRetry,
-                       .prompt_dirs = a.prompt_dirs};
+                       .prompt_dirs = a.prompt_dirs,
+                       .read_only = a.read_only};
   engine.queue.lease = std::chrono::seconds(a.job_lease_s);
   STRATA_ASSIGN_OR_RETURN(auto server, server::Server::Open(std::move(engine), options));
   STRATA_ASSIGN_OR_RETURN(int port, server->Bind());
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
   std::string address = "http://" + (host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host) +
                         ":" + std::to_string(port) + "/";
-  std::cerr << "strata: serving " << a.data << " on " << address << " (health: /health, API: /api/v1)" << std::endl;
+  std::cerr << "strata: serving " << a.data << (a.read_only ? " read-only" : "") << " on " << address
+            << " (health: /health, API: /api/v1)" << std::endl;
   std::cerr << "strata: the viewer: open " << address << " in a browser" << std::endl;
   std::thread watcher([&server, signals] {
     int sig = 0;
@@ -92,6 +95,7 @@ struct McpArgs {
   std::string embedder = "local";
   std::vector<std::string> prompt_dirs;
   ProviderSettings provider;
+  bool read_only = false;
 };
 
 // `strata mcp`: MCP over stdin/stdout, with a phase-2 worker for the commits its tools start.
@@ -100,15 +104,17 @@ Status RunMcp(const McpArgs& a) {
                                                       .embedder = a.embedder,
                                                       .provider = a.provider,
                                                       .on_model_retry = WarnRetry,
-                                                      .prompt_dirs = a.prompt_dirs}));
-  std::cerr << "strata: MCP on stdio for user " << a.user << " over " << a.data << std::endl;
+                                                      .prompt_dirs = a.prompt_dirs,
+                                                      .read_only = a.read_only}));
+  std::cerr << "strata: MCP on stdio for user " << a.user << " over " << a.data << (a.read_only ? " (read-only)" : "")
+            << std::endl;
   Canceller stop;
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   std::thread worker([&] {
     std::unique_lock lock(mu);
-    while (!done) {
+    while (!done && !a.read_only) {  // Read-only data runs no phase 2.
       lock.unlock();
       Result<WorkReport> report = engine->Work(&stop);
       if (!report.ok() && report.status().code() != StatusCode::kCancelled &&
@@ -137,6 +143,8 @@ void AddMcpCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("mcp", "Serve the engine over MCP on stdio (for Claude Code, kimi-cli, Cursor ...)");
   cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   cmd->add_option("--user", a->user, "Whose memories the tools reach (default: default)");
+  cmd->add_flag("--read-only", a->read_only,
+                "Only read the data (a read-only volume works): the tools that write are not offered");
   cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
   AddProviderFlags(cmd, &a->provider);
@@ -172,6 +180,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Seconds a phase-2 job stays claimed by this instance; then (it died) another takes it over "
                   "(default 600)")
       ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
+  cmd->add_flag("--read-only", a->read_only,
+                "Only read the data (a read-only volume works): every change is refused, no phase 2 runs");
   AddProviderFlags(cmd, &a->provider);
   cmd->callback([a, exit_code] {
     Status s = RunServe(*a);

@@ -117,7 +117,9 @@ struct Engine::Impl {
       if (postgres) {
         STRATA_ASSIGN_OR_RETURN(queue, session::OpenPgJobQueue(options.data_dir, options.queue));
       } else {
-        STRATA_ASSIGN_OR_RETURN(queue, session::OpenJobQueue(Path("queue.db"), options.queue));
+        session::JobQueueOptions o = options.queue;
+        o.read_only = o.read_only || options.read_only;
+        STRATA_ASSIGN_OR_RETURN(queue, session::OpenJobQueue(Path("queue.db"), o));
       }
     }
     return queue.get();
@@ -129,7 +131,7 @@ struct Engine::Impl {
   Result<session::Sessions*> SessionsLocked() {
     if (!sessions) {
       STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, QueueLocked());
-      session::SessionsOptions o{.queue = q, .lock_wait = options.busy_timeout};
+      session::SessionsOptions o{.queue = q, .lock_wait = options.busy_timeout, .read_only = options.read_only};
       if (postgres) {
         STRATA_ASSIGN_OR_RETURN(sessions, session::OpenPgSessions(options.data_dir, o));
       } else {
@@ -152,7 +154,8 @@ struct Engine::Impl {
       if (postgres) {
         STRATA_ASSIGN_OR_RETURN(store, memory::OpenPgStore(options.data_dir, {.embedder = std::move(embedder)}));
       } else {
-        memory::SqliteStoreOptions o{.embedder = std::move(embedder), .busy_timeout = options.busy_timeout};
+        memory::SqliteStoreOptions o{.embedder = std::move(embedder), .busy_timeout = options.busy_timeout,
+                                     .read_only = options.read_only};
         STRATA_ASSIGN_OR_RETURN(store, memory::OpenSqliteStore(options.data_dir, std::move(o)));
       }
     }
@@ -167,7 +170,7 @@ struct Engine::Impl {
       if (postgres) {
         STRATA_ASSIGN_OR_RETURN(audit, session::OpenPgAuditLog(options.data_dir));
       } else {
-        STRATA_ASSIGN_OR_RETURN(audit, session::OpenAuditLog(Path("audit.db")));
+        STRATA_ASSIGN_OR_RETURN(audit, session::OpenAuditLog(Path("audit.db"), options.read_only));
       }
     }
     return audit.get();
@@ -284,12 +287,14 @@ auto WithUri(Engine::Impl& impl, std::string_view what, std::string_view text, F
 }  // namespace
 
 Status Engine::Write(std::string_view uri, std::string_view content, const memory::WriteOptions& options) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "write"));
   return WithUri(*impl_, "write", uri, [&](memory::ContextStore& s, const memory::Uri& u) {
     return s.Write(u, content, options);
   });
 }
 
 Status Engine::Mkdir(std::string_view uri, const memory::WriteOptions& options) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "mkdir"));
   return WithUri(*impl_, "mkdir", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Mkdir(u, options); });
 }
 
@@ -329,6 +334,7 @@ Result<std::vector<memory::Hit>> Engine::Find(std::string_view query, const memo
 }
 
 Result<int64_t> Engine::Remove(std::string_view uri, bool recursive) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "rm"));
   return WithUri(*impl_, "rm", uri,
                  [&](memory::ContextStore& s, const memory::Uri& u) { return s.Remove(u, recursive); });
 }
@@ -344,17 +350,20 @@ Status WithTwoUris(Engine::Impl& impl, std::string_view what, std::string_view f
 }  // namespace
 
 Status Engine::Move(std::string_view from, std::string_view to) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "mv"));
   return WithTwoUris(*impl_, "mv", from, to,
                      [](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) { return s.Move(f, t); });
 }
 
 Status Engine::Link(std::string_view from, std::string_view to, std::string_view reason) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "link"));
   return WithTwoUris(*impl_, "link", from, to, [&](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) {
     return s.Link(f, t, reason);
   });
 }
 
 Status Engine::Unlink(std::string_view from, std::string_view to) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "unlink"));
   return WithTwoUris(*impl_, "unlink", from, to,
                      [](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) { return s.Unlink(f, t); });
 }
@@ -365,6 +374,7 @@ Result<memory::ExportReport> Engine::Export(std::string_view uri, const std::str
 }
 
 Result<memory::ImportReport> Engine::Import(const std::string& dir, std::string_view uri) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "import"));
   return WithUri(*impl_, "import", uri.empty() ? std::string_view("strata://resources") : uri,
                  [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ImportMarkdown(s, dir, u); });
 }
@@ -377,6 +387,7 @@ Result<std::vector<std::string>> Engine::Check() {
 }
 
 Status Engine::Reindex() {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "reindex"));
   return Guard("reindex", [&]() -> Status {
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     return store->Reindex();
@@ -405,6 +416,7 @@ Result<std::string> StoreSkill(memory::ContextStore& store, const memory::Uri& s
 }  // namespace
 
 Result<std::string> Engine::AddSkill(std::string_view agent, const std::string& path) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "skill add"));
   return Guard("skill add", [&]() -> Result<std::string> {
     STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
     STRATA_ASSIGN_OR_RETURN(memory::Skill skill, memory::LoadSkillFile(path));
@@ -414,6 +426,7 @@ Result<std::string> Engine::AddSkill(std::string_view agent, const std::string& 
 }
 
 Result<std::string> Engine::AddSkillText(std::string_view agent, std::string_view skill_md) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "skill add"));
   return Guard("skill add", [&]() -> Result<std::string> {
     STRATA_ASSIGN_OR_RETURN(memory::Uri skills, SkillsDir(agent));
     STRATA_ASSIGN_OR_RETURN(memory::Skill skill, memory::ParseSkill(skill_md));
@@ -447,6 +460,7 @@ Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view n
 // ---- Sessions ----
 
 Result<session::SessionInfo> Engine::CreateSession(std::string_view user, std::string_view agent, std::string_view id) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session new"));
   return Guard("session new", [&]() -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Create(user, agent, id));
@@ -502,6 +516,7 @@ Result<session::SessionInfo> Engine::GetSession(std::string_view id) {
 }
 
 Result<session::SessionInfo> Engine::AddMessages(std::string_view id, std::span<const Message> messages) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session add"));
   return Guard("session add", [&]() -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     STRATA_RETURN_IF_ERROR(s->Add(id, messages));
@@ -517,6 +532,7 @@ Result<std::vector<Message>> Engine::SessionMessages(std::string_view id) {
 }
 
 Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& options) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session commit"));
   return Guard("session commit", [&]() -> Result<CommitOutcome> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     CommitOutcome out;
@@ -572,6 +588,7 @@ Result<SessionStatus> Engine::GetSessionStatus(std::string_view id) {
 }
 
 Result<WorkReport> Engine::Work(const Canceller* cancel) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "phase 2 (session work)"));
   return Guard("session work", [&]() -> Result<WorkReport> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * pipeline, impl_->Pipeline());
     STRATA_ASSIGN_OR_RETURN(auto worker, impl_->BecomeWorker());
@@ -587,6 +604,7 @@ Result<WorkReport> Engine::Work(const Canceller* cancel) {
 }
 
 Result<int> Engine::Retry(std::string_view id) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session retry"));
   return Guard("session retry", [&]() -> Result<int> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, impl_->Queue());
@@ -630,6 +648,7 @@ Result<int> Engine::Retry(std::string_view id) {
 
 Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view scope, std::string_view text,
                                                            std::string_view category, const Canceller* cancel) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "remember"));
   return Guard("remember", [&]() -> Result<std::vector<session::MemoryChange>> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
     return p->Remember(scope, text, category, cancel);
@@ -653,6 +672,7 @@ Result<std::vector<session::AuditEntry>> Engine::RecentMemoryChanges(std::string
 }
 
 Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view under, const Canceller* cancel) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "consolidate"));
   return Guard("consolidate", [&]() -> Result<std::vector<session::MemoryChange>> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
     return p->Consolidate(under, cancel);

@@ -31,6 +31,7 @@ Status CheckEncoding(const std::string& encoding) {
 }  // namespace
 
 Status Engine::DeleteSession(std::string_view id, bool force) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session delete"));
   return WithSessions(*this, "session delete", [&](session::Sessions& s) -> Status {
     STRATA_RETURN_IF_ERROR(s.Delete(id, force));
     // What phase 2 stored under the session's own scope (its archived transcripts) goes with it: a new
@@ -43,15 +44,18 @@ Status Engine::DeleteSession(std::string_view id, bool force) {
 }
 
 Result<int64_t> Engine::Checkpoint(std::string_view id) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session checkpoint"));
   return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) { return s.Checkpoint(id); });
 }
 
 Result<session::SessionInfo> Engine::Revert(std::string_view id, int64_t checkpoint) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session revert"));
   return WithSessions(*this, "session revert", [&](session::Sessions& s) { return s.Revert(id, checkpoint); });
 }
 
 Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view new_id,
                                           std::optional<int64_t> checkpoint) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session fork"));
   return WithSessions(*this, "session fork", [&](session::Sessions& s) { return s.Fork(id, new_id, checkpoint); });
 }
 
@@ -60,14 +64,17 @@ Result<session::SessionLog> Engine::GetSessionLog(std::string_view id) {
 }
 
 Status Engine::SetSystemPrompt(std::string_view id, std::string_view prompt) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session system prompt"));
   return WithSessions(*this, "session system prompt", [&](session::Sessions& s) { return s.SetSystemPrompt(id, prompt); });
 }
 
 Status Engine::RecordUsage(std::string_view id, int64_t tokens) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session usage"));
   return WithSessions(*this, "session usage", [&](session::Sessions& s) { return s.RecordUsage(id, tokens); });
 }
 
 Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::string_view focus, const Canceller* cancel) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session compact"));
   return Guard("session compact", [&]() -> Result<SessionCompaction> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> history, s->Messages(id));

@@ -88,6 +88,7 @@ class SqliteStore final : public ContextStore {
   ~SqliteStore() override { (void)Flush(); }
 
   Status Open() {
+    if (options_.read_only) return OpenReadOnly();
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     if (ec) return Status::Internal("cannot create store directory " + dir_ + ": " + ec.message());
@@ -130,6 +131,59 @@ class SqliteStore final : public ContextStore {
     return Status::Ok();
   }
 
+  // Open() for options_.read_only: reads what is there, changes nothing (sqlite_store.h).
+  Status OpenReadOnly() {
+    Status opened = db_.OpenReadOnly(dir_ + "/strata.db", static_cast<int>(options_.busy_timeout.count()));
+    bool empty = opened.code() == StatusCode::kNotFound;
+    if (empty) {
+      // No store yet: an empty one in memory (shared with the read connections), so every read answers as
+      // it would on a new store.
+      empty_name_ = "strata-empty-store-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+      STRATA_RETURN_IF_ERROR(db_.OpenSharedMemory(empty_name_));
+      STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
+      STRATA_RETURN_IF_ERROR(EnsureFtsTokenizer());
+    } else {
+      STRATA_RETURN_IF_ERROR(opened);
+    }
+    auto upgrade = [&](std::string what) {
+      return Status::FailedPrecondition("the store in the data directory " + what +
+                                        "; open it once without --read-only to bring it up to date");
+    };
+    STRATA_ASSIGN_OR_RETURN(std::string version, MetaGet("schema_version"));
+    if (version != std::to_string(kSchemaVersion)) {
+      return upgrade("has schema version " + version + " and this build reads " + std::to_string(kSchemaVersion));
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string layout, MetaGet("fts_layout"));
+    if (layout != kFtsLayout) return upgrade("was indexed for full text by another version");
+    STRATA_RETURN_IF_ERROR(RegisterFunctions(db_));
+    embedder_ = options_.embedder ? options_.embedder : std::shared_ptr<Embedder>(NewLocalHashedEmbedder());
+    if (embedder_->dimension() == 0) {
+      std::vector<std::string> probe = {"dimension probe"};
+      STRATA_RETURN_IF_ERROR(embedder_->Embed(probe).status().WithContext("embedder"));
+    }
+    model_ = embedder_->model_id();
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
+    if (!empty && stored_model != model_) {
+      return upgrade("was embedded with " + json::QuoteForError(stored_model, 80) + ", not " +
+                     json::QuoteForError(model_, 80));
+    }
+    STRATA_ASSIGN_OR_RETURN(generation_, ReadGeneration());
+    // The saved graph when it is current; else built in memory from the vectors (and never saved).
+    auto loaded = VectorIndex::Load(IndexPath(), generation_, model_, IndexParams());
+    if (loaded.ok()) {
+      index_ = std::move(*loaded);
+      index_generation_ = generation_;
+      return Status::Ok();
+    }
+    return RebuildIndexLocked();
+  }
+
+  // Every change to a store opened read-only is refused, naming the mode.
+  Status Writable(std::string_view what) const {
+    if (!options_.read_only) return Status::Ok();
+    return Status::FailedPrecondition(std::string(what) + " refused: the data is open read-only (--read-only)");
+  }
+
   // Creates the full-text table with kFtsTokenizer, or recreates and refills it when the store was indexed
   // with another tokenizer or row layout. Runs inside the opening transaction.
   Status EnsureFtsTokenizer() {
@@ -156,6 +210,7 @@ class SqliteStore final : public ContextStore {
 
   Status WriteBatch(const std::vector<std::pair<Uri, std::string>>& leaves,
                     const std::vector<WriteOptions>& options) override {
+    STRATA_RETURN_IF_ERROR(Writable("write"));
     STRATA_RETURN_IF_ERROR(ValidateLeaves(leaves, options));
     // Embed first, outside the store's lock (a remote embedder can take seconds, and readers must not wait
     // for it): the text each leaf will have. A kept hand-written layer of an existing leaf makes the text
@@ -217,6 +272,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Mkdir(const Uri& uri, const WriteOptions& o) override {
+    STRATA_RETURN_IF_ERROR(Writable("mkdir"));
     STRATA_RETURN_IF_ERROR(ValidateMkdir(uri, o));
     // Embedded before the lock, as for leaves: the directory as it will read, and new parents.
     STRATA_ASSIGN_OR_RETURN(Prepared prepared, PreEmbed({MkdirText(uri, o)}, AncestorsOf({{uri, std::string()}})));
@@ -281,6 +337,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Move(const Uri& from, const Uri& to) override {
+    STRATA_RETURN_IF_ERROR(Writable("move"));
     STRATA_RETURN_IF_ERROR(ValidateMove(from, to));
     auto lock = LockForWrite();
     Txn txn(db_);
@@ -320,6 +377,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Result<int64_t> Remove(const Uri& uri, bool recursive) override {
+    STRATA_RETURN_IF_ERROR(Writable("remove"));
     if (uri.is_root()) return Status::InvalidArgument("refusing to remove strata:// (the whole store)");
     auto lock = LockForWrite();
     Txn txn(db_);
@@ -363,6 +421,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
+    STRATA_RETURN_IF_ERROR(Writable("link"));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -376,6 +435,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Unlink(const Uri& from, const Uri& to) override {
+    STRATA_RETURN_IF_ERROR(Writable("unlink"));
     auto lock = LockForWrite();
     Stmt s(Conn(), "DELETE FROM relations WHERE src = ? AND dst = ?");
     STRATA_RETURN_IF_ERROR(s.Bind(1, from.str()).Bind(2, to.str()).Run());
@@ -590,6 +650,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Status Reindex() override {
+    STRATA_RETURN_IF_ERROR(Writable("reindex"));
     auto lock = LockForWrite();
     STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/false));
     STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
@@ -686,7 +747,10 @@ class SqliteStore final : public ContextStore {
     }
     if (!conn) {
       conn = std::make_unique<Db>();
-      STRATA_RETURN_IF_ERROR(conn->Open(dir_ + "/strata.db").WithContext("read connection"));
+      Status opened = !options_.read_only     ? conn->Open(dir_ + "/strata.db")
+                      : !empty_name_.empty() ? conn->OpenSharedMemory(empty_name_)
+                                             : conn->OpenReadOnly(dir_ + "/strata.db");
+      STRATA_RETURN_IF_ERROR(opened.WithContext("read connection"));
       sqlite3_busy_timeout(conn->get(), static_cast<int>(options_.busy_timeout.count()));
       STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA query_only=1"));
       // Pages come from the shared file mapping instead of being copied into each connection's cache.
@@ -923,7 +987,7 @@ class SqliteStore final : public ContextStore {
   }
 
   Status SaveIndexLocked() {
-    if (!index_dirty_ || !index_ || index_generation_ < 0) return Status::Ok();
+    if (options_.read_only || !index_dirty_ || !index_ || index_generation_ < 0) return Status::Ok();
     STRATA_RETURN_IF_ERROR(index_->Save(IndexPath(), index_generation_, model_));
     index_dirty_ = false;
     return Status::Ok();
@@ -1032,6 +1096,7 @@ class SqliteStore final : public ContextStore {
   int64_t generation_ = 0;                  // The database's vector generation as last seen. Guarded by mu_.
   int64_t index_generation_ = -1;           // The generation index_ reflects; -1: stale. Guarded by mu_.
   bool index_dirty_ = false;                // index_ changed since it was saved. Guarded by mu_.
+  std::string empty_name_;  // Read-only with no database on disk: the shared in-memory one standing for it.
   std::set<std::string> ensured_;           // Scope roots whose presets are known complete. Guarded by mu_.
   QueryVectorCache query_cache_;
 };

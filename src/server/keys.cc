@@ -115,11 +115,18 @@ Result<std::unique_ptr<KeyStore>> KeyStore::OpenPg(const std::string& url, std::
   return store;
 }
 
-Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& path, std::string root_key) {
+Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& path, std::string root_key, bool read_only) {
   std::unique_ptr<KeyStore> store(new KeyStore());
   STRATA_RETURN_IF_ERROR(store->SetRootKey(std::move(root_key)));
-  STRATA_RETURN_IF_ERROR(store->db_.OpenDurable(path));
-  STRATA_RETURN_IF_ERROR(store->db_.Exec(kSchema));
+  store->read_only_ = read_only;
+  Status opened = read_only ? store->db_.OpenReadOnly(path) : store->db_.OpenDurable(path);
+  if (read_only && opened.code() == StatusCode::kNotFound) {
+    opened = store->db_.Open(":memory:");  // No keys issued yet: none but the root key.
+    if (opened.ok()) opened = store->db_.Exec(kSchema);
+  } else if (opened.ok() && !read_only) {
+    opened = store->db_.Exec(kSchema);
+  }
+  STRATA_RETURN_IF_ERROR(opened);
   sqlite::Stmt all(store->db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
   while (true) {
     STRATA_ASSIGN_OR_RETURN(bool row, all.Step());
@@ -157,6 +164,7 @@ Result<std::pair<KeyInfo, std::string>> KeyStore::Issue(const std::string& accou
   std::string secret = "sk-strata-" + secret_hex;
   KeyInfo info{id, account, user, role, NowMs()};
   std::string hash = Sha256Hex(secret);
+  if (read_only_) return Status::FailedPrecondition("issuing a key refused: the data is open read-only (--read-only)");
   std::lock_guard lock(mu_);
   if (pg_) {
     STRATA_RETURN_IF_ERROR(pg_->Exec("INSERT INTO api_keys(id, secret_sha256, account, \"user\", role, created_ms) "
@@ -192,6 +200,7 @@ Result<std::vector<KeyInfo>> KeyStore::List(const std::string& account) {
 }
 
 Status KeyStore::Revoke(const std::string& id) {
+  if (read_only_) return Status::FailedPrecondition("revoking a key refused: the data is open read-only (--read-only)");
   std::lock_guard lock(mu_);
   if (pg_) {
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("DELETE FROM api_keys WHERE id = $1", {id}));

@@ -50,8 +50,9 @@ std::string Sha256Hex(std::string_view text);
 
 class KeyStore {
  public:
-  // Opens (creating) `path`. `root_key` empty: no root key.
-  static Result<std::unique_ptr<KeyStore>> Open(const std::string& path, std::string root_key);
+  // Opens (creating) `path`. `root_key` empty: no root key. `read_only`: only reads the keys there (none
+  // when there is no file), and issuing or revoking fails naming the mode.
+  static Result<std::unique_ptr<KeyStore>> Open(const std::string& path, std::string root_key, bool read_only = false);
   // Keeps the keys in the PostgreSQL database at `url` (table api_keys), shared by every instance: a key
   // issued or revoked through one is known to all at once (nothing is cached).
   static Result<std::unique_ptr<KeyStore>> OpenPg(const std::string& url, std::string root_key);
@@ -74,6 +75,7 @@ class KeyStore {
   std::unique_ptr<pg::Conn> pg_;  // Set: the keys live in PostgreSQL and cache_ is unused.
   std::map<std::string, KeyInfo> cache_;  // SHA-256 of the secret → key; all keys (few).
   std::string root_key_hash_;
+  bool read_only_ = false;
 };
 
 }  // namespace strata::server

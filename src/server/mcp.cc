@@ -475,6 +475,8 @@ struct McpHandler::Impl {
     if (method == "tools/list") {
       Json tools = Json::array();
       for (const Tool& t : Tools()) {
+        // Data served read-only offers only the tools that read (calling a writer is refused all the same).
+        if (!t.read_only && engine->options().read_only) continue;
         tools.push_back({{"name", t.name}, {"title", t.title}, {"description", t.description}, {"inputSchema", t.schema},
                          {"annotations", {{"readOnlyHint", t.read_only}, {"openWorldHint", false}}}});
       }

@@ -21,12 +21,13 @@ namespace fs = std::filesystem;
 // A private directory under <data>/tmp, removed with everything in it when destroyed.
 class ScratchDir {
  public:
-  static Result<ScratchDir> Make(const std::string& data_dir) {
+  static Result<ScratchDir> Make(const std::string& data_dir, bool read_only) {
     static std::atomic<uint64_t> counter{0};
     std::error_code ec;
-    // On PostgreSQL there is no data directory: a directory of this user's in the system's temporary one,
-    // which must be its own (another user could otherwise read or swap what is exported through it).
-    bool pg = pg::IsPostgresUrl(data_dir);
+    // On PostgreSQL there is no data directory, and a read-only one cannot be written: a directory of this
+    // user's in the system's temporary one, which must be its own (another user could otherwise read or
+    // swap what is exported through it).
+    bool pg = pg::IsPostgresUrl(data_dir) || read_only;
     fs::path base = pg ? fs::temp_directory_path() / ("strata-scratch-" + std::to_string(::geteuid()))
                        : fs::path(data_dir) / "tmp";
     fs::create_directories(base, ec);
@@ -285,7 +286,7 @@ void Server::Impl::AddRoutes() {
   // {"files": [{"path": "relative/path", "content": "..."}]}.
   add("GET", "/api/v1/fs/export", "/api/v1/fs/export", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
-    STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(engine_options.data_dir));
+    STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(engine_options.data_dir, engine_options.read_only));
     STRATA_ASSIGN_OR_RETURN(memory::ExportReport report, c.engine->Export(uri.str(), scratch.path() + "/tree"));
     STRATA_ASSIGN_OR_RETURN(Json files, ReadTree(scratch.path() + "/tree", options.http.max_body_bytes * 8));
     return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
@@ -295,7 +296,7 @@ void Server::Impl::AddRoutes() {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", true));
     const Json* files = json::Field(c.body, "files");
     if (files == nullptr || !files->is_array()) return Status::InvalidArgument("\"files\" must be an array of {path, content}");
-    STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(engine_options.data_dir));
+    STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(engine_options.data_dir, engine_options.read_only));
     STRATA_RETURN_IF_ERROR(WriteTree(*files, scratch.path() + "/tree"));
     STRATA_ASSIGN_OR_RETURN(memory::ImportReport report, c.engine->Import(scratch.path() + "/tree", uri.str()));
     return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},

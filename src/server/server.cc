@@ -84,11 +84,15 @@ Result<std::unique_ptr<Server>> Server::Open(EngineOptions engine, ServerOptions
   if (pg::IsPostgresUrl(engine.data_dir)) {
     STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::OpenPg(engine.data_dir, root_key));
   } else {
-    std::error_code ec;
-    fs::create_directories(engine.data_dir, ec);
-    if (ec) return Status::Internal("cannot create " + engine.data_dir + ": " + ec.message());
-    STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::Open(engine.data_dir + "/keys.db", root_key));
+    if (!engine.read_only) {
+      std::error_code ec;
+      fs::create_directories(engine.data_dir, ec);
+      if (ec) return Status::Internal("cannot create " + engine.data_dir + ": " + ec.message());
+    }
+    STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::Open(engine.data_dir + "/keys.db", root_key, engine.read_only));
   }
+  // Read-only data runs no phase 2: nothing may change it.
+  if (engine.read_only) options.run_worker = false;
   impl->engine_options = std::move(engine);
   impl->options = std::move(options);
   STRATA_RETURN_IF_ERROR(impl->EngineFor("default").status());

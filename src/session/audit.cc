@@ -34,7 +34,14 @@ constexpr std::string_view kColumns =
 
 class SqliteAuditLog final : public AuditLog {
  public:
-  Status Open(const std::string& path) {
+  Status Open(const std::string& path, bool read_only) {
+    if (read_only) {
+      Status opened = db_.OpenReadOnly(path);
+      if (opened.code() != StatusCode::kNotFound) return opened;
+      // None yet: an empty one in memory.
+      STRATA_RETURN_IF_ERROR(db_.Open(":memory:"));
+      return db_.Exec(kSchema);
+    }
     STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
     return db_.Exec(kSchema);
   }
@@ -120,9 +127,9 @@ Result<MemoryAction> ParseMemoryAction(std::string_view name) {
                                  "' (create, merge, supersede or skip)");
 }
 
-Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path) {
+Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path, bool read_only) {
   auto log = std::make_unique<SqliteAuditLog>();
-  STRATA_RETURN_IF_ERROR(log->Open(path).WithContext("audit log " + path));
+  STRATA_RETURN_IF_ERROR(log->Open(path, read_only).WithContext("audit log " + path));
   return std::unique_ptr<AuditLog>(std::move(log));
 }
 

@@ -57,6 +57,19 @@ class SqliteJobQueue final : public JobQueue {
   }
 
   Status Open(const std::string& path) {
+    if (options_.read_only) {
+      Status opened = db_.OpenReadOnly(path);
+      if (opened.code() == StatusCode::kNotFound) {
+        STRATA_RETURN_IF_ERROR(db_.Open(":memory:"));  // None yet: an empty queue.
+        return db_.Exec(kSchema);
+      }
+      STRATA_RETURN_IF_ERROR(opened);
+      // A queue made before claims were kept is read as it is (nothing here may add the column).
+      Stmt has(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'claim'");
+      STRATA_ASSIGN_OR_RETURN(bool has_claim, has.Step());
+      if (!has_claim) columns_ = std::string(kColumns.substr(0, kColumns.rfind("claim"))) + "0";
+      return Status::Ok();
+    }
     STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
     STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
     // Queues made before claims were kept gain the column (their running jobs hold claim 0 until reclaimed).
@@ -186,7 +199,7 @@ class SqliteJobQueue final : public JobQueue {
 
   Result<std::optional<Job>> Get(int64_t id) override {
     std::lock_guard lock(mu_);
-    Stmt s(db_, "SELECT " + std::string(kColumns) + " FROM jobs WHERE id = ?1");
+    Stmt s(db_, "SELECT " + columns_ + " FROM jobs WHERE id = ?1");
     STRATA_ASSIGN_OR_RETURN(bool row, s.Bind(1, id).Step());
     if (!row) return std::optional<Job>();
     STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(s));
@@ -195,7 +208,7 @@ class SqliteJobQueue final : public JobQueue {
 
   Result<std::vector<Job>> List(std::optional<JobState> state, std::optional<std::string> key) override {
     std::lock_guard lock(mu_);
-    Stmt s(db_, "SELECT " + std::string(kColumns) +
+    Stmt s(db_, "SELECT " + columns_ +
                     " FROM jobs WHERE (?1 = '' OR state = ?1) AND (?2 = 0 OR key = ?3) ORDER BY id");
     s.Bind(1, std::string(state ? JobStateName(*state) : "")).Bind(2, int64_t{key.has_value()});
     s.Bind(3, key.value_or(""));
@@ -238,6 +251,7 @@ class SqliteJobQueue final : public JobQueue {
   }
 
   JobQueueOptions options_;
+  std::string columns_ = std::string(kColumns);  // What ReadJob reads.
   std::mutex mu_;
   Db db_;
 };

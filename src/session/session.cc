@@ -142,6 +142,7 @@ class FileSessions final : public Sessions {
   Status Open() {
     if (options_.queue == nullptr) return Status::InvalidArgument("sessions: a job queue is required");
     STRATA_RETURN_IF_ERROR(RegisterContextRefPart());
+    if (options_.read_only) return Status::Ok();  // Nothing to create, nothing to recover (sessions.h).
     STRATA_RETURN_IF_ERROR(fs().CreateDirectories(root_));
     STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
     for (const std::string& id : ids) {
@@ -185,7 +186,7 @@ class FileSessions final : public Sessions {
   }
 
   Result<std::vector<SessionInfo>> List() override {
-    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, fs().ListDirectory(root_));
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> ids, ListOrEmpty(root_));
     std::sort(ids.begin(), ids.end());
     std::vector<SessionInfo> out;
     for (const std::string& id : ids) {
@@ -584,8 +585,8 @@ class FileSessions final : public Sessions {
       if (it != open_.end() && it->second.signature == LogSignature(info)) return it->second.storage.get();
     }
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
-    std::unique_ptr<ContextLog> storage =
-        ContextLog::Open(MessagesPath(id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock});
+    std::unique_ptr<ContextLog> storage = ContextLog::Open(
+        MessagesPath(id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock, .read_only = options_.read_only});
     STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(MessagesPath(id))));
     ContextLog* raw = storage.get();
     std::lock_guard map_lock(map_mu_);

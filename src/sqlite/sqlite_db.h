@@ -38,6 +38,55 @@ class Db {
     return Status::Ok();
   }
 
+  // Opens the existing database at `path` only to read it (--read-only). Where this process may write
+  // beside it, a read-only connection (a WAL reader still shares -shm with writers); on a read-only volume,
+  // where that fails, an immutable one: SQLite then takes no locks and reads neither -wal nor -shm, so the
+  // files must not change while it is open (what a read-only volume guarantees). kNotFound when the
+  // database does not exist.
+  Status OpenReadOnly(const std::string& path, int busy_timeout_ms = 5000) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return Status::NotFound("no database " + path);
+    path_ = path;
+    // A reader of a WAL database maps -shm beside it, which it must be able to create: only where the
+    // directory can be written.
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    bool immutable = ::access(parent.empty() ? "." : parent.c_str(), W_OK) != 0;
+    std::string uri = "file:" + UriPath(path) + (immutable ? "?immutable=1" : "?mode=ro");
+    int rc = sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) return Error(rc, "open " + path + " read-only");
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, busy_timeout_ms);
+    return Exec("PRAGMA query_only=1");
+  }
+
+  // Opens the in-memory database `name`, shared by every connection of this process that opens the same
+  // name (a read-only store with nothing on disk: its readers must see its one empty schema).
+  Status OpenSharedMemory(const std::string& name) {
+    std::string uri = "file:" + UriPath(name) + "?mode=memory&cache=shared";
+    path_ = "";
+    int rc = sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
+                                                    SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) return Error(rc, "open an in-memory database");
+    sqlite3_extended_result_codes(db_, 1);
+    return Status::Ok();
+  }
+
+  // `path` as the path part of a file: URI (percent-encoding what a URI would read otherwise).
+  static std::string UriPath(const std::string& path) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : path) {
+      if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+        out += '%';
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    return out;
+  }
+
   // Returns why this process cannot write the database at `path` (its directory or the file is read-only),
   // or "" when it can. SQLite needs to write beside the database (WAL, -shm) even to read it.
   static std::string ReadOnlyReason(const std::string& path) {
@@ -46,7 +95,7 @@ class Db {
     std::string dir = parent.empty() ? "." : parent.string();
     if (::access(dir.c_str(), W_OK) != 0 && errno != ENOENT) {
       return "the data directory " + dir + " is not writable by this process (" + std::strerror(errno) +
-             "); Strata writes beside its databases even to read them (SQLite WAL)";
+             "); Strata writes beside its databases even to read them (SQLite WAL), unless opened with --read-only";
     }
     if (::access(path.c_str(), W_OK) != 0 && errno != ENOENT) {
       return path + " is not writable by this process (" + std::strerror(errno) + ")";

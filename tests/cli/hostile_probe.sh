@@ -299,6 +299,41 @@ done
 expect race-archives-hold-what-they-say test "$counts_ok" -eq 1
 expect race-no-temp-files-left bash -c "! ls '$D'/sessions/race | grep -q '\\.tmp'"
 
+# --read-only on that directory (issue 28): memory, serve and mcp read it; every change is refused naming
+# the mode; nothing in it changes. $@: the command prefix that runs as a user who may only read it.
+read_only_mode() {
+  local before after port log
+  before=$(cd "$RO" && find . -type f ! -name '*-shm' ! -name '*-wal' -printf '%p %s %T@\n' | sort)
+  run read-only-read "$@" "$S" memory --data "$RO" --read-only read strata://resources/a/b
+  want_ok
+  expect read-only-read-content grep -q hello "$OUT"
+  run read-only-find "$@" "$S" memory --data "$RO" --read-only find hello
+  want_ok
+  expect read-only-find-hit grep -q strata://resources/a/b "$OUT"
+  IN=/dev/null run read-only-write "$@" "$S" memory --data "$RO" --read-only write strata://resources/a/c
+  want_error "write refused: the data is open read-only \(--read-only\)"
+  port=$((20000 + RANDOM % 20000))
+  log=$W/serve-ro.log
+  "$@" "$S" serve --data "$RO" --read-only --listen "127.0.0.1:$port" >"$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 50); do grep -q "serving" "$log" && break; sleep 0.1; done
+  name=read-only-serve-read
+  if curl -sf "http://127.0.0.1:$port/api/v1/fs/read?uri=strata://resources/a/b" | grep -q hello; then ok; else bad "GET read failed: $(head -c 300 "$log")"; fi
+  name=read-only-serve-write
+  if curl -s -X POST "http://127.0.0.1:$port/api/v1/fs/write" -d '{"uri":"strata://resources/a/c","content":"x"}' |
+     grep -q 'write refused: the data is open read-only'; then ok; else bad "POST write was not refused naming the mode"; fi
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{"uri":"strata://resources/a/b"}}}' >"$W/mcp-ro.in"
+  IN=$W/mcp-ro.in run read-only-mcp "$@" "$S" mcp --data "$RO" --read-only
+  want_ok
+  expect read-only-mcp-no-writers bash -c "! grep -q '\"name\":\"write\"' '$OUT' && grep -q '\"name\":\"read\"' '$OUT'"
+  expect read-only-mcp-reads grep -q 'hello' "$OUT"
+  after=$(cd "$RO" && find . -type f ! -name '*-shm' ! -name '*-wal' -printf '%p %s %T@\n' | sort)
+  expect read-only-nothing-changed test "$before" = "$after"
+}
+
 # ---- A data directory this process may only read ----
 if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 && command -v runuser >/dev/null; then
   RO=$W/ro
@@ -307,6 +342,7 @@ if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 && command -v runuser >/dev
   chmod -R a-w "$RO"
   run read-only-data-dir runuser -u nobody -- "$S" memory --data "$RO" read strata://resources/a/b
   want_error "not writable"
+  read_only_mode runuser -u nobody --
   chmod -R u+w "$RO"
 else
   RO=$W/ro
@@ -314,6 +350,7 @@ else
   chmod -R a-w "$RO"
   run read-only-data-dir "$S" memory --data "$RO" read strata://resources/a/b
   want_error "not writable"
+  read_only_mode
   chmod -R u+w "$RO"
 fi
 

@@ -556,3 +556,88 @@ TEST(UntrustedInput, ImportedRelationWithANumericReasonIsStillLinked) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Every file under `dir` with its size and modification time: what a read-only engine must leave as it is.
+// (A WAL reader on a directory it may write shares the writers' -shm and -wal beside each database: SQLite's
+// own companions, which hold no data of their own once empty; they are left out.)
+std::map<std::string, std::pair<uintmax_t, std::filesystem::file_time_type>> Snapshot(const std::string& dir) {
+  std::map<std::string, std::pair<uintmax_t, std::filesystem::file_time_type>> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    std::string path = e.path().string();
+    if (path.ends_with("-shm") || (path.ends_with("-wal") && e.file_size() == 0)) continue;
+    out[path] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
+  }
+  return out;
+}
+
+// --read-only (issue 28): everything reads as before, every change is refused naming the mode, and not one
+// file of the data directory is created, changed or removed.
+TEST(EngineReadOnly, ReadsEverythingAndChangesNothing) {
+  testing::TempDir dir;
+  const std::string data = dir.File("data");
+  testing::WriteFileOrDie(dir.File("script.json"), R"({"replies": [{"text": "Trips."},
+      {"text": "{\"memories\": [{\"category\": \"preferences\", \"key\": \"seat\", \"content\": \"Likes the aisle seat.\"}]}"}]})");
+  {
+    auto engine = Engine::Open({.data_dir = data, .provider = {.provider = "scripted", .script = dir.File("script.json")}});
+    ASSERT_OK(engine);
+    ASSERT_OK((*engine)->Write("strata://resources/guide/trains", "Night trains leave from platform 9."));
+    ASSERT_OK((*engine)->CreateSession("alice", "", "trip"));
+    ASSERT_OK((*engine)->AddMessages("trip", std::vector{Message::User("I like the aisle seat.")}));
+    ASSERT_OK((*engine)->Commit("trip", {.wait = true}));
+    ASSERT_OK((*engine)->AddMessages("trip", std::vector{Message::User("And a window on day trains.")}));
+  }
+  auto before = Snapshot(data);
+  {
+    auto engine = Engine::Open({.data_dir = data, .read_only = true});
+    ASSERT_OK(engine);
+    Engine& e = **engine;
+    EXPECT_EQ(*e.Read("strata://resources/guide/trains"), "Night trains leave from platform 9.");
+    auto hits = e.Find("which platform do night trains use", {.limit = 3});
+    ASSERT_OK(hits);
+    ASSERT_FALSE(hits->empty());
+    EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/guide/trains");
+    EXPECT_EQ(e.Glob("**/trains", "strata://resources")->size(), 1u);
+    EXPECT_EQ(e.Grep("platform", "strata://resources")->size(), 1u);
+    EXPECT_EQ(e.List("strata://user/alice/memories/preferences")->size(), 1u);
+    EXPECT_EQ(e.ListSessions()->size(), 1u);
+    EXPECT_EQ(e.SessionMessages("trip")->size(), 1u);
+    auto status = e.GetSessionStatus("trip");
+    ASSERT_OK(status);
+    EXPECT_EQ(status->archives.size(), 1u);
+    EXPECT_EQ(status->jobs.size(), 1u);
+    EXPECT_EQ(e.MemoryHistory("strata://user/alice/memories/preferences/seat")->size(), 1u);
+    ASSERT_OK(e.AssembleSession("trip", {.max_context_tokens = 8000, .encoding = "chars"}));
+    std::vector<std::pair<std::string, Status>> refused = {
+        {"write", e.Write("strata://resources/guide/buses", "x")},
+        {"rm", e.Remove("strata://resources/guide/trains", false).status()},
+        {"mv", e.Move("strata://resources/guide", "strata://resources/g2")},
+        {"session new", e.CreateSession("bob", "", "b").status()},
+        {"session add", e.AddMessages("trip", std::vector{Message::User("x")}).status()},
+        {"session commit", e.Commit("trip").status()},
+        {"session delete", e.DeleteSession("trip", true)},
+        {"session revert", e.Revert("trip", 0).status()},
+        {"remember", e.Remember("strata://user/alice", "x", "preferences").status()},
+        {"phase 2 (session work)", e.Work().status()},
+        {"reindex", e.Reindex()},
+    };
+    for (const auto& [what, s] : refused) {
+      EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << what << ": " << s.ToString();
+      EXPECT_NE(s.message().find(what + " refused: the data is open read-only (--read-only)"), std::string::npos)
+          << s.ToString();
+    }
+  }
+  EXPECT_EQ(Snapshot(data), before) << "a read-only engine changed the data directory";
+  // A directory with nothing in it yet reads as empty, and is not created.
+  auto empty = Engine::Open({.data_dir = dir.File("none"), .read_only = true});
+  ASSERT_OK(empty);
+  EXPECT_EQ((*empty)->Read("strata://resources/x").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE((*empty)->ListSessions()->empty());
+  ASSERT_OK((*empty)->Find("anything"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("none")));
+}
+
+}  // namespace
+}  // namespace strata

@@ -83,6 +83,12 @@ struct EngineOptions {
   session::JobQueueOptions queue;
   // How long a writer waits for another process's lock on a database before failing with kUnavailable.
   std::chrono::milliseconds busy_timeout{10'000};
+  // Only read (--read-only): serve a data directory on a read-only volume, or one nobody may change through
+  // this engine. Its databases are opened read-only (immutable where the directory cannot be written),
+  // nothing is created, migrated, recovered or saved, phase 2 does not run, and every operation that would
+  // change the data fails with kFailedPrecondition naming the mode. On PostgreSQL the engine refuses the
+  // same operations (the connections themselves are the usual ones).
+  bool read_only = false;
 };
 
 // What Engine::Commit did.

@@ -37,6 +37,11 @@ struct SqliteStoreOptions {
   // Below this many candidate vectors a filtered search is exact (a scan), above it it uses the HNSW graph.
   int64_t exact_search_below = 2000;
   Clock* clock = nullptr;  // nullptr → SystemClock() (wall time for created/updated).
+  // Only read (--read-only): the database is opened read-only (immutable on a read-only volume), nothing
+  // is created, migrated or saved, and every change is refused with kFailedPrecondition naming the mode. A
+  // directory without a store reads as an empty one; a store that needs an upgrade (another schema,
+  // full-text layout or embedder) is an error asking to open it once without --read-only.
+  bool read_only = false;
 };
 
 // Opens (creating if needed) the store in directory `dir`.

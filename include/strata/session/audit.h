@@ -52,7 +52,9 @@ class AuditLog {
   virtual Result<std::vector<AuditEntry>> Recent(std::string_view under, size_t limit) = 0;
 };
 
-Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path);
+// With `read_only`, the database is only read (opened read-only, immutable on a read-only volume; none at
+// `path` reads as an empty log) and Record fails.
+Result<std::unique_ptr<AuditLog>> OpenAuditLog(const std::string& path, bool read_only = false);
 // Opens the audit log in the PostgreSQL database at `url` (postgres://...), creating or migrating its table.
 Result<std::unique_ptr<AuditLog>> OpenPgAuditLog(const std::string& url);
 

@@ -130,6 +130,9 @@ struct SessionsOptions {
   // How long an operation waits for another process that holds the session (session.lock) before failing
   // with kUnavailable.
   std::chrono::milliseconds lock_wait{10'000};
+  // Only read (--read-only; the file backend): nothing is created or recovered on open, logs are read
+  // without their writer lock, and every change fails.
+  bool read_only = false;
   // PostgreSQL only: the most connections kept open (operations on different sessions run in parallel
   // on them); an operation that finds them all busy waits for one.
   int pg_connections = 4;

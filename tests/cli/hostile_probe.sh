@@ -130,6 +130,9 @@ IN=$W/chat-in
 echo "hello" >"$IN"
 run chat-script-wrong-type "$S" chat --provider scripted --script chat-bad.json --session "$W/chat.jsonl"
 want_error "text"
+echo '{"model": 1, "replies": [{"text": "hi"}]}' >chat-bad-model.json
+run chat-script-model-not-a-string "$S" chat --provider scripted --script chat-bad-model.json --session "$W/chat.jsonl"
+want_error '"model" must be a string'
 echo '{"request": 1, "response": {"status": "x"}}' >replay.jsonl
 run chat-replay-wrong-type "$S" chat --provider openai --model m --replay replay.jsonl --session "$W/chat2.jsonl"
 no_crash && [ "$rc" -ne 0 ] && ok || { [ "$rc" -eq 0 ] && bad "exit 0"; }

@@ -230,6 +230,9 @@ Result<Json> MessageJson(const Message& m, const MessageOptions& options) {
     out["tool_calls"] = std::move(calls);
   }
   if (m.tool_call_id) out["tool_call_id"] = *m.tool_call_id;
+  // Kimi's partial mode (prefill): the model continues an assistant message marked partial. kosong sends
+  // every field of a message that is set, this one too, true or false.
+  if (options.kimi && m.partial) out["partial"] = *m.partial;
   // Present whenever a think part is, even an empty one, whatever the role (as kosong).
   if (has_think && options.reasoning_key) out[*options.reasoning_key] = reasoning;
   return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -39,29 +40,46 @@ class HeldAll final : public OwnerLocks::Held {
   std::vector<std::function<void()>> releases_;
 };
 
-// The threads of this process: a timed mutex per owner (never removed, so references stay valid).
+// The threads of this process: a flag per owner, waited for on a condition variable (a waiter looks at its
+// canceller every kPoll). Slots are never removed, so references to them stay valid.
 class InProcess {
  public:
   Status Lock(const std::vector<std::string>& owners, const Canceller* cancel, HeldAll& held) {
     for (const std::string& owner : owners) {
-      std::timed_mutex* m;
+      Slot* slot;
       {
         std::lock_guard lock(map_mu_);
-        std::unique_ptr<std::timed_mutex>& slot = mutexes_[owner];
-        if (!slot) slot = std::make_unique<std::timed_mutex>();
-        m = slot.get();
+        std::unique_ptr<Slot>& s = slots_[owner];
+        if (!s) s = std::make_unique<Slot>();
+        slot = s.get();
       }
-      while (!m->try_lock_for(kPoll)) {
-        if (cancel != nullptr && cancel->cancelled()) return CancelledWaiting();
+      {
+        std::unique_lock lock(slot->mu);
+        while (slot->held) {
+          if (cancel != nullptr && cancel->cancelled()) return CancelledWaiting();
+          slot->cv.wait_for(lock, kPoll);
+        }
+        slot->held = true;
       }
-      held.Then([m] { m->unlock(); });
+      held.Then([slot] {
+        {
+          std::lock_guard lock(slot->mu);
+          slot->held = false;
+        }
+        slot->cv.notify_one();
+      });
     }
     return Status::Ok();
   }
 
  private:
-  std::mutex map_mu_;  // Guards the map, not the mutexes.
-  std::map<std::string, std::unique_ptr<std::timed_mutex>> mutexes_;
+  struct Slot {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool held = false;  // Guarded by mu.
+  };
+  std::mutex map_mu_;  // Guards the map, not the slots.
+  std::map<std::string, std::unique_ptr<Slot>> slots_;
 };
 
 class InProcessOwnerLocks final : public OwnerLocks {

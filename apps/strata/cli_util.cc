@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "strata/engine/engine.h"
+#include "strata/tokenizer/registry.h"
 
 namespace strata::cli {
 
@@ -65,6 +66,12 @@ const MessageTokenCounter* LoadCounter(const std::string& name) {
   std::lock_guard lock(mu);
   if (!warning.empty() && warned->insert(name).second) Warn(warning);
   return &counter;
+}
+
+std::vector<std::string> CounterChoices() {
+  std::vector<std::string> out;
+  for (std::string_view name : tokenizer::CounterNames()) out.emplace_back(name);
+  return out;
 }
 
 }  // namespace strata::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "strata/message/token_estimator.h"
 #include "strata/util/status.h"
@@ -22,5 +23,7 @@ void Warn(const std::string& message);
 // "cl100k_base" (falling back to characters / 4 with a warning when the vocabulary cannot be loaded),
 // kimi-cli's characters / 4 for "chars".
 const MessageTokenCounter* LoadCounter(const std::string& name);
+// The counter names --encoding accepts (tokenizer/registry.h), for CLI11's IsMember.
+std::vector<std::string> CounterChoices();
 
 }  // namespace strata::cli

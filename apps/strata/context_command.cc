@@ -194,7 +194,7 @@ void AddContextCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   context->add_option("--tokenizer", args->tokenizer,
                       "Counter for token_count_with_pending: o200k_base, cl100k_base, or chars (kimi-cli's chars/4)")
-      ->check(CLI::IsMember({"o200k_base", "cl100k_base", "chars"}))
+      ->check(CLI::IsMember(CounterChoices()))
       ->capture_default_str();
 
   auto add = [&](const char* name, const char* help) {

@@ -149,7 +149,7 @@ void AddWindowCommand(CLI::App& app, int* exit_code) {
   assemble->add_option("--max-tokens", args->max_tokens, "The context window in tokens");
   assemble->add_option("--reserve", args->reserve, "Tokens kept free for the reply")->capture_default_str();
   assemble->add_option("--encoding", args->encoding, "Tokenizer: o200k_base, cl100k_base, or chars (characters / 4)")
-      ->check(CLI::IsMember({"o200k_base", "cl100k_base", "chars"}))
+      ->check(CLI::IsMember(CounterChoices()))
       ->capture_default_str();
   assemble->callback([args, exit_code] { *exit_code = RunAssemble(*args); });
 }

@@ -20,8 +20,7 @@
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
 #include "strata/session/owner_locks.h"
-#include "strata/tokenizer/encoding.h"
-#include "strata/tokenizer/message_counter.h"
+#include "strata/tokenizer/registry.h"
 
 namespace strata {
 namespace {
@@ -689,27 +688,7 @@ Result<std::string> Engine::RenderPrompt(std::string_view id, const prompt::Valu
 }
 
 const MessageTokenCounter& Engine::Counter(const std::string& name, std::string* warning) {
-  static std::mutex mu;
-  static auto* counters = new std::map<std::string, std::unique_ptr<MessageTokenCounter>>;
-  static auto* warnings = new std::map<std::string, std::string>;
-  std::lock_guard lock(mu);
-  auto& slot = (*counters)[name];
-  if (!slot) {
-    if (name != "chars") {
-      auto encoding = tokenizer::Encoding::Load(name);
-      if (encoding.ok()) {
-        slot = std::make_unique<tokenizer::EncodingMessageCounter>(*encoding);
-      } else {
-        (*warnings)[name] = encoding.status().message() + "; counting tokens as characters / 4";
-      }
-    }
-    if (!slot) slot = std::make_unique<CharRatioEstimator>(4);
-  }
-  if (warning != nullptr) {
-    auto it = warnings->find(name);
-    *warning = it == warnings->end() ? "" : it->second;
-  }
-  return *slot;
+  return tokenizer::CounterFor(name, warning);
 }
 
 Result<std::unique_ptr<Conversation>> Engine::OpenConversation(const std::string& path, ConversationOptions options,

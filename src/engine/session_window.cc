@@ -5,6 +5,7 @@
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/memory/uri.h"
+#include "strata/tokenizer/registry.h"
 #include "strata/window/assembler.h"
 #include "strata/window/compaction.h"
 
@@ -23,10 +24,6 @@ auto WithSessions(Engine& engine, std::string_view what, F&& body) -> decltype(b
   });
 }
 
-Status CheckEncoding(const std::string& encoding) {
-  if (encoding == "o200k_base" || encoding == "cl100k_base" || encoding == "chars") return Status::Ok();
-  return Status::InvalidArgument("encoding must be o200k_base, cl100k_base or chars, not \"" + encoding + "\"");
-}
 
 }  // namespace
 
@@ -109,7 +106,7 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
 
 Result<SessionContext> Engine::AssembleSession(std::string_view id, const SessionContextOptions& options) {
   return Guard("session context", [&]() -> Result<SessionContext> {
-    STRATA_RETURN_IF_ERROR(CheckEncoding(options.encoding));
+    STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(options.encoding));
     if (options.max_context_tokens <= 0) return Status::InvalidArgument("the window must be a positive number of tokens");
     if (options.reserve_for_reply < 0 || options.reserve_for_reply >= options.max_context_tokens) {
       return Status::InvalidArgument("the reply reserve (" + std::to_string(options.reserve_for_reply) +

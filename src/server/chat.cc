@@ -193,7 +193,7 @@ Result<PendingCommit> Server::Impl::AssembleForSession(Call& c, const std::strin
   if (!parsed.system.empty()) o.system_prompt = parsed.system;  // Else the session's own.
   o.pending = parsed.turn;
   if (const Json* tools = json::Field(c.body, "tools"); tools != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(o.reserved_tokens, CountText("o200k_base", tools->dump()));
+    o.reserved_tokens = tokenizer::CountText(tokenizer::kDefaultEncoding, tools->dump());
   }
   STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(session_id, o));
   if (!ctx.history.empty() && !ctx.included.back()) {

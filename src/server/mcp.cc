@@ -18,6 +18,7 @@
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
 #include "strata/prompt/value.h"
+#include "strata/tokenizer/registry.h"
 #include "strata/tools/json_schema.h"
 
 namespace strata::server {
@@ -39,7 +40,6 @@ constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-
 }  // namespace
 
 // Defined in server.cc: exact token counts by encoding name.
-Result<int64_t> CountText(const std::string& encoding, std::string_view text);
 
 namespace {
 
@@ -359,9 +359,12 @@ struct McpHandler::Impl {
                   {"messages", outcome.ticket.messages}};
     }
     if (name == "count_tokens") {
-      std::string encoding = json::StringOr(args, "encoding", "o200k_base");
-      STRATA_ASSIGN_OR_RETURN(int64_t tokens, CountText(encoding, json::StringOr(args, "text")));
-      return Json{{"encoding", encoding}, {"tokens", tokens}};
+      std::string encoding = json::StringOr(args, "encoding", std::string(tokenizer::kDefaultEncoding));
+      STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(encoding));
+      std::string warning;
+      Json out = {{"encoding", encoding}, {"tokens", tokenizer::CountText(encoding, json::StringOr(args, "text"), &warning)}};
+      if (!warning.empty()) out["warning"] = warning;
+      return out;
     }
     return Status::NotFound("no tool " + name);
   }

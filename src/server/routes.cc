@@ -325,7 +325,7 @@ void Server::Impl::AddRoutes() {
     Json out = Json::array();
     int64_t used = 0;
     for (const memory::Hit& h : hits) {
-      STRATA_ASSIGN_OR_RETURN(int64_t tokens, CountText("o200k_base", h.abstract_text));
+      int64_t tokens = tokenizer::CountText(tokenizer::kDefaultEncoding, h.abstract_text);
       if (budget > 0 && used + tokens > budget) break;
       used += tokens;
       Json v = views::HitView(h);
@@ -621,23 +621,20 @@ void Server::Impl::AddRoutes() {
   });
   add("POST", "/api/v1/tokens/count", "/api/v1/tokens/count", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
-    if (encoding.empty()) encoding = "o200k_base";
-    if (encoding != "o200k_base" && encoding != "cl100k_base" && encoding != "chars") {
-      return Status::InvalidArgument("\"encoding\" must be o200k_base, cl100k_base or chars");
-    }
+    if (encoding.empty()) encoding = tokenizer::kDefaultEncoding;
+    STRATA_ASSIGN_OR_RETURN(const MessageTokenCounter* counter, tokenizer::FindCounter(encoding));
     Json out = {{"encoding", encoding}};
+    std::string warning;
     if (const Json* messages = json::Field(c.body, "messages"); messages != nullptr) {
       // A whole request's messages, counted the way the context window counts them.
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
-      std::string warning;
-      const MessageTokenCounter& counter = Engine::Counter(encoding, &warning);
-      out["tokens"] = counter.CountMessages(parsed);
-      if (!warning.empty()) out["warning"] = warning;
+      out["tokens"] = tokenizer::CounterFor(encoding, &warning).CountMessages(parsed);
     } else {
       STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg("text"));
-      STRATA_ASSIGN_OR_RETURN(int64_t tokens, CountText(encoding, text));
-      out["tokens"] = tokens;
+      out["tokens"] = tokenizer::CountText(encoding, text, &warning);
     }
+    (void)counter;
+    if (!warning.empty()) out["warning"] = warning;
     return out;
   });
 

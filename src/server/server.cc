@@ -5,7 +5,7 @@
 #include <random>
 
 #include "server_impl.h"
-#include "strata/tokenizer/encoding.h"
+#include "strata/tokenizer/registry.h"
 
 namespace strata::server {
 
@@ -20,24 +20,6 @@ std::string NewRequestId() {
   return buf;
 }
 
-// The tokens of `text` in `encoding` (exact BPE), or characters / 4 for "chars".
-Result<int64_t> CountText(const std::string& encoding, std::string_view text) {
-  if (encoding == "chars") return static_cast<int64_t>((text.size() + 3) / 4);
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const tokenizer::Encoding>> loaded;
-  std::shared_ptr<const tokenizer::Encoding> e;
-  {
-    std::lock_guard lock(mu);
-    auto it = loaded.find(encoding);
-    if (it == loaded.end()) {
-      STRATA_ASSIGN_OR_RETURN(e, tokenizer::Encoding::Load(encoding));
-      loaded[encoding] = e;
-    } else {
-      e = it->second;
-    }
-  }
-  return static_cast<int64_t>(e->Count(text));
-}
 
 std::string_view AnthropicErrorType(int http_status) {
   switch (http_status) {

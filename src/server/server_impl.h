@@ -30,6 +30,7 @@
 #include "strata/message/message.h"
 #include "strata/memory/uri.h"
 #include "strata/server/server.h"
+#include "strata/tokenizer/registry.h"
 #include "strata/util/cancel.h"
 
 namespace strata::server {
@@ -197,8 +198,6 @@ std::string_view AnthropicErrorType(int http_status);
 
 // A new request id ("req-<start>-<counter>").
 std::string NewRequestId();
-// The tokens of `text` in `encoding` (exact BPE), or characters / 4 for "chars".
-Result<int64_t> CountText(const std::string& encoding, std::string_view text);
 bool IsLoopback(const std::string& host);
 
 struct Server::Impl {

@@ -11,6 +11,7 @@
 
 #include "strata/json/json_writer.h"
 #include "strata/tokenizer/encoding.h"
+#include "strata/tokenizer/registry.h"
 #include "strata/tokenizer/message_counter.h"
 #include "test_util.h"
 #include "tokenizer/pretokenize.h"
@@ -483,6 +484,33 @@ TEST(TokenizerReference, MatchesTiktokenNpm) {
   }
   EXPECT_GT(rows, 10);
   std::printf("%d texts agree with tiktoken for cl100k_base and o200k_base\n", rows);
+}
+
+}  // namespace
+}  // namespace strata::tokenizer
+
+namespace strata::tokenizer {
+namespace {
+
+// One registry names every counter (issue 29): the same name counts the same anywhere.
+TEST(TokenCounterRegistry, NamesValidationAndOneCountPerName) {
+  std::vector<std::string_view> names(CounterNames().begin(), CounterNames().end());
+  EXPECT_EQ(names, (std::vector<std::string_view>{"o200k_base", "cl100k_base", "chars"}));
+  EXPECT_EQ(kDefaultEncoding, "o200k_base");
+  Status bad = ValidateCounterName("p50k");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "encoding must be o200k_base, cl100k_base or chars, not \"p50k\"");
+  EXPECT_FALSE(FindCounter("gpt2").ok());
+  auto found = FindCounter("cl100k_base");
+  ASSERT_OK(found);
+  EXPECT_EQ(*found, &CounterFor("cl100k_base"));  // Loaded once, shared.
+  const std::string text = "Tokens are counted the same way wherever a budget is given.";
+  auto encoding = Encoding::Load("o200k_base");
+  ASSERT_OK(encoding);
+  std::string warning = "unset";
+  EXPECT_EQ(CountText("o200k_base", text, &warning), static_cast<int64_t>((*encoding)->Count(text)));
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(CountText("chars", text), static_cast<int64_t>((text.size() + 3) / 4));
 }
 
 }  // namespace

@@ -195,31 +195,20 @@ tools::ToolOutput Remember(Engine* engine, std::string_view arguments, const Age
 
 tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentToolsOptions& options) {
   Json args = Args(arguments);
-  std::string query = json::StringOr(args, "query");
-  size_t limit = static_cast<size_t>(std::clamp<int64_t>(json::IntOr(args, "limit", 5), 1, 50));
+  FindRequest request;
+  request.query = json::StringOr(args, "query");
+  request.limit = static_cast<size_t>(std::clamp<int64_t>(json::IntOr(args, "limit", 5), 1, 50));
+  request.token_budget = std::max<int64_t>(0, json::IntOr(args, "token_budget", 0));
+  request.reach = Reach::User(options.user);  // The user's own memories and the shared scopes, ranked together.
+  Result<FindResult> found = engine->Find(request);
+  if (!found.ok()) return tools::ToolOutput::Error("Error: the search failed: " + found.status().message());
   std::string out;
-  size_t shown = 0;
-  // The user's own scope first, then what every user shares.
-  for (const std::string& under : {"strata://user/" + options.user, std::string("strata://resources")}) {
-    memory::FindOptions o;
-    auto uri = memory::Uri::Parse(under);
-    if (!uri.ok()) return tools::ToolOutput::Error("Error: " + uri.status().message());
-    o.under = *uri;
-    o.limit = limit;
-    auto hits = engine->Find(query, o);
-    if (!hits.ok()) {
-      if (hits.status().code() == StatusCode::kNotFound) continue;  // Nothing stored there yet.
-      return tools::ToolOutput::Error("Error: the search failed: " + hits.status().message());
-    }
-    for (const memory::Hit& h : *hits) {
-      char score[16];
-      std::snprintf(score, sizeof score, "%.2f", h.score);
-      out += h.uri.str() + " (score " + score + "): " + h.abstract_text + "\n";
-      if (++shown == limit) break;
-    }
-    if (shown == limit) break;
+  for (const memory::Hit& h : found->hits) {
+    char score[16];
+    std::snprintf(score, sizeof score, "%.2f", h.score);
+    out += h.uri.str() + " (score " + score + ", " + std::to_string(h.tokens) + " tokens): " + h.abstract_text + "\n";
   }
-  if (out.empty()) return tools::ToolOutput::Text("Nothing found for \"" + query + "\".");
+  if (out.empty()) return tools::ToolOutput::Text("Nothing found for \"" + request.query + "\".");
   return tools::ToolOutput::Text(out + "(read a whole memory with its URI through the memory tools, if available)");
 }
 
@@ -282,7 +271,8 @@ Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::To
          "Search what is remembered about the user and the shared notes and resources. Returns URIs, scores "
          "and abstracts, best first.",
          R"J({"type":"object","properties":{"query":{"type":"string","description":"What to look for"},)J"
-         R"J("limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most results (default 5)"}},)J"
+         R"J("limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most results (default 5)"},)J"
+         R"J("token_budget":{"type":"integer","minimum":1,"description":"Tokens the abstracts may take in all"}},)J"
          R"J("required":["query"],"additionalProperties":false})J"},
         [engine, options](std::string_view a, const Canceller&) { return Find(engine, a, options); })));
   }

@@ -314,23 +314,6 @@ Result<std::vector<memory::Node>> Engine::List(std::string_view uri, const memor
   return WithUri(*impl_, "list", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.List(u, options); });
 }
 
-Result<std::vector<memory::Node>> Engine::Glob(std::string_view pattern, std::string_view under) {
-  return WithUri(*impl_, "glob", under,
-                 [&](memory::ContextStore& s, const memory::Uri& u) { return s.Glob(pattern, u); });
-}
-
-Result<std::vector<memory::GrepMatch>> Engine::Grep(std::string_view needle, std::string_view under,
-                                                   bool ignore_case) {
-  return WithUri(*impl_, "grep", under,
-                 [&](memory::ContextStore& s, const memory::Uri& u) { return s.Grep(needle, u, ignore_case); });
-}
-
-Result<std::vector<memory::Hit>> Engine::Find(std::string_view query, const memory::FindOptions& options) {
-  return Guard("find", [&]() -> Result<std::vector<memory::Hit>> {
-    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
-    return memory::Find(*store, std::string(query), options);
-  });
-}
 
 Result<int64_t> Engine::Remove(std::string_view uri, bool recursive) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "rm"));

@@ -48,7 +48,20 @@ Json HitView(const memory::Hit& h) {
           {"level", static_cast<int>(h.level)},
           {"score", h.score},
           {"abstract", h.abstract_text},
-          {"reason", h.reason}};
+          {"reason", h.reason},
+          {"tokens", h.tokens}};
+}
+
+Json GrepMatchView(const memory::GrepMatch& m) {
+  return {{"uri", m.uri.str()}, {"line", m.line}, {"text", m.text}, {"superseded", m.superseded}};
+}
+
+Json FindResultView(const FindResult& r) {
+  Json hits = Json::array();
+  for (const memory::Hit& h : r.hits) hits.push_back(HitView(h));
+  Json out = {{"hits", std::move(hits)}, {"tokens", r.tokens}};
+  if (!r.searched.empty()) out["searched"] = r.searched;
+  return out;
 }
 
 // Members in alphabetical order: the order these views have always been printed in.

@@ -405,7 +405,8 @@ class PgStore final : public ContextStore {
     for (int pass = 0; pass < 2; ++pass) {
       STRATA_RETURN_IF_ERROR(EnsureIndexCurrent(force));
       STRATA_ASSIGN_OR_RETURN(Lease c, Take());
-      bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent;
+      bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent ||
+                    !filter.roots.empty();
       if (scoped) {
         std::vector<pg::Param> params;
         std::string where = FilterSql(filter, &params);
@@ -786,6 +787,15 @@ class PgStore final : public ContextStore {
     if (f.leaves_only) sql += " AND NOT n.is_dir";
     if (f.parent) sql += " AND n.parent = " + p(f.parent->str());
     if (f.current_only) sql += " AND NOT n.superseded";
+    if (!f.roots.empty() && std::none_of(f.roots.begin(), f.roots.end(), [](const Uri& r) { return r.is_root(); })) {
+      sql += " AND (";
+      for (size_t i = 0; i < f.roots.size(); ++i) {
+        auto [lo, hi] = DescendantRange(f.roots[i]);
+        sql += (i > 0 ? " OR " : "") + std::string("n.uri = ") + p(f.roots[i].str()) + " OR (n.uri >= " + p(lo) +
+               " AND n.uri < " + p(hi) + ")";
+      }
+      sql += ")";
+    }
     return sql;
   }
 

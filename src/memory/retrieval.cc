@@ -109,7 +109,8 @@ Status OpenDirectories(ContextStore& store, const Vector& qv, const FindOptions&
                           .type = options.type,
                           .category = options.category,
                           .parent = dir_uri,
-                          .current_only = !options.include_superseded};
+                          .current_only = !options.include_superseded,
+                          .roots = options.roots};
     const auto most = static_cast<int64_t>(options.children_per_directory);
     STRATA_ASSIGN_OR_RETURN(int64_t count, store.Count(children, most + 1));
     if (count > most) continue;
@@ -147,7 +148,8 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
                       .type = options.type,
                       .category = options.category,
                       .leaves_only = true,
-                      .current_only = !options.include_superseded};
+                      .current_only = !options.include_superseded,
+                      .roots = options.roots};
   STRATA_ASSIGN_OR_RETURN(auto neighbours, store.Neighbours(leaves, options.neighbour_span, filter));
   // The best loan each leaf receives, and from whom. A loan moves a leaf part of the way from its own score
   // toward its lender's, never past it: context around a strong hit must not bury it (where every leaf
@@ -225,7 +227,8 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
   SearchFilter filter{.under = options.under,
                       .type = options.type,
                       .category = options.category,
-                      .current_only = !options.include_superseded};
+                      .current_only = !options.include_superseded,
+                      .roots = options.roots};
   STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> lexical, store.Lexical(query, filter, options.lexical_candidates));
   STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> vector, store.VectorNeighbours(qv, filter, options.vector_candidates));
   std::map<std::string, Evidence> global;
@@ -265,6 +268,9 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
 
 Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> queries, const FindOptions& options) {
   if (queries.empty()) return Status::InvalidArgument("find: no query");
+  if (options.roots.size() > SearchFilter::kMaxRoots) {
+    return Status::InvalidArgument("find: at most " + std::to_string(SearchFilter::kMaxRoots) + " roots");
+  }
   if (!options.under.is_root()) {
     // A scope comes into being with its first write: an empty one is an empty answer. Below a scope root, a
     // path that does not exist is an error (a misspelt directory must not look like "nothing found").

@@ -498,7 +498,8 @@ class SqliteStore final : public ContextStore {
     // A scoped search (subtree, type, category, leaves, parent) may cover few nodes: count them, and scan
     // exactly when they are few. current_only alone excludes only superseded memories, so it is checked row
     // by row on the graph's answers like the rest, without counting the whole store first.
-    bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent;
+    bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent ||
+                  !filter.roots.empty();
     if (scoped) {
       Stmt count(Conn(), "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
       BindFilter(count, filter);
@@ -1051,6 +1052,15 @@ class SqliteStore final : public ContextStore {
     if (f.leaves_only) sql += " AND n.is_dir = 0";
     if (f.parent) sql += " AND n.parent = " + p(5);
     if (f.current_only) sql += " AND json_extract(n.metadata, '$.valid_to') IS NULL";
+    if (!f.roots.empty() && std::none_of(f.roots.begin(), f.roots.end(), [](const Uri& r) { return r.is_root(); })) {
+      sql += " AND (";
+      for (size_t i = 0; i < f.roots.size(); ++i) {
+        int k = 6 + 3 * static_cast<int>(i);
+        sql += (i > 0 ? " OR " : "") + std::string("n.uri = ") + p(k) + " OR (n.uri >= " + p(k + 1) + " AND n.uri < " +
+               p(k + 2) + ")";
+      }
+      sql += ")";
+    }
     return sql;
   }
 
@@ -1062,6 +1072,13 @@ class SqliteStore final : public ContextStore {
     if (f.type) s.Bind(first + 3, ContextTypeName(*f.type));
     if (f.category) s.Bind(first + 4, *f.category);
     if (f.parent) s.Bind(first + 5, f.parent->str());
+    if (!f.roots.empty() && std::none_of(f.roots.begin(), f.roots.end(), [](const Uri& r) { return r.is_root(); })) {
+      for (size_t i = 0; i < f.roots.size(); ++i) {
+        int k = first + 6 + 3 * static_cast<int>(i);
+        auto [lo, hi] = DescendantRange(f.roots[i]);
+        s.Bind(k, f.roots[i].str()).Bind(k + 1, lo).Bind(k + 2, hi);
+      }
+    }
   }
 
   Result<std::vector<ScoredUri>> ExactNeighbours(const Vector& query, const SearchFilter& filter, size_t limit) {

@@ -172,7 +172,7 @@ struct McpHandler::Impl {
   Identity who;
   size_t max_message_bytes;
 
-  Status CheckUri(const Uri& uri) { return CheckUriAccess(*engine, who, uri); }
+  Status CheckUri(const Uri& uri) { return engine->CheckAccess(ReachOf(who), uri.str()); }
 
   // The URI argument `name` (checked against the identity), or the identity's default scope when absent.
   Result<Uri> UriArg(const Json& args, const char* name, bool required) {
@@ -186,36 +186,19 @@ struct McpHandler::Impl {
     return uri;
   }
 
+  // find and search: Engine::Find for this caller (search also reads the session and a token budget).
   Result<Json> Find(const Json& args, bool session_aware) {
-    std::string query = json::StringOr(args, "query");
-    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(args, "under", false));
-    memory::FindOptions o;
-    o.under = under;
-    o.limit = static_cast<size_t>(json::IntOr(args, "limit", 10));
-    std::string searched = query;
+    FindRequest request;
+    request.query = json::StringOr(args, "query");
+    request.under = json::StringOr(args, "under");
+    request.limit = static_cast<size_t>(json::IntOr(args, "limit", 10));
     if (session_aware) {
-      if (std::string sid = json::StringOr(args, "session"); !sid.empty()) {
-        STRATA_RETURN_IF_ERROR(CheckSessionAccess(*engine, who, sid));
-        STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, engine->SessionMessages(sid));
-        searched = SessionAwareQuery(query, messages);
-      }
+      request.session = json::StringOr(args, "session");
+      request.token_budget = json::IntOr(args, "token_budget", 0);
     }
-    STRATA_ASSIGN_OR_RETURN(auto hits, engine->Find(searched, o));
-    int64_t budget = json::IntOr(args, "token_budget", 0);
-    const MessageTokenCounter& counter = Engine::Counter("o200k_base");
-    Json out = Json::array();
-    int64_t used = 0;
-    for (const memory::Hit& h : hits) {
-      Message m = Message::User(h.abstract_text);
-      int64_t tokens = counter.CountMessages({&m, 1});
-      if (budget > 0 && used + tokens > budget) break;
-      used += tokens;
-      out.push_back(views::HitView(h));
-    }
-    Json result = {{"hits", out}};
-    if (budget > 0) result["tokens"] = used;
-    if (searched != query) result["searched"] = searched;
-    return result;
+    request.reach = ReachOf(who);
+    STRATA_ASSIGN_OR_RETURN(FindResult found, engine->Find(request));
+    return views::FindResultView(found);
   }
 
   Result<Json> Read(const Json& args) {
@@ -240,7 +223,7 @@ struct McpHandler::Impl {
     Uri scope = *Uri::Parse("strata://user/" + who.user);
     if (const Json* messages = json::Field(args, "messages"); messages != nullptr) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
-      STRATA_RETURN_IF_ERROR(CheckRefsAccess(*engine, who, parsed));
+      STRATA_RETURN_IF_ERROR(engine->CheckRefs(ReachOf(who), parsed));
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
       STRATA_RETURN_IF_ERROR(engine->AddMessages(info.id, parsed).status());
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(info.id, {.wait = false}));
@@ -261,7 +244,7 @@ struct McpHandler::Impl {
 
   Result<Json> GetContext(const Json& args) {
     std::string sid = json::StringOr(args, "session");
-    STRATA_RETURN_IF_ERROR(CheckSessionAccess(*engine, who, sid));
+    STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(ReachOf(who), sid));
     SessionContextOptions o;
     o.max_context_tokens = json::IntOr(args, "max_context_tokens", 128'000);
     o.reserve_for_reply = json::IntOr(args, "reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4));
@@ -319,16 +302,15 @@ struct McpHandler::Impl {
       return Json{{"uri", uri.str()}, {"nodes", out}};
     }
     if (name == "grep") {
-      STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(args, "under", false));
-      STRATA_ASSIGN_OR_RETURN(auto matches, engine->Grep(json::StringOr(args, "pattern"), under.str(),
-                                                         json::BoolOr(args, "ignore_case", false)));
+      STRATA_ASSIGN_OR_RETURN(auto matches, engine->Grep(json::StringOr(args, "pattern"), json::StringOr(args, "under"),
+                                                         json::BoolOr(args, "ignore_case", false), ReachOf(who)));
       Json out = Json::array();
-      for (const memory::GrepMatch& m : matches) out.push_back({{"uri", m.uri.str()}, {"line", m.line}, {"text", m.text}});
+      for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
       return Json{{"matches", out}};
     }
     if (name == "glob") {
-      STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(args, "under", false));
-      STRATA_ASSIGN_OR_RETURN(auto nodes, engine->Glob(json::StringOr(args, "pattern"), under.str()));
+      STRATA_ASSIGN_OR_RETURN(auto nodes,
+                              engine->Glob(json::StringOr(args, "pattern"), json::StringOr(args, "under"), ReachOf(who)));
       Json out = Json::array();
       for (const memory::Node& n : nodes) out.push_back(n.uri.str());
       return Json{{"uris", out}};
@@ -345,7 +327,7 @@ struct McpHandler::Impl {
     if (name == "edit") return Edit(args);
     if (name == "forget") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
-      STRATA_RETURN_IF_ERROR(CheckWholeScopeAccess(who, uri));
+      STRATA_RETURN_IF_ERROR(Engine::CheckWholeScope(ReachOf(who), uri.str()));
       STRATA_ASSIGN_OR_RETURN(int64_t removed, engine->Remove(uri.str(), json::BoolOr(args, "recursive", false)));
       return Json{{"removed", removed}};
     }
@@ -353,7 +335,7 @@ struct McpHandler::Impl {
     if (name == "get_context") return GetContext(args);
     if (name == "commit_session") {
       std::string sid = json::StringOr(args, "session");
-      STRATA_RETURN_IF_ERROR(CheckSessionAccess(*engine, who, sid));
+      STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(ReachOf(who), sid));
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(sid, {.wait = false}));
       return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
                   {"messages", outcome.ticket.messages}};

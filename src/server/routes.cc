@@ -264,22 +264,21 @@ void Server::Impl::AddRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->Unlink(from.str(), to.str()));
     return Json{{"from", from.str()}, {"to", to.str()}};
   });
-  add("GET", "/api/v1/fs/glob", "/api/v1/fs/glob", [this](Call& c) -> Result<Json> {
+  // Without `under`: everything the caller may read (a user: its scope and the shared ones).
+  add("GET", "/api/v1/fs/glob", "/api/v1/fs/glob", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
-    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
-    STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->Glob(pattern, under.str()));
+    STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));
+    STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->Glob(pattern, under, ReachOf(c.id)));
     Json out = Json::array();
     for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
     return out;
   });
-  add("GET", "/api/v1/fs/grep", "/api/v1/fs/grep", [this](Call& c) -> Result<Json> {
+  add("GET", "/api/v1/fs/grep", "/api/v1/fs/grep", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
-    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
-    STRATA_ASSIGN_OR_RETURN(auto matches, c.engine->Grep(pattern, under.str(), c.BoolArg("ignore_case")));
+    STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));
+    STRATA_ASSIGN_OR_RETURN(auto matches, c.engine->Grep(pattern, under, c.BoolArg("ignore_case"), ReachOf(c.id)));
     Json out = Json::array();
-    for (const memory::GrepMatch& m : matches) {
-      out.push_back({{"uri", m.uri.str()}, {"line", m.line}, {"text", m.text}, {"superseded", m.superseded}});
-    }
+    for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
     return out;
   });
   // Export and import carry the Markdown tree in the request and the response (never a path on the server):
@@ -302,39 +301,18 @@ void Server::Impl::AddRoutes() {
     return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
                 {"relations", report.relations}, {"skipped", report.skipped}};
   });
-  add("POST", "/api/v1/search/find", "/api/v1/search/find", [this](Call& c) -> Result<Json> {
-    STRATA_ASSIGN_OR_RETURN(std::string query, c.Arg("query"));
-    STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false, false));
+  add("POST", "/api/v1/search/find", "/api/v1/search/find", [](Call& c) -> Result<Json> {
+    FindRequest request;
+    STRATA_ASSIGN_OR_RETURN(request.query, c.Arg("query"));
+    STRATA_ASSIGN_OR_RETURN(request.under, c.Arg("under", false));
     STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 10));
-    STRATA_ASSIGN_OR_RETURN(int64_t budget, c.IntArg("token_budget", 0));
     if (limit < 1 || limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
-    memory::FindOptions o;
-    o.under = under;
-    o.limit = static_cast<size_t>(limit);
-    // Session-aware: a short follow-up ("and the second one?") is read with the session's newest user
-    // message before it, so what it refers to is searched for too.
-    STRATA_ASSIGN_OR_RETURN(std::string session_id, c.Arg("session", false));
-    std::string searched = query;
-    if (!session_id.empty()) {
-      STRATA_RETURN_IF_ERROR(CheckSession(c, session_id));
-      STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(session_id));
-      searched = SessionAwareQuery(query, messages);
-    }
-    STRATA_ASSIGN_OR_RETURN(auto hits, c.engine->Find(searched, o));
-    // With a token budget, the hits whose abstracts fit it, best first.
-    Json out = Json::array();
-    int64_t used = 0;
-    for (const memory::Hit& h : hits) {
-      int64_t tokens = tokenizer::CountText(tokenizer::kDefaultEncoding, h.abstract_text);
-      if (budget > 0 && used + tokens > budget) break;
-      used += tokens;
-      Json v = views::HitView(h);
-      v["tokens"] = tokens;
-      out.push_back(std::move(v));
-    }
-    Json result = {{"hits", out}, {"tokens", used}};
-    if (searched != query) result["searched"] = searched;
-    return result;
+    request.limit = static_cast<size_t>(limit);
+    STRATA_ASSIGN_OR_RETURN(request.token_budget, c.IntArg("token_budget", 0));
+    STRATA_ASSIGN_OR_RETURN(request.session, c.Arg("session", false));
+    request.reach = ReachOf(c.id);
+    STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
+    return views::FindResultView(found);
   });
 
   // ---- Sessions ----
@@ -491,7 +469,9 @@ void Server::Impl::AddRoutes() {
     long long task = std::strtoll(c.req.path_params.at(0).c_str(), &end, 10);
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
-    if (!job || !CheckJobAccess(*c.engine, c.id, *job).ok()) return Status::NotFound("no task " + c.req.path_params.at(0));
+    if (!job || !c.engine->CheckJobAccess(ReachOf(c.id), *job).ok()) {
+      return Status::NotFound("no task " + c.req.path_params.at(0));
+    }
     return *job;
   };
   // Every phase-2 job the caller may see (a user key: its own sessions'), newest first; ?session= and
@@ -517,7 +497,7 @@ void Server::Impl::AddRoutes() {
     Json out = Json::array();
     for (const session::Job& job : jobs) {
       if (static_cast<int64_t>(out.size()) >= limit) break;
-      if (!CheckJobAccess(*c.engine, c.id, job).ok()) continue;
+      if (!c.engine->CheckJobAccess(ReachOf(c.id), job).ok()) continue;
       out.push_back(views::JobView(job));
     }
     return out;

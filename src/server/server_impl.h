@@ -273,8 +273,8 @@ struct Server::Impl {
   }
 
   // The rules are in access.h; these apply them to a request's identity.
-  Status CheckSession(Call& c, std::string_view sid) { return CheckSessionAccess(*c.engine, c.id, sid); }
-  Status CheckUri(Call& c, const Uri& uri, bool /*write*/) { return CheckUriAccess(*c.engine, c.id, uri); }
+  Status CheckSession(Call& c, std::string_view sid) { return c.engine->CheckSessionAccess(ReachOf(c.id), sid); }
+  Status CheckUri(Call& c, const Uri& uri, bool /*write*/) { return c.engine->CheckAccess(ReachOf(c.id), uri.str()); }
 
   Result<Uri> UriArg(Call& c, std::string_view name, bool write, bool required = true) {
     STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg(name, required));
@@ -380,7 +380,7 @@ struct Server::Impl {
     return result;
   }
 
-  static Status CheckWholeScope(const Call& c, const Uri& uri) { return CheckWholeScopeAccess(c.id, uri); }
+  static Status CheckWholeScope(const Call& c, const Uri& uri) { return Engine::CheckWholeScope(ReachOf(c.id), uri.str()); }
 
   // One open stream (event stream or streamed chat), released when the response's stream function is
   // destroyed, whether or not it ever ran (a HEAD request, a client gone before the headers).
@@ -416,7 +416,7 @@ struct Server::Impl {
     return std::shared_ptr<StreamSlot>(slot->get(), [slot = *slot, events](StreamSlot*) {});
   }
 
-  Status CheckRefs(Call& c, const std::vector<Message>& messages) { return CheckRefsAccess(*c.engine, c.id, messages); }
+  Status CheckRefs(Call& c, const std::vector<Message>& messages) { return c.engine->CheckRefs(ReachOf(c.id), messages); }
 
   void WakeWorker() {
     {

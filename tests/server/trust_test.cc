@@ -14,6 +14,7 @@
 
 #include "server/server_fixture.h"
 #include "session/pipeline_stage.h"
+#include "strata/engine/agent_tools.h"
 #include "strata/engine/engine.h"
 
 namespace strata::server {
@@ -281,6 +282,102 @@ TEST_F(TrustTest, APostWithoutALengthHasNoBodyAndIsAnsweredAtOnce) {
   ASSERT_FALSE(answer.empty()) << "no answer within 10 s: the server waited for a body that was never coming";
   // Read as an empty body: the required text is missing.
   EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
+}
+
+}  // namespace
+}  // namespace strata::server
+
+namespace strata::server {
+namespace {
+
+// Hits as URIs, in order, from each front end's answer.
+std::vector<std::string> HitUris(const Json& hits) {
+  std::vector<std::string> out;
+  for (const Json& h : hits) out.push_back(h["uri"].get<std::string>());
+  return out;
+}
+std::vector<std::string> ToolUris(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; (at = text.find("strata://", at)) != std::string::npos;) {
+    size_t end = text.find(' ', at);
+    out.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  return out;
+}
+
+// Issue 29: one question, one answer. The same queries and token budgets through HTTP's search/find, the MCP
+// search tool and the chat's find tool give the same hits in the same order: each is Engine::Find for the
+// caller (a user: its own scope and the shared ones, ranked together), counting tokens one way.
+TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
+  std::string alice = Issue("alice");
+  std::string bob = Issue("bob");
+  const std::vector<std::pair<std::string, std::string>> notes = {
+      {"strata://user/alice/memories/preferences/editor", "Alice edits code in Helix with relative line numbers."},
+      {"strata://user/alice/memories/events/trip", "Alice flew to Lisbon for a conference on editors in May."},
+      {"strata://resources/guides/testing", "Run scripts/test before pushing; it builds and runs every test."},
+      {"strata://resources/guides/editors", "The team's editor settings live in .editorconfig at the root."},
+      {"strata://agent/coder/memories/patterns/review", "Reviewers ask for a test with every bug fix."},
+      {"strata://user/bob/memories/preferences/editor", "Bob edits code in Emacs with evil mode."},
+  };
+  for (const auto& [uri, text] : notes) {
+    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
+  }
+  // A coding agent writes a note to the shared resources through MCP, then finds it (issue 29's example).
+  Reply wrote = Call("POST", "/mcp", alice,
+                     McpCall("write", {{"uri", "strata://resources/notes/deploy"},
+                                       {"content", "Deploys go out on Tuesdays after the freeze is lifted."}}));
+  ASSERT_EQ(wrote.status, 200) << wrote.raw;
+  ASSERT_EQ(wrote.raw.find("isError\":true"), std::string::npos) << wrote.raw;
+
+  auto opened = Engine::Open({.data_dir = dir_.File("data")});
+  ASSERT_OK(opened);
+  tools::Toolset toolset;
+  ASSERT_OK(AddAgentTools(opened->get(), {.user = "alice", .files = false}, &toolset));
+
+  int compared = 0;
+  for (const std::string query : {"which editor does alice use", "deploys on tuesday", "how do I test a bug fix",
+                                  "editor settings"}) {
+    for (int64_t budget : {0, 12, 30}) {
+      SCOPED_TRACE(query + ", budget " + std::to_string(budget));
+      Json args = {{"query", query}, {"limit", 10}};
+      if (budget > 0) args["token_budget"] = budget;
+      Reply http = Call("POST", "/api/v1/search/find", alice, args.dump());
+      ASSERT_EQ(http.status, 200) << http.raw;
+      Reply mcp = Call("POST", "/mcp", alice, McpCall("search", args));
+      ASSERT_EQ(mcp.status, 200) << mcp.raw;
+      Json structured = mcp.body["result"]["structuredContent"];
+      Canceller never;
+      tools::ToolOutput out = const_cast<tools::Tool*>(toolset.Find("find"))->Call(args.dump(), never);
+      std::string tool_text;
+      for (const ContentPart& part : out.content) {
+        if (const auto* t = std::get_if<TextPart>(&part)) tool_text += t->text;
+      }
+      std::vector<std::string> over_http = HitUris(http.body["result"]["hits"]);
+      EXPECT_EQ(HitUris(structured["hits"]), over_http);
+      EXPECT_EQ(ToolUris(tool_text), over_http) << tool_text;
+      EXPECT_EQ(structured["tokens"], http.body["result"]["tokens"]);
+      for (const std::string& uri : over_http) EXPECT_EQ(uri.find("/user/bob"), std::string::npos) << uri;
+      if (budget > 0) {
+        EXPECT_LE(http.body["result"]["tokens"].get<int64_t>(), budget);
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 12);
+  // The note written through MCP is found by a find without `under`: the user's find reaches the shared
+  // resources, not only its own scope.
+  Reply deploy = Call("POST", "/mcp", alice, McpCall("find", {{"query", "when do deploys go out"}}));
+  ASSERT_EQ(deploy.status, 200);
+  EXPECT_EQ(deploy.body["result"]["structuredContent"]["hits"][0]["uri"], "strata://resources/notes/deploy") << deploy.raw;
+  // Glob and grep without `under` cover the same places.
+  Reply grep = Call("GET", "/api/v1/fs/grep?pattern=edit", alice);
+  ASSERT_EQ(grep.status, 200);
+  std::set<std::string> grepped;
+  for (const Json& m : grep.body["result"]) grepped.insert(m["uri"].get<std::string>());
+  EXPECT_TRUE(grepped.count("strata://user/alice/memories/preferences/editor"));
+  EXPECT_TRUE(grepped.count("strata://resources/guides/editors"));
+  EXPECT_FALSE(grepped.count("strata://user/bob/memories/preferences/editor"));
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 //   list_directory  {path?}                          a directory's entries, "/" after subdirectories
 //   remember        {text, category?}                keeps a memory in the user's scope, deduplicated by the
 //                                                    model; kept as a plain note when no model can be used
-//   find            {query, limit?}                  searches the user's memories and the shared resources
+//   find            {query, limit?, token_budget?}   searches the user's memories and the shared scopes
+//                                                    (Engine::Find for the user: the hits HTTP and MCP give)
 //
 // The file tools read with the permissions of the process, relative paths from its working directory;
 // they never write. Every failure (a missing file, a binary file, a store error) is a tool result the model

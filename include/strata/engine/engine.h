@@ -91,6 +91,40 @@ struct EngineOptions {
   bool read_only = false;
 };
 
+// What a caller may reach. Everything (the default: a program embedding the engine, the CLI, an admin's
+// key), or one user of the data: that user's own scope (strata://user/<user>), its own sessions and their
+// scopes (strata://session/<id>), and the shared scopes strata://resources and strata://agent. The rules
+// are the Engine's (CheckAccess, CheckSessionAccess ...), so every front end applies the same ones.
+struct Reach {
+  std::string user;  // "" = everything.
+  static Reach Everything() { return {}; }
+  static Reach User(std::string user) { return {std::move(user)}; }
+  bool everything() const { return user.empty(); }
+};
+
+// A find for a caller: what HTTP's search/find, MCP's find and search, the agent tools and the CLI ask.
+struct FindRequest {
+  std::string query;
+  // Below this URI only; "" (the default): everything the caller may reach, ranked together.
+  std::string under;
+  size_t limit = 10;  // 1-1000.
+  // A session of the caller's: a short follow-up (under eight words, "and the second one?") is searched
+  // together with the session's newest user message before it.
+  std::string session;
+  // > 0: only the best hits whose abstracts fit in this many tokens (counted in `encoding`, raw text).
+  int64_t token_budget = 0;
+  std::string encoding = "o200k_base";  // tokenizer/registry.h's names.
+  Reach reach;
+  // Retrieval weights and filters (memory/retrieval.h); its under, roots and limit come from the above.
+  memory::FindOptions tuning;
+};
+
+struct FindResult {
+  std::vector<memory::Hit> hits;  // Best first, each with its tokens (Hit::tokens).
+  int64_t tokens = 0;             // Their sum.
+  std::string searched;           // The text searched, when a session made it differ from the query.
+};
+
 // What Engine::Commit did.
 struct CommitOutcome {
   session::CommitTicket ticket;
@@ -182,10 +216,16 @@ class Engine {
   Result<memory::Node> Stat(std::string_view uri);
   Result<std::vector<memory::Relation>> Relations(std::string_view uri);
   Result<std::vector<memory::Node>> List(std::string_view uri, const memory::ListOptions& options = {});
-  Result<std::vector<memory::Node>> Glob(std::string_view pattern, std::string_view under = "strata://");
+  // Glob and grep below `under`; "" means everything `reach` may read (for a user: its scope and the shared
+  // ones, in that order).
+  Result<std::vector<memory::Node>> Glob(std::string_view pattern, std::string_view under = "strata://",
+                                         const Reach& reach = {});
   Result<std::vector<memory::GrepMatch>> Grep(std::string_view needle, std::string_view under = "strata://",
-                                              bool ignore_case = false);
+                                              bool ignore_case = false, const Reach& reach = {});
+  // Hybrid, hierarchical retrieval (memory/retrieval.h) over the whole store; each hit with its tokens.
   Result<std::vector<memory::Hit>> Find(std::string_view query, const memory::FindOptions& options = {});
+  // The same for a caller: its reach, a session's follow-up, a token budget (FindRequest).
+  Result<FindResult> Find(const FindRequest& request);
   Result<int64_t> Remove(std::string_view uri, bool recursive);
   Status Move(std::string_view from, std::string_view to);
   Status Link(std::string_view from, std::string_view to, std::string_view reason);
@@ -258,6 +298,21 @@ class Engine {
   // The newest `limit` recorded memory changes at or below `under`, newest first.
   Result<std::vector<session::AuditEntry>> RecentMemoryChanges(std::string_view under, size_t limit);
   Result<std::vector<session::MemoryChange>> Consolidate(std::string_view under, const Canceller* cancel = nullptr);
+
+  // ---- Who may reach what (Reach) ----
+  // kPermissionDenied naming what `reach` covers, unless it may read and write `uri`.
+  Status CheckAccess(const Reach& reach, std::string_view uri);
+  // The session `id` exists and `reach` may use it; otherwise NoSuchSession (another user's session is not
+  // even said to exist).
+  Status CheckSessionAccess(const Reach& reach, std::string_view id);
+  // `reach` may see the phase-2 job: a job of the live incarnation of one of its sessions (JobSession).
+  Status CheckJobAccess(const Reach& reach, const session::Job& job);
+  // The context_ref parts of `messages` point only where `reach` may read (phase 2 links memories to them).
+  Status CheckRefs(const Reach& reach, std::span<const Message> messages);
+  // A user may not remove or move a scope root or kind directory as a whole.
+  static Status CheckWholeScope(const Reach& reach, std::string_view uri);
+  // Where a search without `under` looks for `reach`: nothing (everything) or its readable scopes.
+  static std::vector<memory::Uri> ReachRoots(const Reach& reach);
 
   // ---- Prompts, tokens, conversations ----
   Result<std::string> RenderPrompt(std::string_view id, const prompt::Value& vars);

@@ -5,11 +5,15 @@
 //   NodeView          {"uri","is_dir","type","category","abstract","size","created_ms","updated_ms"} plus
 //                     "superseded": true for a memory that a newer one replaced (metadata "valid_to")
 //   NodeDetailView    NodeView + "overview", "metadata" (object), "relations": [{"from","to","reason"}]
-//   HitView           {"uri","level","score","abstract","reason"}
+//   HitView           {"uri","level","score","abstract","reason","tokens"}
+//   FindResultView    {"hits":[HitView],"tokens","searched"?}: Engine::Find for a caller, as every front end
+//                     returns it
+//   GrepMatchView     {"uri","line","text","superseded"}
 //   SessionView       {"abstract","agent","contexts","id",["messages",]"overview","stats":{...},"user"}
 //   ArchiveView       {"archive","error"?,"messages","notes"?,"state"}
-//   JobView           {"attempts","id","last_error"?,"payload","state"}
-//   AuditEntryView    {"action","after","at_ms","before","reason","source"}
+//   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
+//                     "session"?,"state","updated_ms"}
+//   AuditEntryView    {"action","after","at_ms","before","reason","source","uri"}
 //   ChangesView       [{"action","reason","uri"}]
 //   SessionContextView  a session's assembled window: {"session","encoding","window","budget","total_tokens",
 //                     "sections":{...},"system_prompt","memories","summary_included","messages":[{"index",
@@ -35,6 +39,7 @@
 
 namespace strata {
 struct SessionContext;
+struct FindResult;
 }  // namespace strata
 
 namespace strata::views {
@@ -48,6 +53,8 @@ std::string Dump(const Json& j, int indent = -1);
 Json NodeView(const memory::Node& node);
 Json NodeDetailView(const memory::Node& node, const std::vector<memory::Relation>& relations);
 Json HitView(const memory::Hit& hit);
+Json FindResultView(const FindResult& result);
+Json GrepMatchView(const memory::GrepMatch& match);
 // With `messages`, the session's current messages are included (kosong JSON).
 Json SessionView(const session::SessionInfo& info, const std::vector<Message>* messages = nullptr);
 Json ArchiveView(const session::ArchiveInfo& archive);

@@ -43,6 +43,8 @@ enum class Fusion { kRelativeScore, kReciprocalRank };
 
 struct FindOptions {
   Uri under = Uri::Root();
+  // When not empty: only below one of these as well (SearchFilter::roots), ranked together.
+  std::vector<Uri> roots;
   size_t limit = 10;
   std::optional<ContextType> type;
   std::optional<std::string> category;
@@ -68,6 +70,7 @@ struct Hit {
   double score = 0;
   std::string abstract_text;       // L0, for display.
   std::string reason;              // e.g. "lexical #2: cache (abstract); cosine 0.612; beside .../turn-4 +0.21".
+  int64_t tokens = 0;              // The abstract's tokens, as Engine::Find counts them (0: not counted).
 };
 
 // Finds the best `limit` hits for any of `queries` below `options.under`, best first.

@@ -86,6 +86,10 @@ struct SearchFilter {
   bool leaves_only = false;
   std::optional<Uri> parent;               // Only direct children of this directory.
   bool current_only = false;               // Skip superseded nodes (metadata has "valid_to").
+  // When not empty: only nodes at or below one of these too (what a caller may read: its user scope and
+  // the shared scopes). At most kMaxRoots.
+  std::vector<Uri> roots;
+  static constexpr size_t kMaxRoots = 8;
 };
 
 struct ScoredUri {

@@ -262,9 +262,15 @@ int Run(int argc, char** argv) {
     Result<Conversation> c = LoadConversation(f);
     if (!c.ok()) return std::fprintf(stderr, "%s\n", c.status().ToString().c_str()), 1;
     std::vector<std::pair<Uri, std::string>> leaves;
+    std::set<std::string> sessions;
     for (const Turn& t : c->turns) {
       Result<Uri> uri = Uri::Parse(t.uri);
       if (!uri.ok()) return std::fprintf(stderr, "%s\n", uri.status().ToString().c_str()), 1;
+      // Each session's turns are a sequence, as a conversation importer marks them (memory/store.h).
+      if (sessions.insert(uri->Parent().str()).second) {
+        Status s = store.Mkdir(uri->Parent(), {.metadata = std::string(kOrderedMetadata)});
+        if (!s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 1;
+      }
       leaves.emplace_back(*uri, t.text);
     }
     Status s = store.WriteBatch(leaves, {});

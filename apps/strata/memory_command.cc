@@ -23,7 +23,7 @@ struct MemoryArgs {
   std::string uri, uri2, file, abstract_text, overview, reason, query, dir, under = "strata://", type, category;
   int level = 2;
   size_t limit = 10;
-  bool recursive = false, json = false, ignore_case = false, read_only = false;
+  bool recursive = false, json = false, ignore_case = false, read_only = false, ordered = false;
   std::vector<std::string> paths;
 };
 
@@ -57,6 +57,7 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     memory::WriteOptions o;
     if (!a.abstract_text.empty()) o.abstract_text = a.abstract_text;
     if (!a.overview.empty()) o.overview = a.overview;
+    if (a.ordered) o.metadata = std::string(memory::kOrderedMetadata);
     return engine.Mkdir(uri, o);
   }
   if (cmd == "read") {
@@ -203,6 +204,9 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   mk->add_option("URI", a->uri)->required();
   mk->add_option("--abstract", a->abstract_text);
   mk->add_option("--overview", a->overview);
+  mk->add_flag("--ordered", a->ordered,
+               "Its children are a sequence (a conversation's turns, a document's chunks): find counts a hit's "
+               "neighbours in it");
   CLI::App *r = sub("read", "Print one layer of a node");
   r->add_option("URI", a->uri)->required();
   r->add_option("--level", a->level, "0 abstract, 1 overview, 2 content (default)");

@@ -496,8 +496,12 @@ class PgStore final : public ContextStore {
              "(ORDER BY n.id " + order + ") AS k FROM (SELECT n.uri, n.id FROM store_nodes n WHERE n.parent = m.parent "
              "AND n.id " + cmp + " m.id AND NOT n.is_dir" + on + " ORDER BY n.id " + order + " LIMIT $2) n) s";
     };
-    std::string sql = "WITH m AS (SELECT uri, parent, id FROM store_nodes WHERE uri = ANY($1::text[])) " +
-                      side("<", "DESC", "-") + " UNION ALL " + side(">", "ASC", "");
+    // Only leaves of directories marked ordered (kOrderedKey): elsewhere write order means nothing.
+    std::string sql =
+        "WITH m AS (SELECT n.uri, n.parent, n.id FROM store_nodes n JOIN store_nodes p ON p.uri = n.parent "
+        "WHERE n.uri = ANY($1::text[]) AND CASE WHEN p.metadata LIKE '%\"ordered\"%' THEN "
+        "(p.metadata::jsonb ->> 'ordered') = 'true' ELSE false END) " +
+        side("<", "DESC", "-") + " UNION ALL " + side(">", "ASC", "");
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));
     for (int i = 0; i < r.size(); ++i) {

@@ -33,6 +33,9 @@ constexpr std::string_view kRootParent = "strata://";
 // The full-text tokenizer: Unicode word breaks without diacritics, then Porter stemming, so "preferences"
 // finds "preference" (CJK text is pre-split into characters by FtsText and passes the stemmer unchanged). A
 // store whose meta.fts_layout differs has its full-text index rebuilt from the nodes on open.
+// The parent `p` of a leaf is a sequence (its metadata says "ordered": true).
+constexpr std::string_view kOrderedSql =
+    "(CASE WHEN json_valid(p.metadata) THEN json_extract(p.metadata, '$.ordered') END) = 1";
 constexpr std::string_view kFtsTokenizer = "porter unicode61 remove_diacritics 2";
 // meta.fts_layout: the tokenizer and the row layout (MakeFtsRow); a store with another value is reindexed.
 constexpr std::string_view kFtsLayout = "porter unicode61 remove_diacritics 2; leaf-derived-layers-omitted";
@@ -558,10 +561,12 @@ class SqliteStore final : public ContextStore {
     std::vector<std::vector<Neighbour>> out(leaves.size());
     if (span <= 0) return out;
     STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
-    // nodes_by_parent_id: a range of the leaf's directory in write order, from the leaf outwards.
+    // nodes_by_parent_id: a range of the leaf's directory in write order, from the leaf outwards — only in a
+    // directory marked ordered (kOrderedKey), where write order means something.
     auto side = [&](const char* cmp, const char* order) {
-      return "SELECT n.uri FROM nodes m JOIN nodes n ON n.parent = m.parent AND n.id " + std::string(cmp) +
-             " m.id WHERE m.uri = ?1 AND n.is_dir = 0" + FilterSql(filter) + " ORDER BY n.id " + order + " LIMIT ?2";
+      return "SELECT n.uri FROM nodes m JOIN nodes p ON p.uri = m.parent JOIN nodes n ON n.parent = m.parent AND n.id " +
+             std::string(cmp) + " m.id WHERE m.uri = ?1 AND " + std::string(kOrderedSql) + " AND n.is_dir = 0" + FilterSql(filter) +
+             " ORDER BY n.id " + order + " LIMIT ?2";
     };
     Stmt before(Conn(), side("<", "DESC"));
     Stmt after(Conn(), side(">", "ASC"));

@@ -234,6 +234,8 @@ void Server::Impl::AddRoutes() {
     memory::WriteOptions o;
     o.abstract_text = c.OptString("abstract");
     o.overview = c.OptString("overview");
+    // "ordered": its children form a sequence (a conversation, a document's chunks): neighbours count.
+    if (c.BoolArg("ordered")) o.metadata = std::string(memory::kOrderedMetadata);
     STRATA_RETURN_IF_ERROR(c.engine->Mkdir(uri.str(), o));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
     return views::NodeView(node);

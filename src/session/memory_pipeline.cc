@@ -528,6 +528,11 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
                            .overview = summary,
                            .type = memory::ContextType::kResource,
                            .category = "session_archive"};
+    // Nothing is written under the scope of a session deleted since phase 2 began: a new session given its
+    // id must find that scope empty (Engine::CreateSession also clears what a race left there).
+    STRATA_RETURN_IF_ERROR(sessions_.Get(session).status());
+    // A session's archives are a sequence (its conversation in order): neighbours are evidence there.
+    STRATA_RETURN_IF_ERROR(store_.Mkdir(archive_uri.Parent(), {.metadata = std::string(memory::kOrderedMetadata)}));
     STRATA_RETURN_IF_ERROR(store_.Write(archive_uri, transcript, w));
     STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kSummarized, ""));
   } else {

@@ -595,6 +595,9 @@ TEST_P(StoreTest, FindIsHybridHierarchicalAndDeduplicated) {
 }
 
 TEST_P(StoreTest, NeighboursAreTheLeavesWrittenBesideOneInItsDirectory) {
+  // Sequences are marked by whoever writes them: these two sessions are, the notes below are not.
+  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
+  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s2"), {.metadata = std::string(kOrderedMetadata)}));
   // Written out of name order: write order decides, not names.
   for (const char *name : {"t10", "t2", "t3", "t1", "t4"}) {
     ASSERT_OK(store_->Write(U(std::string("strata://resources/chat/s1/") + name), std::string("turn ") + name));
@@ -629,6 +632,11 @@ TEST_P(StoreTest, NeighboursAreTheLeavesWrittenBesideOneInItsDirectory) {
   EXPECT_EQ(*store_->Count({.parent = s1}, 100), 7);  // Six leaves and a directory.
   EXPECT_EQ(*store_->Count({.leaves_only = true, .parent = s1, .current_only = true}, 100), 5);
   EXPECT_EQ(*store_->Count({.parent = s1}, 3), 3);
+  // In a directory not marked ordered, write order means nothing: no leaf has neighbours there.
+  for (const char *name : {"a", "b", "c"}) ASSERT_OK(store_->Write(U(std::string("strata://resources/notes/") + name), name));
+  auto unordered = store_->Neighbours(std::vector<Uri>{U("strata://resources/notes/b")}, 2, {.leaves_only = true});
+  ASSERT_OK(unordered);
+  EXPECT_TRUE((*unordered)[0].empty());
 }
 
 TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
@@ -641,8 +649,11 @@ TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
       "Alice: nice, I am going hiking tomorrow.",
       "Bob: enjoy the mountains.",
   };
+  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
   for (int i = 0; i < 6; ++i) {
     ASSERT_OK(store_->Write(U("strata://resources/chat/s1/turn-" + std::to_string(i + 1)), turns[i]));
+    // The same turns as unrelated notes, in a directory whose order means nothing.
+    ASSERT_OK(store_->Write(U("strata://resources/notes/note-" + std::to_string(i + 1)), turns[i]));
   }
   for (int i = 0; i < 20; ++i) {
     ASSERT_OK(store_->Write(U("strata://resources/chat/s2/turn-" + std::to_string(i + 1)),
@@ -656,6 +667,13 @@ TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-3") << (*hits)[0].reason;
   EXPECT_EQ((*hits)[1].uri.str(), "strata://resources/chat/s1/turn-4") << (*hits)[1].reason;
   EXPECT_NE((*hits)[1].reason.find("beside strata://resources/chat/s1/turn-3"), std::string::npos) << (*hits)[1].reason;
+  // Among the notes, the reply is not lifted by the question written before it (issue 29: a note written
+  // after a hit in a directory of notes is not its context).
+  auto notes = Find(*store_, question, {.under = U("strata://resources/notes"), .limit = 30});
+  ASSERT_OK(notes);
+  ASSERT_FALSE(notes->empty());
+  EXPECT_EQ((*notes)[0].uri.str(), "strata://resources/notes/note-3");
+  for (const Hit &h : *notes) EXPECT_EQ(h.reason.find("beside"), std::string::npos) << h.uri.str() << ": " << h.reason;
   // Without the loan the reply has only its own (faint, trigram) similarity: far below.
   options.neighbour_weight = 0;
   auto alone = Find(*store_, question, options);
@@ -707,6 +725,8 @@ TEST_P(StoreTest, ImportWritesNumberedFilesInNumberOrder) {
   for (const char *name : {"turn-10", "turn-2", "turn-1", "turn-03"}) {
     testing::WriteFileOrDie(in.File(std::string(name) + ".md"), std::string("text of ") + name);
   }
+  // The exported form of a directory marked ordered (a conversation): its metadata comes along.
+  testing::WriteFileOrDie(in.File(".meta.json"), R"({"self": {"metadata": {"ordered": true}}})");
   ASSERT_OK(ImportMarkdown(*store_, in.path(), U("strata://resources/chat")));
   auto list = store_->List(U("strata://resources/chat"));
   ASSERT_OK(list);

@@ -79,6 +79,13 @@ struct GrepMatch {
   bool superseded = false;  // The leaf is a memory a newer one replaced (metadata "valid_to").
 };
 
+// A directory whose metadata has "ordered": true holds a sequence: its children were written in an order
+// that means something (the turns of a conversation, the chunks of a document), so a leaf's neighbours are
+// evidence for it (Find's neighbour step). Whoever writes a sequence marks its directory (Mkdir with this
+// metadata); a directory of unrelated notes is not marked.
+inline constexpr std::string_view kOrderedKey = "ordered";
+inline constexpr std::string_view kOrderedMetadata = R"({"ordered": true})";
+
 struct SearchFilter {
   Uri under = Uri::Root();                 // Only nodes at or below this URI.
   std::optional<ContextType> type;
@@ -148,9 +155,10 @@ class ContextStore {
   virtual Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) = 0;
   // How many nodes pass `filter`, counting no further than `cap` (a cheap "more than cap?").
   virtual Result<int64_t> Count(const SearchFilter& filter, int64_t cap) = 0;
-  // For each of `leaves`, the leaves written just before and after it in the same directory (write order:
-  // a conversation's turns, a document's chunks), at most `span` on each side, that pass `filter`. Nearest
-  // first on each side; an unknown URI has none.
+  // For each of `leaves`, the leaves written just before and after it in the same directory, at most `span`
+  // on each side, that pass `filter`: only in a directory whose metadata marks it ordered (kOrderedKey: a
+  // conversation's turns, a document's chunks, a session's archives), where write order means something.
+  // Nearest first on each side; an unknown URI, or one in an unordered directory, has none.
   virtual Result<std::vector<std::vector<Neighbour>>> Neighbours(std::span<const Uri> leaves, int span,
                                                                  const SearchFilter& filter) = 0;
   // Embeds `texts` with the store's embedder, through its cache.

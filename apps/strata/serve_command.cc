@@ -48,9 +48,6 @@ Status RunServe(const ServeArgs& a) {
   options.max_streams = std::max(1, a.threads * 3 / 4);
   options.http.max_body_bytes = static_cast<size_t>(a.max_body_mb) << 20;
   options.upstream_context_tokens = a.window;
-  options.commit_after_tokens = a.commit_after_tokens;
-  options.commit_after_turns = a.commit_after_turns;
-  options.commit_after_idle = std::chrono::seconds(a.commit_after_idle_s);
   if (!a.root_key_file.empty()) {
     std::ifstream in(a.root_key_file);
     if (!in) return Status::NotFound("cannot read the root key file " + a.root_key_file);
@@ -66,6 +63,9 @@ Status RunServe(const ServeArgs& a) {
                        .prompt_dirs = a.prompt_dirs,
                        .read_only = a.read_only};
   engine.queue.lease = std::chrono::seconds(a.job_lease_s);
+  engine.commit_policy = {.after_tokens = a.commit_after_tokens,
+                          .after_turns = a.commit_after_turns,
+                          .after_idle = std::chrono::seconds(a.commit_after_idle_s)};
   STRATA_ASSIGN_OR_RETURN(auto server, server::Server::Open(std::move(engine), options));
   STRATA_ASSIGN_OR_RETURN(int port, server->Bind());
   std::string host = a.listen.substr(0, a.listen.rfind(':'));

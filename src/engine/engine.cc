@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <nlohmann/json.hpp>
 
+#include "engine_impl.h"
 #include "guard.h"
 #include "strata/json/checked.h"
 #include "strata/memory/embedder.h"
@@ -27,43 +28,6 @@ namespace {
 
 using Json = nlohmann::json;
 using engine_internal::Guard;
-
-// An exclusive, non-blocking flock on a file that records the holder's pid. Held until destroyed.
-class WorkerLock {
- public:
-  ~WorkerLock() {
-    if (fd_ >= 0) {
-      (void)::ftruncate(fd_, 0);
-      ::close(fd_);  // Releases the lock.
-    }
-  }
-  Status Acquire(const std::string& path) {
-    if (fd_ >= 0) return Status::Ok();
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::Internal("cannot open " + path + ": " + std::strerror(errno));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      int err = errno;
-      char buf[32] = {0};
-      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-      ::close(fd);
-      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-      if (err != EWOULDBLOCK) return Status::Internal("cannot lock " + path + ": " + std::strerror(err));
-      return Status::Unavailable("phase 2 of this data directory is being run by another process" +
-                                 (pid.empty() ? std::string() : " (pid " + pid + ")") + ", which holds " + path +
-                                 "; it will process the queue: follow it with `strata session status ID`");
-    }
-    std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-      // The pid is only informational; the lock is what counts.
-    }
-    fd_ = fd;
-    return Status::Ok();
-  }
-
- private:
-  int fd_ = -1;
-};
 
 bool IsDir(const std::string& path) {
   std::error_code ec;
@@ -86,154 +50,6 @@ std::string ShippedPromptsDir() {
   return "";
 }
 
-struct Engine::Impl {
-  EngineOptions options;
-  bool postgres = false;  // options.data_dir is a PostgreSQL URL.
-
-  std::mutex open_mu;  // Guards the lazily opened parts below (held only while one opens).
-  std::unique_ptr<session::JobQueue> queue;
-  std::unique_ptr<session::Sessions> sessions;
-  std::unique_ptr<memory::ContextStore> store;
-  std::unique_ptr<session::AuditLog> audit;
-  std::unique_ptr<prompt::PromptLibrary> prompts;
-  std::optional<ConfigFile> config;
-  std::unique_ptr<llm::ChatProvider> owned_model;
-  llm::ChatProvider* model = nullptr;
-  std::unique_ptr<session::OwnerLocks> owner_locks;  // Across processes (flock) or instances (PostgreSQL).
-  std::unique_ptr<session::MemoryPipeline> pipeline;
-
-  std::mutex worker_mu;  // One phase-2 run at a time in this process; worker_lock across processes.
-  WorkerLock worker_lock;
-
-  std::string Path(const char* name) const { return options.data_dir + "/" + name; }
-
-  Result<session::JobQueue*> Queue() {
-    std::lock_guard lock(open_mu);
-    return QueueLocked();
-  }
-  Result<session::JobQueue*> QueueLocked() {
-    if (!queue) {
-      if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(queue, session::OpenPgJobQueue(options.data_dir, options.queue));
-      } else {
-        session::JobQueueOptions o = options.queue;
-        o.read_only = o.read_only || options.read_only;
-        STRATA_ASSIGN_OR_RETURN(queue, session::OpenJobQueue(Path("queue.db"), o));
-      }
-    }
-    return queue.get();
-  }
-  Result<session::Sessions*> Sessions() {
-    std::lock_guard lock(open_mu);
-    return SessionsLocked();
-  }
-  Result<session::Sessions*> SessionsLocked() {
-    if (!sessions) {
-      STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, QueueLocked());
-      session::SessionsOptions o{.queue = q, .lock_wait = options.busy_timeout, .read_only = options.read_only};
-      if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(sessions, session::OpenPgSessions(options.data_dir, o));
-      } else {
-        STRATA_ASSIGN_OR_RETURN(sessions, session::OpenSessions(options.data_dir, o));
-      }
-    }
-    return sessions.get();
-  }
-  Result<memory::ContextStore*> Store() {
-    std::lock_guard lock(open_mu);
-    return StoreLocked();
-  }
-  Result<memory::ContextStore*> StoreLocked() {
-    if (!store) {
-      std::shared_ptr<memory::Embedder> embedder = options.embedder_instance;
-      if (!embedder) {
-        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> e, memory::EmbedderFromSpec(options.embedder));
-        embedder = std::move(e);
-      }
-      if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(store, memory::OpenPgStore(options.data_dir, {.embedder = std::move(embedder)}));
-      } else {
-        memory::SqliteStoreOptions o{.embedder = std::move(embedder), .busy_timeout = options.busy_timeout,
-                                     .read_only = options.read_only};
-        STRATA_ASSIGN_OR_RETURN(store, memory::OpenSqliteStore(options.data_dir, std::move(o)));
-      }
-    }
-    return store.get();
-  }
-  Result<session::AuditLog*> Audit() {
-    std::lock_guard lock(open_mu);
-    return AuditLocked();
-  }
-  Result<session::AuditLog*> AuditLocked() {
-    if (!audit) {
-      if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(audit, session::OpenPgAuditLog(options.data_dir));
-      } else {
-        STRATA_ASSIGN_OR_RETURN(audit, session::OpenAuditLog(Path("audit.db"), options.read_only));
-      }
-    }
-    return audit.get();
-  }
-  std::vector<std::string> PromptDirs() const {
-    std::vector<std::string> dirs = options.prompt_dirs;
-    if (!options.ignore_prompt_env) {
-      if (const char* extra = std::getenv("STRATA_PROMPTS"); extra != nullptr && *extra != '\0') dirs.push_back(extra);
-    }
-    std::string shipped = options.shipped_prompts_dir.empty() ? ShippedPromptsDir() : options.shipped_prompts_dir;
-    if (!shipped.empty()) dirs.push_back(shipped);
-    return dirs;
-  }
-  prompt::PromptLibrary* PromptsLocked() {
-    if (!prompts) prompts = std::make_unique<prompt::PromptLibrary>(PromptDirs());
-    return prompts.get();
-  }
-  Result<const ConfigFile*> ConfigLocked() {
-    if (!config) {
-      STRATA_ASSIGN_OR_RETURN(config, LoadConfigFile(options.provider.config_file));
-    }
-    return &*config;
-  }
-  Result<llm::ChatProvider*> ModelLocked() {
-    if (model != nullptr) return model;
-    if (options.model != nullptr) return model = options.model;
-    STRATA_ASSIGN_OR_RETURN(const ConfigFile* c, ConfigLocked());
-    STRATA_ASSIGN_OR_RETURN(owned_model, MakeProvider(options.provider, *c, options.on_model_retry));
-    return model = owned_model.get();
-  }
-  Result<session::MemoryPipeline*> Pipeline() {
-    std::lock_guard lock(open_mu);
-    if (!pipeline) {
-      STRATA_ASSIGN_OR_RETURN(session::Sessions * s, SessionsLocked());
-      STRATA_ASSIGN_OR_RETURN(memory::ContextStore * st, StoreLocked());
-      STRATA_ASSIGN_OR_RETURN(session::AuditLog * a, AuditLocked());
-      STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * m, ModelLocked());
-      // Memories of one owner are decided by one writer at a time across every process on the data
-      // directory, or every instance on the database.
-      if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(owner_locks, session::OpenPgOwnerLocks(options.data_dir));
-      } else {
-        STRATA_ASSIGN_OR_RETURN(owner_locks, session::OpenFileOwnerLocks(Path("locks")));
-      }
-      session::PipelineOptions pipeline_options = options.pipeline;
-      if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
-      pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
-    }
-    return pipeline.get();
-  }
-
-  // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones
-  // (their worker died: it no longer holds the lock), so they go back to pending at once. On PostgreSQL
-  // every instance works the queue at once: claims skip each other's jobs, and a dead instance's jobs
-  // become claimable when their lease expires.
-  Result<std::unique_lock<std::mutex>> BecomeWorker() {
-    std::unique_lock lock(worker_mu);
-    if (postgres) return lock;
-    STRATA_RETURN_IF_ERROR(worker_lock.Acquire(Path("worker.lock")));
-    STRATA_ASSIGN_OR_RETURN(session::JobQueue * q, Queue());
-    STRATA_RETURN_IF_ERROR(q->ReleaseRunning());
-    return lock;
-  }
-};
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;

@@ -10,8 +10,6 @@
 #include <variant>
 #include <vector>
 
-#include "access.h"
-#include "keys.h"
 #include "strata/engine/views.h"
 #include "strata/engine/agent_tools.h"
 #include "strata/json/checked.h"
@@ -169,17 +167,17 @@ Result<std::pair<Uri, memory::Level>> ResourceUri(const std::string& text) {
 
 struct McpHandler::Impl {
   Engine* engine;
-  Identity who;
+  McpCaller who;
   size_t max_message_bytes;
 
-  Status CheckUri(const Uri& uri) { return engine->CheckAccess(ReachOf(who), uri.str()); }
+  Status CheckUri(const Uri& uri) { return engine->CheckAccess(who.reach, uri.str()); }
 
   // The URI argument `name` (checked against the identity), or the identity's default scope when absent.
   Result<Uri> UriArg(const Json& args, const char* name, bool required) {
     std::string text = json::StringOr(args, name);
     if (text.empty()) {
       if (required) return Status::InvalidArgument(std::string("\"") + name + "\" is required");
-      return who.role == Role::kUser ? Uri::Parse("strata://user/" + who.user) : Uri::Root();
+      return !who.reach.everything() ? Uri::Parse("strata://user/" + who.user) : Uri::Root();
     }
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
     STRATA_RETURN_IF_ERROR(CheckUri(uri));
@@ -196,7 +194,7 @@ struct McpHandler::Impl {
       request.session = json::StringOr(args, "session");
       request.token_budget = json::IntOr(args, "token_budget", 0);
     }
-    request.reach = ReachOf(who);
+    request.reach = who.reach;
     STRATA_ASSIGN_OR_RETURN(FindResult found, engine->Find(request));
     return views::FindResultView(found);
   }
@@ -223,7 +221,7 @@ struct McpHandler::Impl {
     Uri scope = *Uri::Parse("strata://user/" + who.user);
     if (const Json* messages = json::Field(args, "messages"); messages != nullptr) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
-      STRATA_RETURN_IF_ERROR(engine->CheckRefs(ReachOf(who), parsed));
+      STRATA_RETURN_IF_ERROR(engine->CheckRefs(who.reach, parsed));
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
       STRATA_RETURN_IF_ERROR(engine->AddMessages(info.id, parsed).status());
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(info.id, {.wait = false}));
@@ -244,7 +242,7 @@ struct McpHandler::Impl {
 
   Result<Json> GetContext(const Json& args) {
     std::string sid = json::StringOr(args, "session");
-    STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(ReachOf(who), sid));
+    STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
     SessionContextOptions o;
     o.max_context_tokens = json::IntOr(args, "max_context_tokens", 128'000);
     o.reserve_for_reply = json::IntOr(args, "reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4));
@@ -303,14 +301,14 @@ struct McpHandler::Impl {
     }
     if (name == "grep") {
       STRATA_ASSIGN_OR_RETURN(auto matches, engine->Grep(json::StringOr(args, "pattern"), json::StringOr(args, "under"),
-                                                         json::BoolOr(args, "ignore_case", false), ReachOf(who)));
+                                                         json::BoolOr(args, "ignore_case", false), who.reach));
       Json out = Json::array();
       for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
       return Json{{"matches", out}};
     }
     if (name == "glob") {
       STRATA_ASSIGN_OR_RETURN(auto nodes,
-                              engine->Glob(json::StringOr(args, "pattern"), json::StringOr(args, "under"), ReachOf(who)));
+                              engine->Glob(json::StringOr(args, "pattern"), json::StringOr(args, "under"), who.reach));
       Json out = Json::array();
       for (const memory::Node& n : nodes) out.push_back(n.uri.str());
       return Json{{"uris", out}};
@@ -327,7 +325,7 @@ struct McpHandler::Impl {
     if (name == "edit") return Edit(args);
     if (name == "forget") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
-      STRATA_RETURN_IF_ERROR(Engine::CheckWholeScope(ReachOf(who), uri.str()));
+      STRATA_RETURN_IF_ERROR(Engine::CheckWholeScope(who.reach, uri.str()));
       STRATA_ASSIGN_OR_RETURN(int64_t removed, engine->Remove(uri.str(), json::BoolOr(args, "recursive", false)));
       return Json{{"removed", removed}};
     }
@@ -335,7 +333,7 @@ struct McpHandler::Impl {
     if (name == "get_context") return GetContext(args);
     if (name == "commit_session") {
       std::string sid = json::StringOr(args, "session");
-      STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(ReachOf(who), sid));
+      STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(sid, {.wait = false}));
       return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
                   {"messages", outcome.ticket.messages}};
@@ -356,7 +354,7 @@ struct McpHandler::Impl {
   Result<Json> ListResources() {
     // The scopes the identity reaches, and what lies directly in them.
     std::vector<std::string> roots;
-    if (who.role == Role::kUser) {
+    if (!who.reach.everything()) {
       roots = {"strata://user/" + who.user, "strata://resources", "strata://agent"};
     } else {
       roots = {"strata://user", "strata://resources", "strata://agent"};
@@ -442,9 +440,7 @@ struct McpHandler::Impl {
     if (method == "initialize") {
       std::string asked = json::StringOr(params, "protocolVersion");
       std::string version(kMcpProtocolVersion);
-      for (const char* v : kSupportedVersions) {
-        if (asked == v) version = v;
-      }
+      if (McpKnownVersion(asked)) version = asked;
       return Json{{"protocolVersion", version},
                   {"capabilities", {{"tools", {{"listChanged", false}}},
                                     {"resources", {{"listChanged", false}, {"subscribe", false}}},
@@ -524,8 +520,8 @@ struct McpHandler::Impl {
   }
 };
 
-McpHandler::McpHandler(Engine* engine, const Identity& who, size_t max_message_bytes)
-    : impl_(new Impl{engine, who, max_message_bytes}) {}
+McpHandler::McpHandler(Engine* engine, McpCaller caller, size_t max_message_bytes)
+    : impl_(new Impl{engine, std::move(caller), max_message_bytes}) {}
 
 McpHandler::~McpHandler() = default;
 
@@ -600,12 +596,70 @@ std::optional<std::string> McpHandler::CancelledId(std::string_view message) {
   return id->dump();
 }
 
+// ---- Transports ----
+
+bool McpKnownVersion(std::string_view version) {
+  for (const char* v : kSupportedVersions) {
+    if (version == v) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Canceller> McpInFlight::Begin(const std::string& client, const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = requests_.try_emplace({client, id});
+  if (!inserted) return nullptr;
+  it->second = std::make_shared<Canceller>();
+  return it->second;
+}
+
+void McpInFlight::End(const std::string& client, const std::string& id) {
+  std::lock_guard lock(mu_);
+  requests_.erase({client, id});
+}
+
+void McpInFlight::Cancel(const std::string& client, const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (auto it = requests_.find({client, id}); it != requests_.end()) it->second->Cancel();
+}
+
+size_t McpInFlight::size() {
+  std::lock_guard lock(mu_);
+  return requests_.size();
+}
+
+Result<McpHttpReply> McpHttpTransport::Post(Engine* engine, const McpCaller& caller, const std::string& client,
+                                            std::string_view protocol_version, std::string_view body) {
+  if (!protocol_version.empty() && !McpKnownVersion(protocol_version)) {
+    return Status::InvalidArgument("unsupported MCP-Protocol-Version " + json::QuoteForError(protocol_version, 40));
+  }
+  if (auto cancelled = McpHandler::CancelledId(body)) in_flight_.Cancel(client, *cancelled);
+  std::optional<std::string> id = McpHandler::RequestId(body);
+  std::shared_ptr<Canceller> cancel;
+  if (id) {
+    cancel = in_flight_.Begin(client, *id);
+    if (cancel == nullptr) {
+      return McpHttpReply{200, views::Dump(ErrorResponse(json::ParseOrDiscard<Json>(*id), kInvalidRequest,
+                                                         "request id " + *id + " is already in use by a request in flight"))};
+    }
+  }
+  McpHandler handler(engine, caller, max_message_bytes_);
+  std::optional<std::string> reply = handler.Handle(body, cancel.get());
+  if (id) in_flight_.End(client, *id);
+  if (!reply && id) {
+    // Cancelled: HTTP still needs an answer to the POST; it is the JSON-RPC "request cancelled" error.
+    reply = R"({"jsonrpc":"2.0","id":)" + *id + R"(,"error":{"code":-32800,"message":"request cancelled"}})";
+  }
+  if (!reply) return McpHttpReply{202, ""};
+  return McpHttpReply{200, std::move(*reply)};
+}
+
 // ---- stdio ----
 
 Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* in, std::FILE* out) {
   STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(options.user, "user"));
-  Identity who{"default", options.user, Role::kUser, ""};
-  McpHandler handler(engine, who, options.max_message_bytes);
+  McpHandler handler(engine, McpCaller{.reach = Reach::User(options.user), .user = options.user},
+                     options.max_message_bytes);
   // Shared with the request threads, which are detached: the last of them may still release the lock
   // after this function has seen `running` reach zero.
   struct State {
@@ -614,7 +668,7 @@ Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* 
     std::mutex mu;
     std::condition_variable cv;
     int running = 0;
-    std::map<std::string, std::shared_ptr<Canceller>> in_flight;  // By request id (JSON text).
+    McpInFlight in_flight;  // One client: the process on the other end of the pipe.
     void Send(const std::string& message) {
       std::lock_guard lock(out_mu);
       std::fwrite(message.data(), 1, message.size(), out);
@@ -628,8 +682,7 @@ Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* 
 
   auto dispatch = [&](std::string message) {
     if (auto cancelled = McpHandler::CancelledId(message)) {
-      std::lock_guard lock(state->mu);
-      if (auto it = state->in_flight.find(*cancelled); it != state->in_flight.end()) it->second->Cancel();
+      state->in_flight.Cancel("", *cancelled);
       return;
     }
     std::optional<std::string> id = McpHandler::RequestId(message);
@@ -637,23 +690,23 @@ Status ServeMcpStdio(Engine* engine, const McpStdioOptions& options, std::FILE* 
       if (auto reply = handler.Handle(message, nullptr, send)) state->Send(*reply);
       return;
     }
-    auto cancel = std::make_shared<Canceller>();
+    std::shared_ptr<Canceller> cancel;
     {
       std::unique_lock lock(state->mu);
-      if (state->in_flight.count(*id) != 0) {
+      state->cv.wait(lock, [&] { return state->running < options.max_in_flight; });
+      cancel = state->in_flight.Begin("", *id);
+      if (cancel == nullptr) {
         lock.unlock();
         state->Send(views::Dump(ErrorResponse(json::ParseOrDiscard<Json>(*id), kInvalidRequest,
                                               "request id " + *id + " is already in use by a request in flight")));
         return;
       }
-      state->cv.wait(lock, [&] { return state->running < options.max_in_flight; });
       ++state->running;
-      state->in_flight[*id] = cancel;
     }
     std::thread([state, &handler, send, message = std::move(message), id = *id, cancel] {
       if (auto reply = handler.Handle(message, cancel.get(), send)) state->Send(*reply);
+      state->in_flight.End("", id);
       std::lock_guard lock(state->mu);
-      state->in_flight.erase(id);
       --state->running;
       state->cv.notify_all();
     }).detach();

@@ -37,6 +37,281 @@ bool IsLoopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+RouteSpec Route(std::string method, std::string name, Api api) {
+  std::string pattern;
+  for (size_t i = 0; i < name.size();) {
+    if (name[i] == '{') {
+      size_t close = name.find('}', i);
+      pattern += "([A-Za-z0-9_.-]+)";
+      i = close + 1;
+    } else {
+      pattern += name[i++];
+    }
+  }
+  RouteSpec spec{.method = method, .pattern = std::move(pattern), .name = std::move(name), .api = std::move(api)};
+  spec.read_only = method == "GET";
+  return spec;
+}
+
+// ---- Call ----
+
+// The query parameter or body member `name` as a string; kInvalidArgument naming it when required.
+Result<std::string> Call::Arg(std::string_view name, bool required) const {
+  if (auto q = req.Query(name)) return *q;
+  if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {
+    if (!f->is_string()) {
+      return Status::InvalidArgument("\"" + std::string(name) + "\" must be a string, not " +
+                                     std::string(json::TypeName(*f)));
+    }
+    return f->get<std::string>();
+  }
+  if (required) return Status::InvalidArgument("\"" + std::string(name) + "\" is required");
+  return std::string();
+}
+Result<int64_t> Call::IntArg(std::string_view name, int64_t fallback) const {
+  if (auto q = req.Query(name)) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(q->c_str(), &end, 10);
+    if (q->empty() || *end != '\0' || errno == ERANGE) {
+      return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
+    }
+    return static_cast<int64_t>(v);
+  }
+  if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {
+    if (!f->is_number_integer()) return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
+    return f->get<int64_t>();
+  }
+  return fallback;
+}
+bool Call::BoolArg(std::string_view name) const {
+  if (auto q = req.Query(name)) return *q == "true" || *q == "1";
+  return json::BoolOr(body, name, false);
+}
+std::optional<std::string> Call::OptString(std::string_view name) const {
+  const Json* f = json::Field(body, name);
+  return f != nullptr && f->is_string() ? std::optional<std::string>(f->get<std::string>()) : std::nullopt;
+}
+
+// ---- Accounts and identity ----
+
+Result<Engine*> Server::Impl::EngineFor(const std::string& account) {
+  std::lock_guard lock(engines_mu);
+  auto it = engines.find(account);
+  if (it != engines.end()) return it->second.get();
+  std::unique_ptr<Engine> engine;
+  if (account == "default") {
+    STRATA_ASSIGN_OR_RETURN(engine, Engine::Open(engine_options));
+  } else {
+    // Another account's data: where it lives is the default engine's business (Engine::OpenAccount).
+    auto main = engines.find("default");
+    if (main == engines.end()) return Status::Internal("the default account's engine is not open");
+    STRATA_ASSIGN_OR_RETURN(engine, main->second->OpenAccount(account));
+  }
+  Engine* raw = engine.get();
+  engines[account] = std::move(engine);
+  return raw;
+}
+
+std::vector<Engine*> Server::Impl::OpenEngines() {
+  std::lock_guard lock(engines_mu);
+  std::vector<Engine*> out;
+  for (auto& [name, e] : engines) out.push_back(e.get());
+  return out;
+}
+
+Result<Identity> Server::Impl::Authenticate(const HttpRequest& req) {
+  std::string key = req.Header("x-api-key");
+  std::string auth = req.Header("authorization");
+  if (key.empty() && auth.size() > 7 && (auth.rfind("Bearer ", 0) == 0 || auth.rfind("bearer ", 0) == 0)) {
+    key = auth.substr(7);
+  }
+  if (!has_keys()) return Identity{"default", "default", Role::kRoot, ""};  // Loopback, no keys.
+  if (key.empty()) return Status::Unauthenticated("an API key is required (Authorization: Bearer KEY or X-API-Key)");
+  if (Sha256Hex(key) == root_key_hash) {
+    Identity id{"default", "default", Role::kRoot, ""};
+    std::string account = req.Header("x-strata-account");
+    if (!account.empty()) {
+      STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(account, "X-Strata-Account"));
+      id.account = account;
+    }
+    return id;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::optional<KeyInfo> info, keys->Find(key));
+  if (!info) return Status::Unauthenticated("the API key is not valid (unknown or revoked)");
+  return Identity{info->account, info->user, info->role, info->id};
+}
+
+Result<Uri> Server::Impl::UriArg(Call& c, std::string_view name, bool required) {
+  STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg(name, required));
+  if (text.empty() && required) return Status::InvalidArgument("\"" + std::string(name) + "\" must not be empty");
+  if (text.empty()) {
+    // Unset: everything for an admin, the user's own scope for a user.
+    if (c.id.role == Role::kUser) return Uri::Parse("strata://user/" + c.id.user);
+    return Uri::Root();
+  }
+  STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
+  STRATA_RETURN_IF_ERROR(CheckUri(c, uri));
+  return uri;
+}
+
+Status Server::Impl::CheckOrigin(const HttpRequest& req) const {
+  std::string host_header = req.Header("host");
+  std::string origin = req.Header("origin");
+  if (!origin.empty()) {
+    size_t scheme = origin.find("://");
+    std::string origin_host = scheme == std::string::npos ? origin : origin.substr(scheme + 3);
+    if (origin_host != host_header) {
+      return Status::PermissionDenied("cross-origin requests are refused (Origin " + json::QuoteForError(origin, 80) + ")");
+    }
+  }
+  if (!has_keys() && !host_header.empty()) {
+    std::string name = host_header;
+    if (name.front() == '[') {
+      name = name.substr(1, name.find(']') == std::string::npos ? std::string::npos : name.find(']') - 1);
+    } else if (size_t colon = name.rfind(':'); colon != std::string::npos) {
+      name = name.substr(0, colon);
+    }
+    if (!IsLoopback(name)) {
+      return Status::PermissionDenied("this server has no keys and answers loopback names only (Host " +
+                                      json::QuoteForError(host_header, 80) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- Dispatch ----
+
+void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, HttpResponse& res) {
+  auto started = std::chrono::steady_clock::now();
+  std::string request_id = req.Header("x-request-id");
+  bool id_ok = !request_id.empty() && request_id.size() <= 64 &&
+               std::all_of(request_id.begin(), request_id.end(),
+                           [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; });
+  if (!id_ok) request_id = NewRequestId();
+  res.headers.emplace_back("X-Request-Id", request_id);
+  Result<Json> result = Status::Internal("not run");
+  bool raw = false;
+  try {
+    Status allowed = CheckOrigin(req);
+    result = allowed.ok() ? Run(route, req, res, &raw) : Result<Json>(allowed);
+  } catch (const std::exception& e) {
+    result = Status::Internal(std::string("unexpected error: ") + e.what());
+  } catch (...) {
+    result = Status::Internal("unexpected error");
+  }
+  if (raw && result.ok()) {
+    // The handler wrote its own response (metrics text, an event stream, a proxied reply).
+  } else if (result.ok()) {
+    res.status = 200;
+    Json envelope = {{"status", "ok"}, {"result", std::move(*result)}};
+    res.body = views::Dump(envelope);
+  } else {
+    const Status& s = result.status();
+    res.content_type = "application/json";
+    res.stream = nullptr;
+    res.status = HttpStatusFor(s.code());
+    std::string code(StatusCodeName(s.code()));
+    Json envelope;
+    if (route.errors == Dialect::kOpenAI) {
+      envelope = {{"error", {{"message", s.message()}, {"type", code}, {"code", code}, {"param", nullptr}}}};
+    } else if (route.errors == Dialect::kAnthropic) {
+      envelope = {{"type", "error"}, {"error", {{"type", AnthropicErrorType(res.status)}, {"message", s.message()}}}};
+    } else {
+      envelope = {{"status", "error"}, {"error", {{"code", code}, {"message", s.message()}, {"request_id", request_id}}}};
+    }
+    res.body = views::Dump(envelope);
+    if (s.code() == StatusCode::kUnauthenticated) res.headers.emplace_back("WWW-Authenticate", "Bearer");
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  metrics.Record(route.method + " " + route.name, res.status, seconds);
+}
+
+Result<Json> Server::Impl::Run(const RouteSpec& route, const HttpRequest& req, HttpResponse& res, bool* raw) {
+  Call c{req, res, false, Identity{}, nullptr, Json::object()};
+  if (route.needs_key) {
+    STRATA_ASSIGN_OR_RETURN(c.id, Authenticate(req));
+    STRATA_ASSIGN_OR_RETURN(c.engine, EngineFor(c.id.account));
+  }
+  if (route.parse_body && !req.body.empty() && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                            req.method == "DELETE")) {
+    STRATA_ASSIGN_OR_RETURN(Json body, json::ParseUntrusted<Json>(req.body, "request body"));
+    c.body = std::move(body);
+  }
+  Result<Json> result = route.api(c);
+  *raw = c.raw;
+  if (result.ok() && c.engine != nullptr && !route.read_only) BumpRevision(c.engine);
+  return result;
+}
+
+// ---- Streams ----
+
+Result<std::shared_ptr<Server::Impl::StreamSlot>> Server::Impl::TakeStreamSlot() {
+  if (open_streams.fetch_add(1) >= options.max_streams) {
+    open_streams.fetch_sub(1);
+    return Status::ResourceExhausted("too many streams open (" + std::to_string(options.max_streams) +
+                                     "); try again when one ends");
+  }
+  return std::make_shared<StreamSlot>(&open_streams);
+}
+
+// A change stream (GET /api/v1/events): open viewers, left in forgotten tabs, may hold at most half the
+// stream slots, never crowding out streamed replies.
+Result<std::shared_ptr<Server::Impl::StreamSlot>> Server::Impl::TakeEventSlot() {
+  int cap = std::max(1, options.max_streams / 2);
+  if (open_event_streams.fetch_add(1) >= cap) {
+    open_event_streams.fetch_sub(1);
+    return Status::ResourceExhausted("too many change streams open (" + std::to_string(cap) +
+                                     "); close a viewer or try again later");
+  }
+  auto events = std::make_shared<StreamSlot>(&open_event_streams);
+  Result<std::shared_ptr<StreamSlot>> slot = TakeStreamSlot();
+  if (!slot.ok()) return slot.status();
+  // Both are released together when the stream function is destroyed.
+  return std::shared_ptr<StreamSlot>(slot->get(), [slot = *slot, events](StreamSlot*) {});
+}
+
+// ---- The phase-2 worker ----
+
+void Server::Impl::WakeWorker() {
+  {
+    std::lock_guard lock(worker_mu);
+    worker_wanted = true;
+  }
+  worker_cv.notify_one();
+}
+
+void Server::Impl::WorkerLoop() {
+  std::map<const Engine*, std::pair<size_t, size_t>> last_queue_state;  // (pending, dead) per account.
+  while (true) {
+    {
+      std::unique_lock lock(worker_mu);
+      worker_cv.wait_for(lock, options.worker_poll, [&] { return worker_stop || worker_wanted; });
+      if (worker_stop) return;
+      worker_wanted = false;
+    }
+    for (Engine* engine : OpenEngines()) {
+      // Sessions served turn by turn that went quiet: committed by the engine's policy.
+      if (Result<int> idle = engine->CommitIdleSessions(); idle.ok() && *idle > 0) {
+        for (int i = 0; i < *idle; ++i) metrics.Commit("accepted_idle");
+        BumpRevision(engine);
+      }
+      Result<WorkReport> report = engine->Work(&worker_cancel);
+      if (report.ok()) {
+        for (int i = 0; i < report->completed; ++i) metrics.Commit("completed");
+        // A finished job, or a job that failed, went dead or came back: what a viewer shows changed.
+        std::pair<size_t, size_t> queue_state{report->pending, report->dead};
+        if (report->completed > 0 || last_queue_state[engine] != queue_state) BumpRevision(engine);
+        last_queue_state[engine] = queue_state;
+      } else if (report.status().code() != StatusCode::kCancelled &&
+                 report.status().code() != StatusCode::kUnavailable) {
+        std::fprintf(stderr, "strata serve: phase 2: %s\n", report.status().ToString().c_str());
+      }
+    }
+  }
+}
+
+
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
@@ -63,28 +338,30 @@ Result<std::unique_ptr<Server>> Server::Open(EngineOptions engine, ServerOptions
   if (root_key.empty() && options.read_root_key_from_env) {
     if (const char* env = std::getenv("STRATA_ROOT_KEY")) root_key = env;
   }
-  if (pg::IsPostgresUrl(engine.data_dir)) {
-    STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::OpenPg(engine.data_dir, root_key));
-  } else {
-    if (!engine.read_only) {
-      std::error_code ec;
-      fs::create_directories(engine.data_dir, ec);
-      if (ec) return Status::Internal("cannot create " + engine.data_dir + ": " + ec.message());
-    }
-    STRATA_ASSIGN_OR_RETURN(impl->keys, KeyStore::Open(engine.data_dir + "/keys.db", root_key, engine.read_only));
+  if (!root_key.empty() && root_key.size() < 16) {
+    return Status::InvalidArgument("the root key must be at least 16 characters long");
   }
+  if (!root_key.empty()) impl->root_key_hash = Sha256Hex(root_key);
   // Read-only data runs no phase 2: nothing may change it.
   if (engine.read_only) options.run_worker = false;
   impl->engine_options = std::move(engine);
   impl->options = std::move(options);
-  STRATA_RETURN_IF_ERROR(impl->EngineFor("default").status());
-  impl->AddRoutes();
+  impl->mcp = std::make_unique<McpHttpTransport>(impl->options.http.max_body_bytes);
+  // The default account's engine holds the keys, on whatever backend it runs on.
+  STRATA_ASSIGN_OR_RETURN(Engine * main, impl->EngineFor("default"));
+  STRATA_ASSIGN_OR_RETURN(impl->keys, main->keys());
+  impl->AddServiceRoutes();
+  impl->AddStoreRoutes();
+  impl->AddSessionRoutes();
+  impl->AddMemoryRoutes();
+  impl->AddModelRoutes();
+  impl->AddViewerRoutes();
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 Result<int> Server::Bind() {
   Impl& s = *impl_;
-  if (!s.keys->has_root_key() && !IsLoopback(s.host)) {
+  if (!s.has_keys() && !IsLoopback(s.host)) {
     return Status::FailedPrecondition("refusing to listen on " + s.host +
                                       " without a root key: anyone who can reach it could read and change every "
                                       "memory. Set STRATA_ROOT_KEY (or --root-key-file), or listen on 127.0.0.1");

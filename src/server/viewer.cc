@@ -61,25 +61,24 @@ int64_t Server::Impl::Revision(const Engine* engine) {
 }
 
 void Server::Impl::AddViewerRoutes() {
-  auto add = [this](RouteSpec route) { routes.push_back(std::move(route)); };
-  add({"GET", "/", "/", [](Call& c) -> Result<Json> {
+  Add(Route("GET", "/", [](Call& c) -> Result<Json> {
          const EmbeddedFile* index = FindFile("index.html");
          if (index == nullptr) return Status::NotFound("this program was built without the viewer");
          ServeFile(*index, c.res);
          c.raw = true;
          return Json();
-       }, false});
-  add({"GET", "/viewer/([A-Za-z0-9_.-]+)", "/viewer/{file}", [](Call& c) -> Result<Json> {
+       }).NoKey());
+  Add(Route("GET", "/viewer/{file}", [](Call& c) -> Result<Json> {
          const EmbeddedFile* file = FindFile(c.req.path_params.at(0));
          if (file == nullptr) return Status::NotFound("the viewer has no file " + json::QuoteForError(c.req.path_params.at(0), 80));
          ServeFile(*file, c.res);
          c.raw = true;
          return Json();
-       }, false});
+       }).NoKey());
 
   // Server-Sent Events: "change" with the account's revision, at once and whenever a request through this
   // server (or its worker) changed the account's data. A viewer refetches what it shows on each one.
-  add({"GET", "/api/v1/events", "/api/v1/events", [this](Call& c) -> Result<Json> {
+  Add(Route("GET", "/api/v1/events", [this](Call& c) -> Result<Json> {
          STRATA_ASSIGN_OR_RETURN(std::shared_ptr<StreamSlot> slot, TakeEventSlot());
          const Engine* engine = c.engine;
          c.res.content_type = "text/event-stream";
@@ -104,7 +103,7 @@ void Server::Impl::AddViewerRoutes() {
            }
          };
          return Json();
-       }});
+       }));
 }
 
 }  // namespace strata::server

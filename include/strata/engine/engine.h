@@ -42,7 +42,10 @@
 #include <vector>
 
 #include "strata/engine/conversation.h"
+#include "strata/engine/keys.h"
 #include "strata/engine/provider_config.h"
+#include "strata/engine/reach.h"
+#include "strata/engine/turn.h"
 #include "strata/memory/markdown_io.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/store.h"
@@ -83,23 +86,14 @@ struct EngineOptions {
   session::JobQueueOptions queue;
   // How long a writer waits for another process's lock on a database before failing with kUnavailable.
   std::chrono::milliseconds busy_timeout{10'000};
+  // When sessions served turn by turn (BeginTurn) are committed into long-term memory.
+  CommitPolicy commit_policy;
   // Only read (--read-only): serve a data directory on a read-only volume, or one nobody may change through
   // this engine. Its databases are opened read-only (immutable where the directory cannot be written),
   // nothing is created, migrated, recovered or saved, phase 2 does not run, and every operation that would
   // change the data fails with kFailedPrecondition naming the mode. On PostgreSQL the engine refuses the
   // same operations (the connections themselves are the usual ones).
   bool read_only = false;
-};
-
-// What a caller may reach. Everything (the default: a program embedding the engine, the CLI, an admin's
-// key), or one user of the data: that user's own scope (strata://user/<user>), its own sessions and their
-// scopes (strata://session/<id>), and the shared scopes strata://resources and strata://agent. The rules
-// are the Engine's (CheckAccess, CheckSessionAccess ...), so every front end applies the same ones.
-struct Reach {
-  std::string user;  // "" = everything.
-  static Reach Everything() { return {}; }
-  static Reach User(std::string user) { return {std::move(user)}; }
-  bool everything() const { return user.empty(); }
 };
 
 // A find for a caller: what HTTP's search/find, MCP's find and search, the agent tools and the CLI ask.
@@ -123,6 +117,16 @@ struct FindResult {
   std::vector<memory::Hit> hits;  // Best first, each with its tokens (Hit::tokens).
   int64_t tokens = 0;             // Their sum.
   std::string searched;           // The text searched, when a session made it differ from the query.
+};
+
+// A file of a Markdown tree carried in memory (Engine::ExportFiles, ImportFiles).
+struct TreeFile {
+  std::string path;  // Relative, "/"-separated, no "." or ".." segments.
+  std::string content;
+};
+struct ExportedTree {
+  memory::ExportReport report;
+  std::vector<TreeFile> files;  // Sorted by path.
 };
 
 // What Engine::Commit did.
@@ -232,6 +236,11 @@ class Engine {
   Status Unlink(std::string_view from, std::string_view to);
   Result<memory::ExportReport> Export(std::string_view uri, const std::string& dir);
   Result<memory::ImportReport> Import(const std::string& dir, std::string_view uri = "strata://resources");
+  // The same with the tree in memory, never a path: what a server sends and receives. At most `max_bytes`
+  // of files exported (kResourceExhausted beyond); an imported path that is not a plain relative one is
+  // kInvalidArgument naming files[i].path.
+  Result<ExportedTree> ExportFiles(std::string_view uri, size_t max_bytes);
+  Result<memory::ImportReport> ImportFiles(std::span<const TreeFile> files, std::string_view uri);
   Result<std::vector<std::string>> Check();
   Status Reindex();
 
@@ -283,6 +292,12 @@ class Engine {
   // The live session whose commit made an audit entry; nullopt when the entry came from remember or
   // consolidation, or when that incarnation of the session is gone (the entry stays, linked to nothing).
   Result<std::optional<session::SessionInfo>> AuditSession(const session::AuditEntry& entry);
+  // Begins a turn of session `id` (turn.h): the session (created when missing, for the caller) assembled
+  // with the new messages within the window. One turn per session at a time: another is
+  // kFailedPrecondition until this one is finished or released.
+  Result<std::unique_ptr<Turn>> BeginTurn(std::string_view id, TurnRequest request);
+  // Commits the sessions quiet for CommitPolicy::after_idle after a turn; returns how many.
+  Result<int> CommitIdleSessions();
   // Runs the queued phase-2 jobs (taking the worker lock).
   Result<WorkReport> Work(const Canceller* cancel = nullptr);
   // Puts failed archives and dead jobs (of one session, or all when `id` is empty) back in the queue, after
@@ -332,11 +347,18 @@ class Engine {
   Result<llm::ChatProvider*> model();
   // The config file the provider settings were resolved with.
   Result<const ConfigFile*> config();
+  // API keys, kept on this engine's backend (engine/keys.h).
+  Result<KeyStore*> keys();
+  // An engine over another account's data, on this engine's backend: "default" is this one's data;
+  // another account's is <data>/accounts/<account>, or a schema of its own on PostgreSQL. Nothing above the
+  // engine needs to know which.
+  Result<std::unique_ptr<Engine>> OpenAccount(std::string_view account) const;
 
   // The prompt directories in search order (the shipped ones last).
   std::vector<std::string> PromptSearchPath() const;
 
   struct Impl;  // Opaque.
+  friend class Turn;
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);

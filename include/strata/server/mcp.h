@@ -12,15 +12,21 @@
 // error naming the problem, and nothing a client sends can stop the server.
 //
 // Identity comes from the transport, never from a tool argument: on stdio the configured user (its user
-// scope, its sessions, the shared resources and agent scopes), over HTTP the request's key (server.h).
+// scope, its sessions, the shared resources and agent scopes), over HTTP the request's key (server.h). What
+// a caller reaches is the Engine's rule (Reach).
 //
-// Thread safety: McpHandler is safe from several threads (requests run concurrently so that a
-// cancellation can reach one in flight).
+// The two transports share one list of protocol revisions (McpKnownVersion) and one way of keeping requests
+// in flight (McpInFlight): ServeMcpStdio below, and McpHttpTransport, which `strata serve` puts at /mcp.
+//
+// Thread safety: McpHandler, McpInFlight and McpHttpTransport are safe from several threads (requests run
+// concurrently so that a cancellation can reach one in flight).
 #pragma once
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,9 +37,16 @@
 
 namespace strata::server {
 
-struct Identity;
-
 inline constexpr std::string_view kMcpProtocolVersion = "2025-11-25";
+// Whether this server speaks protocol revision `version` (2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05).
+bool McpKnownVersion(std::string_view version);
+
+// Who an MCP client is, from its transport.
+struct McpCaller {
+  Reach reach;                      // What its tools reach.
+  std::string user = "default";     // Whose memories `remember` keeps, and who owns the sessions it makes.
+  std::string account = "default";  // Shown by the `health` tool.
+};
 
 // One client's protocol endpoint over an engine and an identity.
 class McpHandler {
@@ -41,7 +54,7 @@ class McpHandler {
   // Writes one JSON-RPC message to the client (a progress notification, from the request's thread).
   using Notify = std::function<void(const std::string& message)>;
 
-  McpHandler(Engine* engine, const Identity& who, size_t max_message_bytes = 4 << 20);
+  McpHandler(Engine* engine, McpCaller caller, size_t max_message_bytes = 4 << 20);
   ~McpHandler();
   McpHandler(const McpHandler&) = delete;
   McpHandler& operator=(const McpHandler&) = delete;
@@ -62,6 +75,41 @@ class McpHandler {
 
  private:
   std::unique_ptr<Impl> impl_;
+};
+
+// The requests a transport has in flight, by client (any string naming who sent them) and JSON-RPC id (as
+// JSON text): a notifications/cancelled reaches the request it names, of the same client only.
+class McpInFlight {
+ public:
+  // Registers request `id` of `client` and returns its canceller; nullptr when that id is in flight.
+  std::shared_ptr<Canceller> Begin(const std::string& client, const std::string& id);
+  void End(const std::string& client, const std::string& id);
+  void Cancel(const std::string& client, const std::string& id);
+  size_t size();
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Canceller>> requests_;  // Guarded by mu_.
+};
+
+// MCP over Streamable HTTP: each POST carries one JSON-RPC message; a request is answered with its response
+// as JSON (200), a notification or a response is accepted with 202 and no body. No SSE stream is opened (the
+// transport allows it), so GET answers 405.
+struct McpHttpReply {
+  int status = 200;
+  std::string body;  // JSON; empty for 202.
+};
+class McpHttpTransport {
+ public:
+  explicit McpHttpTransport(size_t max_message_bytes = 4 << 20) : max_message_bytes_(max_message_bytes) {}
+  // `client` names the caller's connection identity (its key); `protocol_version` is the
+  // MCP-Protocol-Version header ("" when absent; an unknown one is kInvalidArgument).
+  Result<McpHttpReply> Post(Engine* engine, const McpCaller& caller, const std::string& client,
+                            std::string_view protocol_version, std::string_view body);
+
+ private:
+  size_t max_message_bytes_;
+  McpInFlight in_flight_;
 };
 
 struct McpStdioOptions {

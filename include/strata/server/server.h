@@ -52,15 +52,10 @@ struct ServerOptions {
   // Streams open at once (task event streams and streamed chat completions), kept below http.threads so
   // that plain requests always have threads; one more is answered 429.
   int max_streams = 48;
-  // The memory-managing endpoint (POST /v1/chat/completions with X-Strata-Session): the upstream model's
-  // context window that requests are assembled to fit (X-Strata-Max-Context overrides it per request) ...
+  // The memory-managing endpoints (with X-Strata-Session): the upstream model's context window that turns
+  // are assembled to fit (X-Strata-Max-Context overrides it per request). When such a session is committed
+  // is the engine's CommitPolicy (EngineOptions::commit_policy).
   int64_t upstream_context_tokens = 128'000;
-  // ... and when a session is committed into memory: once its uncommitted messages reach this many tokens
-  // or this many user turns (0: never by that measure).
-  int64_t commit_after_tokens = 24'000;
-  int64_t commit_after_turns = 40;
-  // ... or once it has been idle this long after a proxied turn (0: never by idleness).
-  std::chrono::milliseconds commit_after_idle{std::chrono::minutes(10)};
 };
 
 class Server {

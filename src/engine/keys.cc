@@ -1,0 +1,236 @@
+#include "strata/engine/keys.h"
+
+#include <map>
+#include <mutex>
+
+#include "sqlite_db.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "pg.h"
+#include "strata/memory/uri.h"
+
+namespace strata {
+
+std::string_view KeyRoleName(KeyRole role) {
+  switch (role) {
+    case KeyRole::kRoot: return "root";
+    case KeyRole::kAdmin: return "admin";
+    case KeyRole::kUser: return "user";
+  }
+  return "user";
+}
+
+Result<KeyRole> ParseKeyRole(std::string_view name) {
+  if (name == "admin") return KeyRole::kAdmin;
+  if (name == "user") return KeyRole::kUser;
+  return Status::InvalidArgument("role must be \"admin\" or \"user\", not \"" + std::string(name.substr(0, 40)) + "\"");
+}
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
+namespace {
+
+Result<std::string> RandomHex(size_t bytes) {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!in.read(raw.data(), static_cast<std::streamsize>(bytes))) return Status::Internal("cannot read /dev/urandom");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr char kSchema[] = R"(
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY,
+  secret_sha256 TEXT NOT NULL UNIQUE,
+  account TEXT NOT NULL,
+  user TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
+);)";
+
+// Version i+1 of the PostgreSQL schema is kPgMigrations[i].
+constexpr std::string_view kPgMigrations[] = {R"sql(
+CREATE TABLE api_keys(
+  id TEXT PRIMARY KEY,
+  secret_sha256 TEXT NOT NULL UNIQUE,
+  account TEXT NOT NULL,
+  "user" TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created_ms BIGINT NOT NULL);
+)sql"};
+
+Result<KeyInfo> ReadKey(const pg::Rows& r, int i) {
+  KeyInfo info;
+  STRATA_ASSIGN_OR_RETURN(info.id, r.Text(i, 0));
+  STRATA_ASSIGN_OR_RETURN(info.account, r.Text(i, 1));
+  STRATA_ASSIGN_OR_RETURN(info.user, r.Text(i, 2));
+  STRATA_ASSIGN_OR_RETURN(std::string role, r.Text(i, 3));
+  auto parsed = ParseKeyRole(role);
+  if (!parsed.ok()) return Status::DataLoss("api_keys: key " + info.id + " has an unknown role");
+  info.role = *parsed;
+  STRATA_ASSIGN_OR_RETURN(info.created_ms, r.Int(i, 4));
+  return info;
+}
+
+constexpr std::string_view kPgColumns = "id, account, \"user\", role, created_ms";
+
+// One implementation for both backends: SQLite (keys cached in memory, the file being this process's) or
+// PostgreSQL (read on every call, the table being shared by instances).
+class KeyTable final : public KeyStore {
+ public:
+  static Result<std::unique_ptr<KeyStore>> OpenSqlite(const std::string& path, bool read_only) {
+    auto store = std::unique_ptr<KeyTable>(new KeyTable());
+    store->read_only_ = read_only;
+    Status opened = read_only ? store->db_.OpenReadOnly(path) : store->db_.OpenDurable(path);
+    if (read_only && opened.code() == StatusCode::kNotFound) {
+      opened = store->db_.Open(":memory:");  // No keys issued yet.
+      if (opened.ok()) opened = store->db_.Exec(kSchema);
+    } else if (opened.ok() && !read_only) {
+      opened = store->db_.Exec(kSchema);
+    }
+    STRATA_RETURN_IF_ERROR(opened.WithContext("API keys"));
+    sqlite::Stmt all(store->db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, all.Step());
+      if (!row) break;
+      auto role = ParseKeyRole(all.Text(4));
+      if (!role.ok()) return Status::DataLoss("API keys: key " + all.Text(0) + " has an unknown role");
+      store->cache_[all.Text(1)] = KeyInfo{all.Text(0), all.Text(2), all.Text(3), *role, all.Int(5)};
+    }
+    return std::unique_ptr<KeyStore>(std::move(store));
+  }
+
+  static Result<std::unique_ptr<KeyStore>> OpenPg(const std::string& url, bool read_only) {
+    auto store = std::unique_ptr<KeyTable>(new KeyTable());
+    store->read_only_ = read_only;
+    STRATA_ASSIGN_OR_RETURN(store->pg_, pg::Conn::Connect(url));
+    STRATA_RETURN_IF_ERROR(pg::Migrate(*store->pg_, "api_keys", kPgMigrations));
+    return std::unique_ptr<KeyStore>(std::move(store));
+  }
+
+  Result<std::optional<KeyInfo>> Find(std::string_view secret) override {
+    std::string hash = Sha256Hex(secret);
+    std::lock_guard lock(mu_);
+    if (pg_) {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("SELECT " + std::string(kPgColumns) +
+                                                    " FROM api_keys WHERE secret_sha256 = $1", {hash}));
+      if (r.size() == 0) return std::optional<KeyInfo>();
+      STRATA_ASSIGN_OR_RETURN(KeyInfo info, ReadKey(r, 0));
+      return std::optional<KeyInfo>(std::move(info));
+    }
+    auto it = cache_.find(hash);
+    if (it == cache_.end()) return std::optional<KeyInfo>();
+    return std::optional<KeyInfo>(it->second);
+  }
+
+  Result<std::pair<KeyInfo, std::string>> Issue(const std::string& account, const std::string& user, KeyRole role) override {
+    if (role == KeyRole::kRoot) return Status::InvalidArgument("the root key comes from the configuration, not from Issue");
+    STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(account, "account"));
+    STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(user, "user"));
+    if (read_only_) return Status::FailedPrecondition("issuing a key refused: the data is open read-only (--read-only)");
+    STRATA_ASSIGN_OR_RETURN(std::string secret_hex, RandomHex(24));
+    STRATA_ASSIGN_OR_RETURN(std::string id, RandomHex(6));
+    std::string secret = "sk-strata-" + secret_hex;
+    KeyInfo info{id, account, user, role, NowMs()};
+    std::string hash = Sha256Hex(secret);
+    std::lock_guard lock(mu_);
+    if (pg_) {
+      STRATA_RETURN_IF_ERROR(pg_->Exec("INSERT INTO api_keys(id, secret_sha256, account, \"user\", role, created_ms) "
+                                       "VALUES ($1, $2, $3, $4, $5, $6)",
+                                       {id, hash, account, user, KeyRoleName(role), info.created_ms})
+                                 .status());
+      return std::make_pair(info, secret);
+    }
+    sqlite::Stmt ins(db_, "INSERT INTO api_keys(id, secret_sha256, account, user, role, created_ms) VALUES (?,?,?,?,?,?)");
+    ins.Bind(1, id).Bind(2, hash).Bind(3, account).Bind(4, user).Bind(5, KeyRoleName(role)).Bind(6, info.created_ms);
+    STRATA_RETURN_IF_ERROR(ins.Run());
+    cache_[hash] = info;
+    return std::make_pair(info, secret);
+  }
+
+  Result<std::vector<KeyInfo>> List(const std::string& account) override {
+    std::lock_guard lock(mu_);
+    std::vector<KeyInfo> out;
+    if (pg_) {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("SELECT " + std::string(kPgColumns) + " FROM api_keys WHERE $1 = '' "
+                                                    "OR account = $1 ORDER BY created_ms, id", {account}));
+      for (int i = 0; i < r.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(KeyInfo info, ReadKey(r, i));
+        out.push_back(std::move(info));
+      }
+      return out;
+    }
+    for (const auto& [hash, info] : cache_) {
+      if (account.empty() || info.account == account) out.push_back(info);
+    }
+    std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.created_ms < b.created_ms; });
+    return out;
+  }
+
+  Status Revoke(const std::string& id) override {
+    if (read_only_) return Status::FailedPrecondition("revoking a key refused: the data is open read-only (--read-only)");
+    std::lock_guard lock(mu_);
+    if (pg_) {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("DELETE FROM api_keys WHERE id = $1", {id}));
+      if (r.affected() == 0) return Status::NotFound("no API key " + id);
+      return Status::Ok();
+    }
+    sqlite::Stmt del(db_, "DELETE FROM api_keys WHERE id = ?");
+    del.Bind(1, id);
+    STRATA_RETURN_IF_ERROR(del.Run());
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->second.id == id) {
+        cache_.erase(it);
+        return Status::Ok();
+      }
+    }
+    return Status::NotFound("no API key " + id);
+  }
+
+ private:
+  KeyTable() = default;
+  std::mutex mu_;  // Guards db_, pg_ and cache_.
+  sqlite::Db db_;
+  std::unique_ptr<pg::Conn> pg_;          // Set: the keys live in PostgreSQL and cache_ is unused.
+  std::map<std::string, KeyInfo> cache_;  // SHA-256 of the secret → key; all keys (few).
+  bool read_only_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KeyStore>> OpenKeyStore(const std::string& path, bool read_only) {
+  return KeyTable::OpenSqlite(path, read_only);
+}
+
+Result<std::unique_ptr<KeyStore>> OpenPgKeyStore(const std::string& url, bool read_only) {
+  return KeyTable::OpenPg(url, read_only);
+}
+
+}  // namespace strata

@@ -1,0 +1,119 @@
+// Engine::BeginTurn and Turn (engine/turn.h): the memory-managed turn the model endpoints serve.
+#include "strata/engine/turn.h"
+
+#include "engine_impl.h"
+#include "guard.h"
+#include "strata/engine/engine.h"
+#include "strata/tokenizer/registry.h"
+
+namespace strata {
+
+using engine_internal::Guard;
+
+Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRequest request) {
+  return Guard("turn", [&]() -> Result<std::unique_ptr<Turn>> {
+    STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "a turn"));
+    STRATA_RETURN_IF_ERROR(session::ValidateSessionId(session));
+    if (request.turn.empty()) return Status::InvalidArgument("a turn needs at least one new message");
+    STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(request.encoding));
+    std::string id(session);
+    // One turn at a time per session; released by the Turn (Finish, Release or its destructor).
+    STRATA_RETURN_IF_ERROR(impl_->turns.Begin(id));
+    auto turn = std::unique_ptr<Turn>(new Turn());
+    turn->engine_ = this;
+    turn->session_ = id;
+    turn->encoding_ = request.encoding;
+    Result<session::SessionInfo> info = GetSession(id);
+    if (!info.ok() && info.status().code() == StatusCode::kNotFound && request.create) {
+      std::string user = request.reach.everything() ? request.user : request.reach.user;
+      info = CreateSession(user, request.agent, id);
+    }
+    if (!info.ok()) return info.status();
+    if (!request.reach.everything() && info->user != request.reach.user) return session::NoSuchSession(id);
+    STRATA_RETURN_IF_ERROR(CheckRefs(request.reach, request.turn));
+    SessionContextOptions o;
+    o.max_context_tokens = request.max_context_tokens;
+    o.reserve_for_reply = request.reserve_for_reply;
+    o.reserved_tokens = request.reserved_tokens;
+    if (!request.system.empty()) o.system_prompt = request.system;
+    o.pending = request.turn;
+    o.memory_limit = request.memory_limit;
+    o.encoding = request.encoding;
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, AssembleSession(id, o));
+    if (!ctx.history.empty() && !ctx.included.back()) {
+      return Status::InvalidArgument("the new turn does not fit in the model's window (" + std::to_string(ctx.budget) +
+                                     " tokens after the reply reserve, with " + std::to_string(ctx.total_tokens) +
+                                     " taken by the system prompt and memories)");
+    }
+    for (size_t i = 0; i < ctx.history.size(); ++i) {
+      turn->tokens_ += ctx.message_tokens[i];
+      turn->turns_ += ctx.history[i].role == strata::Role::kUser ? 1 : 0;
+    }
+    turn->context_ = std::make_unique<SessionContext>(std::move(ctx));
+    turn->turn_ = std::move(request.turn);
+    return turn;
+  });
+}
+
+Turn::~Turn() { Release(); }
+
+Status Turn::Accept() {
+  if (accepted_) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(engine_->AddMessages(session_, turn_).status());
+  accepted_ = true;
+  return Status::Ok();
+}
+
+Result<TurnOutcome> Turn::Finish(const Message& reply, std::optional<TokenUsage> usage) {
+  if (released_) return Status::FailedPrecondition("the turn of session " + session_ + " has ended already");
+  Status accepted = Accept();
+  if (!accepted.ok()) {
+    Release();
+    return accepted;
+  }
+  Status added = engine_->AddMessages(session_, std::vector<Message>{reply}).status();
+  if (!added.ok()) {
+    Release();
+    return added;
+  }
+  if (usage) (void)engine_->RecordUsage(session_, usage->total());
+  TurnOutcome out;
+  out.uncommitted_tokens = tokens_ + tokenizer::CounterFor(encoding_).CountMessages({&reply, 1});
+  out.uncommitted_turns = turns_;
+  const CommitPolicy& policy = engine_->options().commit_policy;
+  // A reply that calls tools opens a group its results close in the next turn: committing now would archive
+  // the calls and orphan the results. The commit waits for a reply without calls.
+  bool calls = reply.tool_calls && !reply.tool_calls->empty();
+  bool due = !calls && ((policy.after_tokens > 0 && out.uncommitted_tokens >= policy.after_tokens) ||
+                        (policy.after_turns > 0 && out.uncommitted_turns >= policy.after_turns));
+  released_ = true;
+  engine_->impl_->turns.End(session_, /*idle=*/!calls && !due && policy.after_idle.count() > 0);
+  if (due) {
+    Result<CommitOutcome> committed = engine_->Commit(session_, {.wait = false});
+    if (committed.ok()) {
+      out.committed = true;
+      out.job_id = committed->ticket.job_id;
+    }
+  }
+  return out;
+}
+
+void Turn::Release() {
+  if (released_ || engine_ == nullptr) return;
+  released_ = true;
+  engine_->impl_->turns.End(session_, /*idle=*/false);
+}
+
+Result<int> Engine::CommitIdleSessions() {
+  return Guard("commit idle sessions", [&]() -> Result<int> {
+    const CommitPolicy& policy = impl_->options.commit_policy;
+    if (policy.after_idle.count() <= 0 || impl_->options.read_only) return 0;
+    int committed = 0;
+    for (const std::string& id : impl_->turns.TakeIdle(policy.after_idle)) {
+      if (Commit(id, {.wait = false}).ok()) ++committed;
+    }
+    return committed;
+  });
+}
+
+}  // namespace strata

@@ -1,0 +1,234 @@
+// The session routes (docs/api/openapi.yaml): sessions/* and the phase-2 tasks. Another user's session
+// answers exactly as a missing one (the Engine's CheckSessionAccess).
+#include <thread>
+
+#include "server_impl.h"
+#include "strata/message/message_json.h"
+
+namespace strata::server {
+
+void Server::Impl::AddSessionRoutes() {
+  // ---- Sessions ----
+  Add(Route("POST", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string user, c.Arg("user", false));
+    STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent", false));
+    STRATA_ASSIGN_OR_RETURN(std::string id, c.Arg("id", false));
+    if (c.id.role == Role::kUser) {
+      if (!user.empty() && user != c.id.user) {
+        return Status::PermissionDenied("this key creates sessions for user " + c.id.user + " only");
+      }
+      user = c.id.user;
+    }
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->CreateSession(user, agent, id));
+    return views::SessionView(info);
+  }));
+  Add(Route("GET", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(auto sessions, c.engine->ListSessions());
+    Json out = Json::array();
+    for (const session::SessionInfo& s : sessions) {
+      if (c.id.role == Role::kUser && s.user != c.id.user) continue;
+      out.push_back(views::SessionView(s));
+    }
+    return out;
+  }));
+  Add(Route("GET", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(id));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(id));
+    return views::SessionView(info, &messages);
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    // {"message": {...}}, {"messages": [...]}, or the message or array itself.
+    const Json* given = json::Field(c.body, "messages");
+    if (given == nullptr) given = json::Field(c.body, "message");
+    const Json& payload = given != nullptr ? *given : c.body;
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, ParseMessages(payload.dump()));
+    if (messages.empty()) return Status::InvalidArgument("no messages given");
+    STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
+    return views::SessionView(info);
+  }));
+  Add(Route("GET", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(id));
+    Json out = Json::array();
+    for (const Message& m : messages) out.push_back(Json::parse(MessageToJson(m)));
+    return out;
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/commit", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, c.engine->Commit(id, {.wait = false}));
+    metrics.Commit("accepted");
+    WakeWorker();
+    return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
+                {"messages", outcome.ticket.messages}};
+  }));
+  Add(Route("GET", "/api/v1/sessions/{id}/status", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(SessionStatus status, c.engine->GetSessionStatus(id));
+    Json archives = Json::array(), jobs = Json::array();
+    for (const auto& a : status.archives) archives.push_back(views::ArchiveView(a));
+    for (const auto& j : status.jobs) jobs.push_back(views::JobView(j));
+    return Json{{"session", status.session}, {"archives", archives}, {"jobs", jobs}};
+  }));
+
+  Add(Route("DELETE", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, c.BoolArg("force")));
+    return Json{{"deleted", id}};
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/retry", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int requeued, c.engine->Retry(id));
+    WakeWorker();
+    return Json{{"session", id}, {"requeued", requeued}};
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/checkpoints", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.engine->Checkpoint(id));
+    return Json{{"checkpoint", checkpoint}};
+  }));
+  Add(Route("GET", "/api/v1/sessions/{id}/log", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, c.engine->GetSessionLog(id));
+    return views::SessionLogView(id, log);
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/revert", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
+    if (checkpoint < 0) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, checkpoint));
+    return views::SessionView(info);
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::string new_id, c.Arg("id", false));
+    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
+    std::optional<int64_t> at;
+    if (checkpoint >= 0) at = checkpoint;
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(id, new_id, at));
+    return views::SessionView(info);
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/system-prompt", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::string prompt, c.Arg("prompt"));
+    STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(id, prompt));
+    return Json{{"session", id}, {"system_prompt", prompt}};
+  }));
+  Add(Route("POST", "/api/v1/sessions/{id}/compact", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::string focus, c.Arg("focus", false));
+    STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(id, focus));
+    Json out = {{"session", views::SessionView(done.session)}, {"compacted", done.compacted}, {"kept", done.kept},
+                {"summary", done.summary}, {"pruned_fallback", done.pruned_fallback},
+                {"tokens_before", done.tokens_before}, {"tokens_after", done.tokens_after}};
+    if (!done.llm_error.empty()) out["llm_error"] = done.llm_error;
+    return out;
+  }));
+  Add(Route("GET", "/api/v1/sessions/{id}/context", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    SessionContextOptions o;
+    STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, c.IntArg("max_context_tokens", options.upstream_context_tokens));
+    STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, c.IntArg("reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4)));
+    STRATA_ASSIGN_OR_RETURN(int64_t memory_limit, c.IntArg("memory_limit", 5));
+    if (memory_limit < 0 || memory_limit > 100) return Status::InvalidArgument("\"memory_limit\" must be between 0 and 100");
+    o.memory_limit = static_cast<size_t>(memory_limit);
+    STRATA_ASSIGN_OR_RETURN(o.query, c.Arg("query", false));
+    STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
+    if (!encoding.empty()) o.encoding = encoding;
+    if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
+    return views::SessionContextView(id, ctx);
+  }));
+
+  // ---- Background tasks (phase-2 jobs) ----
+  auto task_of = [this](Call& c) -> Result<session::Job> {
+    char* end = nullptr;
+    long long task = std::strtoll(c.req.path_params.at(0).c_str(), &end, 10);
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
+    STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
+    if (!job || !c.engine->CheckJobAccess(ReachOf(c.id), *job).ok()) {
+      return Status::NotFound("no task " + c.req.path_params.at(0));
+    }
+    return *job;
+  };
+  // Every phase-2 job the caller may see (a user key: its own sessions'), newest first; ?session= and
+  // ?state= (pending, running, done, dead) narrow it.
+  Add(Route("GET", "/api/v1/tasks", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string session_id, c.Arg("session", false));
+    STRATA_ASSIGN_OR_RETURN(std::string state_name, c.Arg("state", false));
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 200));
+    if (limit < 1 || limit > 10000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
+    std::optional<session::JobState> state;
+    if (!state_name.empty()) {
+      STRATA_ASSIGN_OR_RETURN(state, session::ParseJobState(state_name));
+    }
+    std::optional<std::string> key;
+    if (!session_id.empty()) {
+      STRATA_RETURN_IF_ERROR(CheckSession(c, session_id));
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(session_id));
+      key = session::CommitJobKey(info);  // This incarnation's jobs only.
+    }
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, queue->List(state, key));
+    std::sort(jobs.begin(), jobs.end(), [](const session::Job& a, const session::Job& b) { return a.id > b.id; });
+    Json out = Json::array();
+    for (const session::Job& job : jobs) {
+      if (static_cast<int64_t>(out.size()) >= limit) break;
+      if (!c.engine->CheckJobAccess(ReachOf(c.id), job).ok()) continue;
+      out.push_back(views::JobView(job));
+    }
+    return out;
+  }));
+  Add(Route("GET", "/api/v1/tasks/{id}", [task_of](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(session::Job job, task_of(c));
+    return views::JobView(job);
+  }));
+  Add(Route("GET", "/api/v1/tasks/{id}/events", [this, task_of](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(session::Job first, task_of(c));
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<StreamSlot> slot, TakeStreamSlot());
+    Engine* engine = c.engine;
+    int64_t task = first.id;
+    c.res.content_type = "text/event-stream";
+    c.res.headers.emplace_back("Cache-Control", "no-cache");
+    c.raw = true;
+    c.res.stream = [this, engine, task, slot](const ChunkWriter& write) {
+      std::string last;
+      for (int i = 0; i < 36000 && !shut_down.load(); ++i) {  // An hour at most.
+        auto queue = engine->queue();
+        if (!queue.ok()) break;
+        auto job = (*queue)->Get(task);
+        if (!job.ok() || !*job) break;
+        std::string state(session::JobStateName((*job)->state));
+        std::string view = views::Dump(views::JobView(**job));
+        if (view != last) {
+          if (!write("event: task\ndata: " + view + "\n\n")) break;
+          last = view;
+        } else if (i % 50 == 0 && !write(": keep-alive\n\n")) {
+          break;
+        }
+        if (state == "done" || state == "dead") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      write("event: end\ndata: {}\n\n");
+    };
+    return Json();
+  }));
+}
+
+}  // namespace strata::server

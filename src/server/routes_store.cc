@@ -1,0 +1,152 @@
+// The store routes (docs/api/openapi.yaml): fs/* and search/find. Every URI is checked against the caller
+// (the Engine's rules) before the engine is called; export and import carry the tree in the body.
+#include "server_impl.h"
+
+namespace strata::server {
+
+void Server::Impl::AddStoreRoutes() {
+  // ---- The store ----
+  auto list = [this](bool recursive) {
+    return [this, recursive](Call& c) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
+      STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 0));
+      STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || c.BoolArg("recursive"),
+                                                                     .limit = static_cast<size_t>(std::max<int64_t>(0, limit))}));
+      Json out = Json::array();
+      for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+      return out;
+    };
+  };
+  Add(Route("GET", "/api/v1/fs/ls", list(false)));
+  Add(Route("GET", "/api/v1/fs/tree", list(true)));
+  Add(Route("GET", "/api/v1/fs/stat", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
+    STRATA_ASSIGN_OR_RETURN(auto relations, c.engine->Relations(uri.str()));
+    // A relation names both its ends: one the caller cannot reach is left out (it would reveal another
+    // user's memory or session).
+    std::erase_if(relations, [&](const memory::Relation& r) {
+      return !CheckUri(c, r.from).ok() || !CheckUri(c, r.to).ok();
+    });
+    return views::NodeDetailView(node, relations);
+  }));
+  Add(Route("GET", "/api/v1/fs/read", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    STRATA_ASSIGN_OR_RETURN(int64_t level, c.IntArg("level", 2));
+    if (level < 0 || level > 2) return Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)");
+    STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->Read(uri.str(), static_cast<memory::Level>(level)));
+    return Json{{"uri", uri.str()}, {"level", level}, {"content", text}};
+  }));
+  Add(Route("POST", "/api/v1/fs/write", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    STRATA_ASSIGN_OR_RETURN(std::string content, c.Arg("content"));
+    memory::WriteOptions o;
+    o.abstract_text = c.OptString("abstract");
+    o.overview = c.OptString("overview");
+    o.category = c.OptString("category");
+    if (const Json* m = json::Field(c.body, "metadata"); m != nullptr && !m->is_null()) {
+      if (!m->is_object()) return Status::InvalidArgument("\"metadata\" must be an object");
+      o.metadata = m->dump();
+    }
+    o.overwrite = json::BoolOr(c.body, "overwrite", true);
+    STRATA_RETURN_IF_ERROR(c.engine->Write(uri.str(), content, o));
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
+    return views::NodeView(node);
+  }));
+  Add(Route("POST", "/api/v1/fs/mkdir", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    memory::WriteOptions o;
+    o.abstract_text = c.OptString("abstract");
+    o.overview = c.OptString("overview");
+    // "ordered": its children form a sequence (a conversation, a document's chunks): neighbours count.
+    if (c.BoolArg("ordered")) o.metadata = std::string(memory::kOrderedMetadata);
+    STRATA_RETURN_IF_ERROR(c.engine->Mkdir(uri.str(), o));
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
+    return views::NodeView(node);
+  }));
+  Add(Route("POST", "/api/v1/fs/mv", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from"));
+    STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to"));
+    STRATA_RETURN_IF_ERROR(CheckWholeScope(c, from));
+    STRATA_RETURN_IF_ERROR(c.engine->Move(from.str(), to.str()));
+    return Json{{"from", from.str()}, {"to", to.str()}};
+  }));
+  Add(Route("DELETE", "/api/v1/fs", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    STRATA_RETURN_IF_ERROR(CheckWholeScope(c, uri));
+    STRATA_ASSIGN_OR_RETURN(int64_t removed, c.engine->Remove(uri.str(), c.BoolArg("recursive")));
+    return Json{{"removed", removed}};
+  }));
+  Add(Route("POST", "/api/v1/fs/link", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from"));
+    STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to"));
+    STRATA_ASSIGN_OR_RETURN(std::string reason, c.Arg("reason", false));
+    STRATA_RETURN_IF_ERROR(c.engine->Link(from.str(), to.str(), reason));
+    return Json{{"from", from.str()}, {"to", to.str()}, {"reason", reason}};
+  }));
+  Add(Route("POST", "/api/v1/fs/unlink", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from"));
+    STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to"));
+    STRATA_RETURN_IF_ERROR(c.engine->Unlink(from.str(), to.str()));
+    return Json{{"from", from.str()}, {"to", to.str()}};
+  }));
+  // Without `under`: everything the caller may read (a user: its scope and the shared ones).
+  Add(Route("GET", "/api/v1/fs/glob", [](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
+    STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));
+    STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->Glob(pattern, under, ReachOf(c.id)));
+    Json out = Json::array();
+    for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+    return out;
+  }));
+  Add(Route("GET", "/api/v1/fs/grep", [](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
+    STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));
+    STRATA_ASSIGN_OR_RETURN(auto matches, c.engine->Grep(pattern, under, c.BoolArg("ignore_case"), ReachOf(c.id)));
+    Json out = Json::array();
+    for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
+    return out;
+  }));
+  // Export and import carry the Markdown tree in the request and the response (never a path on the server):
+  // {"files": [{"path": "relative/path", "content": "..."}]}.
+  Add(Route("GET", "/api/v1/fs/export", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    STRATA_ASSIGN_OR_RETURN(ExportedTree tree, c.engine->ExportFiles(uri.str(), options.http.max_body_bytes * 8));
+    Json files = Json::array();
+    for (TreeFile& f : tree.files) files.push_back({{"path", std::move(f.path)}, {"content", std::move(f.content)}});
+    return Json{{"uri", uri.str()}, {"directories", tree.report.directories}, {"leaves", tree.report.leaves},
+                {"relations", tree.report.relations}, {"files", std::move(files)}};
+  }));
+  Add(Route("POST", "/api/v1/fs/import", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    const Json* files = json::Field(c.body, "files");
+    if (files == nullptr || !files->is_array()) return Status::InvalidArgument("\"files\" must be an array of {path, content}");
+    std::vector<TreeFile> tree;
+    for (size_t i = 0; i < files->size(); ++i) {
+      const Json* path = json::Field((*files)[i], "path");
+      const Json* content = json::Field((*files)[i], "content");
+      if (path == nullptr || !path->is_string() || content == nullptr || !content->is_string()) {
+        return Status::InvalidArgument("files[" + std::to_string(i) + "] must be {\"path\": string, \"content\": string}");
+      }
+      tree.push_back({path->get<std::string>(), content->get<std::string>()});
+    }
+    STRATA_ASSIGN_OR_RETURN(memory::ImportReport report, c.engine->ImportFiles(tree, uri.str()));
+    return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
+                {"relations", report.relations}, {"skipped", report.skipped}};
+  }));
+  Add(Route("POST", "/api/v1/search/find", [](Call& c) -> Result<Json> {
+    FindRequest request;
+    STRATA_ASSIGN_OR_RETURN(request.query, c.Arg("query"));
+    STRATA_ASSIGN_OR_RETURN(request.under, c.Arg("under", false));
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 10));
+    if (limit < 1 || limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
+    request.limit = static_cast<size_t>(limit);
+    STRATA_ASSIGN_OR_RETURN(request.token_budget, c.IntArg("token_budget", 0));
+    STRATA_ASSIGN_OR_RETURN(request.session, c.Arg("session", false));
+    request.reach = ReachOf(c.id);
+    STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
+    return views::FindResultView(found);
+  }).ReadOnly());
+}
+
+}  // namespace strata::server

@@ -1,0 +1,257 @@
+// Engine::BeginTurn at library level: what the OpenAI- and Anthropic-compatible endpoints of `strata serve`
+// do for a client that sends only its new turn, driven here without HTTP — one turn per session, the turn
+// logged only once the model took it, memories recalled into the system prompt, the window kept, tool-call
+// groups never split by a commit, the commit policy (tokens, turns, idle), and who may reach which session.
+#include "strata/engine/turn.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "strata/engine/engine.h"
+#include "strata/session/session.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+Message CallingReply(const std::string& id) {
+  Message m = Message::Assistant("");
+  ToolCall call;
+  call.id = id;
+  call.function.name = "find";
+  call.function.arguments = R"({"query": "seat"})";
+  m.tool_calls = std::vector<ToolCall>{call};
+  return m;
+}
+
+// About `words` tokens of text.
+std::string Words(int words) {
+  std::string out;
+  for (int i = 0; i < words; ++i) out += i % 2 == 0 ? " alpha" : " beta";
+  return out;
+}
+
+class TurnTest : public ::testing::Test {
+ protected:
+  void Open(CommitPolicy policy) {
+    engine_.reset();
+    auto e = Engine::Open({.data_dir = dir_.path(), .commit_policy = policy});
+    ASSERT_OK(e);
+    engine_ = std::move(*e);
+  }
+  void SetUp() override { Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(0)}); }
+
+  TurnRequest Ask(const std::string& text, const std::string& user = "alice") {
+    TurnRequest r;
+    r.turn = {Message::User(text)};
+    r.reach = Reach::User(user);
+    r.max_context_tokens = 8'000;
+    r.reserve_for_reply = 1'000;
+    return r;
+  }
+
+  std::vector<Message> Log(const std::string& session) {
+    auto messages = engine_->SessionMessages(session);
+    EXPECT_OK(messages);
+    return messages.ok() ? *messages : std::vector<Message>{};
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(TurnTest, TheTurnIsLoggedOnlyOnceTheModelTookIt) {
+  {
+    auto turn = engine_->BeginTurn("chat-1", Ask("Which seat do I like?"));
+    ASSERT_OK(turn);
+    // What to send ends with the new turn; the session exists, owned by the caller, and logs nothing yet.
+    const SessionContext& ctx = (*turn)->context();
+    ASSERT_FALSE(ctx.messages.empty());
+    EXPECT_EQ(ctx.messages.back().ExtractText(""), "Which seat do I like?");
+    auto info = engine_->GetSession("chat-1");
+    ASSERT_OK(info);
+    EXPECT_EQ(info->user, "alice");
+    EXPECT_TRUE(Log("chat-1").empty());
+    // The model refused (the turn goes out of scope unfinished): nothing is logged.
+  }
+  EXPECT_TRUE(Log("chat-1").empty());
+
+  auto turn = engine_->BeginTurn("chat-1", Ask("Which seat do I like?"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Accept());
+  ASSERT_OK((*turn)->Accept());  // Once only.
+  ASSERT_EQ(Log("chat-1").size(), 1u);
+  TokenUsage usage;
+  usage.input_other = 1'200;
+  usage.output = 34;
+  auto outcome = (*turn)->Finish(Message::Assistant("The aisle."), usage);
+  ASSERT_OK(outcome);
+  EXPECT_FALSE(outcome->committed);
+  std::vector<Message> log = Log("chat-1");
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].role, Role::kUser);
+  EXPECT_EQ(log[1].ExtractText(""), "The aisle.");
+  auto full = engine_->GetSessionLog("chat-1");
+  ASSERT_OK(full);
+  EXPECT_EQ(full->usage_tokens, 1'234);
+  // A finished turn cannot be finished again.
+  EXPECT_EQ((*turn)->Finish(Message::Assistant("again")).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Log("chat-1").size(), 2u);
+
+  // The next turn sees the history before it.
+  auto next = engine_->BeginTurn("chat-1", Ask("And on short flights?"));
+  ASSERT_OK(next);
+  ASSERT_EQ((*next)->context().messages.size(), 3u);
+  EXPECT_EQ((*next)->context().messages[1].ExtractText(""), "The aisle.");
+}
+
+TEST_F(TurnTest, OneTurnPerSessionAtATime) {
+  auto first = engine_->BeginTurn("chat-1", Ask("one"));
+  ASSERT_OK(first);
+  auto second = engine_->BeginTurn("chat-1", Ask("two"));
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("already has a turn in progress"), std::string::npos);
+  // Another session is free.
+  EXPECT_OK(engine_->BeginTurn("chat-2", Ask("three")));
+  // A turn that failed to begin leaves its session free.
+  EXPECT_FALSE(engine_->BeginTurn("chat-3", Ask(Words(10'000))).ok());
+  EXPECT_OK(engine_->BeginTurn("chat-3", Ask("short")));
+  (*first)->Release();
+  (*first)->Release();  // Idempotent.
+  EXPECT_OK(engine_->BeginTurn("chat-1", Ask("two")));
+}
+
+TEST_F(TurnTest, ATurnThatDoesNotFitIsRefusedAndNamesTheWindow) {
+  TurnRequest r = Ask(Words(10'000));
+  auto turn = engine_->BeginTurn("chat-1", std::move(r));
+  ASSERT_EQ(turn.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(turn.status().message().find("does not fit in the model's window"), std::string::npos);
+  EXPECT_TRUE(Log("chat-1").empty());
+  // And bad requests name what is wrong.
+  TurnRequest empty = Ask("x");
+  empty.turn.clear();
+  EXPECT_EQ(engine_->BeginTurn("chat-1", std::move(empty)).status().code(), StatusCode::kInvalidArgument);
+  TurnRequest encoding = Ask("x");
+  encoding.encoding = "no_such_encoding";
+  EXPECT_NE(engine_->BeginTurn("chat-1", std::move(encoding)).status().message().find("no_such_encoding"),
+            std::string::npos);
+  EXPECT_EQ(engine_->BeginTurn("bad/id", Ask("x")).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(TurnTest, MemoriesOfTheOwnerAreRecalledIntoTheSystemPrompt) {
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/seat", "Alice prefers aisle seats on long flights.",
+                           {.abstract_text = "Prefers aisle seats on long flights"}));
+  ASSERT_OK(engine_->Write("strata://user/bob/memories/preferences/seat", "Bob prefers window seats on long flights.",
+                           {.abstract_text = "Prefers window seats on long flights"}));
+  TurnRequest r = Ask("Which seat should I book on long flights?");
+  r.system = "You are a travel agent.";
+  auto turn = engine_->BeginTurn("chat-1", std::move(r));
+  ASSERT_OK(turn);
+  const SessionContext& ctx = (*turn)->context();
+  EXPECT_EQ(ctx.system_prompt.rfind("You are a travel agent.", 0), 0u) << ctx.system_prompt;
+  EXPECT_NE(ctx.system_prompt.find("Prefers aisle seats"), std::string::npos) << ctx.system_prompt;
+  EXPECT_EQ(ctx.system_prompt.find("window seats"), std::string::npos) << "another user's memory was recalled";
+  EXPECT_GT(ctx.tokens.memories, 0);
+  EXPECT_LE(ctx.total_tokens, ctx.budget + ctx.tokens.reply);
+}
+
+TEST_F(TurnTest, AnotherUsersSessionIsNotThere) {
+  ASSERT_OK(engine_->BeginTurn("chat-1", Ask("mine")));  // Created for alice, then released.
+  auto theirs = engine_->BeginTurn("chat-1", Ask("let me in", "bob"));
+  TurnRequest no_create = Ask("hello", "bob");
+  no_create.create = false;
+  auto missing = engine_->BeginTurn("chat-none", std::move(no_create));
+  ASSERT_EQ(theirs.status().code(), StatusCode::kNotFound);
+  ASSERT_EQ(missing.status().code(), StatusCode::kNotFound);
+  // The same answer as for a session that does not exist, but for the id.
+  std::string a = theirs.status().message(), b = missing.status().message();
+  EXPECT_EQ(a.replace(a.find("chat-1"), 6, "ID"), b.replace(b.find("chat-none"), 9, "ID"));
+  // A turn may not carry references to what its caller cannot read.
+  TurnRequest ref = Ask("look at this", "bob");
+  ref.turn[0].content.push_back(CustomPart{std::string(session::kContextRefPartType),
+                                           R"({"type":"context_ref","uri":"strata://user/alice/memories/preferences/seat"})"});
+  EXPECT_EQ(engine_->BeginTurn("chat-b", std::move(ref)).status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(TurnTest, AToolCallingReplyIsNeverCommittedAwayFromItsResults) {
+  Open({.after_tokens = 0, .after_turns = 1, .after_idle = std::chrono::milliseconds(0)});
+  auto turn = engine_->BeginTurn("chat-1", Ask("Which seat do I like?"));
+  ASSERT_OK(turn);
+  auto calling = (*turn)->Finish(CallingReply("call-1"));
+  ASSERT_OK(calling);
+  EXPECT_FALSE(calling->committed) << "the calls would be archived without their results";
+  EXPECT_EQ(calling->uncommitted_turns, 1);
+
+  TurnRequest results;
+  results.turn = {Message::ToolResult("call-1", "aisle")};
+  results.reach = Reach::User("alice");
+  auto second = engine_->BeginTurn("chat-1", std::move(results));
+  ASSERT_OK(second);
+  auto answered = (*second)->Finish(Message::Assistant("You like the aisle."));
+  ASSERT_OK(answered);
+  EXPECT_TRUE(answered->committed);
+  EXPECT_GT(answered->job_id, 0);
+  auto status = engine_->GetSessionStatus("chat-1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->archives.size(), 1u);
+  EXPECT_EQ(status->archives[0].messages, 4) << "the call and its result are archived together";
+  EXPECT_TRUE(Log("chat-1").empty());
+}
+
+TEST_F(TurnTest, TheTokenPolicyCommitsOnceTheSessionHasGrown) {
+  Open({.after_tokens = 60, .after_turns = 0, .after_idle = std::chrono::milliseconds(0)});
+  auto small = engine_->BeginTurn("chat-1", Ask("hi"));
+  ASSERT_OK(small);
+  auto first = (*small)->Finish(Message::Assistant("hello"));
+  ASSERT_OK(first);
+  EXPECT_FALSE(first->committed);
+  EXPECT_GT(first->uncommitted_tokens, 0);
+  EXPECT_LT(first->uncommitted_tokens, 60);
+
+  auto big = engine_->BeginTurn("chat-1", Ask("Tell me everything about aisle seats, window seats and legroom." + Words(40)));
+  ASSERT_OK(big);
+  auto second = (*big)->Finish(Message::Assistant("Aisle seats are easier to leave; window seats are quieter."));
+  ASSERT_OK(second);
+  EXPECT_GE(second->uncommitted_tokens, 60);
+  EXPECT_GT(second->uncommitted_tokens, first->uncommitted_tokens);
+  EXPECT_TRUE(second->committed);
+  EXPECT_EQ(second->uncommitted_turns, 2);
+}
+
+TEST_F(TurnTest, IdleSessionsAreCommittedOnceAndBusyOnesNot) {
+  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
+  for (const char* id : {"quiet", "busy"}) {
+    auto turn = engine_->BeginTurn(id, Ask("hi"));
+    ASSERT_OK(turn);
+    ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  }
+  auto busy = engine_->BeginTurn("busy", Ask("still here"));  // A turn in progress: not idle.
+  ASSERT_OK(busy);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto committed = engine_->CommitIdleSessions();
+  ASSERT_OK(committed);
+  EXPECT_EQ(*committed, 1);
+  auto quiet = engine_->GetSessionStatus("quiet");
+  ASSERT_OK(quiet);
+  EXPECT_EQ(quiet->archives.size(), 1u);
+  auto busy_status = engine_->GetSessionStatus("busy");
+  ASSERT_OK(busy_status);
+  EXPECT_TRUE(busy_status->archives.empty());
+  // Committed once: quiet stays quiet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  EXPECT_EQ(*engine_->CommitIdleSessions(), 0);
+}
+
+TEST_F(TurnTest, AReadOnlyEngineServesNoTurns) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "chat-1"));
+  engine_.reset();
+  auto e = Engine::Open({.data_dir = dir_.path(), .read_only = true});
+  ASSERT_OK(e);
+  auto turn = (*e)->BeginTurn("chat-1", Ask("hi"));
+  EXPECT_FALSE(turn.ok());
+  EXPECT_NE(turn.status().message().find("read-only"), std::string::npos) << turn.status().message();
+}
+
+}  // namespace
+}  // namespace strata

@@ -7,18 +7,20 @@ STRATA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev libcurl4-openssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libyaml-cpp-dev
-  libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev libstemmer-dev)
+  libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev libstemmer-dev
+  python3-dev pybind11-dev python3-venv python3-pip python3-setuptools)
 # Only the test script needs these (libFuzzer runs under clang; Python's Jinja2 is the prompt engine's
-# reference; the viewer's tests drive Chromium; the PostgreSQL backend's tests start a throwaway cluster).
-STRATA_TEST_PACKAGES=(clang curl libclang-rt-14-dev python3 python3-jinja2 python3-yaml chromium fonts-dejavu-core postgresql-15)
+# reference; pytest runs the Python module's tests; the viewer's tests drive Chromium; the PostgreSQL backend's tests start a throwaway cluster).
+STRATA_TEST_PACKAGES=(clang curl libclang-rt-14-dev python3 python3-jinja2 python3-yaml python3-pytest chromium fonts-dejavu-core postgresql-15)
 
 # npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json), the reference tokenizers the
 # tests and benchmarks compare against, the streaming peers of the LLM benchmark (eventsource-parser,
 # the OpenAI Node SDK), the official API and MCP clients the server is tested with, and puppeteer-core
-# (which drives Debian's chromium; it downloads no browser). Installed into a cache outside the repository, pinned.
+# (which drives Debian's chromium; it downloads no browser), and the TypeScript compiler and openapi-typescript
+# that build clients/typescript. Installed into a cache outside the repository, pinned.
 STRATA_NPM_CACHE=${STRATA_NPM_CACHE:-$HOME/.cache/strata/npm}
 STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0 eventsource-parser@4.1.3 openai@7.57.0 @anthropic-ai/sdk@1.13.0
-                     @modelcontextprotocol/sdk@1.32.2 puppeteer-core@24.43.1)
+                     @modelcontextprotocol/sdk@1.32.2 puppeteer-core@24.43.1 typescript@5.9.3 openapi-typescript@7.13.0)
 export STRATA_NPM_CACHE
 
 strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -75,22 +75,12 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   }
   if (cmd == "status") {
     STRATA_ASSIGN_OR_RETURN(SessionStatus status, engine->GetSessionStatus(a.id));
-    Json out = {{"session", a.id}, {"archives", Json::array()}, {"jobs", Json::array()}};
-    for (const auto& ar : status.archives) out["archives"].push_back(views::ArchiveView(ar));
-    for (const auto& job : status.jobs) out["jobs"].push_back(views::JobView(job));
-    // Members in alphabetical order, as always printed.
-    Print({{"archives", out["archives"]}, {"jobs", out["jobs"]}, {"session", a.id}});
+    Print(views::SessionStatusView(status));
     return Status::Ok();
   }
   if (cmd == "commit") {
     STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(a.id, {.wait = a.wait}));
-    Json out = {{"archive", outcome.ticket.archive}};
-    if (outcome.diff) out["diff"] = views::CommitDiffView(*outcome.diff);
-    out["job"] = outcome.ticket.job_id;
-    out["messages"] = outcome.ticket.messages;
-    out["session"] = a.id;
-    if (outcome.state) out["state"] = std::string(session::ArchiveStateName(*outcome.state));
-    Print(out);
+    Print(views::CommitView(a.id, outcome));
     return outcome.phase2;
   }
   if (cmd == "work") {

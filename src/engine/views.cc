@@ -116,6 +116,24 @@ Json ChangesView(const std::vector<session::MemoryChange>& changes) {
   return out;
 }
 
+Json SessionStatusView(const SessionStatus& status) {
+  Json archives = Json::array(), jobs = Json::array();
+  for (const session::ArchiveInfo& a : status.archives) archives.push_back(ArchiveView(a));
+  for (const session::Job& j : status.jobs) jobs.push_back(JobView(j));
+  return {{"archives", std::move(archives)}, {"jobs", std::move(jobs)}, {"session", status.session}};
+}
+
+Json CommitView(const std::string& session, const CommitOutcome& outcome) {
+  Json out = {{"archive", outcome.ticket.archive}};
+  if (outcome.diff) out["diff"] = CommitDiffView(*outcome.diff);
+  if (!outcome.phase2.ok()) out["error"] = outcome.phase2.message();
+  out["messages"] = outcome.ticket.messages;
+  out["session"] = session;
+  if (outcome.state) out["state"] = std::string(session::ArchiveStateName(*outcome.state));
+  out["task_id"] = outcome.ticket.job_id;
+  return out;
+}
+
 Json CommitDiffView(const session::CommitDiff& diff) {
   return {{"archive", diff.archive},
           {"candidates", diff.candidates},

@@ -335,8 +335,7 @@ struct McpHandler::Impl {
       std::string sid = json::StringOr(args, "session");
       STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(sid, {.wait = false}));
-      return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
-                  {"messages", outcome.ticket.messages}};
+      return views::CommitView(sid, outcome);
     }
     if (name == "count_tokens") {
       std::string encoding = json::StringOr(args, "encoding", std::string(tokenizer::kDefaultEncoding));

@@ -65,17 +65,13 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, c.engine->Commit(id, {.wait = false}));
     metrics.Commit("accepted");
     WakeWorker();
-    return Json{{"task_id", outcome.ticket.job_id}, {"archive", outcome.ticket.archive},
-                {"messages", outcome.ticket.messages}};
+    return views::CommitView(id, outcome);
   }));
   Add(Route("GET", "/api/v1/sessions/{id}/status", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(SessionStatus status, c.engine->GetSessionStatus(id));
-    Json archives = Json::array(), jobs = Json::array();
-    for (const auto& a : status.archives) archives.push_back(views::ArchiveView(a));
-    for (const auto& j : status.jobs) jobs.push_back(views::JobView(j));
-    return Json{{"session", status.session}, {"archives", archives}, {"jobs", jobs}};
+    return views::SessionStatusView(status);
   }));
 
   Add(Route("DELETE", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {

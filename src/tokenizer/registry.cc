@@ -75,6 +75,14 @@ const MessageTokenCounter& CounterFor(std::string_view name, std::string* warnin
   return *entry.counter;
 }
 
+Result<std::shared_ptr<const Encoding>> EncodingFor(std::string_view name) {
+  STRATA_RETURN_IF_ERROR(ValidateCounterName(name));
+  if (name == "chars") return Status::InvalidArgument("\"chars\" counts characters / 4; it has no tokens to encode or decode");
+  const Entry& entry = Get(name);
+  if (!entry.encoding) return Status::Unavailable(entry.warning);
+  return entry.encoding;
+}
+
 int64_t CountText(std::string_view name, std::string_view text, std::string* warning) {
   const Entry& entry = Get(name);
   if (warning != nullptr) *warning = entry.warning;

@@ -11,6 +11,9 @@
 //   GrepMatchView     {"uri","line","text","superseded"}
 //   SessionView       {"abstract","agent","contexts","id",["messages",]"overview","stats":{...},"user"}
 //   ArchiveView       {"archive","error"?,"messages","notes"?,"state"}
+//   SessionStatusView {"archives":[ArchiveView],"jobs":[JobView],"session"}
+//   CommitView        {"archive","diff"?,"error"?,"messages","session","state"?,"task_id"}: "diff" and "state"
+//                     when phase 2 ran in the call (wait), "error" when it did not finish
 //   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
 //                     "session"?,"state","updated_ms"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","source","uri"}
@@ -40,6 +43,8 @@
 namespace strata {
 struct SessionContext;
 struct FindResult;
+struct CommitOutcome;
+struct SessionStatus;
 }  // namespace strata
 
 namespace strata::views {
@@ -58,6 +63,8 @@ Json GrepMatchView(const memory::GrepMatch& match);
 // With `messages`, the session's current messages are included (kosong JSON).
 Json SessionView(const session::SessionInfo& info, const std::vector<Message>* messages = nullptr);
 Json ArchiveView(const session::ArchiveInfo& archive);
+Json SessionStatusView(const SessionStatus& status);
+Json CommitView(const std::string& session, const CommitOutcome& outcome);
 Json JobView(const session::Job& job);
 Json AuditEntryView(const session::AuditEntry& entry);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);

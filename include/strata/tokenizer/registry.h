@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,6 +21,8 @@
 #include "strata/util/status.h"
 
 namespace strata::tokenizer {
+
+class Encoding;
 
 inline constexpr std::string_view kDefaultEncoding = "o200k_base";
 
@@ -31,6 +34,9 @@ Status ValidateCounterName(std::string_view name);
 Result<const MessageTokenCounter*> FindCounter(std::string_view name, std::string* warning = nullptr);
 // The counter named `name`, which must be one of CounterNames() (else: characters / 4, with a warning).
 const MessageTokenCounter& CounterFor(std::string_view name, std::string* warning = nullptr);
+// The BPE encoding named `name`, to encode and decode with: kInvalidArgument for a name that is not an
+// encoding ("chars" counts, it does not encode), kUnavailable when its vocabulary is not installed.
+Result<std::shared_ptr<const Encoding>> EncodingFor(std::string_view name);
 // The tokens of raw `text` (not a message: no per-message overhead) under counter `name`.
 int64_t CountText(std::string_view name, std::string_view text, std::string* warning = nullptr);
 

@@ -1,0 +1,222 @@
+#include "convert.h"
+
+#include <cmath>
+
+#include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
+#include "strata/message/message_json.h"
+
+namespace strata::python {
+
+namespace {
+
+// A module of the strata package, imported once and kept for the life of the process (module objects
+// live until the interpreter ends; the reference is deliberately never released).
+py::handle PackageModule(const char* name) {
+  if (std::string_view(name) == "strata.errors") {
+    static PyObject* errors = py::module_::import("strata.errors").release().ptr();
+    return errors;
+  }
+  static PyObject* types = py::module_::import("strata.types").release().ptr();
+  return types;
+}
+
+Status Bad(std::string_view where, const std::string& path, const std::string& what) {
+  return Status::InvalidArgument(std::string(where) + (path.empty() ? "" : path) + ": " + what);
+}
+
+// Python's own name for the type of `value` ("set", "bytes", "MyClass").
+std::string TypeName(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
+
+Status Append(py::handle value, std::string_view where, std::string& path, int depth, std::string* out) {
+  if (depth > static_cast<int>(json::kMaxJsonDepth)) return Bad(where, path, "nested too deeply");
+  PyObject* o = value.ptr();
+  if (o == Py_None) {
+    out->append("null");
+  } else if (o == Py_True) {
+    out->append("true");
+  } else if (o == Py_False) {
+    out->append("false");
+  } else if (PyUnicode_Check(o)) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(o, &size);
+    if (data == nullptr) {
+      PyErr_Clear();
+      return Bad(where, path, "a string that is not valid Unicode (a lone surrogate?)");
+    }
+    json::AppendString(out, {data, static_cast<size_t>(size)});
+  } else if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) return Bad(where, path, "an integer beyond 64 bits");
+    out->append(std::to_string(v));
+  } else if (PyFloat_Check(o)) {
+    double d = PyFloat_AS_DOUBLE(o);
+    if (!std::isfinite(d)) return Bad(where, path, "a float that JSON cannot hold (nan or infinity)");
+    json::AppendPythonFloat(out, d);
+  } else if (PyDict_Check(o)) {
+    out->push_back('{');
+    PyObject *key, *item;
+    Py_ssize_t pos = 0;
+    bool first = true;
+    size_t base = path.size();
+    while (PyDict_Next(o, &pos, &key, &item)) {
+      if (!PyUnicode_Check(key)) return Bad(where, path, "a dict key that is not a string (" + TypeName(key) + ")");
+      if (!first) out->push_back(',');
+      first = false;
+      Py_ssize_t size = 0;
+      const char* k = PyUnicode_AsUTF8AndSize(key, &size);
+      if (k == nullptr) {
+        PyErr_Clear();
+        return Bad(where, path, "a dict key that is not valid Unicode");
+      }
+      json::AppendString(out, {k, static_cast<size_t>(size)});
+      out->push_back(':');
+      path.append(".").append(k, static_cast<size_t>(size));
+      STRATA_RETURN_IF_ERROR(Append(item, where, path, depth + 1, out));
+      path.resize(base);
+    }
+    out->push_back('}');
+  } else if (PyList_Check(o) || PyTuple_Check(o)) {
+    out->push_back('[');
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    size_t base = path.size();
+    for (size_t i = 0; i < seq.size(); ++i) {
+      if (i != 0) out->push_back(',');
+      path.append("[").append(std::to_string(i)).append("]");
+      STRATA_RETURN_IF_ERROR(Append(seq[i], where, path, depth + 1, out));
+      path.resize(base);
+    }
+    out->push_back(']');
+  } else if (py::hasattr(value, "to_dict")) {
+    py::object d = value.attr("to_dict")();
+    if (!PyDict_Check(d.ptr())) return Bad(where, path, TypeName(value) + ".to_dict() did not return a dict");
+    return Append(d, where, path, depth + 1, out);
+  } else {
+    return Bad(where, path, "a " + TypeName(value) + ", which JSON cannot hold (use dict, list, str, int, float, bool or None)");
+  }
+  return Status::Ok();
+}
+
+template <typename J>
+py::object FromJsonImpl(const J& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.template get<uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.template get<double>());
+    case nlohmann::json::value_t::string: {
+      const std::string& s = j.template get_ref<const std::string&>();
+      // Strata keeps text valid UTF-8; anything else would be a bug, shown with replacement characters.
+      PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+      if (u == nullptr) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(u);
+    }
+    case nlohmann::json::value_t::array: {
+      py::list out(j.size());
+      size_t i = 0;
+      for (const J& item : j) out[i++] = FromJsonImpl(item);
+      return out;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict out;
+      for (auto it = j.begin(); it != j.end(); ++it) out[py::str(it.key())] = FromJsonImpl(it.value());
+      return out;
+    }
+    default: return py::none();  // Binary and discarded values never come out of Strata's views.
+  }
+}
+
+}  // namespace
+
+void Raise(const Status& status) {
+  py::handle errors = PackageModule("strata.errors");
+  py::object cls = errors.attr("error_class")(std::string(StatusCodeName(status.code())));
+  py::object exc = cls(status.message());
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+Status AppendJson(py::handle value, std::string_view where, std::string* out) {
+  std::string path;
+  return Append(value, where, path, 0, out);
+}
+
+std::string ToJsonText(py::handle value, std::string_view where) {
+  std::string out;
+  Check(AppendJson(value, where, &out));
+  return out;
+}
+
+py::object FromJson(const OrderedJson& j) { return FromJsonImpl(j); }
+py::object FromJson(const nlohmann::json& j) { return FromJsonImpl(j); }
+
+py::object FromJsonText(std::string_view text) {
+  auto j = json::ParseOrDiscard<OrderedJson>(text);
+  if (j.is_discarded()) Raise(Status::Internal("Strata produced JSON it cannot read back"));
+  return FromJson(j);
+}
+
+py::object Record(const char* type, const OrderedJson& view) {
+  return PackageModule("strata.types").attr(type)(FromJson(view));
+}
+
+py::list Records(const char* type, const std::vector<OrderedJson>& views) {
+  py::object cls = PackageModule("strata.types").attr(type);
+  py::list out(views.size());
+  for (size_t i = 0; i < views.size(); ++i) out[i] = cls(FromJson(views[i]));
+  return out;
+}
+
+Message MessageFromPy(py::handle value, std::string_view where) {
+  if (PyUnicode_Check(value.ptr())) {
+    Result<Message> m = ParseMessage(value.cast<std::string>());
+    if (!m.ok()) Raise(Status::InvalidArgument(std::string(where) + ": " + m.status().message()));
+    return std::move(*m);
+  }
+  if (!PyDict_Check(value.ptr()) && !py::hasattr(value, "to_dict") && !py::hasattr(value, "model_dump")) {
+    Raise(Status::InvalidArgument(std::string(where) + ": a message is a dict like {\"role\": \"user\", \"content\": \"...\"}, not a " +
+                                  TypeName(value)));
+  }
+  std::string text;
+  if (PyDict_Check(value.ptr()) || py::hasattr(value, "to_dict")) {
+    Check(AppendJson(value, where, &text));
+  } else {
+    // A pydantic model (kosong's Message): its own JSON dump, as kimi-cli writes it.
+    text = value.attr("model_dump_json")(py::arg("exclude_none") = true).cast<std::string>();
+  }
+  Result<Message> m = ParseMessage(text);
+  if (!m.ok()) Raise(Status::InvalidArgument(std::string(where) + ": " + m.status().message()));
+  return std::move(*m);
+}
+
+std::vector<Message> MessagesFromPy(py::handle value, std::string_view where) {
+  std::vector<Message> out;
+  if (PyDict_Check(value.ptr()) || PyUnicode_Check(value.ptr()) || py::hasattr(value, "model_dump")) {
+    out.push_back(MessageFromPy(value, where));
+    return out;
+  }
+  if (!py::isinstance<py::sequence>(value)) {
+    Raise(Status::InvalidArgument(std::string(where) + ": give a message (a dict) or a list of them, not a " +
+                                  TypeName(value)));
+  }
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+  out.reserve(seq.size());
+  for (size_t i = 0; i < seq.size(); ++i) {
+    out.push_back(MessageFromPy(seq[i], std::string(where) + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+py::dict MessageToPy(const Message& message) {
+  return py::reinterpret_steal<py::dict>(FromJsonText(MessageToJson(message)).release());
+}
+
+py::list MessagesToPy(const std::vector<Message>& messages) {
+  py::list out(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) out[i] = MessageToPy(messages[i]);
+  return out;
+}
+
+}  // namespace strata::python

@@ -1,0 +1,749 @@
+// strata.Engine and strata.Turn: the Engine's operations under Python's names. Each method converts its
+// arguments, calls one Engine function without the interpreter lock, and returns the JSON view every front
+// end returns, as a record of strata.types. No logic of its own lives here.
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+
+#include "bindings.h"
+#include "convert.h"
+#include "strata/engine/engine.h"
+#include "strata/engine/turn.h"
+#include "strata/engine/views.h"
+#include "strata/memory/skill.h"
+#include "strata/prompt/value.h"
+
+namespace strata::python {
+
+namespace {
+
+using views::Json;
+
+// A turn in progress, shared by its strata.Turn and the engine that must end it before closing.
+struct TurnSlot {
+  std::mutex mu;
+  std::unique_ptr<Turn> turn;  // Null once ended.
+};
+
+// The engine a strata.Engine holds. Calls share it (the Engine is thread-safe); close() takes it
+// exclusively, ends the turns still open, and destroys it.
+struct EngineHandle {
+  std::shared_mutex mu;
+  std::unique_ptr<Engine> engine;  // Guarded by mu; null after close().
+  std::mutex turns_mu;
+  std::vector<std::weak_ptr<TurnSlot>> turns;  // Guarded by turns_mu.
+
+  // Runs `f(engine)` without the interpreter lock; kFailedPrecondition after close().
+  template <typename F>
+  auto Call(F&& f) -> decltype(f(std::declval<Engine&>())) {
+    py::gil_scoped_release release;
+    std::shared_lock lock(mu);
+    if (!engine) return Status::FailedPrecondition("the engine is closed");
+    return f(*engine);
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    std::unique_lock lock(mu);
+    std::vector<std::weak_ptr<TurnSlot>> open;
+    {
+      std::lock_guard turns_lock(turns_mu);
+      open.swap(turns);
+    }
+    for (auto& weak : open) {
+      if (auto slot = weak.lock()) {
+        std::lock_guard slot_lock(slot->mu);
+        slot->turn.reset();  // Released: the session is free, nothing is logged.
+      }
+    }
+    engine.reset();
+  }
+};
+
+std::string OptString(const std::optional<std::string>& s) { return s.value_or(""); }
+
+memory::Level LevelArg(int level) {
+  if (level < 0 || level > 2) Raise(Status::InvalidArgument("level must be 0 (abstract), 1 (overview) or 2 (content)"));
+  return static_cast<memory::Level>(level);
+}
+
+std::vector<Json> NodeViews(const std::vector<memory::Node>& nodes) {
+  std::vector<Json> out;
+  out.reserve(nodes.size());
+  for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+  return out;
+}
+
+std::vector<Json> AuditViews(Engine& engine, const std::vector<session::AuditEntry>& entries) {
+  std::vector<Json> out;
+  for (const session::AuditEntry& e : entries) {
+    Json view = views::AuditEntryView(e);
+    Result<std::optional<session::SessionInfo>> live = engine.AuditSession(e);
+    view["session"] = live.ok() && live->has_value() ? (*live)->id : "";
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
+std::vector<Json> ChangeViews(const std::vector<session::MemoryChange>& changes) {
+  std::vector<Json> out;
+  for (const Json& c : views::ChangesView(changes)) out.push_back(c);
+  return out;
+}
+
+// seconds (float) → milliseconds; negative is an error naming `name`.
+std::chrono::milliseconds Seconds(double seconds, const char* name) {
+  if (!(seconds >= 0)) Raise(Status::InvalidArgument(std::string(name) + " must be 0 or more seconds"));
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+class PyTurn {
+ public:
+  PyTurn(std::shared_ptr<EngineHandle> handle, std::shared_ptr<TurnSlot> slot, std::string session, Json context)
+      : handle_(std::move(handle)), slot_(std::move(slot)), session_(std::move(session)), context_(std::move(context)) {}
+
+  const std::string& session() const { return session_; }
+  py::object context() const { return Record("SessionContext", context_); }
+  py::list messages() const {
+    py::list out;
+    for (const Json& m : context_["messages"]) {
+      if (m.value("included", false)) out.append(FromJson(m["message"]));
+    }
+    return out;
+  }
+  std::string system_prompt() const { return context_.value("system_prompt", ""); }
+  bool active() {
+    std::lock_guard lock(slot_->mu);
+    return slot_->turn != nullptr;
+  }
+
+  void Accept() {
+    Check(WithTurn([](Turn& t) { return t.Accept(); }));
+  }
+
+  py::object Finish(py::handle reply, py::handle usage) {
+    Message message = MessageFromPy(reply, "reply");
+    std::optional<TokenUsage> u;
+    if (!usage.is_none()) u = UsageFromPy(usage);
+    Result<TurnOutcome> done = WithTurn([&](Turn& t) -> Result<TurnOutcome> {
+      Result<TurnOutcome> r = t.Finish(message, u);
+      return r;
+    });
+    {
+      std::lock_guard lock(slot_->mu);
+      slot_->turn.reset();
+    }
+    TurnOutcome o = Check(std::move(done));
+    return Record("TurnOutcome", Json{{"committed", o.committed}, {"job_id", o.job_id},
+                                      {"uncommitted_tokens", o.uncommitted_tokens},
+                                      {"uncommitted_turns", o.uncommitted_turns}});
+  }
+
+  void Release() {
+    py::gil_scoped_release release;
+    std::lock_guard lock(slot_->mu);
+    slot_->turn.reset();
+  }
+
+ private:
+  // Runs `f` on the live turn without the interpreter lock, with the engine held open.
+  template <typename F>
+  auto WithTurn(F&& f) -> decltype(f(std::declval<Turn&>())) {
+    py::gil_scoped_release release;
+    std::shared_lock engine_lock(handle_->mu);
+    std::lock_guard lock(slot_->mu);
+    if (!handle_->engine || !slot_->turn) {
+      return Status::FailedPrecondition("the turn of session " + session_ + " has ended");
+    }
+    return f(*slot_->turn);
+  }
+
+  static TokenUsage UsageFromPy(py::handle usage) {
+    // {"input_tokens", "output_tokens"} or kosong's {"input_other", "output", "input_cache_read",
+    // "input_cache_creation"}, or OpenAI's {"prompt_tokens", "completion_tokens"}.
+    if (!PyDict_Check(usage.ptr())) Raise(Status::InvalidArgument("usage must be a dict of token counts"));
+    py::dict d = py::reinterpret_borrow<py::dict>(usage);
+    auto get = [&](const char* key) -> int64_t {
+      if (!d.contains(key)) return 0;
+      py::handle v = d[key];
+      if (!PyLong_Check(v.ptr())) Raise(Status::InvalidArgument(std::string("usage.") + key + " must be an integer"));
+      return v.cast<int64_t>();
+    };
+    TokenUsage u;
+    u.input_other = get("input_other") + get("input_tokens") + get("prompt_tokens");
+    u.output = get("output") + get("output_tokens") + get("completion_tokens");
+    u.input_cache_read = get("input_cache_read");
+    u.input_cache_creation = get("input_cache_creation");
+    return u;
+  }
+
+  std::shared_ptr<EngineHandle> handle_;
+  std::shared_ptr<TurnSlot> slot_;
+  std::string session_;
+  Json context_;
+};
+
+class PyEngine {
+ public:
+  explicit PyEngine(EngineOptions options) : handle_(std::make_shared<EngineHandle>()) {
+    std::string data = options.data_dir;
+    handle_->engine = Check(NoGil([&] { return Engine::Open(std::move(options)); }));
+    data_ = data;
+  }
+
+  std::shared_ptr<EngineHandle> handle() const { return handle_; }
+  const std::string& data() const { return data_; }
+  void Close() { handle_->Close(); }
+  bool closed() {
+    std::shared_lock lock(handle_->mu);
+    return handle_->engine == nullptr;
+  }
+  bool read_only() {
+    return Check(handle_->Call([](Engine& e) -> Result<bool> { return e.options().read_only; }));
+  }
+
+  // ---- The store ----
+  py::object Write(const std::string& uri, const std::string& content, std::optional<std::string> abstract,
+                   std::optional<std::string> overview, std::optional<std::string> category, py::handle metadata,
+                   bool overwrite) {
+    memory::WriteOptions o;
+    o.abstract_text = std::move(abstract);
+    o.overview = std::move(overview);
+    o.category = std::move(category);
+    if (!metadata.is_none()) {
+      if (!PyDict_Check(metadata.ptr())) Raise(Status::InvalidArgument("metadata must be a dict"));
+      o.metadata = ToJsonText(metadata, "metadata");
+    }
+    o.overwrite = overwrite;
+    return Record("Node", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_RETURN_IF_ERROR(e.Write(uri, content, o));
+      STRATA_ASSIGN_OR_RETURN(memory::Node node, e.Stat(uri));
+      return views::NodeView(node);
+    })));
+  }
+
+  py::object Mkdir(const std::string& uri, std::optional<std::string> abstract, std::optional<std::string> overview,
+                   bool ordered) {
+    memory::WriteOptions o;
+    o.abstract_text = std::move(abstract);
+    o.overview = std::move(overview);
+    if (ordered) o.metadata = std::string(memory::kOrderedMetadata);
+    return Record("Node", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_RETURN_IF_ERROR(e.Mkdir(uri, o));
+      STRATA_ASSIGN_OR_RETURN(memory::Node node, e.Stat(uri));
+      return views::NodeView(node);
+    })));
+  }
+
+  std::string Read(const std::string& uri, int level) {
+    memory::Level l = LevelArg(level);
+    return Check(handle_->Call([&](Engine& e) { return e.Read(uri, l); }));
+  }
+
+  py::list List(const std::string& uri, bool recursive, size_t limit) {
+    return Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto nodes, e.List(uri, {.recursive = recursive, .limit = limit}));
+      return NodeViews(nodes);
+    })));
+  }
+
+  py::object Stat(const std::string& uri) {
+    return Record("NodeDetail", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(memory::Node node, e.Stat(uri));
+      STRATA_ASSIGN_OR_RETURN(auto relations, e.Relations(uri));
+      return views::NodeDetailView(node, relations);
+    })));
+  }
+
+  int64_t Remove(const std::string& uri, bool recursive) {
+    return Check(handle_->Call([&](Engine& e) { return e.Remove(uri, recursive); }));
+  }
+  void Move(const std::string& from, const std::string& to) {
+    Check(handle_->Call([&](Engine& e) { return e.Move(from, to); }));
+  }
+  void Link(const std::string& from, const std::string& to, const std::string& reason) {
+    Check(handle_->Call([&](Engine& e) { return e.Link(from, to, reason); }));
+  }
+  void Unlink(const std::string& from, const std::string& to) {
+    Check(handle_->Call([&](Engine& e) { return e.Unlink(from, to); }));
+  }
+
+  py::list Glob(const std::string& pattern, std::optional<std::string> under, std::optional<std::string> user) {
+    Reach reach = ReachOf(user);
+    return Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto nodes, e.Glob(pattern, OptString(under), reach));
+      return NodeViews(nodes);
+    })));
+  }
+
+  py::list Grep(const std::string& pattern, std::optional<std::string> under, bool ignore_case,
+                std::optional<std::string> user) {
+    Reach reach = ReachOf(user);
+    return Records("GrepMatch", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto matches, e.Grep(pattern, OptString(under), ignore_case, reach));
+      std::vector<Json> out;
+      for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
+      return out;
+    })));
+  }
+
+  py::object Find(const std::string& query, int64_t limit, std::optional<std::string> under,
+                  std::optional<std::string> session, std::optional<int64_t> token_budget,
+                  std::optional<std::string> user) {
+    if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("limit must be between 1 and 1000"));
+    FindRequest request;
+    request.query = query;
+    request.under = OptString(under);
+    request.limit = static_cast<size_t>(limit);
+    request.session = OptString(session);
+    request.token_budget = token_budget.value_or(0);
+    request.reach = ReachOf(user);
+    return Record("FindResult", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(request));
+      return views::FindResultView(found);
+    })));
+  }
+
+  py::object ExportTree(const std::string& uri, const std::string& dir) {
+    memory::ExportReport r = Check(handle_->Call([&](Engine& e) { return e.Export(uri, dir); }));
+    return Record("ImportReport", Json{{"directories", r.directories}, {"leaves", r.leaves}, {"relations", r.relations}});
+  }
+  py::object ImportTree(const std::string& dir, const std::string& uri) {
+    memory::ImportReport r = Check(handle_->Call([&](Engine& e) { return e.Import(dir, uri); }));
+    return Record("ImportReport", Json{{"directories", r.directories}, {"leaves", r.leaves},
+                                       {"relations", r.relations}, {"skipped", r.skipped}});
+  }
+
+  // ---- Memories ----
+  py::list Remember(const std::string& text, const std::string& scope, const std::string& category) {
+    return Records("Change", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto changes, e.Remember(scope, text, category));
+      return ChangeViews(changes);
+    })));
+  }
+  py::list History(const std::string& uri) {
+    return Records("AuditEntry", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto entries, e.MemoryHistory(uri));
+      return AuditViews(e, entries);
+    })));
+  }
+  py::list Changes(const std::string& under, size_t limit) {
+    if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("limit must be between 1 and 1000"));
+    return Records("AuditEntry", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto entries, e.RecentMemoryChanges(under, limit));
+      return AuditViews(e, entries);
+    })));
+  }
+  py::list Consolidate(const std::string& under) {
+    return Records("Change", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto changes, e.Consolidate(under));
+      return ChangeViews(changes);
+    })));
+  }
+
+  // ---- Sessions ----
+  py::object CreateSession(const std::string& user, std::optional<std::string> id, std::optional<std::string> agent) {
+    return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.CreateSession(user, OptString(agent), OptString(id)));
+      return views::SessionView(info);
+    })));
+  }
+  py::object GetSession(const std::string& id, bool messages) {
+    return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.GetSession(id));
+      if (!messages) return views::SessionView(info);
+      STRATA_ASSIGN_OR_RETURN(std::vector<Message> m, e.SessionMessages(id));
+      return views::SessionView(info, &m);
+    })));
+  }
+  py::list ListSessions(std::optional<std::string> user) {
+    return Records("Session", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto sessions, e.ListSessions());
+      std::vector<Json> out;
+      for (const session::SessionInfo& s : sessions) {
+        if (user && s.user != *user) continue;
+        out.push_back(views::SessionView(s));
+      }
+      return out;
+    })));
+  }
+  py::object AddMessages(const std::string& id, py::handle messages) {
+    std::vector<Message> parsed = MessagesFromPy(messages, "messages");
+    if (parsed.empty()) Raise(Status::InvalidArgument("no messages given"));
+    return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.AddMessages(id, parsed));
+      return views::SessionView(info);
+    })));
+  }
+  py::list SessionMessages(const std::string& id) {
+    return MessagesToPy(Check(handle_->Call([&](Engine& e) { return e.SessionMessages(id); })));
+  }
+  void DeleteSession(const std::string& id, bool force) {
+    Check(handle_->Call([&](Engine& e) { return e.DeleteSession(id, force); }));
+  }
+  int64_t Checkpoint(const std::string& id) {
+    return Check(handle_->Call([&](Engine& e) { return e.Checkpoint(id); }));
+  }
+  py::object Revert(const std::string& id, int64_t checkpoint) {
+    return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Revert(id, checkpoint));
+      return views::SessionView(info);
+    })));
+  }
+  py::object Fork(const std::string& id, std::optional<std::string> new_id, std::optional<int64_t> checkpoint) {
+    return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Fork(id, OptString(new_id), checkpoint));
+      return views::SessionView(info);
+    })));
+  }
+  py::object SessionLog(const std::string& id) {
+    return Record("SessionLog", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::SessionLog log, e.GetSessionLog(id));
+      return views::SessionLogView(id, log);
+    })));
+  }
+  void SetSystemPrompt(const std::string& id, const std::string& prompt) {
+    Check(handle_->Call([&](Engine& e) { return e.SetSystemPrompt(id, prompt); }));
+  }
+  void RecordUsage(const std::string& id, int64_t tokens) {
+    Check(handle_->Call([&](Engine& e) { return e.RecordUsage(id, tokens); }));
+  }
+  py::object Context(const std::string& id, int64_t max_context_tokens, std::optional<int64_t> reserve_for_reply,
+                     int64_t memory_limit, std::optional<std::string> query, std::optional<std::string> system_prompt,
+                     const std::string& encoding) {
+    if (memory_limit < 0 || memory_limit > 100) Raise(Status::InvalidArgument("memory_limit must be between 0 and 100"));
+    SessionContextOptions o;
+    o.max_context_tokens = max_context_tokens;
+    o.reserve_for_reply = reserve_for_reply.value_or(std::min<int64_t>(4096, max_context_tokens / 4));
+    o.memory_limit = static_cast<size_t>(memory_limit);
+    o.query = OptString(query);
+    o.system_prompt = std::move(system_prompt);
+    o.encoding = encoding;
+    return Record("SessionContext", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(SessionContext ctx, e.AssembleSession(id, o));
+      return views::SessionContextView(id, ctx);
+    })));
+  }
+  py::object Commit(const std::string& id, bool wait) {
+    return Record("CommitOutcome", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, e.Commit(id, {.wait = wait}));
+      return views::CommitView(id, outcome);
+    })));
+  }
+  py::object SessionStatus(const std::string& id) {
+    return Record("SessionStatus", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(strata::SessionStatus status, e.GetSessionStatus(id));
+      return views::SessionStatusView(status);
+    })));
+  }
+  int Retry(const std::string& id) {
+    return Check(handle_->Call([&](Engine& e) { return e.Retry(id); }));
+  }
+  py::object Work() {
+    return Record("WorkReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(WorkReport r, e.Work());
+      return Json{{"completed", r.completed}, {"dead", r.dead}, {"pending", r.pending}};
+    })));
+  }
+  py::object Task(int64_t id) {
+    return Record("Task", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, e.queue());
+      STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(id));
+      if (!job) return Status::NotFound("no task " + std::to_string(id));
+      return views::JobView(*job);
+    })));
+  }
+
+  // ---- The memory-managed turn ----
+  PyTurn BeginTurn(const std::string& session, py::handle messages, std::optional<std::string> system,
+                   int64_t max_context_tokens, int64_t reserve_for_reply, int64_t reserved_tokens, size_t memory_limit,
+                   const std::string& encoding, std::optional<std::string> user, std::optional<std::string> agent,
+                   bool create) {
+    TurnRequest request;
+    request.turn = MessagesFromPy(messages, "messages");
+    request.system = OptString(system);
+    request.max_context_tokens = max_context_tokens;
+    request.reserve_for_reply = reserve_for_reply;
+    request.reserved_tokens = reserved_tokens;
+    request.memory_limit = memory_limit;
+    request.encoding = encoding;
+    request.reach = ReachOf(user);
+    request.user = OptString(user);
+    request.agent = OptString(agent);
+    request.create = create;
+    auto slot = std::make_shared<TurnSlot>();
+    Json context = Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(slot->turn, e.BeginTurn(session, std::move(request)));
+      return views::SessionContextView(session, slot->turn->context());
+    }));
+    {
+      std::lock_guard lock(handle_->turns_mu);
+      std::erase_if(handle_->turns, [](const std::weak_ptr<TurnSlot>& w) { return w.expired(); });
+      handle_->turns.push_back(slot);
+    }
+    return PyTurn(handle_, slot, session, std::move(context));
+  }
+  int CommitIdleSessions() {
+    return Check(handle_->Call([](Engine& e) { return e.CommitIdleSessions(); }));
+  }
+
+  // ---- Skills and prompts ----
+  std::string AddSkill(const std::string& agent, const std::string& path_or_text) {
+    bool text = path_or_text.find('\n') != std::string::npos;
+    return Check(handle_->Call([&](Engine& e) {
+      return text ? e.AddSkillText(agent, path_or_text) : e.AddSkill(agent, path_or_text);
+    }));
+  }
+  py::list ListSkills(const std::string& agent) {
+    return Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      STRATA_ASSIGN_OR_RETURN(auto nodes, e.ListSkills(agent));
+      return NodeViews(nodes);
+    })));
+  }
+  std::string ShowSkill(const std::string& agent, const std::string& name) {
+    return Check(handle_->Call([&](Engine& e) { return e.ShowSkill(agent, name); }));
+  }
+  std::string RenderPrompt(const std::string& id, py::handle variables, py::kwargs kwargs) {
+    py::dict vars;
+    if (!variables.is_none()) {
+      if (!PyDict_Check(variables.ptr())) Raise(Status::InvalidArgument("variables must be a dict"));
+      vars = py::reinterpret_borrow<py::dict>(variables);
+      vars = vars.attr("copy")();
+    }
+    for (auto [k, v] : kwargs) vars[k] = v;
+    prompt::Value value = Check(prompt::Value::FromJson(ToJsonText(vars, "variables")));
+    return Check(handle_->Call([&](Engine& e) { return e.RenderPrompt(id, value); }));
+  }
+
+ private:
+  static Reach ReachOf(const std::optional<std::string>& user) {
+    return user && !user->empty() ? Reach::User(*user) : Reach::Everything();
+  }
+
+  std::shared_ptr<EngineHandle> handle_;
+  std::string data_;
+};
+
+EngineOptions OptionsFrom(const std::string& data, const std::string& embedder, py::dict kw) {
+  EngineOptions o;
+  o.data_dir = data;
+  o.embedder = embedder;
+  for (auto [key, value] : kw) {
+    std::string k = py::str(key);
+    auto str = [&]() {
+      if (!PyUnicode_Check(value.ptr())) Raise(Status::InvalidArgument(k + " must be a string"));
+      return value.cast<std::string>();
+    };
+    if (k == "provider") o.provider.provider = str();
+    else if (k == "model") o.provider.model = str();
+    else if (k == "base_url") o.provider.base_url = str();
+    else if (k == "api_key_env") o.provider.api_key_env = str();
+    else if (k == "provider_options") o.provider.options = PyUnicode_Check(value.ptr()) ? str() : ToJsonText(value, "provider_options");
+    else if (k == "config_file") o.provider.config_file = str();
+    else if (k == "script") o.provider.script = str();
+    else if (k == "record") o.provider.record = str();
+    else if (k == "replay") o.provider.replay = str();
+    else if (k == "read_only") o.read_only = value.cast<bool>();
+    else if (k == "prompt_dirs") o.prompt_dirs = value.cast<std::vector<std::string>>();
+    else if (k == "ignore_prompt_env") o.ignore_prompt_env = value.cast<bool>();
+    else if (k == "shipped_prompts_dir") o.shipped_prompts_dir = str();
+    else if (k == "busy_timeout") o.busy_timeout = Seconds(value.cast<double>(), "busy_timeout");
+    else if (k == "commit_after_tokens") o.commit_policy.after_tokens = value.cast<int64_t>();
+    else if (k == "commit_after_turns") o.commit_policy.after_turns = value.cast<int64_t>();
+    else if (k == "commit_after_idle") o.commit_policy.after_idle = Seconds(value.cast<double>(), "commit_after_idle");
+    else if (k == "job_lease") o.queue.lease = Seconds(value.cast<double>(), "job_lease");
+    else Raise(Status::InvalidArgument("Engine.open() got an unknown option " + k));
+  }
+  if (o.shipped_prompts_dir.empty()) {
+    // The templates installed with the package (pip copies them beside this module).
+    py::module_ os_path = py::module_::import("os.path");
+    py::object dir = os_path.attr("join")(os_path.attr("dirname")(py::module_::import("strata").attr("__file__")), "prompts");
+    if (os_path.attr("isdir")(dir).cast<bool>()) o.shipped_prompts_dir = dir.cast<std::string>();
+  }
+  return o;
+}
+
+}  // namespace
+
+void BindEngine(py::module_& m) {
+  py::class_<PyTurn>(m, "Turn", R"doc(
+A session's turn in progress (Engine.begin_turn): what to send to the model, within its window.
+
+Use it as a context manager, or call finish() or release() yourself::
+
+    with engine.begin_turn("chat-1", {"role": "user", "content": "And the second one?"}) as turn:
+        reply = my_model(turn.system_prompt, turn.messages)   # any model
+        turn.accept()                                          # the model took the request
+        outcome = turn.finish(reply, usage={"input_tokens": 900, "output_tokens": 40})
+
+A turn the model refused is released without accept(): nothing is logged and it can be sent again.
+)doc")
+      .def_property_readonly("session", &PyTurn::session, "The session's id.")
+      .def_property_readonly("context", &PyTurn::context,
+                             "The assembled window (SessionContext): system prompt with recalled memories, messages "
+                             "with their tokens, sections, budget and warnings.")
+      .def_property_readonly("messages", &PyTurn::messages, "The messages to send, oldest first, the new turn last.")
+      .def_property_readonly("system_prompt", &PyTurn::system_prompt,
+                             "The system prompt to send, with the memories recalled for this turn.")
+      .def_property_readonly("active", &PyTurn::active, "Whether the turn is still open.")
+      .def("accept", &PyTurn::Accept, "The model accepted the request: the new messages join the session (once).")
+      .def("finish", &PyTurn::Finish, py::arg("reply"), py::arg("usage") = py::none(), R"doc(
+Logs the model's reply (a message dict) and its usage, commits the session when the engine's commit policy
+says so, and ends the turn. Returns a TurnOutcome (committed, job_id, uncommitted_tokens, uncommitted_turns).
+usage: {"input_tokens", "output_tokens"} (or OpenAI's prompt/completion_tokens, or kosong's names).
+)doc")
+      .def("release", &PyTurn::Release, "Ends the turn without a reply; the session is free again. Idempotent.")
+      .def("__enter__", [](PyTurn& t) -> PyTurn& { return t; }, py::return_value_policy::reference)
+      .def("__exit__", [](PyTurn& t, py::handle, py::handle, py::handle) { t.Release(); });
+
+  py::class_<PyEngine>(m, "Engine", R"doc(
+Strata's engine over one data directory (SQLite and files) or a PostgreSQL database: the store of
+URI-addressed memories, resources and skills, sessions and their commits into long-term memory, find,
+and the memory-managed turn. Thread-safe: share one Engine between threads.
+
+    engine = strata.Engine.open("strata-data")
+    engine.write("strata://resources/notes/build", "Run scripts/test before pushing.")
+    for hit in engine.find("how do I test"):
+        print(hit.uri, hit.score, hit.abstract)
+
+Every failure raises a strata.StrataError subclass (NotFoundError, InvalidArgumentError, ...).
+)doc")
+      .def(py::init([](const std::string& data, const std::string& embedder, py::kwargs kw) {
+             return std::make_unique<PyEngine>(OptionsFrom(data, embedder, kw));
+           }),
+           py::arg("data") = "strata-data", py::kw_only(), py::arg("embedder") = "local")
+      .def_static(
+          "open",
+          [](const std::string& data, const std::string& embedder, py::kwargs kw) {
+            return std::make_unique<PyEngine>(OptionsFrom(data, embedder, kw));
+          },
+          py::arg("data") = "strata-data", py::kw_only(), py::arg("embedder") = "local", R"doc(
+Opens the engine over `data`: a directory (created if missing; SQLite and files) or a PostgreSQL URL
+(postgresql://...). Options (keywords):
+
+embedder: "local" (default, no network), "openai:MODEL", "ollama:MODEL", "gemini:MODEL".
+provider, model, base_url, api_key_env, provider_options (dict), config_file, script, record, replay:
+    the model for summaries, memory extraction and dedup (as the CLI's --provider flags).
+read_only: only read; every change raises FailedPreconditionError.
+commit_after_tokens, commit_after_turns, commit_after_idle (seconds): the commit policy of begin_turn.
+busy_timeout (seconds), job_lease (seconds), prompt_dirs (list), ignore_prompt_env.
+)doc")
+      .def_property_readonly("data", &PyEngine::data, "The data directory or database URL.")
+      .def_property_readonly("closed", &PyEngine::closed)
+      .def_property_readonly("read_only", &PyEngine::read_only)
+      .def("close", &PyEngine::Close,
+           "Closes the engine (open turns are released). Later calls raise FailedPreconditionError.")
+      .def("__enter__", [](PyEngine& e) -> PyEngine& { return e; }, py::return_value_policy::reference)
+      .def("__exit__", [](PyEngine& e, py::handle, py::handle, py::handle) { e.Close(); })
+      // The store.
+      .def("write", &PyEngine::Write, py::arg("uri"), py::arg("content"), py::kw_only(),
+           py::arg("abstract") = py::none(), py::arg("overview") = py::none(), py::arg("category") = py::none(),
+           py::arg("metadata") = py::none(), py::arg("overwrite") = true, R"doc(
+Writes a leaf at `uri` (parents created), its layers derived from the content unless given:
+abstract (L0, one line), overview (L1, a paragraph); content is L2. Returns the Node.
+overwrite=False raises AlreadyExistsError when the leaf exists.
+)doc")
+      .def("mkdir", &PyEngine::Mkdir, py::arg("uri"), py::kw_only(), py::arg("abstract") = py::none(),
+           py::arg("overview") = py::none(), py::arg("ordered") = false,
+           "Creates a directory (and its parents). ordered=True marks its children as a sequence (a conversation, "
+           "a document's chunks): find then counts neighbours as evidence.")
+      .def("read", &PyEngine::Read, py::arg("uri"), py::arg("level") = 2,
+           "The text of one layer of `uri`: 0 abstract, 1 overview, 2 content (default).")
+      .def("ls", &PyEngine::List, py::arg("uri") = "strata://", py::kw_only(), py::arg("recursive") = false,
+           py::arg("limit") = 0, "The children of `uri` (list of Node); recursive for the whole subtree.")
+      .def("tree", [](PyEngine& e, const std::string& uri, size_t limit) { return e.List(uri, true, limit); },
+           py::arg("uri") = "strata://", py::kw_only(), py::arg("limit") = 0, "The whole subtree below `uri`.")
+      .def("stat", &PyEngine::Stat, py::arg("uri"), "A NodeDetail: the node, its overview, metadata and relations.")
+      .def("rm", &PyEngine::Remove, py::arg("uri"), py::kw_only(), py::arg("recursive") = false,
+           "Removes `uri` (a directory's subtree with recursive=True); returns the number of nodes removed.")
+      .def("mv", &PyEngine::Move, py::arg("src"), py::arg("dst"), "Moves a node or subtree.")
+      .def("link", &PyEngine::Link, py::arg("src"), py::arg("dst"), py::arg("reason") = "", "Relates two nodes.")
+      .def("unlink", &PyEngine::Unlink, py::arg("src"), py::arg("dst"))
+      .def("glob", &PyEngine::Glob, py::arg("pattern"), py::arg("under") = py::none(), py::kw_only(),
+           py::arg("user") = py::none(),
+           "Nodes whose path below `under` matches `pattern` (*, **, ?, [abc]). Without `under`: everything the "
+           "caller may read (with `user`, that user's reach).")
+      .def("grep", &PyEngine::Grep, py::arg("pattern"), py::arg("under") = py::none(), py::kw_only(),
+           py::arg("ignore_case") = false, py::arg("user") = py::none(), "Lines containing `pattern` (list of GrepMatch).")
+      .def("find", &PyEngine::Find, py::arg("query"), py::arg("limit") = 10, py::arg("under") = py::none(),
+           py::arg("session") = py::none(), py::arg("token_budget") = py::none(), py::kw_only(),
+           py::arg("user") = py::none(), R"doc(
+Hybrid (full text + vector), hierarchical retrieval. Returns a FindResult: iterate it for Hits (uri,
+score, abstract, reason, tokens), best first.
+
+under: search below this URI only (default: everything the caller may read, ranked together).
+session: a session whose newest request is searched with a short follow-up ("and the second one?").
+token_budget: stop adding hits once their tokens would pass it.
+user: search as that user (their scope, the account's agents and shared resources); default: everything.
+)doc")
+      .def("export_tree", &PyEngine::ExportTree, py::arg("uri"), py::arg("dir"),
+           "Writes the subtree at `uri` to `dir` as Markdown files.")
+      .def("import_tree", &PyEngine::ImportTree, py::arg("dir"), py::arg("uri") = "strata://resources",
+           "Reads a directory of Markdown files into the store below `uri`.")
+      // Memories.
+      .def("remember", &PyEngine::Remember, py::arg("text"), py::arg("scope"),
+           py::kw_only(), py::arg("category") = "",
+           "Extracts memories from `text` into `scope` with the engine's model, deduplicated against what is "
+           "there. Returns the changes (list of Change).")
+      .def("history", &PyEngine::History, py::arg("uri"), "A memory's history (list of AuditEntry), oldest first.")
+      .def("changes", &PyEngine::Changes, py::arg("under") = "strata://", py::arg("limit") = 50,
+           "The newest memory changes at or below `under`, newest first.")
+      .def("consolidate", &PyEngine::Consolidate, py::arg("under"),
+           "Merges duplicate memories below `under` with the engine's model.")
+      // Sessions.
+      .def("create_session", &PyEngine::CreateSession, py::arg("user") = "", py::arg("session_id") = py::none(),
+           py::arg("agent") = py::none(), "Creates a session (a new id unless given). Returns the Session.")
+      .def("get_session", &PyEngine::GetSession, py::arg("session_id"), py::kw_only(), py::arg("messages") = false)
+      .def("list_sessions", &PyEngine::ListSessions, py::kw_only(), py::arg("user") = py::none())
+      .def("add_messages", &PyEngine::AddMessages, py::arg("session_id"), py::arg("messages"),
+           "Appends messages (dicts in OpenAI/kosong shape, or one dict) to a session.")
+      .def("messages", &PyEngine::SessionMessages, py::arg("session_id"), "A session's current (uncommitted) messages.")
+      .def("delete_session", &PyEngine::DeleteSession, py::arg("session_id"), py::kw_only(), py::arg("force") = false,
+           "Deletes a session and retires its pending work (force: even with uncommitted messages).")
+      .def("checkpoint", &PyEngine::Checkpoint, py::arg("session_id"))
+      .def("revert", &PyEngine::Revert, py::arg("session_id"), py::arg("checkpoint"))
+      .def("fork", &PyEngine::Fork, py::arg("session_id"), py::arg("new_id") = py::none(),
+           py::arg("checkpoint") = py::none())
+      .def("session_log", &PyEngine::SessionLog, py::arg("session_id"))
+      .def("set_system_prompt", &PyEngine::SetSystemPrompt, py::arg("session_id"), py::arg("prompt"))
+      .def("record_usage", &PyEngine::RecordUsage, py::arg("session_id"), py::arg("tokens"),
+           "Records the provider-reported size of the session's context.")
+      .def("context", &PyEngine::Context, py::arg("session_id"), py::kw_only(),
+           py::arg("max_context_tokens") = 128'000, py::arg("reserve_for_reply") = py::none(),
+           py::arg("memory_limit") = 5, py::arg("query") = py::none(), py::arg("system_prompt") = py::none(),
+           py::arg("encoding") = "o200k_base",
+           "The session's window as it would be sent (SessionContext), with recalled memories and tokens per section.")
+      .def("commit", &PyEngine::Commit, py::arg("session_id"), py::kw_only(), py::arg("wait") = false, R"doc(
+Archives the session's messages and queues phase 2 (summary, memory extraction, dedup). With wait=True,
+phase 2 runs now and the outcome has its state and diff (or an error when it did not finish).
+)doc")
+      .def("session_status", &PyEngine::SessionStatus, py::arg("session_id"),
+           "The session's archives and their phase-2 tasks (SessionStatus).")
+      .def("retry", &PyEngine::Retry, py::arg("session_id") = "",
+           "Requeues failed phase-2 work (of one session, or all); returns how many tasks.")
+      .def("work", &PyEngine::Work, "Runs pending phase-2 work now (WorkReport).")
+      .def("task", &PyEngine::Task, py::arg("task_id"), "A phase-2 task by id (Task).")
+      .def("begin_turn", &PyEngine::BeginTurn, py::arg("session_id"), py::arg("messages"), py::kw_only(),
+           py::arg("system") = py::none(), py::arg("max_context_tokens") = 128'000,
+           py::arg("reserve_for_reply") = 4096, py::arg("reserved_tokens") = 0, py::arg("memory_limit") = 5,
+           py::arg("encoding") = "o200k_base", py::arg("user") = py::none(), py::arg("agent") = py::none(),
+           py::arg("create") = true, R"doc(
+Begins a memory-managed turn of a session (created when new): the session's history plus `messages`,
+assembled within the window with the memories recalled for it. One turn per session at a time
+(FailedPreconditionError otherwise). Returns a Turn; see its help.
+)doc")
+      .def("commit_idle_sessions", &PyEngine::CommitIdleSessions,
+           "Commits the sessions idle for the commit policy's idle time after a turn; returns how many.")
+      // Skills and prompts.
+      .def("add_skill", &PyEngine::AddSkill, py::arg("agent"), py::arg("skill"),
+           "Adds a skill from a SKILL.md path or its text; returns its URI.")
+      .def("list_skills", &PyEngine::ListSkills, py::arg("agent"))
+      .def("show_skill", &PyEngine::ShowSkill, py::arg("agent"), py::arg("name"))
+      .def("render_prompt", &PyEngine::RenderPrompt, py::arg("id"), py::arg("variables") = py::none(),
+           "Renders a prompt template (YAML + Jinja2) with `variables` and keyword arguments.");
+}
+
+}  // namespace strata::python

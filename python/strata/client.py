@@ -1,0 +1,353 @@
+"""strata.Client: a ``strata serve`` over HTTP, with the in-process Engine's method names, records and errors.
+
+Standard library only (urllib), so it works where the compiled module is not installed::
+
+    client = strata.Client("http://127.0.0.1:8420", api_key="...")
+    client.write("strata://resources/notes/build", "Run scripts/test before pushing.")
+    for hit in client.find("how do I test"):
+        print(hit.uri, hit.score)
+
+A failure raises the same strata.StrataError subclass the Engine raises for it (NotFoundError,
+PermissionDeniedError, ...), with ``status`` (the HTTP status) and ``request_id`` set. What the server does
+differently from an Engine in process: a user key reaches only its user's data (find, glob and grep cover
+what it may read), and ``commit(wait=True)`` waits for the server's worker to finish phase 2 instead of
+running it in the call (the outcome then has ``state`` but no ``diff``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Iterator
+
+from .errors import StrataError, error_class
+from .types import (AuditEntry, Change, CommitOutcome, FindResult, GrepMatch, ImportReport, Node, NodeDetail,
+                    Session, SessionContext, SessionLog, SessionStatus, Task)
+
+__all__ = ["Client"]
+
+
+def _records(cls, items) -> list:
+    return [cls(item) for item in items]
+
+
+class Client:
+    """A ``strata serve`` at `base_url` (e.g. "http://127.0.0.1:8420"), as the key `api_key` (a user's key
+    reaches that user's data; an admin key everything in its account). `account` acts in another account
+    (root key only). `timeout` is in seconds."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8420", api_key: str | None = None, *,
+                 account: str | None = None, timeout: float = 60.0) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise error_class("invalid_argument")(f"base_url must start with http:// or https://, not {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.account = account
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"strata.Client({self.base_url!r})"
+
+    # ---- Transport ----
+
+    def _headers(self, extra: dict | None = None) -> dict:
+        headers = {"Accept": "application/json", "User-Agent": "strata-python"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        if self.account:
+            headers["X-Strata-Account"] = self.account
+        headers.update(extra or {})
+        return headers
+
+    def _url(self, path: str, query: dict | None) -> str:
+        url = self.base_url + path
+        if query:
+            pairs = {k: ("true" if v is True else "false" if v is False else v)
+                     for k, v in query.items() if v is not None}
+            if pairs:
+                url += "?" + urllib.parse.urlencode(pairs)
+        return url
+
+    def _open(self, method: str, path: str, query: dict | None = None, body: Any = None, *,
+              timeout: float | None = None, accept: str | None = None):
+        data = None
+        extra = {}
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            extra["Content-Type"] = "application/json"
+        elif method in ("POST", "PUT"):
+            data = b""
+        if accept:
+            extra["Accept"] = accept
+        url = self._url(path, query)
+        request = urllib.request.Request(url, data=data, method=method, headers=self._headers(extra))
+        try:
+            return urllib.request.urlopen(request, timeout=timeout or self.timeout)
+        except urllib.error.HTTPError as e:
+            raise self._error(e, url) from None
+        except (urllib.error.URLError, socket.timeout, ConnectionError, TimeoutError) as e:
+            reason = getattr(e, "reason", e)
+            cls = error_class("deadline_exceeded" if isinstance(reason, (socket.timeout, TimeoutError)) else "unavailable")
+            raise cls(f"{method} {url}: {reason}") from None
+
+    @staticmethod
+    def _error(e: urllib.error.HTTPError, url: str) -> StrataError:
+        raw = e.read()
+        request_id = e.headers.get("X-Request-Id")
+        try:
+            err = json.loads(raw)["error"]
+            code, message = err.get("code") or "unknown", err.get("message") or ""
+            request_id = err.get("request_id") or request_id
+        except (ValueError, KeyError, TypeError, AttributeError):
+            code = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied", 404: "not_found",
+                    409: "failed_precondition", 429: "resource_exhausted", 503: "unavailable",
+                    504: "deadline_exceeded"}.get(e.code, "internal")
+            message = f"HTTP {e.code} from {url}: {raw[:200].decode('utf-8', 'replace')}"
+        return error_class(code)(message, code=code, status=e.code, request_id=request_id)
+
+    def _call(self, method: str, path: str, query: dict | None = None, body: Any = None) -> Any:
+        with self._open(method, path, query, body) as response:
+            raw = response.read()
+        try:
+            envelope = json.loads(raw)
+        except ValueError:
+            raise error_class("internal")(f"{method} {path}: the server's answer is not JSON") from None
+        if not isinstance(envelope, dict) or "result" not in envelope:
+            raise error_class("internal")(f"{method} {path}: the server's answer has no result")
+        return envelope["result"]
+
+    @staticmethod
+    def _id(value: str) -> str:
+        return urllib.parse.quote(str(value), safe="")
+
+    # ---- Service ----
+
+    def health(self) -> dict:
+        """The server's health (no key needed)."""
+        with self._open("GET", "/health") as response:
+            return json.loads(response.read())
+
+    def ready(self) -> dict:
+        """Whether the server can serve (its storage answers)."""
+        with self._open("GET", "/ready") as response:
+            return json.loads(response.read())
+
+    # ---- The store ----
+
+    def write(self, uri: str, content: str, *, abstract: str | None = None, overview: str | None = None,
+              category: str | None = None, metadata: dict | None = None, overwrite: bool = True) -> Node:
+        body = {"uri": uri, "content": content, "abstract": abstract, "overview": overview, "category": category,
+                "metadata": metadata, "overwrite": overwrite}
+        return Node(self._call("POST", "/api/v1/fs/write", body={k: v for k, v in body.items() if v is not None}))
+
+    def mkdir(self, uri: str, *, abstract: str | None = None, overview: str | None = None,
+              ordered: bool = False) -> Node:
+        body = {"uri": uri, "abstract": abstract, "overview": overview, "ordered": ordered}
+        return Node(self._call("POST", "/api/v1/fs/mkdir", body={k: v for k, v in body.items() if v is not None}))
+
+    def read(self, uri: str, level: int = 2) -> str:
+        return self._call("GET", "/api/v1/fs/read", {"uri": uri, "level": level})["content"]
+
+    def ls(self, uri: str = "strata://", *, recursive: bool = False, limit: int = 0) -> list[Node]:
+        return _records(Node, self._call("GET", "/api/v1/fs/ls", {"uri": uri, "recursive": recursive,
+                                                                  "limit": limit or None}))
+
+    def tree(self, uri: str = "strata://", *, limit: int = 0) -> list[Node]:
+        return _records(Node, self._call("GET", "/api/v1/fs/tree", {"uri": uri, "limit": limit or None}))
+
+    def stat(self, uri: str) -> NodeDetail:
+        return NodeDetail(self._call("GET", "/api/v1/fs/stat", {"uri": uri}))
+
+    def rm(self, uri: str, *, recursive: bool = False) -> int:
+        return self._call("DELETE", "/api/v1/fs", {"uri": uri, "recursive": recursive})["removed"]
+
+    def mv(self, src: str, dst: str) -> None:
+        self._call("POST", "/api/v1/fs/mv", body={"from": src, "to": dst})
+
+    def link(self, src: str, dst: str, reason: str = "") -> None:
+        self._call("POST", "/api/v1/fs/link", body={"from": src, "to": dst, "reason": reason})
+
+    def unlink(self, src: str, dst: str) -> None:
+        self._call("POST", "/api/v1/fs/unlink", body={"from": src, "to": dst})
+
+    def glob(self, pattern: str, under: str | None = None) -> list[Node]:
+        return _records(Node, self._call("GET", "/api/v1/fs/glob", {"pattern": pattern, "under": under}))
+
+    def grep(self, pattern: str, under: str | None = None, *, ignore_case: bool = False) -> list[GrepMatch]:
+        return _records(GrepMatch, self._call("GET", "/api/v1/fs/grep", {"pattern": pattern, "under": under,
+                                                                         "ignore_case": ignore_case}))
+
+    def find(self, query: str, limit: int = 10, under: str | None = None, session: str | None = None,
+             token_budget: int | None = None) -> FindResult:
+        body = {"query": query, "limit": limit, "under": under, "session": session, "token_budget": token_budget}
+        return FindResult(self._call("POST", "/api/v1/search/find",
+                                     body={k: v for k, v in body.items() if v is not None}))
+
+    def export_files(self, uri: str) -> dict:
+        """The subtree at `uri` as Markdown files: {"files": [{"path", "content"}], ...} (carried in the
+        response; the server writes nothing of its own)."""
+        return self._call("GET", "/api/v1/fs/export", {"uri": uri})
+
+    def import_files(self, files: list[dict], uri: str = "strata://resources") -> ImportReport:
+        """Writes Markdown files ([{"path", "content"}], as export_files gives them) below `uri`."""
+        return ImportReport(self._call("POST", "/api/v1/fs/import", body={"uri": uri, "files": files}))
+
+    # ---- Memories ----
+
+    def remember(self, text: str, scope: str, *, category: str = "") -> list[Change]:
+        body = {"text": text, "scope": scope, "category": category or None}
+        return _records(Change, self._call("POST", "/api/v1/memories/remember",
+                                           body={k: v for k, v in body.items() if v is not None}))
+
+    def history(self, uri: str) -> list[AuditEntry]:
+        return _records(AuditEntry, self._call("GET", "/api/v1/memories/history", {"uri": uri}))
+
+    def changes(self, under: str | None = None, limit: int = 50) -> list[AuditEntry]:
+        return _records(AuditEntry, self._call("GET", "/api/v1/memories/changes", {"under": under, "limit": limit}))
+
+    def consolidate(self, under: str) -> list[Change]:
+        return _records(Change, self._call("POST", "/api/v1/memories/consolidate", body={"under": under}))
+
+    # ---- Sessions ----
+
+    def create_session(self, user: str = "", session_id: str | None = None, agent: str | None = None) -> Session:
+        body = {"user": user or None, "id": session_id, "agent": agent}
+        return Session(self._call("POST", "/api/v1/sessions", body={k: v for k, v in body.items() if v is not None}))
+
+    def get_session(self, session_id: str, *, messages: bool = False) -> Session:
+        view = self._call("GET", f"/api/v1/sessions/{self._id(session_id)}")
+        if not messages:
+            view.pop("messages", None)
+        return Session(view)
+
+    def list_sessions(self, *, user: str | None = None) -> list[Session]:
+        return [Session(s) for s in self._call("GET", "/api/v1/sessions") if user is None or s.get("user") == user]
+
+    def add_messages(self, session_id: str, messages: dict | list[dict]) -> Session:
+        if isinstance(messages, dict):
+            messages = [messages]
+        return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/messages",
+                                  body={"messages": list(messages)}))
+
+    def messages(self, session_id: str) -> list[dict]:
+        return self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/messages")
+
+    def delete_session(self, session_id: str, *, force: bool = False) -> None:
+        self._call("DELETE", f"/api/v1/sessions/{self._id(session_id)}", {"force": force})
+
+    def checkpoint(self, session_id: str) -> int:
+        return self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/checkpoints")["checkpoint"]
+
+    def revert(self, session_id: str, checkpoint: int) -> Session:
+        return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/revert",
+                                  body={"checkpoint": checkpoint}))
+
+    def fork(self, session_id: str, new_id: str | None = None, checkpoint: int | None = None) -> Session:
+        body = {"id": new_id, "checkpoint": checkpoint}
+        return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/fork",
+                                  body={k: v for k, v in body.items() if v is not None}))
+
+    def session_log(self, session_id: str) -> SessionLog:
+        return SessionLog(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/log"))
+
+    def set_system_prompt(self, session_id: str, prompt: str) -> None:
+        self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/system-prompt", body={"prompt": prompt})
+
+    def context(self, session_id: str, *, max_context_tokens: int | None = None,
+                reserve_for_reply: int | None = None, memory_limit: int = 5, query: str | None = None,
+                system_prompt: str | None = None, encoding: str = "o200k_base") -> SessionContext:
+        return SessionContext(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/context", {
+            "max_context_tokens": max_context_tokens, "reserve_for_reply": reserve_for_reply,
+            "memory_limit": memory_limit, "query": query, "system_prompt": system_prompt, "encoding": encoding}))
+
+    def commit(self, session_id: str, *, wait: bool = False, timeout: float | None = None) -> CommitOutcome:
+        """Archives the session's messages; phase 2 runs on the server's worker. With wait=True, returns once
+        that task has finished (done or dead), with the archive's ``state``."""
+        view = self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/commit")
+        if not wait:
+            return CommitOutcome(view)
+        task = None
+        for task in self.task_events(view["task_id"], timeout=timeout):
+            pass
+        status = self.session_status(session_id)
+        for archive in status.archives:
+            if archive.archive == view["archive"]:
+                view["state"] = archive.state
+                if archive.get("error"):
+                    view["error"] = archive.error
+        if task is not None and task.state == "dead" and "error" not in view:
+            view["error"] = task.get("last_error", "phase 2 failed")
+        return CommitOutcome(view)
+
+    def session_status(self, session_id: str) -> SessionStatus:
+        return SessionStatus(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/status"))
+
+    def retry(self, session_id: str) -> int:
+        return self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/retry")["requeued"]
+
+    # ---- Tasks ----
+
+    def task(self, task_id: int) -> Task:
+        return Task(self._call("GET", f"/api/v1/tasks/{int(task_id)}"))
+
+    def tasks(self, *, session: str | None = None, state: str | None = None, limit: int = 200) -> list[Task]:
+        return _records(Task, self._call("GET", "/api/v1/tasks", {"session": session, "state": state, "limit": limit}))
+
+    def task_events(self, task_id: int, *, timeout: float | None = None) -> Iterator[Task]:
+        """The task's states as they change (Server-Sent Events), ending once it is done or dead. `timeout`
+        bounds the whole wait (DeadlineExceededError when it passes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._open("GET", f"/api/v1/tasks/{int(task_id)}/events", accept="text/event-stream",
+                        timeout=max(self.timeout, 30.0)) as response:
+            event, data = "message", []
+            for raw in response:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise error_class("deadline_exceeded")(f"task {task_id} did not finish within {timeout} s")
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line == "":
+                    if data:
+                        payload = "\n".join(data)
+                        if event == "task":
+                            task = Task(json.loads(payload))
+                            yield task
+                            if task.finished:
+                                return
+                        elif event == "end":
+                            return
+                    event, data = "message", []
+                elif line.startswith(":"):
+                    continue
+                else:
+                    name, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if name == "event":
+                        event = value
+                    elif name == "data":
+                        data.append(value)
+
+    # ---- Skills, prompts, tokens ----
+
+    def add_skill(self, agent: str, skill_md: str) -> str:
+        return self._call("POST", "/api/v1/skills", body={"agent": agent, "skill_md": skill_md})["uri"]
+
+    def list_skills(self, agent: str) -> list[Node]:
+        return _records(Node, self._call("GET", "/api/v1/skills", {"agent": agent}))
+
+    def show_skill(self, agent: str, name: str) -> str:
+        return self._call("GET", f"/api/v1/skills/{self._id(name)}", {"agent": agent})["skill_md"]
+
+    def render_prompt(self, id: str, variables: dict | None = None, /, **kwargs: Any) -> str:
+        return self._call("POST", "/api/v1/prompts/render",
+                          body={"id": id, "vars": {**(variables or {}), **kwargs}})["text"]
+
+    def count_tokens(self, text_or_messages: str | dict | list, encoding: str = "o200k_base") -> int:
+        body: dict = {"encoding": encoding}
+        if isinstance(text_or_messages, str):
+            body["text"] = text_or_messages
+        else:
+            body["messages"] = [text_or_messages] if isinstance(text_or_messages, dict) else list(text_or_messages)
+        return self._call("POST", "/api/v1/tokens/count", body=body)["tokens"]

@@ -1,0 +1,94 @@
+"""strata.Client against a live `strata serve`: the Engine's flows over HTTP, the same records and the same
+exception classes, keys and isolation, task events — and the same answers as an Engine in process."""
+
+from __future__ import annotations
+
+import pytest
+
+import strata
+
+
+def test_store_find_and_errors_over_http(server):
+    alice = strata.Client(server.url, server.key("alice"))
+    node = alice.write("strata://user/alice/notes/build", "Run scripts/test before pushing.", abstract="How to test")
+    assert isinstance(node, strata.Node) and node.abstract == "How to test"
+    alice.write("strata://resources/notes/lunch", "Lunch is at noon in the big room.")
+    assert alice.read("strata://user/alice/notes/build") == "Run scripts/test before pushing."
+    assert alice.read("strata://user/alice/notes/build", level=0) == "How to test"
+    assert isinstance(alice.stat("strata://user/alice/notes/build"), strata.NodeDetail)
+    assert [n.uri for n in alice.ls("strata://user/alice/notes")] == ["strata://user/alice/notes/build"]
+    assert [m.uri for m in alice.grep("scripts/test")] == ["strata://user/alice/notes/build"]
+    assert {n.uri for n in alice.glob("**/build")} == {"strata://user/alice/notes/build"}
+    found = alice.find("how do I test before pushing")
+    assert isinstance(found, strata.FindResult) and found[0].uri == "strata://user/alice/notes/build"
+    assert found[0].tokens > 0 and found[0].reason and found.tokens == sum(h.tokens for h in found)
+    # Without `under`, a user's find covers what it may read: its own scope and the shared resources.
+    assert "strata://resources/notes/lunch" in [h.uri for h in alice.find("when is lunch")]
+    alice.mv("strata://user/alice/notes/build", "strata://user/alice/notes/testing")
+    assert alice.rm("strata://user/alice/notes", recursive=True) == 2
+
+    with pytest.raises(strata.NotFoundError) as e:
+        alice.read("strata://user/alice/notes/testing")
+    assert e.value.status == 404 and e.value.code == "not_found" and e.value.request_id
+    bob = strata.Client(server.url, server.key("bob"))
+    with pytest.raises(strata.PermissionDeniedError) as e:
+        bob.read("strata://resources/notes/lunch".replace("resources/notes/lunch", "user/alice/x"))
+    assert e.value.status == 403
+    with pytest.raises(strata.InvalidArgumentError, match="limit"):
+        alice.find("x", limit=0)
+    with pytest.raises(strata.UnauthenticatedError):
+        strata.Client(server.url, "not-a-key").ls()
+    with pytest.raises(strata.UnavailableError):
+        strata.Client("http://127.0.0.1:9", timeout=2).ls()
+
+
+def test_sessions_commit_and_task_events_over_http(server):
+    alice = strata.Client(server.url, server.key("alice"))
+    s = alice.create_session(session_id="trip")
+    assert isinstance(s, strata.Session) and s.user == "alice"
+    alice.add_messages("trip", [{"role": "user", "content": "I always take the aisle seat on long flights."},
+                                {"role": "assistant", "content": "Noted."}])
+    assert [m["role"] for m in alice.messages("trip")] == ["user", "assistant"]
+    assert alice.context("trip", max_context_tokens=4000).sent[0]["content"].startswith("I always")
+    ticket = alice.commit("trip")
+    assert isinstance(ticket, strata.CommitOutcome) and ticket.archive == 1 and ticket.task_id > 0
+    states = [t.state for t in alice.task_events(ticket.task_id, timeout=60)]
+    assert states[-1] == "done", states
+    assert alice.task(ticket.task_id).finished
+    status = alice.session_status("trip")
+    assert isinstance(status, strata.SessionStatus) and status.archives[0].state == "done"
+    hits = alice.find("which seat", under="strata://user/alice")
+    assert hits[0].uri == "strata://user/alice/memories/preferences/seat"
+    assert alice.history(hits[0].uri)[0].action == "create"
+    # Another user sees neither the session nor its tasks.
+    bob = strata.Client(server.url, server.key("bob"))
+    with pytest.raises(strata.NotFoundError):
+        bob.session_status("trip")
+    with pytest.raises(strata.NotFoundError):
+        bob.task(ticket.task_id)
+    assert alice.count_tokens("hello world") == strata.count_tokens("hello world") == 2
+
+
+def test_commit_wait_follows_the_task_to_its_end(server):
+    alice = strata.Client(server.url, server.key("alice"))
+    alice.create_session(session_id="s")
+    alice.add_messages("s", {"role": "user", "content": "I always take the aisle seat."})
+    outcome = alice.commit("s", wait=True, timeout=60)
+    assert outcome.state == "done" and outcome.session == "s" and outcome.messages == 1
+
+
+def test_the_same_question_gets_the_same_answer_in_process_and_over_http(server, tmp_path):
+    admin = strata.Client(server.url, server.key("ops", role="admin"))
+    for i, text in enumerate(["Deploys go out on Tuesdays after the review.", "The staging database is rebuilt nightly.",
+                              "Alerts page the on-call engineer within five minutes.",
+                              "Deploy freezes start two days before a release."]):
+        admin.write(f"strata://resources/ops/note{i}", text)
+    # The server's own data, read in process (read-only beside the running server).
+    local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
+    for query, budget in [("when do deploys happen", None), ("database", 12), ("who gets paged", None)]:
+        over_http = admin.find(query, token_budget=budget)
+        in_process = local.find(query, token_budget=budget)
+        assert [(h.uri, h.tokens) for h in over_http] == [(h.uri, h.tokens) for h in in_process], query
+        assert [round(h.score, 6) for h in over_http] == [round(h.score, 6) for h in in_process], query
+    assert admin.stat("strata://resources/ops/note0") == local.stat("strata://resources/ops/note0")
+    local.close()

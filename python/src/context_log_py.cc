@@ -2,11 +2,13 @@
 // synchronous; and the token functions (count_tokens, encode, decode).
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <mutex>
 
 #include "bindings.h"
 #include "convert.h"
 #include "strata/log/context_log.h"
+#include "strata/message/message_json.h"
 #include "strata/message/token_estimator.h"
 #include "strata/tokenizer/encoding.h"
 #include "strata/tokenizer/registry.h"
@@ -119,6 +121,18 @@ class PyContextLog {
     Check(Locked(*state_, [](ContextLog& log) { return log.Close(); }));
   }
 
+  // append() done `n` times in C++ (the message parsed once, copied into each append): the baseline of
+  // bench/python_bench.py. Returns nanoseconds per append.
+  double CppLoop(const std::string& message_json, int n) {
+    if (n < 1) Raise(Status::InvalidArgument("_cpp_loop: n > 0"));
+    Message m = Check(ParseMessage(message_json));
+    return Check(Locked(*state_, [&](ContextLog& log) -> Result<double> {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i) STRATA_RETURN_IF_ERROR(log.Append(Message(m)));
+      return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / n;
+    }));
+  }
+
   HistoryView history() { return HistoryView(state_); }
   int64_t token_count() {
     return Locked(*state_, [](ContextLog& log) { return log.token_count(); });
@@ -218,6 +232,7 @@ One writer per file: a second ContextLog or process on the same file gets Unavai
            "Records the provider-reported token count of the whole context.")
       .def("update_token_count", &PyContextLog::UpdateUsage, py::arg("token_count"), "kimi-cli's name for update_usage().")
       .def("sync", &PyContextLog::Sync, "Makes everything written durable now.")
+      .def("_cpp_loop", &PyContextLog::CppLoop, py::arg("message_json"), py::arg("n"))
       .def("close", &PyContextLog::Close, "Syncs and releases the file's writer lock.")
       .def("__enter__", [](PyContextLog& l) -> PyContextLog& { return l; }, py::return_value_policy::reference)
       .def("__exit__", [](PyContextLog& l, py::handle, py::handle, py::handle) { l.Close(); })

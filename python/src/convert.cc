@@ -108,7 +108,6 @@ py::object FromJsonImpl(const J& j) {
     case nlohmann::json::value_t::number_float: return py::float_(j.template get<double>());
     case nlohmann::json::value_t::string: {
       const std::string& s = j.template get_ref<const std::string&>();
-      // Strata keeps text valid UTF-8; anything else would be a bug, shown with replacement characters.
       PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
       if (u == nullptr) throw py::error_already_set();
       return py::reinterpret_steal<py::object>(u);
@@ -209,8 +208,73 @@ std::vector<Message> MessagesFromPy(py::handle value, std::string_view where) {
   return out;
 }
 
+namespace {
+
+py::str Str(std::string_view s) {
+  // Strata keeps text valid UTF-8; anything else would be a bug, shown with replacement characters.
+  PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (u == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(u);
+}
+
+}  // namespace
+
+// Built field by field for the common shapes (text, tool calls), as AppendMessageJson writes them
+// (message_json.h: exclude_none, one text part as a string); rarer parts go through their JSON.
+// tests/test_context_log.py compares the two on every part type. Keys and role names are interned once.
 py::dict MessageToPy(const Message& message) {
-  return py::reinterpret_steal<py::dict>(FromJsonText(MessageToJson(message)).release());
+  struct Keys {
+    PyObject *role, *name, *content, *type, *text, *tool_calls, *id, *function, *arguments, *extras, *tool_call_id,
+        *partial, *function_type, *text_type;
+    PyObject* roles[4];
+  };
+  static const Keys k = [] {
+    auto intern = [](const char* s) { return PyUnicode_InternFromString(s); };  // Kept for the process.
+    return Keys{intern("role"), intern("name"), intern("content"), intern("type"), intern("text"),
+                intern("tool_calls"), intern("id"), intern("function"), intern("arguments"), intern("extras"),
+                intern("tool_call_id"), intern("partial"), intern("function"), intern("text"),
+                {intern("system"), intern("user"), intern("assistant"), intern("tool")}};
+  }();
+  auto set = [](PyObject* dict, PyObject* key, py::handle value) {
+    if (PyDict_SetItem(dict, key, value.ptr()) != 0) throw py::error_already_set();
+  };
+  py::dict out;
+  set(out.ptr(), k.role, k.roles[static_cast<int>(message.role)]);
+  if (message.name) set(out.ptr(), k.name, Str(*message.name));
+  if (message.content.size() == 1 && std::holds_alternative<TextPart>(message.content[0])) {
+    set(out.ptr(), k.content, Str(std::get<TextPart>(message.content[0]).text));
+  } else {
+    py::list parts(message.content.size());
+    for (size_t i = 0; i < message.content.size(); ++i) {
+      if (const auto* text = std::get_if<TextPart>(&message.content[i])) {
+        py::dict part;
+        set(part.ptr(), k.type, k.text_type);
+        set(part.ptr(), k.text, Str(text->text));
+        parts[i] = std::move(part);
+      } else {
+        parts[i] = FromJsonText(ContentPartToJson(message.content[i]));
+      }
+    }
+    set(out.ptr(), k.content, parts);
+  }
+  if (message.tool_calls) {
+    py::list calls(message.tool_calls->size());
+    for (size_t i = 0; i < message.tool_calls->size(); ++i) {
+      const ToolCall& call = (*message.tool_calls)[i];
+      py::dict c, function;
+      set(c.ptr(), k.type, k.function_type);
+      set(c.ptr(), k.id, Str(call.id));
+      set(function.ptr(), k.name, Str(call.function.name));
+      if (call.function.arguments) set(function.ptr(), k.arguments, Str(*call.function.arguments));
+      set(c.ptr(), k.function, function);
+      if (call.extras) set(c.ptr(), k.extras, FromJsonText(*call.extras));
+      calls[i] = std::move(c);
+    }
+    set(out.ptr(), k.tool_calls, calls);
+  }
+  if (message.tool_call_id) set(out.ptr(), k.tool_call_id, Str(*message.tool_call_id));
+  if (message.partial) set(out.ptr(), k.partial, *message.partial ? Py_True : Py_False);
+  return out;
 }
 
 py::list MessagesToPy(const std::vector<Message>& messages) {

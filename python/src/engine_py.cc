@@ -486,6 +486,28 @@ class PyEngine {
     }
     return PyTurn(handle_, slot, session, std::move(context));
   }
+  // The same work as find() or write() done `n` times in C++ with no Python in between (arguments
+  // converted once, the JSON view built, no record made): bench/python_bench.py's baseline. Returns
+  // nanoseconds per call.
+  double CppLoop(const std::string& op, const std::string& arg, const std::string& content, int n) {
+    if (n < 1 || (op != "find" && op != "write")) Raise(Status::InvalidArgument("_cpp_loop: op is find or write, n > 0"));
+    return Check(handle_->Call([&](Engine& e) -> Result<double> {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i) {
+        if (op == "find") {
+          STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(FindRequest{.query = arg, .limit = 10}));
+          Json view = views::FindResultView(found);
+        } else {
+          std::string uri = arg + std::to_string(i);
+          STRATA_RETURN_IF_ERROR(e.Write(uri, content));
+          STRATA_ASSIGN_OR_RETURN(memory::Node node, e.Stat(uri));
+          Json view = views::NodeView(node);
+        }
+      }
+      return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / n;
+    }));
+  }
+
   int CommitIdleSessions() {
     return Check(handle_->Call([](Engine& e) { return e.CommitIdleSessions(); }));
   }
@@ -735,6 +757,7 @@ Begins a memory-managed turn of a session (created when new): the session's hist
 assembled within the window with the memories recalled for it. One turn per session at a time
 (FailedPreconditionError otherwise). Returns a Turn; see its help.
 )doc")
+      .def("_cpp_loop", &PyEngine::CppLoop, py::arg("op"), py::arg("arg"), py::arg("content") = "", py::arg("n") = 1)
       .def("commit_idle_sessions", &PyEngine::CommitIdleSessions,
            "Commits the sessions idle for the commit policy's idle time after a turn; returns how many.")
       // Skills and prompts.

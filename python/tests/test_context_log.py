@@ -169,3 +169,26 @@ def test_one_writer_per_file_and_bad_messages_name_the_field(tmp_path):
     with pytest.raises(strata.NotFoundError):
         first.revert_to(7)
     assert first.history.to_list() == [{"role": "user", "content": "mine"}], "a refused batch wrote nothing"
+
+
+def test_history_dicts_are_what_the_file_holds_for_every_part_type(tmp_path):
+    # The history's dicts are built field by field; they must equal the JSON the log writes.
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "name": "alice", "content": [{"type": "text", "text": "look"},
+                                                      {"type": "image_url", "image_url": {"url": "https://x/a.png"}}]},
+        {"role": "assistant", "content": [{"type": "think", "think": "hmm", "encrypted": "sig"},
+                                          {"type": "text", "text": "Calling."}],
+         "tool_calls": [{"type": "function", "id": "c1", "function": {"name": "f", "arguments": "{}"}},
+                        {"type": "function", "id": "c2", "function": {"name": "g", "arguments": None},
+                         "extras": {"thought_signature": "abc"}}]},
+        {"role": "tool", "content": [], "tool_call_id": "c1"},
+        {"role": "assistant", "content": "Par", "partial": True},
+        {"role": "user", "content": "é 世界 \\u0000 \\n"},
+    ]
+    path = tmp_path / "context.jsonl"
+    with strata.ContextLog(str(path)) as log:
+        log.append(messages)
+        written = [json.loads(line) for line in path.read_text().splitlines()]
+        assert log.history.to_list() == written
+        assert [log.history[i] for i in range(len(messages))] == written

@@ -28,6 +28,12 @@ Status Bad(std::string_view where, const std::string& path, const std::string& w
 // Python's own name for the type of `value` ("set", "bytes", "MyClass").
 std::string TypeName(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
 
+// "an int", "a list": for messages that name what was given instead.
+std::string WithArticle(const std::string& noun) {
+  bool vowel = !noun.empty() && std::string_view("aeiouAEIOU").find(noun[0]) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + noun;
+}
+
 Status Append(py::handle value, std::string_view where, std::string& path, int depth, std::string* out) {
   if (depth > static_cast<int>(json::kMaxJsonDepth)) return Bad(where, path, "nested too deeply");
   PyObject* o = value.ptr();
@@ -175,8 +181,8 @@ Message MessageFromPy(py::handle value, std::string_view where) {
     return std::move(*m);
   }
   if (!PyDict_Check(value.ptr()) && !py::hasattr(value, "to_dict") && !py::hasattr(value, "model_dump")) {
-    Raise(Status::InvalidArgument(std::string(where) + ": a message is a dict like {\"role\": \"user\", \"content\": \"...\"}, not a " +
-                                  TypeName(value)));
+    Raise(Status::InvalidArgument(std::string(where) + ": a message is a dict like {\"role\": \"user\", \"content\": \"...\"}, not " +
+                                  WithArticle(TypeName(value))));
   }
   std::string text;
   if (PyDict_Check(value.ptr()) || py::hasattr(value, "to_dict")) {
@@ -197,8 +203,8 @@ std::vector<Message> MessagesFromPy(py::handle value, std::string_view where) {
     return out;
   }
   if (!py::isinstance<py::sequence>(value)) {
-    Raise(Status::InvalidArgument(std::string(where) + ": give a message (a dict) or a list of them, not a " +
-                                  TypeName(value)));
+    Raise(Status::InvalidArgument(std::string(where) + ": give a message (a dict) or a list of them, not " +
+                                  WithArticle(TypeName(value))));
   }
   py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
   out.reserve(seq.size());

@@ -1,6 +1,7 @@
 // strata.Engine and strata.Turn: the Engine's operations under Python's names. Each method converts its
 // arguments, calls one Engine function without the interpreter lock, and returns the JSON view every front
 // end returns, as a record of strata.types. No logic of its own lives here.
+#include <algorithm>
 #include <pybind11/stl.h>
 
 #include <chrono>
@@ -166,6 +167,17 @@ class PyTurn {
     // "input_cache_creation"}, or OpenAI's {"prompt_tokens", "completion_tokens"}.
     if (!PyDict_Check(usage.ptr())) Raise(Status::InvalidArgument("usage must be a dict of token counts"));
     py::dict d = py::reinterpret_borrow<py::dict>(usage);
+    static constexpr std::string_view kKnown[] = {"input_tokens", "output_tokens", "input_other", "output",
+                                                  "input_cache_read", "input_cache_creation", "prompt_tokens",
+                                                  "completion_tokens", "total_tokens"};
+    for (auto [key, value] : d) {
+      std::string name = py::isinstance<py::str>(key) ? key.cast<std::string>() : std::string(py::repr(key));
+      if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
+        Raise(Status::InvalidArgument("usage has an unknown member '" + name +
+                                      "' (known: input_tokens, output_tokens, prompt_tokens, completion_tokens, "
+                                      "input_other, output, input_cache_read, input_cache_creation)"));
+      }
+    }
     auto get = [&](const char* key) -> int64_t {
       if (!d.contains(key)) return 0;
       py::handle v = d[key];

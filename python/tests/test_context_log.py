@@ -162,7 +162,7 @@ def test_one_writer_per_file_and_bad_messages_name_the_field(tmp_path):
         second.restore()
     with pytest.raises(strata.InvalidArgumentError, match=r"message\[1\]"):
         first.append([{"role": "user", "content": "ok"}, {"role": "user", "content": [{"type": "text"}]}])
-    with pytest.raises(strata.InvalidArgumentError, match="not a int"):
+    with pytest.raises(strata.InvalidArgumentError, match="not an int"):
         first.append(42)
     with pytest.raises(strata.InvalidArgumentError):
         first.update_usage(-1)

@@ -127,6 +127,9 @@ def test_the_memory_managed_turn(tmp_path):
         with pytest.raises(strata.FailedPreconditionError, match="turn in progress"):
             e.begin_turn("chat", {"role": "user", "content": "again"}, user="alice")
         turn.accept()
+        with pytest.raises(strata.InvalidArgumentError, match="unknown member 'input'"):
+            turn.finish({"role": "assistant", "content": "The aisle."}, usage={"input": 90, "output_tokens": 3})
+        assert turn.active, "a refused finish leaves the turn open"
         first = turn.finish({"role": "assistant", "content": "The aisle."}, usage={"input_tokens": 90, "output_tokens": 3})
     assert isinstance(first, strata.TurnOutcome) and not first.committed
     assert e.session_log("chat").usage_tokens == 93

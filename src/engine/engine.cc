@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -482,7 +483,31 @@ Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view 
 Result<std::string> Engine::RenderPrompt(std::string_view id, const prompt::Value& vars) {
   return Guard("render prompt", [&]() -> Result<std::string> {
     STRATA_ASSIGN_OR_RETURN(prompt::PromptLibrary * library, prompts());
-    return library->Render(id, vars);
+    Result<std::string> text = library->Render(id, vars);
+    if (text.ok()) return text;
+    // Front ends serve this answer to callers who must not learn the server's paths: the templates this
+    // engine knows and the file's name, never the directory it lives in (`strata prompt list` shows those).
+    if (text.status().code() == StatusCode::kNotFound) {
+      std::vector<std::string> ids = library->Ids();
+      std::string quoted = json::QuoteForError(id, 80);
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) {
+        std::string known;
+        for (const std::string& k : ids) known += (known.empty() ? "" : ", ") + k;
+        return Status::NotFound("no prompt template " + quoted +
+                                (known.empty() ? " (none are installed)" : " (known: " + known + ")"));
+      }
+    }
+    std::string message(text.status().message());
+    for (const std::string& dir : library->directories()) {
+      std::string prefix = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+      for (size_t at; !prefix.empty() && (at = message.find(prefix)) != std::string::npos;) {
+        message.erase(at, prefix.size());
+      }
+      for (size_t at; !dir.empty() && (at = message.find(dir)) != std::string::npos;) {
+        message.replace(at, dir.size(), "the prompt directory");
+      }
+    }
+    return Status(text.status().code(), message);
   });
 }
 

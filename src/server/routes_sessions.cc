@@ -1,5 +1,6 @@
 // The session routes (docs/api/openapi.yaml): sessions/* and the phase-2 tasks. Another user's session
 // answers exactly as a missing one (the Engine's CheckSessionAccess).
+#include <cerrno>
 #include <thread>
 
 #include "server_impl.h"
@@ -155,7 +156,12 @@ void Server::Impl::AddSessionRoutes() {
   // ---- Background tasks (phase-2 jobs) ----
   auto task_of = [this](Call& c) -> Result<session::Job> {
     char* end = nullptr;
-    long long task = std::strtoll(c.req.path_params.at(0).c_str(), &end, 10);
+    const std::string& text = c.req.path_params.at(0);
+    errno = 0;
+    long long task = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno != 0 || task <= 0) {
+      return Status::InvalidArgument("the task id " + json::QuoteForError(text, 40) + " is not a positive integer");
+    }
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
     if (!job || !c.engine->CheckJobAccess(ReachOf(c.id), *job).ok()) {

@@ -139,6 +139,12 @@ Result<Identity> Server::Impl::Authenticate(const HttpRequest& req) {
   }
   STRATA_ASSIGN_OR_RETURN(std::optional<KeyInfo> info, keys->Find(key));
   if (!info) return Status::Unauthenticated("the API key is not valid (unknown or revoked)");
+  std::string account = req.Header("x-strata-account");
+  if (!account.empty() && account != info->account) {
+    // Only the root key chooses an account; a key that asked for another must not be answered from its own.
+    return Status::PermissionDenied("X-Strata-Account " + json::QuoteForError(account, 64) +
+                                    " is not this key's account: only the root key may choose one");
+  }
   return Identity{info->account, info->user, info->role, info->id};
 }
 
@@ -182,14 +188,26 @@ Status Server::Impl::CheckOrigin(const HttpRequest& req) const {
 
 // ---- Dispatch ----
 
-void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, HttpResponse& res) {
-  auto started = std::chrono::steady_clock::now();
+namespace {
+
+// The caller's X-Request-Id when it is a plain token of at most 64 characters, a new one otherwise; echoed on
+// the response so every answer, a 404 for an unknown route included, can be found in the server's log.
+std::string RequestIdOf(const HttpRequest& req, HttpResponse& res) {
   std::string request_id = req.Header("x-request-id");
   bool id_ok = !request_id.empty() && request_id.size() <= 64 &&
-               std::all_of(request_id.begin(), request_id.end(),
-                           [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; });
+               std::all_of(request_id.begin(), request_id.end(), [](char ch) {
+                 return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+               });
   if (!id_ok) request_id = NewRequestId();
   res.headers.emplace_back("X-Request-Id", request_id);
+  return request_id;
+}
+
+}  // namespace
+
+void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, HttpResponse& res) {
+  auto started = std::chrono::steady_clock::now();
+  std::string request_id = RequestIdOf(req, res);
   Result<Json> result = Status::Internal("not run");
   bool raw = false;
   try {
@@ -373,10 +391,12 @@ Result<int> Server::Bind() {
                   [impl = &s, r](const HttpRequest& req, HttpResponse& res) { impl->Dispatch(*r, req, res); });
   }
   s.http->NotFound([](const HttpRequest& req, HttpResponse& res) {
+    std::string request_id = RequestIdOf(req, res);
     res.status = 404;
     Json envelope = {{"status", "error"},
                      {"error", {{"code", "not_found"},
-                                {"message", "no route " + req.method + " " + json::QuoteForError(req.path, 120)}}}};
+                                {"message", "no route " + req.method + " " + json::QuoteForError(req.path, 120)},
+                                {"request_id", request_id}}}};
     res.body = views::Dump(envelope);
   });
   STRATA_ASSIGN_OR_RETURN(int port, s.http->Bind(s.host, s.port));

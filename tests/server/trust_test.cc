@@ -253,6 +253,70 @@ TEST_F(TrustTest, NoResponseNamesAPathOnTheServer) {
   EXPECT_GT(asked, 1500);
 }
 
+// Rendering a prompt names templates, never the directories they live in: an unknown id lists the known
+// ones, a broken file is named by its file name alone.
+TEST_F(TrustTest, RenderingAPromptNamesNoDirectory) {
+  Stop();
+  const std::string prompts = dir_.File("my-prompts");
+  std::filesystem::create_directories(prompts);
+  testing::WriteFileOrDie(prompts + "/broken.yaml", "metadata: [unclosed\n");
+  engine_options_.prompt_dirs = {prompts};
+  Start();
+  // The directories the server's engine searches: the same options on a data directory of its own.
+  EngineOptions probe_options = engine_options_;
+  probe_options.data_dir = dir_.File("probe");
+  auto probe = Engine::Open(probe_options);
+  ASSERT_OK(probe);
+  const std::vector<std::string> search_path = (*probe)->PromptSearchPath();
+  ASSERT_GE(search_path.size(), 2u);
+  std::string alice = Issue("alice");
+  for (const std::string id : {"nothere", "broken", "summarize", "../../etc/passwd"}) {
+    Reply r = Call("POST", "/api/v1/prompts/render", alice, Json{{"id", id}, {"variables", Json::object()}}.dump());
+    EXPECT_EQ(r.raw.find(prompts), std::string::npos) << id << " -> " << r.raw;
+    EXPECT_EQ(r.raw.find(dir_.path()), std::string::npos) << id << " -> " << r.raw;
+    for (const std::string& dir : search_path) {
+      EXPECT_EQ(r.raw.find(dir), std::string::npos) << id << " names " << dir << ": " << r.raw;
+    }
+  }
+  Reply unknown = Call("POST", "/api/v1/prompts/render", alice, R"({"id": "nothere"})");
+  EXPECT_EQ(unknown.status, 404) << unknown.raw;
+  EXPECT_NE(unknown.raw.find("known: "), std::string::npos) << unknown.raw;
+  EXPECT_NE(unknown.raw.find("summarize"), std::string::npos) << unknown.raw;
+}
+
+// Every answer carries a request id, the 404 of a route that does not exist included.
+TEST_F(TrustTest, AnUnknownRouteAnswersWithARequestId) {
+  Reply r = Call("GET", "/api/v1/nothing-here", kRootKey);
+  EXPECT_EQ(r.status, 404);
+  ASSERT_TRUE(r.body.contains("error")) << r.raw;
+  std::string id = r.body["error"].value("request_id", "");
+  EXPECT_FALSE(id.empty()) << r.raw;
+  EXPECT_EQ(id, r.request_id);
+  EXPECT_NE(r.raw.find("not_found"), std::string::npos) << r.raw;
+}
+
+// A task id is a whole positive number: "1abc" is not task 1.
+TEST_F(TrustTest, ATaskIdWithTrailingCharactersIsRefused) {
+  for (const std::string id : {"1abc", "0", "-1", "1.5", "99999999999999999999999"}) {
+    Reply r = Call("GET", "/api/v1/tasks/" + id, kRootKey);
+    EXPECT_EQ(r.status, 400) << id << " -> " << r.raw;
+    EXPECT_NE(r.raw.find("not a positive integer"), std::string::npos) << r.raw;
+  }
+}
+
+// X-Strata-Account is the root key's to choose; a user key naming another account is refused, not answered
+// quietly from its own account.
+TEST_F(TrustTest, AUserKeyCannotChooseAnotherAccount) {
+  std::string alice = Issue("alice");
+  Reply r = Call("GET", "/api/v1/fs/ls", alice, "", {{"X-Strata-Account", "other"}});
+  EXPECT_EQ(r.status, 403) << r.raw;
+  EXPECT_NE(r.raw.find("X-Strata-Account"), std::string::npos) << r.raw;
+  Reply own = Call("GET", "/api/v1/fs/ls", alice, "", {{"X-Strata-Account", "default"}});
+  Reply plain = Call("GET", "/api/v1/fs/ls", alice);
+  EXPECT_NE(own.status, 403) << own.raw;
+  EXPECT_EQ(WithoutRequestId(own), WithoutRequestId(plain));
+}
+
 // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body. `curl -X POST URL`
 // sends one; it is answered at once, not after the server's read timeout (a minute here).
 TEST_F(TrustTest, APostWithoutALengthHasNoBodyAndIsAnsweredAtOnce) {

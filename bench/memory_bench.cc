@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "find_settings.h"
+#include "store_corpus.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
@@ -39,10 +40,6 @@ using namespace strata::memory;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
-
-std::string Word(std::mt19937 &rng, const char *prefix, int n) {
-  return prefix + std::to_string(rng() % static_cast<unsigned>(n));
-}
 
 double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -74,37 +71,12 @@ int main(int argc, char **argv) {
     return OpenSqliteStore(dir, {.synchronous_full = false});
   };
   std::mt19937 rng(42);
-  const int topics = 100;
-  auto topic_word = [](int t, int k) {
-    static const char *kSyll[] = {"ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po"};
-    return std::string(kSyll[t % 10]) + kSyll[(t / 10) % 10] + kSyll[k % 10] + "ium";
-  };
-  struct Fact {
-    std::string uri, key1, key2;
-    int topic;
-  };
-  static const char *kKeySyll[] = {"bra", "cle", "dro", "fen", "gla", "hus", "jor", "kev", "lum", "mar",
-                                   "nox", "pel", "quo", "rid", "sto", "tav", "urk", "vel", "wix", "yor"};
-  auto key_word = [&] {
-    std::string w;
-    for (int k = 0; k < 3; ++k) w += kKeySyll[rng() % 20];
-    return w;
-  };
-  std::vector<Fact> facts;
-  std::vector<std::pair<Uri, std::string>> leaves;
-  for (int i = 0; i < n; ++i) {
-    int t = static_cast<int>(rng() % topics);
-    std::string text;
-    for (int k = 0; k < 3; ++k) text += topic_word(t, static_cast<int>(rng() % 8)) + " ";
-    for (int k = 0; k < 30; ++k) text += Word(rng, "w", 5000) + " ";
-    std::string uri = "strata://resources/topic" + std::to_string(t) + "/n" + std::to_string(i);
-    if (i % 50 == 0) {
-      Fact f{uri, key_word(), key_word(), t};
-      text += f.key1 + " " + f.key2;
-      facts.push_back(std::move(f));
-    }
-    leaves.emplace_back(*Uri::Parse(uri), text);
-  }
+  const int topics = bench::StoreCorpus::kTopics;
+  auto topic_word = bench::StoreCorpus::TopicWord;
+  using Fact = bench::StoreFact;
+  bench::StoreCorpus corpus = bench::StoreCorpus::Make(rng, 0, n);
+  std::vector<Fact>& facts = corpus.facts;
+  std::vector<std::pair<Uri, std::string>>& leaves = corpus.leaves;
   auto opened = open_store();
   if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
   auto &store = **opened;
@@ -126,10 +98,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (int t = 0; t < topics; ++t) {
-    std::string words;
-    for (int k = 0; k < 8; ++k) words += topic_word(t, k) + " ";
-    (void)store.Mkdir(*Uri::Parse("strata://resources/topic" + std::to_string(t)),
-                      {.abstract_text = "Topic " + std::to_string(t) + ": " + words});
+    (void)store.Mkdir(*Uri::Parse(bench::StoreCorpus::TopicUri(t)), {.abstract_text = bench::StoreCorpus::TopicAbstract(t)});
   }
   auto start = SteadyClock::now();
   for (size_t i = 0; i < leaves.size(); i += 1000) {

@@ -35,3 +35,16 @@ for encoding in cl100k_base o200k_base; do
     echo "$encoding $(basename "$file"): strata $s ms, tiktoken $t ms, gpt-tokenizer $g ms"
   done
 done
+echo "--- 5 MiB of Python source nobody here wrote (Debian's Python standard library, concatenated):"
+echo "    strata tokens count as a whole process (1 thread, every core) beside the peers' warm in-process throughput"
+py="$dir/python-stdlib-5mb.py"
+if [ ! -s "$py" ]; then
+  find /usr/lib/python3.11 -maxdepth 1 -name '*.py' -print0 | sort -z | xargs -0 cat | head -c 5242880 > "$py"
+fi
+mib=$(awk -v b="$(stat -c %s "$py")" 'BEGIN {printf "%.2f", b / 1048576}')
+node "$root/bench/peers/tokenizer_peers.mjs" "$py"
+for encoding in cl100k_base o200k_base; do
+  one=$(median_ms 5 "$root/build/bin/strata" tokens count --threads 1 --encoding "$encoding" "$py")
+  all=$(median_ms 5 "$root/build/bin/strata" tokens count --encoding "$encoding" "$py")
+  echo "$encoding $mib MiB: strata whole process $one ms (1 thread, $(awk -v m="$mib" -v t="$one" 'BEGIN {printf "%.1f", m / t * 1000}') MiB/s), $all ms (every core, $(awk -v m="$mib" -v t="$all" 'BEGIN {printf "%.1f", m / t * 1000}') MiB/s)"
+done

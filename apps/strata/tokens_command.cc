@@ -2,6 +2,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -15,6 +16,12 @@ struct TokensArgs {
   std::string encoding = "o200k_base";
   std::string input = "-";
   bool special = false;
+  int threads = 0;  // 0: every core.
+
+  tokenizer::Encoding::Parallel parallel() const {
+    int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return {.threads = n};
+  }
 };
 
 Result<std::string> ReadInput(const std::string& input) {
@@ -47,13 +54,22 @@ void AddTokensCommand(CLI::App& app, int* exit_code) {
         ->check(CLI::IsMember({"cl100k_base", "o200k_base"}))
         ->capture_default_str();
     sub->add_option("FILE", args->input, "Input file, or - for stdin (the default)");
+    sub->add_option("--threads", args->threads,
+                    "Threads for long inputs (cut at piece boundaries; the ids are the same); 0 = every core")
+        ->check(CLI::Range(0, 256))
+        ->capture_default_str();
     return sub;
   };
   CLI::App* encode = add("encode", "Print the token ids of the text as a JSON array (ordinary encoding)");
   encode->add_flag("--special", args->special, "Recognise special tokens such as <|endoftext|>");
   encode->callback([=] {
     *exit_code = Run(*args, [&](const tokenizer::Encoding& e, const std::string& text) {
-      std::vector<tokenizer::Token> ids = args->special ? e.EncodeWithSpecialTokens(text) : e.Encode(text);
+      std::vector<tokenizer::Token> ids;
+      if (args->special) {
+        ids = e.EncodeWithSpecialTokens(text);
+      } else {
+        e.EncodeTo(text, &ids, args->parallel());
+      }
       std::string out = "[";
       for (size_t i = 0; i < ids.size(); ++i) {
         if (i > 0) out += ',';
@@ -66,7 +82,7 @@ void AddTokensCommand(CLI::App& app, int* exit_code) {
   });
   add("count", "Print the number of tokens of the text")->callback([=] {
     *exit_code = Run(*args, [&](const tokenizer::Encoding& e, const std::string& text) {
-      std::cout << e.Count(text) << "\n";
+      std::cout << e.Count(text, args->parallel()) << "\n";
       return 0;
     });
   });

@@ -663,7 +663,7 @@ class PgStore final : public ContextStore {
 
   VectorIndexParams IndexParams() const {
     return {.dim = embedder_->dimension(), .m = options_.hnsw_m, .ef_construction = options_.hnsw_ef_construction,
-            .ef_search = options_.hnsw_ef_search};
+            .ef_search = options_.hnsw_ef_search, .threads = options_.index_threads};
   }
 
   FindFn Finder(pg::Conn& c) {
@@ -694,7 +694,7 @@ class PgStore final : public ContextStore {
     if (plan.generation >= 0) {
       if (index_generation_ == plan.generation - 1) {
         for (int64_t id : plan.removed) index_->Remove(id);
-        for (const auto& [id, v] : plan.upserts) STRATA_RETURN_IF_ERROR(index_->Upsert(id, v.data()));
+        STRATA_RETURN_IF_ERROR(IndexUpserts(*index_, plan.upserts));
         index_generation_ = plan.generation;
         indexed_through_ = plan.generation;
       } else if (index_generation_ >= 0) {
@@ -1200,14 +1200,14 @@ class PgStore final : public ContextStore {
   Status LoadVectors(pg::Conn& c, int64_t after, VectorIndex* index) {
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT node_id, vec FROM store_vectors WHERE generation > $1", {after}));
     const size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    VectorBatch batch(index);
     for (int i = 0; i < r.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 0));
       STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 1));
       if (blob.size() != want_bytes) continue;  // Another model's: re-embedded by Reindex.
-      Vector v = BlobVector(blob);
-      STRATA_RETURN_IF_ERROR(index->Upsert(id, v.data()));
+      STRATA_RETURN_IF_ERROR(batch.AddBytes(id, blob));
     }
-    return Status::Ok();
+    return batch.Flush();
   }
 
   // index_mu_ held exclusively.

@@ -684,7 +684,7 @@ class SqliteStore final : public ContextStore {
   std::string IndexPath() const { return dir_ + "/vectors.hnsw"; }
   VectorIndexParams IndexParams() const {
     return {.dim = embedder_->dimension(), .m = options_.hnsw_m, .ef_construction = options_.hnsw_ef_construction,
-            .ef_search = options_.hnsw_ef_search};
+            .ef_search = options_.hnsw_ef_search, .threads = options_.index_threads};
   }
 
   static Status RegisterFunctions(Db& db) {
@@ -961,7 +961,7 @@ class SqliteStore final : public ContextStore {
       return Status::Ok();
     }
     for (int64_t id : plan.removed) index_->Remove(id);
-    for (const auto& [id, v] : plan.upserts) STRATA_RETURN_IF_ERROR(index_->Upsert(id, v.data()));
+    STRATA_RETURN_IF_ERROR(IndexUpserts(*index_, plan.upserts));
     index_generation_ = plan.generation;
     index_dirty_ = true;
     return Status::Ok();
@@ -977,14 +977,15 @@ class SqliteStore final : public ContextStore {
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     Stmt s(Conn(), "SELECT node_id, vec FROM vectors");
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    VectorBatch batch(index.get());
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
       std::string_view blob = s.Blob(1);
       if (blob.size() != want_bytes) continue;  // Stale vectors from another model are re-embedded by Reindex.
-      Vector v = BlobVector(blob);
-      STRATA_RETURN_IF_ERROR(index->Upsert(s.Int(0), v.data()));
+      STRATA_RETURN_IF_ERROR(batch.AddBytes(s.Int(0), blob));
     }
+    STRATA_RETURN_IF_ERROR(batch.Flush());
     index_ = std::move(index);
     index_generation_ = generation;
     generation_ = generation;

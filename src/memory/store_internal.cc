@@ -1,5 +1,7 @@
 #include "store_internal.h"
 
+#include "vector_index.h"
+
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -613,6 +615,24 @@ Vector BlobVector(std::string_view blob) {
   Vector v(blob.size() / 4);
   std::memcpy(v.data(), blob.data(), v.size() * 4);
   return v;
+}
+
+Status IndexUpserts(VectorIndex& index, const std::vector<std::pair<int64_t, Vector>>& upserts) {
+  if (upserts.empty()) return Status::Ok();
+  const size_t dim = static_cast<size_t>(index.params().dim);
+  std::vector<int64_t> ids;
+  std::vector<float> floats;
+  ids.reserve(upserts.size());
+  floats.reserve(upserts.size() * dim);
+  for (const auto& [id, v] : upserts) {
+    if (v.size() != dim) {
+      return Status::Internal("vector of " + std::to_string(v.size()) + " dimensions for an index of " +
+                              std::to_string(dim));
+    }
+    ids.push_back(id);
+    floats.insert(floats.end(), v.begin(), v.end());
+  }
+  return index.UpsertBatch(ids, floats.data());
 }
 
 std::pair<std::string, std::string> DescendantRange(const Uri& uri) {

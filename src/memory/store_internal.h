@@ -27,6 +27,10 @@
 
 struct sb_stemmer;  // libstemmer.h
 
+namespace strata::memory {
+class VectorIndex;  // vector_index.h
+}  // namespace strata::memory
+
 namespace strata::memory::internal {
 
 // Bit flags of a node's `derived`: which layers were derived from the content rather than given.
@@ -160,6 +164,9 @@ bool IsSuperseded(std::string_view metadata);
 // Vectors as stored: little-endian float32 bytes.
 std::string VectorBlob(const Vector& v);
 Vector BlobVector(std::string_view blob);
+
+// Applies a plan's vector index updates to `index` in one VectorIndex::UpsertBatch.
+Status IndexUpserts(VectorIndex& index, const std::vector<std::pair<int64_t, Vector>>& upserts);
 
 // The range that selects `uri`'s strict descendants: uri >= "X/" AND uri < "X0" ('0' follows '/').
 std::pair<std::string, std::string> DescendantRange(const Uri& uri);

@@ -3,18 +3,91 @@
 #include <cstring>
 
 #include <hnswlib/hnswlib.h>
+#include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
+#include <unordered_map>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace strata::memory {
+namespace {
+
+// Inner-product distance (1 - a·b) for hnswlib, with the widest vector unit the CPU has chosen at run time:
+// the build targets baseline x86-64, where hnswlib's own functions use SSE only. Two accumulators hide the
+// latency of the fused multiply-adds; the tail is summed plainly.
+__attribute__((target("avx512f"))) float DotDistanceAvx512(const void* a, const void* b, const void* dim_ptr) {
+  const float* x = static_cast<const float*>(a);
+  const float* y = static_cast<const float*>(b);
+  size_t dim = *static_cast<const size_t*>(dim_ptr);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 32 <= dim; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), s1);
+  }
+  for (; i + 16 <= dim; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s0);
+  // (_mm512_reduce_add_ps trips GCC 12's -Wuninitialized inside its own header.)
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(s0, s1));
+  float sum = 0;
+  for (float lane : lanes) sum += lane;
+  for (; i < dim; ++i) sum += x[i] * y[i];
+  return 1.0f - sum;
+}
+
+__attribute__((target("avx2,fma"))) float DotDistanceAvx2(const void* a, const void* b, const void* dim_ptr) {
+  const float* x = static_cast<const float*>(a);
+  const float* y = static_cast<const float*>(b);
+  size_t dim = *static_cast<const size_t*>(dim_ptr);
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= dim; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
+  }
+  for (; i + 8 <= dim; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+  __m256 s = _mm256_add_ps(s0, s1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  float sum = _mm_cvtss_f32(h);
+  for (; i < dim; ++i) sum += x[i] * y[i];
+  return 1.0f - sum;
+}
+
+// hnswlib's inner-product space with the distance function above when the CPU has AVX2 or AVX-512.
+class DotSpace : public hnswlib::SpaceInterface<float> {
+ public:
+  explicit DotSpace(size_t dim) : fallback_(dim), dim_(dim) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+      dist_ = DotDistanceAvx512;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      dist_ = DotDistanceAvx2;
+    } else {
+      dist_ = fallback_.get_dist_func();
+    }
+  }
+  size_t get_data_size() override { return dim_ * sizeof(float); }
+  hnswlib::DISTFUNC<float> get_dist_func() override { return dist_; }
+  void* get_dist_func_param() override { return &dim_; }
+
+ private:
+  hnswlib::InnerProductSpace fallback_;
+  size_t dim_;
+  hnswlib::DISTFUNC<float> dist_;
+};
+
+}  // namespace
 
 struct VectorIndex::Impl {
   explicit Impl(int dim) : space(static_cast<size_t>(dim)) {}
-  hnswlib::InnerProductSpace space;
+  DotSpace space;
   std::unique_ptr<hnswlib::HierarchicalNSW<float>> graph;
 };
 
@@ -41,6 +114,81 @@ Status VectorIndex::Upsert(int64_t id, const float* v) {
   return Status::Ok();
 }
 
+Status VectorIndex::UpsertBatch(std::span<const int64_t> ids, const float* vectors) {
+  auto& g = *impl_->graph;
+  const size_t dim = static_cast<size_t>(params_.dim);
+  // Ids the graph holds already are replaced one at a time (hnswlib repairs their links); new ones are
+  // inserted by `threads` threads into room made beforehand, as hnswlib allows.
+  // The last vector of an id given twice wins, as it would one call at a time.
+  std::unordered_map<int64_t, size_t> last;
+  last.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) last[ids[i]] = i;
+  std::vector<size_t> fresh;
+  fresh.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (last[ids[i]] != i) continue;
+    if (g.label_lookup_.count(static_cast<hnswlib::labeltype>(ids[i])) != 0) {
+      STRATA_RETURN_IF_ERROR(Upsert(ids[i], vectors + i * dim));
+    } else {
+      fresh.push_back(i);
+    }
+  }
+  if (fresh.empty()) return Status::Ok();
+  try {
+    if (g.cur_element_count + fresh.size() > g.max_elements_) {
+      g.resizeIndex(std::max(g.cur_element_count + fresh.size(), g.max_elements_ + g.max_elements_ / 2));
+    }
+  } catch (const std::exception& e) {
+    return Status::ResourceExhausted(std::string("vector index: cannot grow: ") + e.what());
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::string error;
+  std::mutex error_mu;
+  auto work = [&] {
+    for (size_t k = next++; k < fresh.size() && !failed; k = next++) {
+      size_t i = fresh[k];
+      try {
+        g.addPoint(vectors + i * dim, static_cast<hnswlib::labeltype>(ids[i]));
+      } catch (const std::exception& e) {
+        std::lock_guard lock(error_mu);
+        if (!failed.exchange(true)) error = e.what();
+      }
+    }
+  };
+  int threads = params_.threads > 0 ? params_.threads : static_cast<int>(std::thread::hardware_concurrency());
+  size_t n_threads = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, 1 + fresh.size() / 256);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  // Every id inserted counts as live, also when a sibling failed: they are in the graph.
+  live_ += static_cast<size_t>(std::count_if(fresh.begin(), fresh.end(), [&](size_t i) {
+    return g.label_lookup_.count(static_cast<hnswlib::labeltype>(ids[i])) != 0;
+  }));
+  if (failed) return Status::Internal("vector index: " + error);
+  return Status::Ok();
+}
+
+Status VectorBatch::AddBytes(int64_t id, std::string_view bytes) {
+  const size_t dim = static_cast<size_t>(index_->params().dim);
+  if (bytes.size() != dim * sizeof(float)) {
+    return Status::InvalidArgument("vector of " + std::to_string(bytes.size()) + " bytes for an index of " +
+                                   std::to_string(dim) + " dimensions");
+  }
+  ids_.push_back(id);
+  floats_.resize(floats_.size() + dim);
+  std::memcpy(floats_.data() + floats_.size() - dim, bytes.data(), bytes.size());
+  return ids_.size() >= batch_ ? Flush() : Status::Ok();
+}
+
+Status VectorBatch::Flush() {
+  Status s = ids_.empty() ? Status::Ok() : index_->UpsertBatch(ids_, floats_.data());
+  ids_.clear();
+  floats_.clear();
+  return s;
+}
+
 void VectorIndex::Remove(int64_t id) {
   auto& g = *impl_->graph;
   auto it = g.label_lookup_.find(static_cast<hnswlib::labeltype>(id));
@@ -60,11 +208,9 @@ bool VectorIndex::Get(int64_t id, float* out) const {
 Result<std::vector<std::pair<int64_t, float>>> VectorIndex::Search(const float* query, size_t k) const {
   std::vector<std::pair<int64_t, float>> out;
   if (live_ == 0 || k == 0) return out;
-  std::lock_guard lock(search_mu_);
   try {
-    auto& g = *impl_->graph;
-    g.setEf(std::max(static_cast<size_t>(params_.ef_search), k));
-    auto heap = g.searchKnn(query, std::min(k, live_));
+    // hnswlib searches with max(ef, k) candidates itself, so concurrent searches need not change ef.
+    auto heap = impl_->graph->searchKnn(query, std::min(k, live_));
     out.resize(heap.size());
     for (size_t i = heap.size(); i-- > 0;) {  // The heap pops the farthest first.
       out[i] = {static_cast<int64_t>(heap.top().second), 1.0f - heap.top().first};

@@ -1,12 +1,14 @@
 // An HNSW index (hnswlib, inner product over unit vectors = cosine) keyed by node id, with a save/load
 // format that records the database generation and embedding model it reflects (docs/formats/context-store.md).
-// Not thread-safe: the store serialises calls.
+// Searches may run concurrently with each other; every change needs the caller to exclude all other calls
+// (the store holds its lock exclusively to change the index, shared to search).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,7 @@ struct VectorIndexParams {
   int m = 16;
   int ef_construction = 100;
   int ef_search = 64;
+  int threads = 0;  // For UpsertBatch: 0 = every core.
 };
 
 class VectorIndex {
@@ -30,6 +33,11 @@ class VectorIndex {
 
   // Adds or replaces the vector of `id`.
   Status Upsert(int64_t id, const float* v);
+  // Upserts ids[i] with the `params().dim` floats at vectors + i * dim for every i; ids the index does not
+  // hold yet are inserted by up to `params().threads` threads at once (hnswlib's concurrent insertion: its one
+  // unguarded step is drawing a new element's random level from a shared generator, a race that can only
+  // skew that draw; see tests/tsan.supp).
+  Status UpsertBatch(std::span<const int64_t> ids, const float* vectors);
   // Forgets `id` (no-op if absent).
   void Remove(int64_t id);
   // Copies the vector of `id` (params().dim floats) into `out`; false when the index has none.
@@ -52,10 +60,27 @@ class VectorIndex {
   struct Impl;
   VectorIndexParams params_;
   std::unique_ptr<Impl> impl_;
-  // Search sets the graph's ef before searching: concurrent searches (readers share the store's lock)
-  // take turns on the graph.
-  mutable std::mutex search_mu_;
   size_t live_ = 0;
+};
+
+// Vectors gathered for VectorIndex::UpsertBatch and inserted `batch` at a time: rebuilding from a table
+// streams its rows through one of these without holding them all.
+class VectorBatch {
+ public:
+  explicit VectorBatch(VectorIndex* index, size_t batch = 1 << 16) : index_(index), batch_(batch) {}
+  // Adds the vector of `id` as the index's dimension's floats in native byte order.
+  Status AddBytes(int64_t id, std::string_view bytes);
+  Status Add(int64_t id, const float* v) {
+    return AddBytes(id, {reinterpret_cast<const char*>(v), static_cast<size_t>(index_->params().dim) * sizeof(float)});
+  }
+  // Inserts what is gathered.
+  Status Flush();
+
+ private:
+  VectorIndex* index_;
+  size_t batch_;
+  std::vector<int64_t> ids_;
+  std::vector<float> floats_;
 };
 
 }  // namespace strata::memory

@@ -1018,6 +1018,72 @@ size_t Encoding::Count(std::string_view text) const {
   return n;
 }
 
+std::vector<size_t> Encoding::SplitPoints(std::string_view text, size_t parts, size_t min_part_bytes) {
+  std::vector<size_t> cuts;
+  if (parts < 2 || text.size() < 2 * std::max<size_t>(min_part_bytes, 1)) return cuts;
+  const size_t step = std::max(text.size() / parts, std::max<size_t>(min_part_bytes, 1));
+  size_t last = 0;
+  for (size_t target = step; cuts.size() + 1 < parts && target < text.size(); target = last + step) {
+    size_t at = target < 1 ? 1 : target;
+    // The first line break at or after the target whose next byte is an ASCII letter.
+    while (true) {
+      size_t nl = text.find('\n', at - 1);
+      if (nl == std::string_view::npos || nl + 1 >= text.size()) return cuts;
+      unsigned char next = static_cast<unsigned char>(text[nl + 1]);
+      if ((next | 0x20) >= 'a' && (next | 0x20) <= 'z') {
+        at = nl + 1;
+        break;
+      }
+      at = nl + 2;
+    }
+    if (at - last < min_part_bytes || text.size() - at < min_part_bytes) return cuts;
+    cuts.push_back(at);
+    last = at;
+  }
+  return cuts;
+}
+
+namespace {
+
+// Runs `work(part, begin, end)` for each part of `text` between `cuts`, the first on the calling thread.
+template <typename Work>
+void ForEachPart(std::string_view text, const std::vector<size_t>& cuts, Work work) {
+  std::vector<std::thread> pool;
+  pool.reserve(cuts.size());
+  for (size_t i = 1; i <= cuts.size(); ++i) {
+    size_t begin = cuts[i - 1];
+    size_t end = i < cuts.size() ? cuts[i] : text.size();
+    pool.emplace_back([&work, i, text, begin, end] { work(i, text.substr(begin, end - begin)); });
+  }
+  work(0, text.substr(0, cuts.empty() ? text.size() : cuts[0]));
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
+void Encoding::EncodeTo(std::string_view text, std::vector<Token>* out, Parallel parallel) const {
+  std::vector<size_t> cuts =
+      SplitPoints(text, static_cast<size_t>(std::max(1, parallel.threads)), parallel.min_part_bytes);
+  if (cuts.empty()) return EncodeTo(text, out);
+  std::vector<std::vector<Token>> parts(cuts.size() + 1);
+  ForEachPart(text, cuts, [&](size_t i, std::string_view part) { EncodeTo(part, &parts[i]); });
+  size_t total = out->size();
+  for (const auto& p : parts) total += p.size();
+  out->reserve(total);
+  for (const auto& p : parts) out->insert(out->end(), p.begin(), p.end());
+}
+
+size_t Encoding::Count(std::string_view text, Parallel parallel) const {
+  std::vector<size_t> cuts =
+      SplitPoints(text, static_cast<size_t>(std::max(1, parallel.threads)), parallel.min_part_bytes);
+  if (cuts.empty()) return Count(text);
+  std::vector<size_t> counts(cuts.size() + 1, 0);
+  ForEachPart(text, cuts, [&](size_t i, std::string_view part) { counts[i] = Count(part); });
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  return total;
+}
+
 std::vector<Token> Encoding::EncodeWithSpecialTokens(std::string_view text) const {
   std::vector<Token> out;
   const auto& specials = data_->specials;

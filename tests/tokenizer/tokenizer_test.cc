@@ -1,3 +1,4 @@
+#include <cctype>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -231,6 +232,46 @@ TEST_P(TokenizerTest, BatchEqualsSequential) {
   std::vector<std::string_view> views(texts.begin(), texts.end());
   auto batch = enc->EncodeBatch(views, 2);
   for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(batch[i], enc->Encode(texts[i]));
+}
+
+// Long texts cut at piece boundaries and encoded on several threads give exactly the ids of one thread, for
+// every cut SplitPoints may choose (parts as small as a byte), on text dense with line breaks, letters,
+// punctuation, spaces and other scripts around them.
+TEST_P(TokenizerTest, PartsOnThreadsEqualTheWhole) {
+  auto enc = Get(GetParam());
+  ASSERT_NE(enc, nullptr);
+  std::mt19937 rng(11);
+  static const std::vector<std::string> around = {"\n", "\r\n", "\n\n", " \n", "'\n", ";\n", "\n ", "\t\n",
+                                                  "x", "Ab", "s", "'s", "中", "é", "1", " ", "  ", "/", "\n\u00e9"};
+  size_t cuts_seen = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::string text;
+    size_t n = 1 + rng() % 120;
+    for (size_t i = 0; i < n; ++i) text += rng() % 3 == 0 ? RandomUtf8(rng, 6) : around[rng() % around.size()];
+    std::vector<Token> whole = enc->Encode(text);
+    for (int threads : {2, 3, 7}) {
+      for (size_t min_part : {size_t{1}, size_t{5}, size_t{64}}) {
+        Encoding::Parallel parallel{.threads = threads, .min_part_bytes = min_part};
+        std::vector<size_t> cuts = Encoding::SplitPoints(text, static_cast<size_t>(threads), min_part);
+        cuts_seen += cuts.size();
+        for (size_t i = 0; i < cuts.size(); ++i) {
+          ASSERT_GT(cuts[i], i == 0 ? 0 : cuts[i - 1]);
+          ASSERT_EQ(text[cuts[i] - 1], '\n');
+          ASSERT_TRUE(std::isalpha(static_cast<unsigned char>(text[cuts[i]])));
+        }
+        std::vector<Token> ids;
+        enc->EncodeTo(text, &ids, parallel);
+        ASSERT_EQ(ids, whole) << "threads " << threads << ", min part " << min_part << ", text "
+                              << nlohmann::json(text).dump();
+        ASSERT_EQ(enc->Count(text, parallel), whole.size());
+      }
+    }
+  }
+  EXPECT_GT(cuts_seen, 1000u);  // The texts did get cut.
+  // A long text with no place to cut is encoded whole.
+  std::string no_cut(1 << 12, 'a');
+  EXPECT_TRUE(Encoding::SplitPoints(no_cut, 4, 16).empty());
+  EXPECT_EQ(enc->Count(no_cut, {.threads = 4, .min_part_bytes = 16}), enc->Count(no_cut));
 }
 
 // An independent O(n log n) merger for long pieces: parts in a linked list, pairs in an ordered set of
@@ -473,6 +514,10 @@ TEST(TokenizerReference, MatchesTiktokenNpm) {
       ASSERT_NE(enc, nullptr);
       std::vector<Token> expected = row[name].get<std::vector<Token>>();
       std::vector<Token> actual = enc->Encode(text);
+      // And cut into parts on threads wherever it may be cut.
+      std::vector<Token> in_parts;
+      enc->EncodeTo(text, &in_parts, {.threads = 4, .min_part_bytes = 1});
+      EXPECT_EQ(in_parts, expected) << row["name"] << " (" << name << ") in parts";
       if (actual != expected) {
         size_t i = 0;
         while (i < actual.size() && i < expected.size() && actual[i] == expected[i]) ++i;

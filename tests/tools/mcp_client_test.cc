@@ -280,7 +280,9 @@ TEST_F(McpClientTest, CancellingACallTellsTheServer) {
 }
 
 TEST_F(McpClientTest, ACallThatOutlastsTheTimeoutIsCancelledOnTheServer) {
-  auto client = McpClient::Connect(Fake("normal", milliseconds(300)));
+  // The timeout covers the handshake too: long enough for the fake server's interpreter to start on a
+  // loaded machine (a sanitizer build beside a benchmark), short enough that the hang is what trips it.
+  auto client = McpClient::Connect(Fake("normal", milliseconds(2000)));
   ASSERT_OK(client);
   auto out = (*client)->CallTool("hang", "{}");
   EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
@@ -289,7 +291,7 @@ TEST_F(McpClientTest, ACallThatOutlastsTheTimeoutIsCancelledOnTheServer) {
 }
 
 TEST_F(McpClientTest, AServerThatStopsReadingCannotHangTheClient) {
-  auto client = McpClient::Connect(Fake("deaf", milliseconds(1000)));
+  auto client = McpClient::Connect(Fake("deaf", milliseconds(2000)));
   ASSERT_OK(client);
   // A megabyte of arguments fills the pipe: the write waits for room until the deadline, then gives up;
   // a line cut short cannot be finished, so the server is stopped.

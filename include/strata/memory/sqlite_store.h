@@ -34,6 +34,9 @@ struct SqliteStoreOptions {
   int hnsw_m = 16;
   int hnsw_ef_construction = 200;
   int hnsw_ef_search = 64;
+  // Threads that insert into the vector index when it is built from the table or a batch is written
+  // (0: every core).
+  int index_threads = 0;
   // Below this many candidate vectors a filtered search is exact (a scan), above it it uses the HNSW graph.
   int64_t exact_search_below = 2000;
   Clock* clock = nullptr;  // nullptr → SystemClock() (wall time for created/updated).

@@ -54,6 +54,21 @@ class Encoding {
   size_t Count(std::string_view text) const;
   // Returns the ids of `text` with every special token's text mapped to its id.
   std::vector<Token> EncodeWithSpecialTokens(std::string_view text) const;
+  // Long texts on several threads: `text` is cut at piece boundaries (SplitPoints) into parts of at least
+  // `min_part_bytes`, at most `threads` of them, each encoded on its own thread; the ids are exactly those
+  // of Encode(text) and Count(text).
+  struct Parallel {
+    int threads = 2;
+    size_t min_part_bytes = size_t{1} << 18;
+  };
+  void EncodeTo(std::string_view text, std::vector<Token>* out, Parallel parallel) const;
+  size_t Count(std::string_view text, Parallel parallel) const;
+  // Returns up to `parts` - 1 ascending offsets, each about len/parts from the last, where `text` may be cut
+  // without changing its pieces: just after a '\n' that an ASCII letter follows. No pattern of either encoding
+  // matches across such a place (a piece with letters never starts with a line break, and every piece that
+  // ends in line breaks stops at the first letter), so the pieces of the parts are the pieces of the whole.
+  // Offsets closer than `min_part_bytes` to the previous cut or to the end are not returned.
+  static std::vector<size_t> SplitPoints(std::string_view text, size_t parts, size_t min_part_bytes);
   // Encodes every text; uses up to `threads` threads (1 = the calling thread only).
   std::vector<std::vector<Token>> EncodeBatch(std::span<const std::string_view> texts, int threads) const;
   // Returns the bytes of `tokens` concatenated (they need not form valid UTF-8). An id that is neither a

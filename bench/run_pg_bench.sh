@@ -4,7 +4,8 @@
 # local PostgreSQL 15 (fsync on, synchronous_commit off: like SQLite's WAL with synchronous=NORMAL, a
 # committed write survives a process crash); then find from one and from two store instances (processes)
 # on the same database. Then the cost of committing a 200-message session (phase 1, and phase 2 with a
-# scripted model) into a store of each size, on both backends.
+# scripted model) into a store of each size, on both backends. A new PostgreSQL instance's first find
+# (first_find_ms) is measured with its index loaded from the newest snapshot and built from the table.
 # Usage: bench/run_pg_bench.sh [--commits-only] [N ...]   (default: 10000 100000)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,9 @@ for n in "${sizes[@]}"; do
   if [ $commits_only -eq 0 ]; then
     echo "sqlite:     $("$bin/strata_memory_bench" "$n" "$work/sqlite-$n")"
     echo "postgres:   $("$bin/strata_memory_bench" "$n" "$url")"
+    # A new instance's first find (first_find_ms): its index from the newest snapshot, then from the table.
     echo "postgres, 1 instance:   $(STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url")"
+    echo "postgres, 1 instance, no snapshot: $(STRATA_BENCH_NO_SNAPSHOTS=1 STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url")"
     STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >"$work/i1" &
     STRATA_BENCH_QUERIES_ONLY=1 "$bin/strata_memory_bench" "$n" "$url" >"$work/i2" &
     wait

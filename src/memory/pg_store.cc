@@ -1,8 +1,15 @@
 #include "strata/memory/pg_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <thread>
 #include <set>
 #include <shared_mutex>
 #include <tuple>
@@ -63,6 +70,46 @@ CREATE TABLE store_embedding_cache(key TEXT PRIMARY KEY, vec BYTEA NOT NULL);
 )sql",
     // 2: a directory's leaves in write order (Neighbours).
     "CREATE INDEX store_nodes_by_parent_id ON store_nodes(parent, id);",
+    // 3: snapshots of the vector index, so that a new instance starts warm (docs/formats/postgres.md).
+    R"sql(
+CREATE TABLE store_index_snapshots(
+  id BIGSERIAL PRIMARY KEY,
+  generation BIGINT NOT NULL,
+  model TEXT NOT NULL,
+  dim INTEGER NOT NULL,
+  live BIGINT NOT NULL,
+  bytes BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL);
+CREATE TABLE store_index_snapshot_chunks(
+  snapshot_id BIGINT NOT NULL REFERENCES store_index_snapshots(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  data BYTEA NOT NULL,
+  PRIMARY KEY(snapshot_id, seq));
+)sql",
+};
+
+// A snapshot's graph file is stored in chunks of this many bytes (a bytea value holds at most 1 GB, and
+// smaller rows stream without holding the whole graph twice in memory).
+constexpr size_t kSnapshotChunkBytes = size_t{16} << 20;
+// One instance at a time saves a snapshot of a schema's index.
+constexpr std::string_view kSnapshotLock =
+    "SELECT pg_try_advisory_xact_lock(hashtext('strata index snapshot'), hashtext(current_schema()))";
+
+// A file in the temporary directory, removed when this goes out of scope.
+struct ScratchFile {
+  ScratchFile() {
+    static std::atomic<uint64_t> counter{0};
+    path = (std::filesystem::temp_directory_path() /
+            ("strata-index-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".hnsw"))
+               .string();
+  }
+  ~ScratchFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+  ScratchFile(const ScratchFile&) = delete;  // Owns the file.
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  std::string path;
 };
 
 // The NOTIFY channel that carries each new vector generation, as "<schema> <generation>" (stores of several
@@ -122,6 +169,16 @@ class PgStore final : public ContextStore {
   PgStore(std::string url, PgStoreOptions options) : url_(std::move(url)), options_(std::move(options)) {
     if (options_.clock == nullptr) options_.clock = SystemClock();
   }
+  ~PgStore() override {
+    {
+      std::lock_guard lock(snapshot_mu_);
+      snapshot_stop_ = true;
+    }
+    snapshot_cv_.notify_all();
+    if (snapshot_thread_.joinable()) snapshot_thread_.join();
+  }
+  PgStore(const PgStore&) = delete;  // Owns connections and a thread.
+  PgStore& operator=(const PgStore&) = delete;
 
   Status Open() {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<pg::Conn> conn, pg::Conn::Connect(url_));
@@ -593,8 +650,13 @@ class PgStore final : public ContextStore {
     return RebuildIndexLocked();
   }
 
-  // The index is rebuilt from the database by each instance; nothing to persist.
-  Status Flush() override { return Status::Ok(); }
+  // Waits for a snapshot of the vector index being saved (the only thing an instance keeps for later) and
+  // returns how the last one went.
+  Status Flush() override {
+    std::unique_lock lock(snapshot_mu_);
+    snapshot_cv_.wait(lock, [&] { return !snapshot_due_ && !snapshot_busy_; });
+    return snapshot_status_;
+  }
 
   Result<Stats> GetStats() override {
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
@@ -606,6 +668,8 @@ class PgStore final : public ContextStore {
     STRATA_ASSIGN_OR_RETURN(stats.leaves, r.Int(0, 1));
     STRATA_ASSIGN_OR_RETURN(stats.vectors, r.Int(0, 2));
     STRATA_ASSIGN_OR_RETURN(stats.relations, r.Int(0, 3));
+    auto index_lock = ReadIndex();
+    stats.index_snapshot_generation = snapshot_generation_;
     return stats;
   }
 
@@ -697,6 +761,7 @@ class PgStore final : public ContextStore {
         STRATA_RETURN_IF_ERROR(IndexUpserts(*index_, plan.upserts));
         index_generation_ = plan.generation;
         indexed_through_ = plan.generation;
+        NoteIndexChanges(static_cast<int64_t>(plan.removed.size() + plan.upserts.size()));
       } else if (index_generation_ >= 0) {
         index_generation_ = -2;  // Another instance wrote in between: caught up before the next search.
       }
@@ -1171,7 +1236,17 @@ class PgStore final : public ContextStore {
     }
     if (!sync) return Status::Ok();
     auto index_lock = WriteIndex();
-    if (!index_ || index_generation_ == -1) return RebuildIndexLocked();
+    if (!index_ || index_generation_ == -1) {
+      if (options_.index_snapshots) {
+        Status loaded = LoadSnapshotLocked();
+        if (loaded.ok()) return CatchUpLocked();
+        // No snapshot, or one that cannot be used (then it is replaced after this build): from the table.
+        index_.reset();
+        index_generation_ = -1;
+        snapshot_generation_ = -1;
+      }
+      return RebuildIndexLocked();
+    }
     return CatchUpLocked();
   }
 
@@ -1190,17 +1265,20 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(int64_t id, removed.Int(i, 0));
       index_->Remove(id);
     }
-    STRATA_RETURN_IF_ERROR(LoadVectors(*c, index_generation_, index_.get()));
+    int64_t loaded = 0;
+    STRATA_RETURN_IF_ERROR(LoadVectors(*c, index_generation_, index_.get(), &loaded));
     index_generation_ = generation;
     indexed_through_ = generation;
+    NoteIndexChanges(removed.size() + loaded);
     return txn.Commit();
   }
 
   // Adds the vectors written after generation `after` to `index`.
-  Status LoadVectors(pg::Conn& c, int64_t after, VectorIndex* index) {
+  Status LoadVectors(pg::Conn& c, int64_t after, VectorIndex* index, int64_t* loaded = nullptr) {
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT node_id, vec FROM store_vectors WHERE generation > $1", {after}));
     const size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
     VectorBatch batch(index);
+    if (loaded != nullptr) *loaded = r.size();
     for (int i = 0; i < r.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(int64_t id, r.Int(i, 0));
       STRATA_ASSIGN_OR_RETURN(std::string blob, r.Bytes(i, 1));
@@ -1223,6 +1301,153 @@ class PgStore final : public ContextStore {
     index_ = std::move(index);
     index_generation_ = generation;
     indexed_through_ = generation;
+    // Built whole from the table: the next instance should not have to.
+    if (options_.index_snapshots && index_->size() > 0) RequestSnapshot();
+    return Status::Ok();
+  }
+
+  // ---- Vector index snapshots (docs/formats/postgres.md) ----
+
+  // Counts vectors added, replaced or removed in the index since the newest snapshot; asks for a new one
+  // after options_.snapshot_every of them. index_mu_ held exclusively.
+  void NoteIndexChanges(int64_t n) {
+    changed_since_snapshot_ += n;
+    if (options_.index_snapshots && options_.snapshot_every > 0 && changed_since_snapshot_ >= options_.snapshot_every) {
+      RequestSnapshot();
+    }
+  }
+
+  void RequestSnapshot() {
+    std::lock_guard lock(snapshot_mu_);
+    if (snapshot_stop_) return;
+    snapshot_due_ = true;
+    if (!snapshot_thread_.joinable()) snapshot_thread_ = std::thread([this] { SnapshotLoop(); });
+    snapshot_cv_.notify_all();
+  }
+
+  // Saves a snapshot whenever one is asked for, off the thread that asked (a search must not wait for it).
+  void SnapshotLoop() {
+    std::unique_lock lock(snapshot_mu_);
+    while (true) {
+      snapshot_cv_.wait(lock, [&] { return snapshot_due_ || snapshot_stop_; });
+      if (snapshot_stop_) return;
+      snapshot_due_ = false;
+      snapshot_busy_ = true;
+      lock.unlock();
+      Status saved = SaveSnapshot();
+      lock.lock();
+      snapshot_busy_ = false;
+      snapshot_status_ = saved;
+      snapshot_cv_.notify_all();
+    }
+  }
+
+  // Writes the index as it is now to a scratch file (searches go on; writes wait), then stores it with its
+  // generation in one transaction that also drops the older snapshots. Skipped when another instance is
+  // saving one, or a snapshot at this generation or later exists.
+  Status SaveSnapshot() {
+    ScratchFile file;
+    int64_t generation = -1, live = 0, changes = 0;
+    {
+      auto index_lock = ReadIndex();
+      if (!index_ || index_generation_ < 0) return Status::Ok();  // Nothing consistent to save yet.
+      generation = index_generation_;
+      live = static_cast<int64_t>(index_->size());
+      changes = changed_since_snapshot_;
+      STRATA_RETURN_IF_ERROR(index_->SaveGraph(file.path));
+    }
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(file.path, ec);
+    if (ec) return Status::Internal("vector index snapshot: the scratch file vanished: " + ec.message());
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    pg::Txn txn(*c);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows locked, c->Exec(kSnapshotLock));
+    STRATA_ASSIGN_OR_RETURN(std::string got_lock, locked.Text(0, 0));
+    if (got_lock != "t") return Status::Ok();  // Another instance is saving one.
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows newest,
+        c->Exec("SELECT coalesce(max(generation), -1) FROM store_index_snapshots WHERE model = $1 AND dim = $2",
+                {model_, embedder_->dimension()}));
+    STRATA_ASSIGN_OR_RETURN(int64_t newest_generation, newest.Int(0, 0));
+    if (newest_generation < generation) {
+      STRATA_ASSIGN_OR_RETURN(
+          pg::Rows id_row,
+          c->Exec("INSERT INTO store_index_snapshots(generation, model, dim, live, bytes, created_ms) "
+                  "VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                  {generation, model_, embedder_->dimension(), live, static_cast<int64_t>(bytes), NowMs()}));
+      STRATA_ASSIGN_OR_RETURN(int64_t id, id_row.Int(0, 0));
+      std::ifstream in(file.path, std::ios::binary);
+      std::string chunk(kSnapshotChunkBytes, '\0');
+      uintmax_t sent = 0;
+      for (int seq = 0; sent < bytes; ++seq) {
+        size_t n = static_cast<size_t>(std::min<uintmax_t>(kSnapshotChunkBytes, bytes - sent));
+        if (!in.read(chunk.data(), static_cast<std::streamsize>(n))) {
+          return Status::Internal("vector index snapshot: cannot read the scratch file");
+        }
+        const pg::Param params[] = {id, seq, pg::Param::Binary(chunk.substr(0, n))};
+        STRATA_RETURN_IF_ERROR(
+            c->Exec("INSERT INTO store_index_snapshot_chunks(snapshot_id, seq, data) VALUES ($1, $2, $3)", params)
+                .status());
+        sent += n;
+      }
+      STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_index_snapshots WHERE id <> $1", {id}).status());
+    }
+    STRATA_RETURN_IF_ERROR(txn.Commit());
+    auto index_lock = WriteIndex();
+    changed_since_snapshot_ = std::max<int64_t>(0, changed_since_snapshot_ - changes);
+    return Status::Ok();
+  }
+
+  // Loads the newest snapshot of this model's index into index_ at its generation (the caller then catches
+  // up from the change feed). kNotFound when there is none; kDataLoss when it is damaged. index_mu_ held
+  // exclusively.
+  Status LoadSnapshotLocked() {
+    ScratchFile file;
+    int64_t generation = -1;
+    {
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      pg::Txn txn(*c);
+      STRATA_RETURN_IF_ERROR(txn.Begin());
+      STRATA_RETURN_IF_ERROR(c->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+      STRATA_ASSIGN_OR_RETURN(
+          pg::Rows head, c->Exec("SELECT id, generation, bytes FROM store_index_snapshots WHERE model = $1 AND "
+                                 "dim = $2 ORDER BY generation DESC LIMIT 1",
+                                 {model_, embedder_->dimension()}));
+      if (head.size() == 0) return Status::NotFound("no snapshot of the vector index");
+      STRATA_ASSIGN_OR_RETURN(int64_t id, head.Int(0, 0));
+      STRATA_ASSIGN_OR_RETURN(generation, head.Int(0, 1));
+      STRATA_ASSIGN_OR_RETURN(int64_t bytes, head.Int(0, 2));
+      STRATA_ASSIGN_OR_RETURN(int64_t current, ReadGeneration(*c));
+      if (generation > current) {
+        return Status::DataLoss("vector index snapshot " + std::to_string(id) + " is of generation " +
+                                std::to_string(generation) + ", past the database's " + std::to_string(current));
+      }
+      std::ofstream out(file.path, std::ios::binary | std::ios::trunc);
+      int64_t got = 0;
+      for (int seq = 0; got < bytes; ++seq) {
+        const pg::Param params[] = {id, seq};
+        STRATA_ASSIGN_OR_RETURN(
+            pg::Rows r, c->ExecBinary("SELECT data FROM store_index_snapshot_chunks WHERE snapshot_id = $1 AND seq = $2",
+                                      params));
+        if (r.size() == 0) break;
+        STRATA_ASSIGN_OR_RETURN(std::string_view data, r.Raw(0, 0));
+        out.write(data.data(), static_cast<std::streamsize>(data.size()));
+        got += static_cast<int64_t>(data.size());
+      }
+      out.close();
+      if (!out || got != bytes) {
+        return Status::DataLoss("vector index snapshot " + std::to_string(id) + " holds " + std::to_string(got) +
+                                " of its " + std::to_string(bytes) + " bytes");
+      }
+      STRATA_RETURN_IF_ERROR(txn.Commit());
+    }
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<VectorIndex> index, VectorIndex::LoadGraph(file.path, IndexParams()));
+    index_ = std::move(index);
+    index_generation_ = generation;
+    indexed_through_ = generation;
+    snapshot_generation_ = generation;
+    changed_since_snapshot_ = 0;
     return Status::Ok();
   }
 
@@ -1252,6 +1477,19 @@ class PgStore final : public ContextStore {
   // index is caught up from indexed_through_ (the last generation it had fully applied).
   int64_t index_generation_ = -1;
   int64_t indexed_through_ = -1;
+  // The snapshot index_ was loaded from (-1: built from the table); vectors changed in index_ since the
+  // newest snapshot. Guarded by index_mu_.
+  int64_t snapshot_generation_ = -1;
+  int64_t changed_since_snapshot_ = 0;
+
+  // The thread that saves snapshots, started on the first request.
+  std::mutex snapshot_mu_;
+  std::condition_variable snapshot_cv_;
+  bool snapshot_due_ = false;   // Guarded by snapshot_mu_.
+  bool snapshot_busy_ = false;  // Guarded by snapshot_mu_.
+  bool snapshot_stop_ = false;  // Guarded by snapshot_mu_.
+  Status snapshot_status_;      // The last save's. Guarded by snapshot_mu_.
+  std::thread snapshot_thread_;
 
   QueryVectorCache query_cache_;
 };

@@ -83,6 +83,15 @@ class DotSpace : public hnswlib::SpaceInterface<float> {
   hnswlib::DISTFUNC<float> dist_;
 };
 
+// hnswlib 0.6.2's loading constructor leaves num_deleted_ uninitialised and then adds the deleted elements
+// it reads to it: count them again. Returns the count.
+size_t RecountDeleted(hnswlib::HierarchicalNSW<float>& graph) {
+  size_t deleted = 0;
+  for (size_t i = 0; i < graph.cur_element_count; ++i) deleted += graph.isMarkedDeleted(static_cast<hnswlib::tableint>(i));
+  graph.num_deleted_ = deleted;
+  return deleted;
+}
+
 }  // namespace
 
 struct VectorIndex::Impl {
@@ -222,6 +231,41 @@ Result<std::vector<std::pair<int64_t, float>>> VectorIndex::Search(const float* 
   return out;
 }
 
+Status VectorIndex::SaveGraph(const std::string& path) const {
+  try {
+    impl_->graph->saveIndex(path);
+  } catch (const std::exception& e) {
+    return Status::Internal("vector index save " + path + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<VectorIndex>> VectorIndex::LoadGraph(const std::string& path, VectorIndexParams params) {
+  std::error_code ec;
+  uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec) return Status::NotFound("vector index " + path + " is missing");
+  auto index = std::make_unique<VectorIndex>(params);
+  try {
+    // hnswlib takes the vector size from the space, not the file: a graph saved with another dimension
+    // shows as an element layout that does not add up.
+    auto graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(&index->impl_->space, path, false, 0);
+    const size_t want_data = static_cast<size_t>(params.dim) * sizeof(float);
+    if (graph->data_size_ != want_data || graph->offsetData_ != graph->size_links_level0_ ||
+        graph->label_offset_ != graph->size_links_level0_ + want_data ||
+        graph->size_data_per_element_ != graph->size_links_level0_ + want_data + sizeof(hnswlib::labeltype) ||
+        graph->cur_element_count * graph->size_data_per_element_ > bytes) {
+      return Status::DataLoss("vector index " + path + " is not a graph of " + std::to_string(params.dim) +
+                              " dimensions");
+    }
+    graph->setEf(static_cast<size_t>(params.ef_search));
+    index->live_ = graph->cur_element_count - RecountDeleted(*graph);
+    index->impl_->graph = std::move(graph);
+  } catch (const std::exception& e) {
+    return Status::DataLoss("vector index " + path + ": " + e.what());
+  }
+  return index;
+}
+
 Status VectorIndex::Save(const std::string& path, int64_t generation, const std::string& model) const {
   std::error_code ec;
   std::filesystem::remove(path + ".meta", ec);
@@ -263,6 +307,7 @@ Result<std::unique_ptr<VectorIndex>> VectorIndex::Load(const std::string& path, 
   try {
     index->impl_->graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(&index->impl_->space, path, false, 0);
     index->impl_->graph->setEf(static_cast<size_t>(params.ef_search));
+    RecountDeleted(*index->impl_->graph);
   } catch (const std::exception& e) {
     return Status::DataLoss("vector index " + path + ": " + e.what());
   }

@@ -51,6 +51,11 @@ class VectorIndex {
   // Writes the graph to `path` (via a temporary file and rename) and `path`.meta with the generation and
   // model; the meta file is removed first so a crash in between reads as stale.
   Status Save(const std::string& path, int64_t generation, const std::string& model) const;
+  // Writes only the graph to `path` (hnswlib's format), and reads such a file back: the PostgreSQL store
+  // keeps these in the database as snapshots (docs/formats/postgres.md). LoadGraph is kDataLoss when the
+  // file is not a graph of `params.dim` dimensions.
+  Status SaveGraph(const std::string& path) const;
+  static Result<std::unique_ptr<VectorIndex>> LoadGraph(const std::string& path, VectorIndexParams params);
   // Loads an index saved for exactly `generation` and `model`; kNotFound when missing, kFailedPrecondition
   // when stale, kDataLoss when unreadable.
   static Result<std::unique_ptr<VectorIndex>> Load(const std::string& path, int64_t generation,

@@ -106,6 +106,15 @@ Result<std::string> Rows::Text(int row, int col) const {
   return std::string(PQgetvalue(result_, row, col), static_cast<size_t>(PQgetlength(result_, row, col)));
 }
 
+Result<std::string_view> Rows::Raw(int row, int col) const {
+  STRATA_RETURN_IF_ERROR(Check(row, col));
+  if (PQgetisnull(result_, row, col) != 0) {
+    const char* name = PQfname(result_, col);
+    return Status::DataLoss("postgres: " + statement_ + ": column " + (name ? name : "?") + " is NULL");
+  }
+  return std::string_view(PQgetvalue(result_, row, col), static_cast<size_t>(PQgetlength(result_, row, col)));
+}
+
 Result<int64_t> Rows::Int(int row, int col) const {
   STRATA_RETURN_IF_ERROR(Check(row, col));
   const char* name = PQfname(result_, col);
@@ -280,22 +289,32 @@ Result<Rows> Conn::Exec(std::string_view sql, std::initializer_list<Param> param
   return Exec(sql, std::span<const Param>(params.begin(), params.size()));
 }
 
-Result<Rows> Conn::Exec(std::string_view sql, std::span<const Param> params) {
+Result<Rows> Conn::Exec(std::string_view sql, std::span<const Param> params) { return Run(sql, params, 0); }
+
+Result<Rows> Conn::ExecBinary(std::string_view sql, std::span<const Param> params) { return Run(sql, params, 1); }
+
+Result<Rows> Conn::Run(std::string_view sql, std::span<const Param> params, int result_format) {
   STRATA_RETURN_IF_ERROR(Ensure());
   std::vector<const char*> values;
+  std::vector<int> lengths, formats;
   values.reserve(params.size());
+  bool any_binary = false;
   for (size_t i = 0; i < params.size(); ++i) {
     const Param& p = params[i];
     // A text parameter ends at its first NUL: refuse it rather than store less than was given.
-    if (p.value() && p.value()->find('\0') != std::string::npos) {
+    if (!p.binary() && p.value() && p.value()->find('\0') != std::string::npos) {
       return Status::InvalidArgument("postgres: " + Head(sql) + ": parameter $" + std::to_string(i + 1) +
                                      " contains a NUL character, which PostgreSQL text cannot hold");
     }
-    values.push_back(p.value() ? p.value()->c_str() : nullptr);
+    values.push_back(p.value() ? p.value()->data() : nullptr);
+    lengths.push_back(p.value() ? static_cast<int>(p.value()->size()) : 0);
+    formats.push_back(p.binary() ? 1 : 0);
+    any_binary = any_binary || p.binary();
   }
   std::string text(sql);
   pg_result* result = PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                                   nullptr, nullptr, 0);
+                                   any_binary ? lengths.data() : nullptr, any_binary ? formats.data() : nullptr,
+                                   result_format);
   ExecStatusType status = result == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(result);
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return Fail(result, sql);
   return Rows(result, Head(sql));

@@ -981,6 +981,16 @@ TEST_P(StoreCrash, KilledAtAnyPointTheStoreStaysConsistentAndKeepsCommittedWrite
 
 // Two instances on one database: each sees the other's writes at once, and its vector index follows the
 // other's vector changes (LISTEN/NOTIFY and the generation), also after changes it did not hear about.
+// The URI of the vector nearest to `text` in `store` ("" when none).
+std::string NearestUri(ContextStore &store, const std::string &text) {
+  auto q = store.EmbedTexts(std::vector<std::string>{text});
+  EXPECT_OK(q);
+  if (!q.ok()) return "";
+  auto hits = store.VectorNeighbours((*q)[0], {}, 1);
+  EXPECT_OK(hits);
+  return hits.ok() && !hits->empty() ? (*hits)[0].uri.str() : "";
+}
+
 TEST(PgStore, TwoInstancesShareOneStoreAndKeepTheirVectorIndexesCurrent) {
   auto url = testing::NewPostgresDatabase();
   ASSERT_OK(url);
@@ -989,23 +999,16 @@ TEST(PgStore, TwoInstancesShareOneStoreAndKeepTheirVectorIndexesCurrent) {
   auto b = OpenPgStore(*url, {.embedder = embedder, .exact_search_below = 0});
   ASSERT_OK(a);
   ASSERT_OK(b);
-  auto nearest = [&](ContextStore &store, const std::string &text) -> std::string {
-    auto q = store.EmbedTexts(std::vector<std::string>{text});
-    EXPECT_OK(q);
-    auto hits = store.VectorNeighbours((*q)[0], {}, 1);
-    EXPECT_OK(hits);
-    return hits.ok() && !hits->empty() ? (*hits)[0].uri.str() : "";
-  };
   for (int i = 0; i < 20; ++i) {
     ASSERT_OK((*a)->Write(U("strata://resources/a/n" + std::to_string(i)), "shared note number " + std::to_string(i)));
   }
-  EXPECT_EQ(nearest(**b, "shared note number 7"), "strata://resources/a/n7");  // b builds its index.
+  EXPECT_EQ(NearestUri(**b, "shared note number 7"), "strata://resources/a/n7");  // b builds its index.
   ASSERT_OK((*a)->Write(U("strata://resources/a/late"), "a pangolin arrived late"));
-  EXPECT_EQ(nearest(**b, "a pangolin arrived late"), "strata://resources/a/late");  // Caught up by notification.
+  EXPECT_EQ(NearestUri(**b, "a pangolin arrived late"), "strata://resources/a/late");  // Caught up by notification.
   ASSERT_OK((*b)->Write(U("strata://resources/b/own"), "an okapi of b's own"));
-  EXPECT_EQ(nearest(**a, "an okapi of b's own"), "strata://resources/b/own");
+  EXPECT_EQ(NearestUri(**a, "an okapi of b's own"), "strata://resources/b/own");
   ASSERT_OK((*a)->Remove(U("strata://resources/a/late"), false));
-  EXPECT_NE(nearest(**b, "a pangolin arrived late"), "strata://resources/a/late");
+  EXPECT_NE(NearestUri(**b, "a pangolin arrived late"), "strata://resources/a/late");
   auto lex = (*b)->Lexical("pangolin", {}, 5);
   ASSERT_OK(lex);
   EXPECT_TRUE(lex->empty());
@@ -1013,13 +1016,91 @@ TEST(PgStore, TwoInstancesShareOneStoreAndKeepTheirVectorIndexesCurrent) {
   for (int i = 0; i < 10; ++i) {
     ASSERT_OK((i % 2 ? *a : *b)->Write(U("strata://resources/mix/n" + std::to_string(i)), "mixed " + std::to_string(i)));
   }
-  EXPECT_EQ(nearest(**a, "mixed 4"), "strata://resources/mix/n4");
-  EXPECT_EQ(nearest(**b, "mixed 5"), "strata://resources/mix/n5");
+  EXPECT_EQ(NearestUri(**a, "mixed 4"), "strata://resources/mix/n4");
+  EXPECT_EQ(NearestUri(**b, "mixed 5"), "strata://resources/mix/n5");
   for (auto *store : {&*a, &*b}) {
     auto problems = (*store)->Check();
     ASSERT_OK(problems);
     EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
   }
+}
+
+// Issue 31: a new instance starts from the newest snapshot of the vector index kept in the database and
+// catches up from the change feed; a damaged snapshot is not used (the index is built from the table and
+// the snapshot replaced).
+TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(64));
+  PgStoreOptions options{.embedder = embedder, .exact_search_below = 0, .snapshot_every = 1000000};
+  auto snapshot_rows = [&]() -> std::vector<int64_t> {  // Generations of the snapshots kept.
+    auto conn = pg::Conn::Connect(*url);
+    EXPECT_OK(conn);
+    auto r = (*conn)->Exec("SELECT generation FROM store_index_snapshots ORDER BY generation");
+    EXPECT_OK(r);
+    std::vector<int64_t> out;
+    for (int i = 0; r.ok() && i < r->size(); ++i) out.push_back(*r->Int(i, 0));
+    return out;
+  };
+  auto a = OpenPgStore(*url, options);
+  ASSERT_OK(a);
+  std::vector<std::pair<Uri, std::string>> batch;
+  for (int i = 0; i < 300; ++i) batch.emplace_back(U("strata://resources/s/n" + std::to_string(i)), "snapshot note " + std::to_string(i));
+  ASSERT_OK((*a)->WriteBatch(batch, {}));
+  EXPECT_TRUE(snapshot_rows().empty());
+  EXPECT_EQ(NearestUri(**a, "snapshot note 42"), "strata://resources/s/n42");  // a builds its index from the table,
+  ASSERT_OK((*a)->Flush());                                                // and saves it.
+  std::vector<int64_t> saved = snapshot_rows();
+  ASSERT_EQ(saved.size(), 1u);
+  // After the snapshot: a new leaf, a removed one, a changed one.
+  ASSERT_OK((*a)->Write(U("strata://resources/s/late"), "a pangolin arrived after the snapshot"));
+  ASSERT_OK((*a)->Remove(U("strata://resources/s/n7"), false));
+  ASSERT_OK((*a)->Write(U("strata://resources/s/n8"), "an okapi replaced note eight"));
+
+  auto b = OpenPgStore(*url, options);
+  ASSERT_OK(b);
+  EXPECT_EQ(NearestUri(**b, "a pangolin arrived after the snapshot"), "strata://resources/s/late");
+  auto stats = (*b)->GetStats();
+  ASSERT_OK(stats);
+  EXPECT_EQ(stats->index_snapshot_generation, saved[0]);
+  EXPECT_NE(NearestUri(**b, "snapshot note 7"), "strata://resources/s/n7");
+  EXPECT_EQ(NearestUri(**b, "an okapi replaced note eight"), "strata://resources/s/n8");
+  EXPECT_EQ(NearestUri(**b, "snapshot note 123"), "strata://resources/s/n123");
+  auto problems = (*b)->Check();
+  ASSERT_OK(problems);
+  EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
+  ASSERT_OK((*b)->Flush());
+  EXPECT_EQ(snapshot_rows(), saved) << "loading a snapshot does not save another";
+
+  // A damaged snapshot: the next instance builds from the table, answers the same, and replaces it.
+  {
+    auto conn = pg::Conn::Connect(*url);
+    ASSERT_OK(conn);
+    ASSERT_OK((*conn)->Exec("UPDATE store_index_snapshot_chunks SET data = 'not a graph'"));
+  }
+  auto c = OpenPgStore(*url, options);
+  ASSERT_OK(c);
+  EXPECT_EQ(NearestUri(**c, "a pangolin arrived after the snapshot"), "strata://resources/s/late");
+  stats = (*c)->GetStats();
+  ASSERT_OK(stats);
+  EXPECT_EQ(stats->index_snapshot_generation, -1);
+  ASSERT_OK((*c)->Flush());
+  std::vector<int64_t> replaced = snapshot_rows();
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_GT(replaced[0], saved[0]);
+  problems = (*c)->Check();
+  ASSERT_OK(problems);
+  EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
+
+  // Without snapshots nothing is saved or loaded.
+  PgStoreOptions off = options;
+  off.index_snapshots = false;
+  auto d = OpenPgStore(*url, off);
+  ASSERT_OK(d);
+  EXPECT_EQ(NearestUri(**d, "snapshot note 42"), "strata://resources/s/n42");
+  stats = (*d)->GetStats();
+  ASSERT_OK(stats);
+  EXPECT_EQ(stats->index_snapshot_generation, -1);
 }
 
 TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {

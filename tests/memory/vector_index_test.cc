@@ -82,6 +82,42 @@ TEST_P(VectorIndexTest, BatchOnThreadsMeansWhatUpsertsOneAtATimeMean) {
   EXPECT_GE(self_first, static_cast<int>(truth.size() * 99 / 100));
 }
 
+// The graph alone (what PostgreSQL keeps as a snapshot) reads back with its live count, deletions
+// included; a graph of another dimension, or bytes that are no graph, are refused.
+TEST_P(VectorIndexTest, AGraphSavedAloneLoadsBackAndAnotherDimensionIsRefused) {
+  const int dim = GetParam();
+  testing::TempDir dir;
+  std::mt19937 rng(9);
+  VectorIndexParams params{.dim = dim, .m = 8, .ef_construction = 32, .ef_search = 32};
+  VectorIndex index(params);
+  std::vector<std::vector<float>> vectors;
+  for (int64_t id = 0; id < 100; ++id) {
+    vectors.push_back(RandomUnit(rng, dim));
+    ASSERT_OK(index.Upsert(id, vectors.back().data()));
+  }
+  for (int64_t id = 0; id < 10; ++id) index.Remove(id);
+  const std::string path = dir.File("graph.hnsw");
+  ASSERT_OK(index.SaveGraph(path));
+  auto loaded = VectorIndex::LoadGraph(path, params);
+  ASSERT_OK(loaded);
+  EXPECT_EQ((*loaded)->size(), 90u);
+  auto hits = (*loaded)->Search(vectors[50].data(), 1);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].first, 50);
+  std::vector<float> out(static_cast<size_t>(dim));
+  EXPECT_FALSE((*loaded)->Get(3, out.data()));  // Removed before the save.
+  (*loaded)->Remove(60);
+  EXPECT_EQ((*loaded)->size(), 89u);
+
+  VectorIndexParams other = params;
+  other.dim = dim + 16;
+  EXPECT_EQ(VectorIndex::LoadGraph(path, other).status().code(), StatusCode::kDataLoss);
+  testing::WriteFileOrDie(dir.File("junk.hnsw"), "not a graph");
+  EXPECT_EQ(VectorIndex::LoadGraph(dir.File("junk.hnsw"), params).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(VectorIndex::LoadGraph(dir.File("missing.hnsw"), params).status().code(), StatusCode::kNotFound);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dimensions, VectorIndexTest, ::testing::Values(384, 37));
 
 }  // namespace

@@ -42,6 +42,12 @@ struct PgStoreOptions {
   int64_t exact_search_below = 2000;
   Clock* clock = nullptr;  // nullptr → SystemClock().
   size_t max_idle_connections = 8;
+  // Snapshots of the vector index kept in the database (docs/formats/postgres.md): an instance whose index
+  // is not built yet loads the newest and catches up from the change feed instead of building it from the
+  // table. An instance saves one (in the background; Flush waits for it) after building its index from the
+  // table, and after `snapshot_every` vectors changed since the newest.
+  bool index_snapshots = true;
+  int64_t snapshot_every = 50000;
 };
 
 // Opens the store in the PostgreSQL database at `url` (postgres://…), creating or upgrading its tables.

@@ -170,8 +170,12 @@ class ContextStore {
   virtual Status Reindex() = 0;
   // Persists the vector index.
   virtual Status Flush() = 0;
-  // Counts of nodes, leaves, vectors and relations.
-  struct Stats { int64_t nodes = 0, leaves = 0, vectors = 0, relations = 0; };
+  // Counts of nodes, leaves, vectors and relations; on PostgreSQL also the generation of the snapshot this
+  // instance's vector index was loaded from (-1: built from the table, or not built yet).
+  struct Stats {
+    int64_t nodes = 0, leaves = 0, vectors = 0, relations = 0;
+    int64_t index_snapshot_generation = -1;
+  };
   virtual Result<Stats> GetStats() = 0;
 };
 

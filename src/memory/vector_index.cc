@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+// hnswlib 0.6.2's SSE code prefetches one element past the end of a full upper-layer neighbour list (a
+// heap over-read ASan reports once a graph has full lists above layer 0); without it hnswlib is plain C++,
+// and the distance it would have vectorised is ours below (SSE, AVX2 or AVX-512, chosen at run time).
+#define NO_MANUAL_VECTORIZATION
 #include <hnswlib/hnswlib.h>
 #include <immintrin.h>
 
@@ -60,17 +64,35 @@ __attribute__((target("avx2,fma"))) float DotDistanceAvx2(const void* a, const v
   return 1.0f - sum;
 }
 
-// hnswlib's inner-product space with the distance function above when the CPU has AVX2 or AVX-512.
+// SSE2, which every x86-64 CPU has.
+float DotDistanceSse(const void* a, const void* b, const void* dim_ptr) {
+  const float* x = static_cast<const float*>(a);
+  const float* y = static_cast<const float*>(b);
+  size_t dim = *static_cast<const size_t*>(dim_ptr);
+  __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= dim; i += 8) {
+    s0 = _mm_add_ps(s0, _mm_mul_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(y + i)));
+    s1 = _mm_add_ps(s1, _mm_mul_ps(_mm_loadu_ps(x + i + 4), _mm_loadu_ps(y + i + 4)));
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, _mm_add_ps(s0, s1));
+  float sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < dim; ++i) sum += x[i] * y[i];
+  return 1.0f - sum;
+}
+
+// hnswlib's inner-product space with the widest distance function above that the CPU runs.
 class DotSpace : public hnswlib::SpaceInterface<float> {
  public:
-  explicit DotSpace(size_t dim) : fallback_(dim), dim_(dim) {
+  explicit DotSpace(size_t dim) : dim_(dim) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) {
       dist_ = DotDistanceAvx512;
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       dist_ = DotDistanceAvx2;
     } else {
-      dist_ = fallback_.get_dist_func();
+      dist_ = DotDistanceSse;
     }
   }
   size_t get_data_size() override { return dim_ * sizeof(float); }
@@ -78,7 +100,6 @@ class DotSpace : public hnswlib::SpaceInterface<float> {
   void* get_dist_func_param() override { return &dim_; }
 
  private:
-  hnswlib::InnerProductSpace fallback_;
   size_t dim_;
   hnswlib::DISTFUNC<float> dist_;
 };
@@ -93,6 +114,14 @@ size_t RecountDeleted(hnswlib::HierarchicalNSW<float>& graph) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, float>> DotDistanceByKernel(const float* a, const float* b, size_t dim) {
+  std::vector<std::pair<std::string, float>> out = {{"sse", DotDistanceSse(a, b, &dim)}};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.emplace_back("avx2", DotDistanceAvx2(a, b, &dim));
+  if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", DotDistanceAvx512(a, b, &dim));
+  return out;
+}
 
 struct VectorIndex::Impl {
   explicit Impl(int dim) : space(static_cast<size_t>(dim)) {}

@@ -68,6 +68,9 @@ class VectorIndex {
   size_t live_ = 0;
 };
 
+// 1 − a·b by each distance kernel this CPU can run ("sse", "avx2", "avx512"), for the tests.
+std::vector<std::pair<std::string, float>> DotDistanceByKernel(const float* a, const float* b, size_t dim);
+
 // Vectors gathered for VectorIndex::UpsertBatch and inserted `batch` at a time: rebuilding from a table
 // streams its rows through one of these without holding them all.
 class VectorBatch {

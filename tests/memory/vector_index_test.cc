@@ -30,6 +30,23 @@ float Dot(const std::vector<float>& a, const std::vector<float>& b) {
   return static_cast<float>(s);
 }
 
+// Every distance kernel this CPU runs is 1 − the dot product, for every length (the tails included).
+TEST(VectorDistanceTest, EveryKernelIsOneMinusTheDotProduct) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> value(-1, 1);
+  size_t kernels = 0;
+  for (size_t dim = 1; dim <= 100; ++dim) {
+    std::vector<float> a(dim), b(dim);
+    for (size_t i = 0; i < dim; ++i) a[i] = value(rng), b[i] = value(rng);
+    double dot = 0;
+    for (size_t i = 0; i < dim; ++i) dot += static_cast<double>(a[i]) * b[i];
+    auto by_kernel = DotDistanceByKernel(a.data(), b.data(), dim);
+    kernels = std::max(kernels, by_kernel.size());
+    for (const auto& [name, distance] : by_kernel) EXPECT_NEAR(distance, 1.0 - dot, 1e-4) << name << ", dim " << dim;
+  }
+  EXPECT_GE(kernels, 1u);
+}
+
 // A dimension that is not a multiple of any vector width exercises the tails too.
 class VectorIndexTest : public ::testing::TestWithParam<int> {};
 

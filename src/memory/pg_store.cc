@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <set>
 #include <shared_mutex>
@@ -1320,8 +1321,15 @@ class PgStore final : public ContextStore {
   void RequestSnapshot() {
     std::lock_guard lock(snapshot_mu_);
     if (snapshot_stop_) return;
+    if (!snapshot_thread_.joinable()) {
+      try {
+        snapshot_thread_ = std::thread([this] { SnapshotLoop(); });
+      } catch (const std::system_error& e) {
+        snapshot_status_ = Status::ResourceExhausted(std::string("vector index snapshot: no thread: ") + e.what());
+        return;  // Asked again after the next build or changes.
+      }
+    }
     snapshot_due_ = true;
-    if (!snapshot_thread_.joinable()) snapshot_thread_ = std::thread([this] { SnapshotLoop(); });
     snapshot_cv_.notify_all();
   }
 

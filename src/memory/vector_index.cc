@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <cstdio>
@@ -197,7 +198,11 @@ Status VectorIndex::UpsertBatch(std::span<const int64_t> ids, const float* vecto
   int threads = params_.threads > 0 ? params_.threads : static_cast<int>(std::thread::hardware_concurrency());
   size_t n_threads = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, 1 + fresh.size() / 256);
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  try {
+    for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started and this one share the rest.
+  }
   work();
   for (std::thread& t : pool) t.join();
   // Every id inserted counts as live, also when a sibling failed: they are in the graph.

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <queue>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -1053,7 +1054,12 @@ void ForEachPart(std::string_view text, const std::vector<size_t>& cuts, Work wo
   for (size_t i = 1; i <= cuts.size(); ++i) {
     size_t begin = cuts[i - 1];
     size_t end = i < cuts.size() ? cuts[i] : text.size();
-    pool.emplace_back([&work, i, text, begin, end] { work(i, text.substr(begin, end - begin)); });
+    auto part = [&work, i, text, begin, end] { work(i, text.substr(begin, end - begin)); };
+    try {
+      pool.emplace_back(part);
+    } catch (const std::system_error&) {
+      part();  // No thread to be had: this one does the part.
+    }
   }
   work(0, text.substr(0, cuts.empty() ? text.size() : cuts[0]));
   for (std::thread& t : pool) t.join();
@@ -1127,7 +1133,11 @@ std::vector<std::vector<Token>> Encoding::EncodeBatch(std::span<const std::strin
     for (size_t i = next++; i < texts.size(); i = next++) out[i] = Encode(texts[i]);
   };
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  try {
+    for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started and this one share the rest.
+  }
   work();
   for (std::thread& t : pool) t.join();
   return out;

@@ -1,5 +1,7 @@
 #include "vector_index.h"
 
+#include <pthread.h>
+
 #include <cstring>
 
 // hnswlib 0.6.2's SSE code prefetches one element past the end of a full upper-layer neighbour list (a
@@ -114,6 +116,58 @@ size_t RecountDeleted(hnswlib::HierarchicalNSW<float>& graph) {
   return deleted;
 }
 
+// hnswlib's locks are std::mutex, whose destructor does nothing, so ThreadSanitizer never learns that
+// a graph's locks died with it; their lock-order history outlives them and is blamed on the next graph
+// that reuses the memory. Under TSan, tell it (pthread_mutex_destroy on an unlocked mutex) before the
+// memory goes; elsewhere this is nothing.
+void ForgetLocks([[maybe_unused]] std::vector<std::mutex>& locks) {
+#if defined(__SANITIZE_THREAD__)
+  for (std::mutex& m : locks) pthread_mutex_destroy(m.native_handle());
+#endif
+}
+
+#if defined(__SANITIZE_THREAD__)
+// VisitedListPool's mutex is private: reached through a mirror of its layout (ThreadSanitizer builds only;
+// the size check stops a hnswlib whose layout differs).
+struct VisitedListPoolLayout {
+  std::deque<hnswlib::VisitedList*> pool;
+  std::mutex poolguard;
+  int numelements;
+};
+static_assert(sizeof(VisitedListPoolLayout) == sizeof(hnswlib::VisitedListPool));
+void ForgetPoolLock(hnswlib::VisitedListPool* pool) {
+  if (pool != nullptr) pthread_mutex_destroy(reinterpret_cast<VisitedListPoolLayout*>(pool)->poolguard.native_handle());
+}
+#endif
+
+void ForgetGraphLocks([[maybe_unused]] hnswlib::HierarchicalNSW<float>* graph) {
+#if defined(__SANITIZE_THREAD__)
+  if (graph == nullptr) return;
+  ForgetLocks(graph->link_list_locks_);
+  ForgetLocks(graph->link_list_update_locks_);
+  pthread_mutex_destroy(graph->global.native_handle());
+  pthread_mutex_destroy(graph->cur_element_count_guard_.native_handle());
+  ForgetPoolLock(graph->visited_list_pool_);
+#endif
+}
+
+struct GraphDeleter {
+  void operator()(hnswlib::HierarchicalNSW<float>* graph) const {
+    ForgetGraphLocks(graph);
+    delete graph;
+  }
+};
+using Graph = std::unique_ptr<hnswlib::HierarchicalNSW<float>, GraphDeleter>;
+
+// hnswlib's resizeIndex replaces the per-element locks and the visited-list pool.
+void Resize(hnswlib::HierarchicalNSW<float>& graph, size_t max_elements) {
+  ForgetLocks(graph.link_list_locks_);
+#if defined(__SANITIZE_THREAD__)
+  ForgetPoolLock(graph.visited_list_pool_);
+#endif
+  graph.resizeIndex(max_elements);
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, float>> DotDistanceByKernel(const float* a, const float* b, size_t dim) {
@@ -127,12 +181,12 @@ std::vector<std::pair<std::string, float>> DotDistanceByKernel(const float* a, c
 struct VectorIndex::Impl {
   explicit Impl(int dim) : space(static_cast<size_t>(dim)) {}
   DotSpace space;
-  std::unique_ptr<hnswlib::HierarchicalNSW<float>> graph;
+  Graph graph;
 };
 
 VectorIndex::VectorIndex(VectorIndexParams params) : params_(params), impl_(std::make_unique<Impl>(params.dim)) {
-  impl_->graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(
-      &impl_->space, 1024, static_cast<size_t>(params.m), static_cast<size_t>(params.ef_construction));
+  impl_->graph = Graph(new hnswlib::HierarchicalNSW<float>(&impl_->space, 1024, static_cast<size_t>(params.m),
+                                                           static_cast<size_t>(params.ef_construction)));
   impl_->graph->setEf(static_cast<size_t>(params.ef_search));
 }
 
@@ -144,7 +198,7 @@ Status VectorIndex::Upsert(int64_t id, const float* v) {
     bool existed = g.label_lookup_.count(static_cast<hnswlib::labeltype>(id)) != 0;
     bool was_deleted = existed && g.isMarkedDeleted(g.label_lookup_[static_cast<hnswlib::labeltype>(id)]);
     // A graph loaded from an empty file has capacity 0, and resizeIndex(0) would free its storage.
-    if (!existed && g.cur_element_count >= g.max_elements_) g.resizeIndex(std::max<size_t>(1024, g.max_elements_ * 2));
+    if (!existed && g.cur_element_count >= g.max_elements_) Resize(g, std::max<size_t>(1024, g.max_elements_ * 2));
     g.addPoint(v, static_cast<hnswlib::labeltype>(id));
     if (!existed || was_deleted) ++live_;
   } catch (const std::exception& e) {
@@ -175,7 +229,7 @@ Status VectorIndex::UpsertBatch(std::span<const int64_t> ids, const float* vecto
   if (fresh.empty()) return Status::Ok();
   try {
     if (g.cur_element_count + fresh.size() > g.max_elements_) {
-      g.resizeIndex(std::max(g.cur_element_count + fresh.size(), g.max_elements_ + g.max_elements_ / 2));
+      Resize(g, std::max(g.cur_element_count + fresh.size(), g.max_elements_ + g.max_elements_ / 2));
     }
   } catch (const std::exception& e) {
     return Status::ResourceExhausted(std::string("vector index: cannot grow: ") + e.what());
@@ -274,15 +328,59 @@ Status VectorIndex::SaveGraph(const std::string& path) const {
   return Status::Ok();
 }
 
+namespace {
+
+// Checks the header of a graph file written by hnswlib 0.6.2's saveIndex against `dim` and the file's size
+// before hnswlib reads it: hnswlib trusts the sizes it reads, and its exceptions are kept for what cannot
+// be seen from the header (an exception unwinding through instrumented frames also confuses
+// ThreadSanitizer's stacks).
+Status CheckGraphFile(const std::string& path, int dim) {
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec) return Status::NotFound("vector index " + path + " is missing");
+  struct Header {
+    uint64_t offset_level0, max_elements, cur_elements, size_per_element, label_offset, offset_data;
+    int32_t max_level;
+    uint32_t enterpoint;
+    uint64_t max_m, max_m0, m;
+    double mult;
+    uint64_t ef_construction;
+  } h{};
+  static_assert(sizeof(Header) == 96);
+  std::ifstream in(path, std::ios::binary);
+  auto bad = [&](const std::string& why) {
+    return Status::DataLoss("vector index " + path + " is not a graph of " + std::to_string(dim) +
+                            " dimensions: " + why);
+  };
+  if (bytes < sizeof(Header) || !in.read(reinterpret_cast<char*>(&h), sizeof h)) return bad("too short");
+  const uint64_t links0 = h.max_m0 * sizeof(hnswlib::tableint) + sizeof(hnswlib::linklistsizeint);
+  const uint64_t data = static_cast<uint64_t>(dim) * sizeof(float);
+  if (h.m < 2 || h.m > 4096 || h.max_m0 < h.m || h.max_m0 > 8192 || h.max_m != h.m) return bad("bad degree");
+  if (h.offset_level0 != 0 || h.offset_data != links0 || h.label_offset != links0 + data ||
+      h.size_per_element != links0 + data + sizeof(hnswlib::labeltype)) {
+    return bad("element layout");
+  }
+  if (h.cur_elements > (bytes - sizeof(Header)) / h.size_per_element || h.cur_elements > h.max_elements) {
+    return bad("more elements than the file holds");
+  }
+  if (h.cur_elements > 0 && (h.enterpoint >= h.cur_elements || h.max_level < 0 || h.max_level > 64)) {
+    return bad("entry point");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<VectorIndex>> VectorIndex::LoadGraph(const std::string& path, VectorIndexParams params) {
   std::error_code ec;
   uintmax_t bytes = std::filesystem::file_size(path, ec);
   if (ec) return Status::NotFound("vector index " + path + " is missing");
+  STRATA_RETURN_IF_ERROR(CheckGraphFile(path, params.dim));
   auto index = std::make_unique<VectorIndex>(params);
   try {
     // hnswlib takes the vector size from the space, not the file: a graph saved with another dimension
     // shows as an element layout that does not add up.
-    auto graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(&index->impl_->space, path, false, 0);
+    Graph graph(new hnswlib::HierarchicalNSW<float>(&index->impl_->space, path, false, 0));
     const size_t want_data = static_cast<size_t>(params.dim) * sizeof(float);
     if (graph->data_size_ != want_data || graph->offsetData_ != graph->size_links_level0_ ||
         graph->label_offset_ != graph->size_links_level0_ + want_data ||
@@ -337,9 +435,10 @@ Result<std::unique_ptr<VectorIndex>> VectorIndex::Load(const std::string& path, 
                                       std::to_string(saved_generation) + ", database at " + std::to_string(generation) +
                                       ")");
   }
+  STRATA_RETURN_IF_ERROR(CheckGraphFile(path, params.dim));
   auto index = std::make_unique<VectorIndex>(params);
   try {
-    index->impl_->graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(&index->impl_->space, path, false, 0);
+    index->impl_->graph = Graph(new hnswlib::HierarchicalNSW<float>(&index->impl_->space, path, false, 0));
     index->impl_->graph->setEf(static_cast<size_t>(params.ef_search));
     RecountDeleted(*index->impl_->graph);
   } catch (const std::exception& e) {

@@ -21,7 +21,10 @@ struct VectorIndexParams {
   int m = 16;
   int ef_construction = 100;
   int ef_search = 64;
-  int threads = 0;  // For UpsertBatch: 0 = every core.
+  // For UpsertBatch: 1 (the default) inserts on the calling thread; more (0: every core) uses hnswlib's
+  // concurrent insertion, which is opt-in: it takes element locks in a data-dependent order (TSan reports
+  // lock-order inversions inside hnswlib 0.6.2) and draws levels from an unguarded generator.
+  int threads = 1;
 };
 
 class VectorIndex {
@@ -34,9 +37,7 @@ class VectorIndex {
   // Adds or replaces the vector of `id`.
   Status Upsert(int64_t id, const float* v);
   // Upserts ids[i] with the `params().dim` floats at vectors + i * dim for every i; ids the index does not
-  // hold yet are inserted by up to `params().threads` threads at once (hnswlib's concurrent insertion: its one
-  // unguarded step is drawing a new element's random level from a shared generator, a race that can only
-  // skew that draw; see tests/tsan.supp).
+  // hold yet are inserted by up to `params().threads` threads at once (see VectorIndexParams::threads).
   Status UpsertBatch(std::span<const int64_t> ids, const float* vectors);
   // Forgets `id` (no-op if absent).
   void Remove(int64_t id);

@@ -35,9 +35,10 @@ struct PgStoreOptions {
   int hnsw_m = 16;
   int hnsw_ef_construction = 200;
   int hnsw_ef_search = 64;
-  // Threads that insert into the vector index when it is built from the table or a batch is written
-  // (0: every core).
-  int index_threads = 0;
+  // Threads that insert into the vector index when it is built from the table or a batch is written.
+  // 1 by default; more (0: every core) is opt-in: hnswlib 0.6.2's concurrent insertion takes element locks
+  // in a data-dependent order, which ThreadSanitizer reports as possible deadlocks (docs/PERFORMANCE.md).
+  int index_threads = 1;
   // Below this many candidate vectors a filtered search is exact (a scan), above it it uses the HNSW graph.
   int64_t exact_search_below = 2000;
   Clock* clock = nullptr;  // nullptr → SystemClock().

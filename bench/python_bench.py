@@ -25,6 +25,9 @@ from pathlib import Path
 
 import strata
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from restore_json_lines import kimi_restore  # noqa: E402 - the peer's own loop, shared with run_restore_bench.sh
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -98,25 +101,6 @@ def overhead(repeats: int) -> None:
               f"{(py - cpp) / py * 100:6.1f}%")
 
 
-def kimi_restore(path: str) -> int:
-    history, token_count, next_checkpoint, system_prompt = [], 0, 0, None
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            role = record.get("role")
-            if role == "_usage":
-                token_count = record["token_count"]
-            elif role == "_checkpoint":
-                next_checkpoint = record["id"] + 1
-            elif role == "_system_prompt":
-                system_prompt = record["content"]
-            else:
-                history.append(record)
-    return len(history)
-
-
 def restore(path: str, repeats: int) -> None:
     size = os.path.getsize(path) / 2**20
 
@@ -130,7 +114,7 @@ def restore(path: str, repeats: int) -> None:
                 for _ in range(repeats)]
     full_s = [timed(lambda: len(strata.ContextLog(path, durability="none", estimator="chars").history.to_list()))
               for _ in range(repeats)]
-    peer_s = [timed(lambda: kimi_restore(path)) for _ in range(repeats)]
+    peer_s = [timed(lambda: len(kimi_restore(path))) for _ in range(repeats)]
     assert strata_s[0][1] == peer_s[0][1] == full_s[0][1], (strata_s[0][1], peer_s[0][1], full_s[0][1])
     s, f, p = (min(t for t, _ in runs) for runs in (strata_s, full_s, peer_s))
     print(f"restore of {size:.0f} MiB, {peer_s[0][1]} messages (best of {repeats}):")

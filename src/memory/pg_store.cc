@@ -442,10 +442,10 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(std::string abstract_text, r.Text(i, 5));
       STRATA_ASSIGN_OR_RETURN(std::string overview, r.Text(i, 6));
       STRATA_ASSIGN_OR_RETURN(std::string content, r.Text(i, 7));
-      auto [detail, level] = LexicalDetail(
-          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview,
-          out.size() < kExplainedRows);
-      out.push_back({uri, is_dir == "t", rank, std::move(detail), level});
+      out.push_back({uri, is_dir == "t", rank, "", -1});
+      if (out.size() > kExplainedRows) continue;  // Only the best rows are explained (as on SQLite).
+      std::tie(out.back().detail, out.back().level) = LexicalDetail(
+          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview);
     }
     return out;
   }

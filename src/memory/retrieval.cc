@@ -80,7 +80,9 @@ std::map<std::string, double> Fuse(const std::map<std::string, Evidence>& eviden
 
 std::string EvidenceReason(const Evidence& e) {
   std::string reason;
-  if (e.lexical_rank >= 0) reason = "lexical #" + std::to_string(e.lexical_rank + 1) + ": " + e.lexical_detail;
+  if (e.lexical_rank >= 0) {
+    reason = "lexical #" + std::to_string(e.lexical_rank + 1) + (e.lexical_detail.empty() ? "" : ": " + e.lexical_detail);
+  }
   if (e.vector_rank >= 0 || e.lexical_rank < 0) {
     reason += std::string(reason.empty() ? "" : "; ") + "vector" +
               (e.vector_rank >= 0 ? " #" + std::to_string(e.vector_rank + 1) : "") + ": cosine " + Fixed(e.cosine);
@@ -111,8 +113,12 @@ Status OpenDirectories(ContextStore& store, const Vector& qv, const FindOptions&
                           .parent = dir_uri,
                           .current_only = !options.include_superseded,
                           .roots = options.roots};
+    // Counted with superseded memories (an upper bound: an index-only count, where reading each child's
+    // metadata to leave them out cost more than the rest of a search).
     const auto most = static_cast<int64_t>(options.children_per_directory);
-    STRATA_ASSIGN_OR_RETURN(int64_t count, store.Count(children, most + 1));
+    SearchFilter all_children = children;
+    all_children.current_only = false;
+    STRATA_ASSIGN_OR_RETURN(int64_t count, store.Count(all_children, most + 1));
     if (count > most) continue;
     STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> found,
                             store.VectorNeighbours(qv, children, options.children_per_directory));

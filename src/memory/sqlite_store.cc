@@ -472,21 +472,48 @@ class SqliteStore final : public ContextStore {
       for (char c : t) match += c == '"' ? std::string("\"\"") : std::string(1, c);
       match += '"';
     }
-    std::string sql =
-        "SELECT n.uri, n.is_dir, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank, fts.name, fts.abstract, fts.overview, "
-        "fts.content, n.abstract, n.overview FROM fts JOIN nodes n ON n.id = fts.rowid WHERE fts MATCH ?1" +
-        FilterSql(filter) + " ORDER BY rank LIMIT ?2";
+    // FTS5 ranks its matches itself (ORDER BY rank with the bm25 weights as the rank function) and the
+    // store joins only the best of them: joining every match before sorting cost most of a search. A
+    // filter beyond current_only may drop many of those best, so it joins every match; so does the second
+    // try when the first left fewer than `limit` (superseded memories among the best, or few matches).
+    const bool narrow = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only ||
+                        filter.parent || !filter.roots.empty();
+    // Only the best kExplainedRows rows are explained (which terms matched in which layer): their text is
+    // read by rowid afterwards, not for every row.
+    auto sql = [&](bool best_only) {
+      std::string from = best_only ? "(SELECT rowid, rank FROM fts WHERE fts MATCH ?1 AND rank MATCH "
+                                     "'bm25(2.0, 3.0, 2.0, 1.0)' ORDER BY rank LIMIT ?3) f"
+                                   : "(SELECT rowid, bm25(fts, 2.0, 3.0, 2.0, 1.0) AS rank FROM fts WHERE fts MATCH ?1) f";
+      return "SELECT n.uri, n.is_dir, f.rank, n.id FROM " + from + " JOIN nodes n ON n.id = f.rowid WHERE 1" +
+             FilterSql(filter) + " ORDER BY f.rank LIMIT ?2";
+    };
     STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
-    Stmt s(Conn(), sql);
-    s.Bind(1, match).Bind(2, static_cast<int64_t>(limit));
-    BindFilter(s, filter);
-    while (true) {
-      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
-      auto [detail, level] = LexicalDetail(terms, {s.Text(3), s.Text(4), s.Text(5), s.Text(6)}, s.Text(7), s.Text(8),
-                                           out.size() < kExplainedRows);
-      out.push_back({uri, s.Int(1) != 0, -s.Double(2), std::move(detail), level});
+    std::vector<int64_t> ids;
+    for (bool best_only : {true, false}) {
+      if (best_only && narrow) continue;
+      Stmt s(Conn(), sql(best_only));
+      s.Bind(1, match).Bind(2, static_cast<int64_t>(limit));
+      if (best_only) s.Bind(3, static_cast<int64_t>(limit + limit / 4));
+      BindFilter(s, filter);
+      out.clear();
+      ids.clear();
+      while (true) {
+        STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(s.Text(0)));
+        out.push_back({uri, s.Int(1) != 0, -s.Double(2), "", -1});
+        ids.push_back(s.Int(3));
+      }
+      if (out.size() >= limit) break;
+    }
+    Stmt text(Conn(), "SELECT f.name, f.abstract, f.overview, f.content, n.abstract, n.overview FROM fts f "
+                      "JOIN nodes n ON n.id = f.rowid WHERE f.rowid = ?1");
+    for (size_t i = 0; i < out.size() && i < kExplainedRows; ++i) {
+      text.Reset().Bind(1, ids[i]);
+      STRATA_ASSIGN_OR_RETURN(bool row, text.Step());
+      if (!row) continue;
+      std::tie(out[i].detail, out[i].level) =
+          LexicalDetail(terms, {text.Text(0), text.Text(1), text.Text(2), text.Text(3)}, text.Text(4), text.Text(5));
     }
     return out;
   }
@@ -532,16 +559,27 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(CheckQueryDimension(query, embedder_->dimension()));
     STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     std::vector<float> out(uris.size(), 0.0f);
-    Stmt s(Conn(), "SELECT v.vec FROM vectors v JOIN nodes n ON n.id = v.node_id WHERE n.uri = ?1");
+    // The vectors come from the index when it reflects this read's generation (it holds every vector in
+    // memory), from the table otherwise.
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    const VectorIndex* index = index_ && generation == index_generation_ ? index_.get() : nullptr;
+    Stmt id_of(Conn(), "SELECT id FROM nodes WHERE uri = ?1");
+    Stmt stored(Conn(), "SELECT vec FROM vectors WHERE node_id = ?1");
     const size_t want_bytes = query.size() * sizeof(float);
     Vector v(query.size());
     for (size_t i = 0; i < uris.size(); ++i) {
-      s.Reset().Bind(1, uris[i].str());
-      STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+      id_of.Reset().Bind(1, uris[i].str());
+      STRATA_ASSIGN_OR_RETURN(bool row, id_of.Step());
       if (!row) continue;
-      std::string_view blob = s.Blob(0);
-      if (blob.size() != want_bytes) continue;
-      std::memcpy(v.data(), blob.data(), want_bytes);
+      const int64_t id = id_of.Int(0);
+      if (index == nullptr || !index->Get(id, v.data())) {
+        stored.Reset().Bind(1, id);
+        STRATA_ASSIGN_OR_RETURN(bool has_vector, stored.Step());
+        if (!has_vector) continue;
+        std::string_view blob = stored.Blob(0);
+        if (blob.size() != want_bytes) continue;
+        std::memcpy(v.data(), blob.data(), want_bytes);
+      }
       out[i] = Dot(query, v);
     }
     return out;
@@ -601,10 +639,10 @@ class SqliteStore final : public ContextStore {
       }
       return Status::Ok();
     };
-    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN"));
+    STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN"));
     struct EndRead {
       Db& db;
-      ~EndRead() { (void)db.Exec("COMMIT"); }
+      ~EndRead() { (void)db.ExecOne("COMMIT"); }
     } end_read{db_};
     {
       Stmt s(Conn(), "PRAGMA quick_check");
@@ -723,7 +761,7 @@ class SqliteStore final : public ContextStore {
       t_conn = prev_conn_;
       t_owner = prev_owner_;
       // A connection whose read transaction would not end is not reused.
-      if (conn_->Exec("COMMIT").ok()) store_->ReturnReader(std::move(conn_));
+      if (conn_->ExecOne("COMMIT").ok()) store_->ReturnReader(std::move(conn_));
     }
 
    private:
@@ -765,7 +803,7 @@ class SqliteStore final : public ContextStore {
     }
     // One read transaction for the scope: its statements share one snapshot and take the WAL read lock
     // (file-lock system calls) once, not once per statement (a search runs hundreds).
-    STRATA_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+    STRATA_RETURN_IF_ERROR(conn->ExecOne("BEGIN"));
     return ReadScope(this, std::move(conn));
   }
 
@@ -969,10 +1007,10 @@ class SqliteStore final : public ContextStore {
 
   Status RebuildIndexLocked() {
     auto index = std::make_unique<VectorIndex>(IndexParams());
-    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN"));
+    STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN"));
     struct EndRead {
       Db& db;
-      ~EndRead() { (void)db.Exec("COMMIT"); }
+      ~EndRead() { (void)db.ExecOne("COMMIT"); }
     } end_read{db_};
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     Stmt s(Conn(), "SELECT node_id, vec FROM vectors");

@@ -560,8 +560,7 @@ std::string PorterStemmer::MatchingWord(std::string_view text, std::string_view 
 }
 
 std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
-                                          std::string_view abstract_text, std::string_view overview,
-                                          bool find_stems) {
+                                          std::string_view abstract_text, std::string_view overview) {
   std::string detail;
   int level = 3;
   static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
@@ -583,7 +582,7 @@ std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms,
       level = std::min(level, kLevels[c]);
     }
     std::string matched;  // When the term itself is in no layer: the first word the index matched by its stem.
-    if (where.empty() && find_stems) {
+    if (where.empty()) {
       if (stems.size() > 4096) stems.clear();
       auto [it, inserted] = stems.try_emplace(t);
       if (inserted) it->second = stemmer.Stem(t);

@@ -147,16 +147,16 @@ class PorterStemmer {
 std::string LexemeText(std::string_view text, size_t max_bytes = std::string_view::npos);
 inline constexpr std::string_view kLexemeLayout = "porter-unicode61-1";
 
-// Full-text rows whose reason names the words matched through a stem (LexicalDetail's find_stems).
+// The best rows of a full-text list that are explained (LexicalDetail); the rest have no detail and level -1
+// (reading and examining each row's text cost more than the search itself once lists are long).
 inline constexpr size_t kExplainedRows = 50;
 
 // Which query terms matched which layers of a hit ("deploy (name+content), ..."), and the most abstract
 // layer a term matched (0, 1 or 2). `row` is the indexed text (MakeFtsRow); a leaf's derived layers, not
 // indexed, are taken from `abstract_text` / `overview`. A term matched only through its stem is shown with the
-// word it matched when `find_stems` (looking for it costs: a search explains its best rows only).
+// word it matched.
 std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
-                                          std::string_view abstract_text, std::string_view overview,
-                                          bool find_stems = true);
+                                          std::string_view abstract_text, std::string_view overview);
 
 // True when a node's metadata marks it superseded (a "valid_to" that is not null).
 bool IsSuperseded(std::string_view metadata);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "strata/util/status.h"
@@ -25,7 +26,10 @@ namespace strata::sqlite {
 class Db {
  public:
   Db() = default;
-  ~Db() { if (db_ != nullptr) sqlite3_close_v2(db_); }
+  ~Db() {
+    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+  }
   Db(const Db&) = delete;  // Owns the connection.
   Db& operator=(const Db&) = delete;
 
@@ -130,6 +134,31 @@ class Db {
 
   sqlite3* get() const { return db_; }
 
+  // Prepared statements are kept for reuse, keyed by their SQL (a search prepares the same dozen statements
+  // every time, and preparing costs more than running them). Take() hands out a kept statement (or prepares
+  // one) for the caller alone; Give() resets it and keeps it, up to kMaxCached. *rc is the prepare's result.
+  sqlite3_stmt* Take(std::string_view sql, int* rc) {
+    if (auto it = cache_.find(std::string(sql)); it != cache_.end()) {
+      sqlite3_stmt* stmt = it->second;
+      cache_.erase(it);
+      *rc = SQLITE_OK;
+      return stmt;
+    }
+    sqlite3_stmt* stmt = nullptr;
+    *rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    return stmt;
+  }
+  void Give(std::string sql, sqlite3_stmt* stmt) {
+    if (stmt == nullptr) return;
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    if (cache_.size() >= kMaxCached) {
+      for (auto& [text, kept] : cache_) sqlite3_finalize(kept);
+      cache_.clear();
+    }
+    if (!cache_.emplace(std::move(sql), stmt).second) sqlite3_finalize(stmt);  // The same SQL used twice at once.
+  }
+
   // Runs one or more statements without results.
   Status Exec(std::string_view sql) {
     char* message = nullptr;
@@ -138,6 +167,21 @@ class Db {
     std::string text = message != nullptr ? message : sqlite3_errstr(rc);
     sqlite3_free(message);
     return WithAccess(rc, MakeStatus(rc, std::string(sql.substr(0, 80)) + ": " + text));
+  }
+
+  // Runs one statement without results through the statement cache (BEGIN, COMMIT: run on every read).
+  Status ExecOne(std::string_view sql) {
+    int rc = SQLITE_OK;
+    sqlite3_stmt* stmt = Take(sql, &rc);
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return Error(rc, "prepare " + std::string(sql.substr(0, 80)));
+    }
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    }
+    Status status = rc == SQLITE_DONE ? Status::Ok() : Error(rc, sql.substr(0, 80));
+    Give(std::string(sql), stmt);
+    return status;
   }
 
   Status Error(int rc, std::string_view what) const {
@@ -169,16 +213,22 @@ class Db {
   }
 
  private:
+  static constexpr size_t kMaxCached = 64;
   sqlite3* db_ = nullptr;
   std::string path_;  // As opened; for error messages.
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;  // Statements not in use, by SQL.
 };
 
 class Stmt {
  public:
-  Stmt(Db& db, std::string_view sql) : db_(&db), sql_(sql) {
-    rc_ = sqlite3_prepare_v2(db.get(), sql_.data(), static_cast<int>(sql_.size()), &stmt_, nullptr);
+  Stmt(Db& db, std::string_view sql) : db_(&db), sql_(sql) { stmt_ = db.Take(sql_, &rc_); }
+  ~Stmt() {
+    if (rc_ == SQLITE_OK) {
+      db_->Give(std::move(sql_), stmt_);
+    } else {
+      sqlite3_finalize(stmt_);
+    }
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
   Stmt(const Stmt&) = delete;  // Owns the statement.
   Stmt& operator=(const Stmt&) = delete;
 
@@ -241,17 +291,17 @@ class Stmt {
 class Txn {
  public:
   explicit Txn(Db& db) : db_(db) {}
-  ~Txn() { if (open_) (void)db_.Exec("ROLLBACK"); }
+  ~Txn() { if (open_) (void)db_.ExecOne("ROLLBACK"); }
   Txn(const Txn&) = delete;  // Scoped to one block.
   Txn& operator=(const Txn&) = delete;
 
   Status Begin() {
-    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+    STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN IMMEDIATE"));
     open_ = true;
     return Status::Ok();
   }
   Status Commit() {
-    STRATA_RETURN_IF_ERROR(db_.Exec("COMMIT"));
+    STRATA_RETURN_IF_ERROR(db_.ExecOne("COMMIT"));
     open_ = false;
     return Status::Ok();
   }

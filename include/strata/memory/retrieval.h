@@ -51,7 +51,7 @@ struct FindOptions {
   bool include_superseded = false;   // Also return memories superseded by newer ones (metadata "valid_to").
   bool include_directories = false;  // Return directories as hits too (they are always used as evidence).
   size_t lexical_candidates = 150;   // Length of the global full-text list.
-  size_t vector_candidates = 100;    // Length of the global vector list.
+  size_t vector_candidates = 50;     // Length of the global vector list.
   Fusion fusion = Fusion::kRelativeScore;
   double vector_weight = 0.5;  // w in relative-score fusion.
   double rrf_k = 60;           // Reciprocal-rank fusion constant.

@@ -1,7 +1,9 @@
-// The store at scale (issue 31): strata_scale_bench N DIR [--threads T]. Fills a SQLite store at DIR with
-// N leaves of the synthetic store corpus (store_corpus.h) in batches of 1000 and prints one JSON object:
+// The store at scale (issue 31): strata_scale_bench N DIR [--threads T]. Fills a SQLite store at DIR (or a
+// PostgreSQL one when DIR is a postgres:// URL of an empty database) with N leaves of the synthetic store corpus (store_corpus.h) in batches of 1000 and prints one JSON object:
 //   ingest_nodes_per_s         overall, and the slowest tenth of the run (sustained);
-//   rebuild_s                  reopening with the vector index file removed (the index built from the table);
+//   rebuild_s                  reopening with the vector index file removed (the index built from the table;
+//                              PostgreSQL: a new instance that reads no snapshot), to its first vector search;
+//   warm_start_s               PostgreSQL: a new instance's first vector search, from the newest snapshot;
 //   index_recall_at_10         the share of the graph's 10 nearest nodes that are as near as the 10th of an
 //                              exact scan of every vector (ties count), over 200 query vectors (the facts'
 //                              queries, embedded);
@@ -11,7 +13,7 @@
 // T (default 0: every core) is the vector index's insertion threads; --m, --ef-construction and --ef-search
 // set the graph's parameters (the store's defaults otherwise). --reuse keeps a store an earlier run
 // filled (the ingest figures are then absent); --find-only reuses its store and index and runs only the
-// find loop (for profiling).
+// find loop (for profiling); --sweep-ef A,B,... reuses them and prints recall@10 and find for each ef.
 #include <sqlite3.h>
 #include <sys/resource.h>
 
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "store_corpus.h"
+#include "strata/memory/pg_store.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/sqlite_store.h"
 
@@ -120,6 +123,26 @@ Result<FindFigures> MeasureFind(ContextStore& store, const std::vector<bench::St
   return FindFigures{ms[ms.size() / 2], ms[ms.size() * 99 / 100], cpu_ms};
 }
 
+// The index's recall@10: the share of its 10 nearest that are as near as the exact scan's 10th (`kth`).
+Result<double> IndexRecall(ContextStore& store, const std::vector<Vector>& queries, const std::vector<float>& kth) {
+  size_t found = 0, wanted = 0;
+  for (size_t q = 0; q < queries.size(); ++q) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<ScoredUri> graph, store.VectorNeighbours(queries[q], {}, 10));
+    for (const ScoredUri& hit : graph) found += hit.score >= kth[q] - 1e-5f;
+    wanted += 10;
+  }
+  return wanted ? static_cast<double>(found) / wanted : 0.0;
+}
+
+// The facts' queries (up to 200, spread over the corpus), for the recall figures.
+std::vector<std::string> RecallQueries(const std::vector<bench::StoreFact>& facts) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < facts.size() && out.size() < 200; i += std::max<size_t>(1, facts.size() / 200)) {
+    out.push_back(bench::StoreCorpus::ExactQuery(facts[i]));
+  }
+  return out;
+}
+
 uint64_t DiskBytes(const std::string& dir) {
   uint64_t total = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
@@ -137,6 +160,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   bool reuse = false;
   bool find_only = false;  // --find-only: an earlier run's store and index, only the find loop (for profiling).
+  std::vector<int> sweep;  // --sweep-ef A,B,...: an earlier run's store and index searched with each ef.
   SqliteStoreOptions defaults;
   int m = defaults.hnsw_m, ef_construction = defaults.hnsw_ef_construction, ef_search = defaults.hnsw_ef_search;
   for (int i = 3; i < argc; ++i) {
@@ -146,14 +170,31 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--ef-search") == 0 && i + 1 < argc) ef_search = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--reuse") == 0) reuse = std::filesystem::exists(dir + "/strata.db");
     if (std::strcmp(argv[i], "--find-only") == 0) find_only = reuse = std::filesystem::exists(dir + "/strata.db");
+    if (std::strcmp(argv[i], "--sweep-ef") == 0 && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p != 0; p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : "") {
+        sweep.push_back(std::atoi(p));
+      }
+      reuse = std::filesystem::exists(dir + "/strata.db");
+    }
   }
-  if (!reuse) std::filesystem::remove_all(dir);
+  // DIR postgres://… or postgresql://…: a PostgreSQL store (a new, empty database) instead.
+  const bool pg = dir.rfind("postgres", 0) == 0;
+  if (pg) reuse = find_only = false, sweep.clear();
+  if (!reuse && !pg) std::filesystem::remove_all(dir);
   SqliteStoreOptions options{.synchronous_full = false};
   options.index_threads = threads;
   options.hnsw_m = m;
   options.hnsw_ef_construction = ef_construction;
   options.hnsw_ef_search = ef_search;
-  auto opened = OpenSqliteStore(dir, options);
+  auto open = [&](bool snapshots) -> Result<std::unique_ptr<ContextStore>> {
+    if (!pg) return OpenSqliteStore(dir, options);
+    return OpenPgStore(dir, {.hnsw_m = m,
+                             .hnsw_ef_construction = ef_construction,
+                             .hnsw_ef_search = ef_search,
+                             .index_threads = threads,
+                             .index_snapshots = snapshots});
+  };
+  auto opened = open(true);
   if (!opened.ok()) return Fail(opened.status());
   for (int t = 0; t < bench::StoreCorpus::kTopics && !reuse; ++t) {
     Status s = (*opened)->Mkdir(*Uri::Parse(bench::StoreCorpus::TopicUri(t)),
@@ -184,6 +225,34 @@ int main(int argc, char** argv) {
     }
   }
   const double ingest_s = Seconds(SteadyClock::now() - start);
+  if (!sweep.empty()) {
+    // The saved index searched with each ef: recall@10 and find against the same exact scan.
+    opened->reset();
+    std::vector<float> kth;
+    std::vector<Vector> queries;
+    for (int ef : sweep) {
+      options.hnsw_ef_search = ef;
+      auto store = OpenSqliteStore(dir, options);
+      if (!store.ok()) return Fail(store.status());
+      if (kth.empty()) {
+        auto embedded = (*store)->EmbedTexts(RecallQueries(facts));
+        if (!embedded.ok()) return Fail(embedded.status());
+        queries = std::move(*embedded);
+        auto exact = ExactKth(dir + "/strata.db", queries, 10);
+        if (!exact.ok()) return Fail(exact.status());
+        kth = std::move(*exact);
+      }
+      auto recall = IndexRecall(**store, queries, kth);
+      if (!recall.ok()) return Fail(recall.status());
+      auto find = MeasureFind(**store, facts);
+      if (!find.ok()) return Fail(find.status());
+      std::printf("{\"nodes\": %d, \"ef_search\": %d, \"index_recall_at_10\": %.3f, \"find_p50_ms\": %.2f, "
+                  "\"find_p99_ms\": %.2f, \"find_cpu_ms\": %.2f}\n",
+                  n, ef, *recall, find->p50_ms, find->p99_ms, find->cpu_ms);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   if (find_only) {
     auto find = MeasureFind(**opened, facts);
     if (!find.ok()) return Fail(find.status());
@@ -192,52 +261,69 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (Status s = (*opened)->Flush(); !s.ok()) return Fail(s);
-  opened->reset();  // Saves the index.
-  const uint64_t disk = DiskBytes(dir);
+  opened->reset();  // Saves the index (SQLite) or its snapshot (PostgreSQL).
+  const uint64_t disk = pg ? 0 : DiskBytes(dir);
 
-  // Rebuild: the index file removed, the store reopened (it builds the index from the table on open).
-  std::filesystem::remove(dir + "/vectors.hnsw");
-  std::filesystem::remove(dir + "/vectors.hnsw.meta");
-  auto t0 = SteadyClock::now();
-  auto reopened = OpenSqliteStore(dir, options);
-  if (!reopened.ok()) return Fail(reopened.status());
-  ContextStore& store = **reopened;
+  // Rebuild: a store opened without its saved index (SQLite: the index file removed; PostgreSQL: a new
+  // instance that does not read snapshots) builds it from the table, here on its first vector search.
   std::vector<std::string> warm = {bench::StoreCorpus::ExactQuery(facts[0])};
-  auto warm_vectors = store.EmbedTexts(warm);
-  if (!warm_vectors.ok()) return Fail(warm_vectors.status());
-  if (auto r = store.VectorNeighbours((*warm_vectors)[0], {}, 10); !r.ok()) return Fail(r.status());
-  const double rebuild_s = Seconds(SteadyClock::now() - t0);
+  auto first_search = [&](bool snapshots) -> Result<std::pair<double, std::unique_ptr<ContextStore>>> {
+    auto t0 = SteadyClock::now();
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ContextStore> store, open(snapshots));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Vector> vectors, store->EmbedTexts(warm));
+    STRATA_RETURN_IF_ERROR(store->VectorNeighbours(vectors[0], {}, 10).status());
+    return std::make_pair(Seconds(SteadyClock::now() - t0), std::move(store));
+  };
+  if (!pg) {
+    std::filesystem::remove(dir + "/vectors.hnsw");
+    std::filesystem::remove(dir + "/vectors.hnsw.meta");
+  }
+  auto rebuilt = first_search(false);
+  if (!rebuilt.ok()) return Fail(rebuilt.status());
+  const double rebuild_s = rebuilt->first;
+  // PostgreSQL: a new instance's first search with the newest snapshot (the warm start).
+  double warm_start_s = -1;
+  if (pg) {
+    rebuilt->second.reset();
+    auto warmed = first_search(true);
+    if (!warmed.ok()) return Fail(warmed.status());
+    warm_start_s = warmed->first;
+    rebuilt = std::move(warmed);
+  }
+  ContextStore& store = *rebuilt->second;
 
   // The index's recall@10 against an exact scan.
-  std::vector<std::string> query_texts;
-  for (size_t i = 0; i < facts.size() && query_texts.size() < 200; i += std::max<size_t>(1, facts.size() / 200)) {
-    query_texts.push_back(bench::StoreCorpus::ExactQuery(facts[i]));
-  }
-  auto query_vectors = store.EmbedTexts(query_texts);
-  if (!query_vectors.ok()) return Fail(query_vectors.status());
-  auto kth = ExactKth(dir + "/strata.db", *query_vectors, 10);
-  if (!kth.ok()) return Fail(kth.status());
-  size_t found = 0, wanted = 0;
-  for (size_t q = 0; q < query_vectors->size(); ++q) {
-    auto graph = store.VectorNeighbours((*query_vectors)[q], {}, 10);
-    if (!graph.ok()) return Fail(graph.status());
-    for (const ScoredUri& hit : *graph) found += hit.score >= (*kth)[q] - 1e-5f;
-    wanted += 10;
+  // (PostgreSQL builds the same graph from the same vectors: its recall is SQLite's, not measured again.)
+  double recall = -1;
+  if (!pg) {
+    auto query_vectors = store.EmbedTexts(RecallQueries(facts));
+    if (!query_vectors.ok()) return Fail(query_vectors.status());
+    auto kth = ExactKth(dir + "/strata.db", *query_vectors, 10);
+    if (!kth.ok()) return Fail(kth.status());
+    auto measured = IndexRecall(store, *query_vectors, *kth);
+    if (!measured.ok()) return Fail(measured.status());
+    recall = *measured;
   }
 
   auto find = MeasureFind(store, facts);
   if (!find.ok()) return Fail(find.status());
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
+  auto figure = [](bool known, double v, const char* format) {
+    if (!known) return std::string("null");
+    char text[64];
+    std::snprintf(text, sizeof text, format, v);
+    return std::string(text);
+  };
   std::printf(
-      "{\"nodes\": %d, \"ingest_nodes_per_s\": %s, \"ingest_slowest_tenth_nodes_per_s\": %s, "
-      "\"rebuild_s\": %.1f, \"index_recall_at_10\": %.3f, \"find_p50_ms\": %.2f, \"find_p99_ms\": %.2f, "
-      "\"find_cpu_ms\": %.2f, "
-      "\"peak_rss_mb\": %.0f, \"disk_mb\": %.0f, \"index_threads\": %d, \"m\": %d, \"ef_construction\": %d, "
-      "\"ef_search\": %d}\n",
-      n, reuse ? "null" : std::to_string(static_cast<int64_t>(n / ingest_s)).c_str(),
-      reuse ? "null" : std::to_string(static_cast<int64_t>(slowest_rate)).c_str(), rebuild_s, wanted ? static_cast<double>(found) / wanted : 0.0, find->p50_ms,
-      find->p99_ms, find->cpu_ms, usage.ru_maxrss / 1024.0, disk / 1048576.0, threads, m, ef_construction,
-      ef_search);
+      "{\"backend\": \"%s\", \"nodes\": %d, \"ingest_nodes_per_s\": %s, \"ingest_slowest_tenth_nodes_per_s\": %s, "
+      "\"rebuild_s\": %.1f, \"warm_start_s\": %s, \"index_recall_at_10\": %s, \"find_p50_ms\": %.2f, "
+      "\"find_p99_ms\": %.2f, \"find_cpu_ms\": %.2f, \"peak_rss_mb\": %.0f, \"disk_mb\": %s, \"index_threads\": %d, "
+      "\"m\": %d, \"ef_construction\": %d, \"ef_search\": %d}\n",
+      pg ? "postgresql" : "sqlite", n, figure(!reuse, n / ingest_s, "%.0f").c_str(),
+      figure(!reuse, slowest_rate, "%.0f").c_str(), rebuild_s, figure(pg, warm_start_s, "%.2f").c_str(),
+      figure(recall >= 0, recall, "%.3f").c_str(), find->p50_ms,
+      find->p99_ms, find->cpu_ms, usage.ru_maxrss / 1024.0, figure(!pg, disk / 1048576.0, "%.0f").c_str(), threads,
+      m, ef_construction, ef_search);
   return 0;
 }

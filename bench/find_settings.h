@@ -32,6 +32,8 @@ inline Status ApplyFindSetting(memory::FindOptions& o, const std::string& settin
     o.beam = static_cast<size_t>(v);
   } else if (name == "children_per_directory") {
     o.children_per_directory = static_cast<size_t>(v);
+  } else if (name == "limit") {  // Hits returned (recall@k counts the first k either way).
+    o.limit = static_cast<size_t>(v);
   } else if (name == "rrf") {
     o.fusion = v != 0 ? memory::Fusion::kReciprocalRank : memory::Fusion::kRelativeScore;
   } else {

@@ -653,7 +653,15 @@ class PgStore final : public ContextStore {
 
   // Waits for a snapshot of the vector index being saved (the only thing an instance keeps for later) and
   // returns how the last one went.
+  // Waits for the snapshot being saved, after asking for one when this instance wrote vectors since the
+  // newest: a bulk load that ends with Flush leaves a snapshot a new instance needs no catching up from.
   Status Flush() override {
+    bool wrote = false;
+    {
+      auto index_lock = ReadIndex();
+      wrote = options_.index_snapshots && index_ && index_generation_ >= 0 && written_since_snapshot_ > 0;
+    }
+    if (wrote) RequestSnapshot();
     std::unique_lock lock(snapshot_mu_);
     snapshot_cv_.wait(lock, [&] { return !snapshot_due_ && !snapshot_busy_; });
     return snapshot_status_;
@@ -763,6 +771,7 @@ class PgStore final : public ContextStore {
         index_generation_ = plan.generation;
         indexed_through_ = plan.generation;
         NoteIndexChanges(static_cast<int64_t>(plan.removed.size() + plan.upserts.size()));
+        written_since_snapshot_ += static_cast<int64_t>(plan.removed.size() + plan.upserts.size());
       } else if (index_generation_ >= 0) {
         index_generation_ = -2;  // Another instance wrote in between: caught up before the next search.
       }
@@ -1355,13 +1364,14 @@ class PgStore final : public ContextStore {
   // saving one, or a snapshot at this generation or later exists.
   Status SaveSnapshot() {
     ScratchFile file;
-    int64_t generation = -1, live = 0, changes = 0;
+    int64_t generation = -1, live = 0, changes = 0, written = 0;
     {
       auto index_lock = ReadIndex();
       if (!index_ || index_generation_ < 0) return Status::Ok();  // Nothing consistent to save yet.
       generation = index_generation_;
       live = static_cast<int64_t>(index_->size());
       changes = changed_since_snapshot_;
+      written = written_since_snapshot_;
       STRATA_RETURN_IF_ERROR(index_->SaveGraph(file.path));
     }
     std::error_code ec;
@@ -1404,6 +1414,7 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(txn.Commit());
     auto index_lock = WriteIndex();
     changed_since_snapshot_ = std::max<int64_t>(0, changed_since_snapshot_ - changes);
+    written_since_snapshot_ = std::max<int64_t>(0, written_since_snapshot_ - written);
     return Status::Ok();
   }
 
@@ -1489,6 +1500,7 @@ class PgStore final : public ContextStore {
   // newest snapshot. Guarded by index_mu_.
   int64_t snapshot_generation_ = -1;
   int64_t changed_since_snapshot_ = 0;
+  int64_t written_since_snapshot_ = 0;  // Of those, written by this instance (Flush saves a snapshot for them).
 
   // The thread that saves snapshots, started on the first request.
   std::mutex snapshot_mu_;

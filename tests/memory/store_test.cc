@@ -1101,6 +1101,23 @@ TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
   stats = (*d)->GetStats();
   ASSERT_OK(stats);
   EXPECT_EQ(stats->index_snapshot_generation, -1);
+
+  // An instance's own writes are saved by its Flush (the end of a bulk load), however few: the next
+  // instance then has nothing to catch up.
+  auto e = OpenPgStore(*url, options);
+  ASSERT_OK(e);
+  EXPECT_EQ(NearestUri(**e, "snapshot note 42"), "strata://resources/s/n42");
+  ASSERT_OK((*e)->Write(U("strata://resources/s/tapir"), "a tapir written by the fifth instance"));
+  ASSERT_OK((*e)->Flush());
+  std::vector<int64_t> flushed = snapshot_rows();
+  ASSERT_EQ(flushed.size(), 1u);
+  EXPECT_GT(flushed[0], replaced[0]);
+  auto f = OpenPgStore(*url, options);
+  ASSERT_OK(f);
+  EXPECT_EQ(NearestUri(**f, "a tapir written by the fifth instance"), "strata://resources/s/tapir");
+  stats = (*f)->GetStats();
+  ASSERT_OK(stats);
+  EXPECT_EQ(stats->index_snapshot_generation, flushed[0]);
 }
 
 TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {

@@ -1,0 +1,208 @@
+// Chat histories exported by other tools (session/chat_export.h). The fixtures are written here from the
+// formats' public descriptions (docs/formats/chat-exports.md), not taken from anyone's export.
+#include "strata/session/chat_export.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "test_util.h"
+
+namespace strata::session {
+namespace {
+
+std::vector<std::string> Texts(const ImportedConversation& c) {
+  std::vector<std::string> out;
+  for (const Message& m : c.messages) {
+    out.push_back(std::string(m.role == Role::kUser ? "user: " : m.role == Role::kAssistant ? "assistant: " : "system: ") +
+                  m.ExtractText());
+  }
+  return out;
+}
+
+// Two conversations as ChatGPT exports them: the first edited (the user's first question and its answer are an
+// abandoned branch), with a hidden system message at the top; the second with an image, a reasoning recap
+// and no title. Then a conversation whose mapping is not an object, one whose parents form a cycle, and one
+// without any visible text.
+constexpr const char* kChatGpt = R"json([
+ {"id":"c1","conversation_id":"c1","title":"Pasta","create_time":1768425500.1,"update_time":1768425600.9,
+  "current_node":"a2",
+  "mapping":{
+   "client-created-root":{"id":"client-created-root","message":null,"parent":null,"children":["s1"]},
+   "s1":{"id":"s1","parent":"client-created-root","children":["u1","u2"],
+     "message":{"id":"s1","author":{"role":"system","name":null,"metadata":{}},"create_time":null,
+       "content":{"content_type":"text","parts":[""]},"weight":0,
+       "metadata":{"is_visually_hidden_from_conversation":true},"recipient":"all"}},
+   "u1":{"id":"u1","parent":"s1","children":["a1"],
+     "message":{"id":"u1","author":{"role":"user"},"create_time":1768425501.2,
+       "content":{"content_type":"text","parts":["Boil time for penne?"]},"recipient":"all"}},
+   "a1":{"id":"a1","parent":"u1","children":[],
+     "message":{"id":"a1","author":{"role":"assistant"},"create_time":1768425505.0,
+       "content":{"content_type":"text","parts":["About 11 minutes."]},"recipient":"all"}},
+   "u2":{"id":"u2","parent":"s1","children":["t1"],
+     "message":{"id":"u2","author":{"role":"user"},"create_time":1768425550.0,
+       "content":{"content_type":"text","parts":["Boil time for spaghetti?"]},"recipient":"all"}},
+   "t1":{"id":"t1","parent":"u2","children":["a2"],
+     "message":{"id":"t1","author":{"role":"assistant"},"create_time":1768425551.0,
+       "content":{"content_type":"code","language":"python","text":"print(9)"},"recipient":"python"}},
+   "a2":{"id":"a2","parent":"t1","children":[],
+     "message":{"id":"a2","author":{"role":"assistant"},"create_time":1768425555.0,
+       "content":{"content_type":"text","parts":["9 to 10 minutes."]},"recipient":"all"}}}},
+ {"id":"c2","title":null,"create_time":1768500000.0,"current_node":"b3",
+  "mapping":{
+   "r":{"id":"r","message":null,"parent":null,"children":["b1"]},
+   "b1":{"id":"b1","parent":"r","children":["b2"],"message":{"id":"b1","author":{"role":"user"},
+     "content":{"content_type":"multimodal_text","parts":[{"content_type":"image_asset_pointer",
+       "asset_pointer":"sediment://file_0001","size_bytes":6543},"What is this?"]},"recipient":"all"}},
+   "b2":{"id":"b2","parent":"b1","children":["b3"],"message":{"id":"b2","author":{"role":"assistant"},
+     "content":{"content_type":"reasoning_recap","content":"Thought for 6s"},"recipient":"all"}},
+   "b3":{"id":"b3","parent":"b2","children":[],"message":{"id":"b3","author":{"role":"assistant"},
+     "content":{"content_type":"text","parts":["A code editor's panel."]},"recipient":"all"}}}},
+ {"id":"c3","title":"Broken","mapping":"not a tree"},
+ {"id":"c4","title":"Loop","current_node":"x",
+  "mapping":{"x":{"parent":"y","message":{"author":{"role":"user"},"content":{"content_type":"text","parts":["x"]}}},
+             "y":{"parent":"x","message":{"author":{"role":"assistant"},"content":{"content_type":"text","parts":["y"]}}}}},
+ {"id":"c5","title":"Hidden only","current_node":"h",
+  "mapping":{"h":{"parent":null,"message":{"author":{"role":"system"},"content":{"content_type":"text","parts":["sys"]}}}}},
+ 42
+])json";
+
+TEST(ChatExportTest, ChatGptKeepsTheCurrentBranchsVisibleTextAndSkipsWhatItCannotRead) {
+  auto parsed = ParseChatExport(kChatGpt, ChatExportFormat::kChatGpt, "conversations.json");
+  ASSERT_OK(parsed);
+  ASSERT_EQ(parsed->conversations.size(), 3u);
+  const ImportedConversation& pasta = parsed->conversations[0];
+  EXPECT_EQ(pasta.source_id, "chatgpt-c1");
+  EXPECT_EQ(pasta.title, "Pasta");
+  EXPECT_EQ(pasta.created_ms, 1768425500100);
+  EXPECT_EQ(pasta.updated_ms, 1768425600900);
+  EXPECT_EQ(Texts(pasta), (std::vector<std::string>{"user: Boil time for spaghetti?", "assistant: 9 to 10 minutes."}));
+  const ImportedConversation& image = parsed->conversations[1];
+  EXPECT_EQ(image.title, "");
+  EXPECT_EQ(Texts(image), (std::vector<std::string>{"user: What is this?", "assistant: A code editor's panel."}));
+  // The cycle ends the walk: both messages once, in order from the first reached parent.
+  EXPECT_EQ(Texts(parsed->conversations[2]), (std::vector<std::string>{"assistant: y", "user: x"}));
+  ASSERT_EQ(parsed->skipped.size(), 3u);
+  EXPECT_EQ(parsed->skipped[0].where, "conversations.json[2] (Broken)");
+  EXPECT_NE(parsed->skipped[0].reason.find("\"mapping\" is not an object"), std::string::npos);
+  EXPECT_EQ(parsed->skipped[1].where, "conversations.json[4] (Hidden only)");
+  EXPECT_NE(parsed->skipped[1].reason.find("no user or assistant text"), std::string::npos);
+  EXPECT_EQ(parsed->skipped[2].where, "conversations.json[5]");
+  EXPECT_NE(parsed->skipped[2].reason.find("not an object"), std::string::npos);
+  // The whole file must be an array of conversations.
+  EXPECT_EQ(ParseChatExport("{\"a\": 1}", ChatExportFormat::kChatGpt, "c.json").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_NE(ParseChatExport("[{", ChatExportFormat::kChatGpt, "c.json").status().message().find("c.json: not JSON"),
+            std::string::npos);
+}
+
+TEST(ChatExportTest, ClaudeReadsBlocksOrTextFollowsTheChainAndNamesAttachments) {
+  constexpr const char* kClaude = R"json([
+   {"uuid":"d1","name":"Mint care","created_at":"2026-01-06T21:03:50.592817Z","updated_at":"2026-01-06T21:14:03Z",
+    "chat_messages":[
+     {"uuid":"m1","sender":"human","text":"My mint is wilting","content":[{"type":"text","text":"My mint is wilting"}],
+      "created_at":"2026-01-06T21:03:55Z","attachments":[{"file_name":"notes.txt","extracted_content":"watered daily"}]},
+     {"uuid":"m2","sender":"assistant","text":"","content":[
+       {"type":"thinking","thinking":"Likely overwatering."},
+       {"type":"tool_use","id":"toolu_01","name":"web_search","input":{"query":"mint wilting"}},
+       {"type":"tool_result","tool_use_id":"toolu_01","content":[{"type":"text","text":"search results"}]},
+       {"type":"text","text":"Check for standing water."}],"created_at":"2026-01-06T21:04:00Z"}]},
+   {"uuid":"d2","name":"","created_at":"2025-03-01T10:00:00.000000+00:00",
+    "chat_messages":[{"uuid":"m3","sender":"human","text":"","content":[]}]},
+   {"uuid":"d3","name":"Edited","created_at":"2025-03-02T10:00:00Z",
+    "chat_messages":[
+     {"uuid":"e1","parent_message_uuid":"00000000-0000-4000-8000-000000000000","sender":"human","text":"First try",
+      "content":[],"created_at":"2025-03-02T10:00:00Z"},
+     {"uuid":"e2","parent_message_uuid":"e1","sender":"assistant","text":"Answer one","created_at":"2025-03-02T10:00:05Z"},
+     {"uuid":"e3","parent_message_uuid":"00000000-0000-4000-8000-000000000000","sender":"human","text":"Second try",
+      "created_at":"2025-03-02T10:01:00Z"},
+     {"uuid":"e4","parent_message_uuid":"e3","sender":"assistant","text":"Answer two","created_at":"2025-03-02T10:01:05Z"}]},
+   {"name":"No id","chat_messages":[]}
+  ])json";
+  auto parsed = ParseChatExport(kClaude, ChatExportFormat::kClaude, "conversations.json");
+  ASSERT_OK(parsed);
+  ASSERT_EQ(parsed->conversations.size(), 2u);
+  const ImportedConversation& mint = parsed->conversations[0];
+  EXPECT_EQ(mint.source_id, "claude-d1");
+  EXPECT_EQ(mint.title, "Mint care");
+  EXPECT_EQ(mint.created_ms, 1767733430592);
+  EXPECT_EQ(Texts(mint), (std::vector<std::string>{"user: My mint is wilting\n[attached: notes.txt]",
+                                                   "assistant: Check for standing water."}));
+  // Edits sit side by side; the newest chain is the conversation.
+  EXPECT_EQ(Texts(parsed->conversations[1]), (std::vector<std::string>{"user: Second try", "assistant: Answer two"}));
+  ASSERT_EQ(parsed->skipped.size(), 2u);
+  EXPECT_NE(parsed->skipped[0].reason.find("no user or assistant text"), std::string::npos);
+  EXPECT_EQ(parsed->skipped[1].where, "conversations.json[3] (No id)");
+  EXPECT_NE(parsed->skipped[1].reason.find("no \"uuid\""), std::string::npos);
+}
+
+TEST(ChatExportTest, OpenAiJsonlIsOneConversationOrOnePerLineWithContentIds) {
+  constexpr const char* kMessages =
+      "{\"role\":\"system\",\"content\":\"Be brief.\"}\n"
+      "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}\n"
+      "\n"
+      "not json\n"
+      "{\"role\":\"assistant\",\"content\":\"Hello.\"}\n"
+      "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"assistant\",\"content\":\"A\"}]}\n"
+      "{\"messages\":\"nope\"}\n";
+  auto parsed = ParseChatExport(kMessages, ChatExportFormat::kOpenAiJsonl, "chats.jsonl");
+  ASSERT_OK(parsed);
+  ASSERT_EQ(parsed->conversations.size(), 2u);
+  EXPECT_EQ(Texts(parsed->conversations[0]), (std::vector<std::string>{"user: Q", "assistant: A"}));
+  EXPECT_EQ(Texts(parsed->conversations[1]),
+            (std::vector<std::string>{"system: Be brief.", "user: Hi", "assistant: Hello."}));
+  ASSERT_EQ(parsed->skipped.size(), 2u);
+  EXPECT_EQ(parsed->skipped[0].where, "chats.jsonl line 4");
+  EXPECT_EQ(parsed->skipped[1].where, "chats.jsonl line 7");
+  // The same conversation has the same id (imports are idempotent by it); another has another.
+  auto again = ParseChatExport(kMessages, ChatExportFormat::kOpenAiJsonl, "copy.jsonl");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->conversations[1].source_id, parsed->conversations[1].source_id);
+  EXPECT_NE(parsed->conversations[0].source_id, parsed->conversations[1].source_id);
+  EXPECT_EQ(parsed->conversations[0].source_id.rfind("jsonl-", 0), 0u);
+}
+
+TEST(ChatExportTest, KimiContextKeepsItsSystemPromptAndMessagesAndReportsDamage) {
+  strata::testing::TempDir tmp;
+  const std::string path = tmp.File("context.jsonl");
+  std::ofstream(path) << "{\"role\":\"_system_prompt\",\"content\":\"You are Kimi.\"}\n"
+                      << "{\"role\":\"user\",\"content\":\"Plan the trip\"}\n"
+                      << "{\"role\":\"_checkpoint\",\"id\":0}\n"
+                      << "{\"role\":\"assistant\",\"content\":\"Day one: the coast.\"}\n"
+                      << "{\"role\":\"_usage\",\"token_count\":42}\n"
+                      << "{broken\n";
+  auto read = ReadChatExport(path, ChatExportFormat::kKimi);
+  ASSERT_OK(read);
+  ASSERT_EQ(read->conversations.size(), 1u);
+  EXPECT_EQ(Texts(read->conversations[0]), (std::vector<std::string>{"system: You are Kimi.", "user: Plan the trip",
+                                                                    "assistant: Day one: the coast."}));
+  EXPECT_EQ(read->conversations[0].source_id.rfind("kimi-", 0), 0u);
+  ASSERT_EQ(read->skipped.size(), 1u);
+  EXPECT_NE(read->skipped[0].where.find("context.jsonl line 6"), std::string::npos) << read->skipped[0].where;
+  EXPECT_EQ(ReadChatExport(tmp.File("missing.jsonl"), ChatExportFormat::kKimi).status().code(), StatusCode::kNotFound);
+}
+
+TEST(ChatExportTest, FormatNamesAndIsoTimes) {
+  for (const char* name : {"chatgpt", "claude", "kimi", "openai-jsonl"}) {
+    auto format = ParseChatExportFormat(name);
+    ASSERT_OK(format);
+    EXPECT_EQ(ChatExportFormatName(*format), name);
+  }
+  EXPECT_NE(ParseChatExportFormat("gemini").status().message().find("expected chatgpt, claude"), std::string::npos);
+  int64_t ms = 7;
+  EXPECT_TRUE(ParseIsoTimeMs("1970-01-01T00:00:00Z", &ms));
+  EXPECT_EQ(ms, 0);
+  EXPECT_TRUE(ParseIsoTimeMs("2000-02-29T12:00:00+02:00", &ms));
+  EXPECT_EQ(ms, 951818400000);
+  EXPECT_TRUE(ParseIsoTimeMs("1969-12-31T23:59:59", &ms));
+  EXPECT_EQ(ms, -1000);
+  EXPECT_TRUE(ParseIsoTimeMs("2025-03-01T10:00:00.000000+00:00", &ms));
+  EXPECT_EQ(ms, 1740823200000);
+  for (const char* bad : {"", "2025-03-01", "2025-13-01T00:00:00Z", "2025-03-01T10:00:00Zjunk", "2025-03-01T10:00:00+5",
+                          "yyyy-mm-ddThh:mm:ssZ"}) {
+    EXPECT_FALSE(ParseIsoTimeMs(bad, &ms)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace strata::session

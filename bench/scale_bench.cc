@@ -218,6 +218,14 @@ int main(int argc, char** argv) {
     if (reuse) continue;
     Status s = (*opened)->WriteBatch(part.leaves, {});
     if (!s.ok()) return Fail(s);
+    if (pg && i == 0) {
+      // The writing instance also searches, as an instance of a fleet serves both: it holds its index from
+      // here on (each batch inserted into it, as on SQLite) and saves snapshots of it (every
+      // snapshot_every changes, and at Flush), which the new instances below start from.
+      auto first = (*opened)->EmbedTexts(std::vector<std::string>{"warm"});
+      if (!first.ok()) return Fail(first.status());
+      if (auto r = (*opened)->VectorNeighbours((*first)[0], {}, 10); !r.ok()) return Fail(r.status());
+    }
     int done = i + static_cast<int>(part.leaves.size());
     if (done % tenth == 0 || done == n) {
       auto now = SteadyClock::now();
@@ -292,6 +300,9 @@ int main(int argc, char** argv) {
     auto warmed = first_search(true);
     if (!warmed.ok()) return Fail(warmed.status());
     warm_start_s = warmed->first;
+    auto stats = warmed->second->GetStats();
+    if (!stats.ok()) return Fail(stats.status());
+    if (stats->index_snapshot_generation < 0) return Fail(Status::Internal("the new instance found no snapshot"));
     rebuilt = std::move(warmed);
   }
   ContextStore& store = *rebuilt->second;

@@ -34,7 +34,12 @@ int64_t IsoToMs(const json& j, std::string_view key) {
 
 std::string Where(std::string_view name, size_t index, std::string_view title) {
   std::string where = std::string(name) + "[" + std::to_string(index) + "]";
-  if (!title.empty()) where += " (" + std::string(title.substr(0, 80)) + ")";
+  if (title.size() > 80) {  // Cut at a character boundary: `where` may end up in JSON.
+    size_t cut = 80;
+    while (cut > 0 && (static_cast<unsigned char>(title[cut]) & 0xC0) == 0x80) --cut;
+    title = title.substr(0, cut);
+  }
+  if (!title.empty()) where += " (" + std::string(title) + ")";
   return where;
 }
 
@@ -366,14 +371,14 @@ bool ParseIsoTimeMs(std::string_view text, int64_t* ms) {
       return false;
     }
   }
-  // Days since the epoch of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-  const int y = year - (month <= 2);
-  const int era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * static_cast<unsigned>(month + (month > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(day) - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  const int64_t days = static_cast<int64_t>(era) * 146097 + static_cast<int64_t>(doe) - 719468;
-  *ms = ((days * 24 + hour) * 60 + minute - offset_minutes) * 60000 + second * 1000 + millis;
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  *ms = (static_cast<int64_t>(timegm(&tm)) - offset_minutes * 60) * 1000 + millis;
   return true;
 }
 

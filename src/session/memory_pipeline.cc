@@ -16,6 +16,7 @@
 #include "strata/prompt/value.h"
 #include "strata/util/clock.h"
 #include "strata/util/file_system.h"
+#include "session_common.h"
 
 namespace strata::session {
 
@@ -765,11 +766,13 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
     candidates.push_back(std::move(c));
   }
   std::vector<MemoryChange> out;
-  int64_t stamp = NowMs();
+  // The source names this call alone: a time plus a random token, since two calls in one millisecond (or on
+  // two instances) must not share one, or the second would be taken for a replay of the first and dropped.
+  const std::string call = std::to_string(NowMs()) + "-" + internal::NewIncarnation();
   for (size_t i = 0; i < candidates.size(); ++i) {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held,
                             LockOwners({kind + "/" + std::string(scope_uri.scope_id())}));
-    std::string source = "remember#" + std::to_string(stamp) + "#" + std::to_string(i);
+    std::string source = "remember#" + call + "#" + std::to_string(i);
     STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, {}));
     out.insert(out.end(), changes.begin(), changes.end());
   }
@@ -781,6 +784,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
   STRATA_ASSIGN_OR_RETURN(Uri root, Uri::Parse(under));
   std::vector<MemoryChange> out;
   int64_t stamp = NowMs();
+  const std::string call = std::to_string(stamp) + "-" + internal::NewIncarnation();  // As in Remember.
   int n = 0;
   for (const CategorySpec& spec : options_.categories) {
     // Every category directory at or below `root`.
@@ -814,7 +818,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
         c.dir = dir.uri;
         c.merge = spec.merge;
         c.fixed_uri = leaf.uri;
-        std::string source = "consolidate#" + std::to_string(stamp) + "#" + std::to_string(n++);
+        std::string source = "consolidate#" + call + "#" + std::to_string(n++);
         STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(c, source, {}));
         bool kept = std::any_of(changes.begin(), changes.end(), [&](const MemoryChange& ch) {
           return ch.uri == leaf.uri.str() && (ch.action == MemoryAction::kCreate || ch.action == MemoryAction::kMerge);

@@ -340,6 +340,20 @@ TEST_F(PipelineTest, RememberGoesThroughTheSameDedup) {
   EXPECT_EQ(nothing.status().code(), StatusCode::kFailedPrecondition);
 }
 
+// Two calls in one millisecond are two calls: the second is not taken for a replay of the first (the clock
+// here never moves, as two fast calls on one machine or two instances see it).
+TEST_F(PipelineTest, TwoRemembersInOneMillisecondAreBothApplied) {
+  MemoryPipeline stopped(*sessions_, *store_, *model_, prompts_, *audit_, {.clock = &clock_});
+  Answer(kSeat, R"({"decision": "create", "reason": "different"})");
+  auto first = stopped.Remember("strata://user/alice", "Alice prefers aisle seats on long flights.", "events");
+  ASSERT_OK(first);
+  auto second = stopped.Remember("strata://user/alice", "Alice flew to Lisbon in May.", "events");
+  ASSERT_OK(second);
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_NE((*second)[0].uri, (*first)[0].uri);
+  EXPECT_EQ(Memories("strata://user/alice/memories/events").size(), 2u);
+}
+
 TEST_F(PipelineTest, ConsolidationMergesNearDuplicatesThatSlippedThrough) {
   const std::string a = "strata://user/alice/memories/preferences/seat_a";
   const std::string b = "strata://user/alice/memories/preferences/seat_b";

@@ -28,7 +28,7 @@ struct AuditEntry {
   int64_t id = 0;
   std::string uri;  // The memory changed.
   MemoryAction action = MemoryAction::kCreate;
-  std::string source;  // "<session>#<archive>#<candidate>" or "remember#<ms>#0".
+  std::string source;  // "<session>#<archive>#<candidate>" or "remember#<ms>-<random>#0".
   int64_t at_ms = 0;
   std::string reason;  // The model's reason, or the rule that decided.
   std::string before;  // Content before (empty for create).

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "provider_flags.h"
 #include "strata/engine/engine.h"
 #include "strata/engine/views.h"
 
@@ -25,10 +26,16 @@ struct MemoryArgs {
   size_t limit = 10;
   bool recursive = false, json = false, ignore_case = false, read_only = false, ordered = false;
   std::vector<std::string> paths;
+  FindAssist assist;        // find --rewrite/--rerank.
+  ProviderSettings provider;  // The model they use.
 };
 
 Result<std::unique_ptr<Engine>> OpenEngine(const MemoryArgs &a) {
-  return Engine::Open({.data_dir = a.data, .embedder = a.embedder, .read_only = a.read_only});
+  return Engine::Open({.data_dir = a.data,
+                       .embedder = a.embedder,
+                       .provider = a.provider,
+                       .on_model_retry = WarnRetry,
+                       .read_only = a.read_only});
 }
 
 Result<std::string> ReadInput(const std::string &file) {
@@ -111,18 +118,25 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     return Status::Ok();
   }
   if (cmd == "find") {
-    memory::FindOptions o{.limit = a.limit};
-    STRATA_ASSIGN_OR_RETURN(o.under, memory::Uri::Parse(a.under));
+    // As every front end asks it (Engine::Find for a caller), with the CLI's own reach: everything.
+    FindRequest request{.query = a.query, .under = a.under == "strata://" ? "" : a.under, .limit = a.limit};
     if (!a.type.empty()) {
-      STRATA_ASSIGN_OR_RETURN(o.type, memory::ParseContextType(a.type));
+      STRATA_ASSIGN_OR_RETURN(request.tuning.type, memory::ParseContextType(a.type));
     }
-    STRATA_ASSIGN_OR_RETURN(auto hits, engine.Find(a.query, o));
-    for (const auto &h : hits) {
+    request.assist = a.assist;
+    STRATA_ASSIGN_OR_RETURN(FindResult found, engine.Find(request));
+    for (const auto &h : found.hits) {
       if (a.json) {
-        std::cout << views::Dump(views::HitView(h)) << "\n";
+        std::cout << views::Dump(views::HitView(h)) << "\n";  // One hit per line, as HTTP's "hits" holds them.
       } else {
         std::cout << std::to_string(h.score).substr(0, 5) << "  " << h.uri.str() << "  " << h.abstract_text << "\n";
       }
+    }
+    for (const std::string &q : found.queries) std::cerr << "also searched: " << q << "\n";
+    if (found.model) {
+      std::cerr << "model: " << found.model->calls << " calls, " << found.model->input_tokens << " input and "
+                << found.model->output_tokens << " output tokens, " << static_cast<int64_t>(found.model->ms) << " ms"
+                << (found.model->error.empty() ? "" : "; not used: " + found.model->error) << "\n";
     }
     return Status::Ok();
   }
@@ -237,7 +251,12 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   f->add_option("--under", a->under);
   f->add_option("--limit", a->limit);
   f->add_option("--type", a->type);
-  f->add_flag("--json", a->json);
+  f->add_flag("--json", a->json, "One JSON hit per line");
+  f->add_flag("--rewrite", a->assist.rewrite, "Let the model rewrite the question into the searches for its parts");
+  f->add_flag("--rerank", a->assist.rerank, "Let the model order the best candidates by how well they answer");
+  f->add_option("--max-queries", a->assist.max_queries, "Searches the model may write (1-8)");
+  f->add_option("--rerank-candidates", a->assist.rerank_candidates, "Candidates the model orders (2-100)");
+  AddProviderFlags(f, &a->provider);
   CLI::App *ex = sub("export", "Export a subtree as Markdown files");
   ex->add_option("DIR", a->dir)->required();
   ex->add_option("--uri", a->uri, "Subtree (default: everything)");

@@ -304,7 +304,8 @@ class PyEngine {
 
   py::object Find(const std::string& query, int64_t limit, std::optional<std::string> under,
                   std::optional<std::string> session, std::optional<int64_t> token_budget,
-                  std::optional<std::string> user) {
+                  std::optional<std::string> user, bool rewrite, bool rerank, size_t max_queries,
+                  size_t rerank_candidates) {
     if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("limit must be between 1 and 1000"));
     FindRequest request;
     request.query = query;
@@ -313,6 +314,8 @@ class PyEngine {
     request.session = OptString(session);
     request.token_budget = token_budget.value_or(0);
     request.reach = ReachOf(user);
+    request.assist = {.rewrite = rewrite, .rerank = rerank, .max_queries = max_queries,
+                      .rerank_candidates = rerank_candidates};
     return Record("FindResult", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(request));
       return views::FindResultView(found);
@@ -704,7 +707,8 @@ overwrite=False raises AlreadyExistsError when the leaf exists.
            py::arg("ignore_case") = false, py::arg("user") = py::none(), "Lines containing `pattern` (list of GrepMatch).")
       .def("find", &PyEngine::Find, py::arg("query"), py::arg("limit") = 10, py::arg("under") = py::none(),
            py::arg("session") = py::none(), py::arg("token_budget") = py::none(), py::kw_only(),
-           py::arg("user") = py::none(), R"doc(
+           py::arg("user") = py::none(), py::arg("rewrite") = false, py::arg("rerank") = false,
+           py::arg("max_queries") = 3, py::arg("rerank_candidates") = 20, R"doc(
 Hybrid (full text + vector), hierarchical retrieval. Returns a FindResult: iterate it for Hits (uri,
 score, abstract, reason, tokens), best first.
 
@@ -712,6 +716,8 @@ under: search below this URI only (default: everything the caller may read, rank
 session: a session whose newest request is searched with a short follow-up ("and the second one?").
 token_budget: stop adding hits once their tokens would pass it.
 user: search as that user (their scope, the account's agents and shared resources); default: everything.
+rewrite, rerank: let the engine's model rewrite the question into searches for its parts, and order the
+  best rerank_candidates hits; the result's `queries` and `model` (calls, tokens, ms, error) show it.
 )doc")
       .def("export_tree", &PyEngine::ExportTree, py::arg("uri"), py::arg("dir"),
            "Writes the subtree at `uri` to `dir` as Markdown files.")

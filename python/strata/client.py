@@ -182,8 +182,12 @@ class Client:
                                                                          "ignore_case": ignore_case}))
 
     def find(self, query: str, limit: int = 10, under: str | None = None, session: str | None = None,
-             token_budget: int | None = None) -> FindResult:
-        body = {"query": query, "limit": limit, "under": under, "session": session, "token_budget": token_budget}
+             token_budget: int | None = None, *, rewrite: bool | None = None, rerank: bool | None = None,
+             max_queries: int | None = None, rerank_candidates: int | None = None) -> FindResult:
+        """``rewrite``/``rerank`` ask the server's model for help (its cost is the result's ``model``)."""
+        body = {"query": query, "limit": limit, "under": under, "session": session, "token_budget": token_budget,
+                "rewrite": rewrite, "rerank": rerank, "max_queries": max_queries,
+                "rerank_candidates": rerank_candidates}
         return FindResult(self._call("POST", "/api/v1/search/find",
                                      body={k: v for k, v in body.items() if v is not None}))
 

@@ -111,7 +111,8 @@ class Hit(Record):
 
 class FindResult(Record):
     """``hits`` (best first), ``tokens`` (their sum) and ``searched`` (the text searched, when a session's
-    newest request was added to a short follow-up). Iterating gives the hits."""
+    newest request was added to a short follow-up); with model help, ``queries`` (the model's searches) and
+    ``model`` (its cost: calls, input_tokens, output_tokens, ms, error). Iterating gives the hits."""
     __slots__ = ()
     _nested = {"hits": Hit}
 

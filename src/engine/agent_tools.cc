@@ -10,6 +10,7 @@
 
 #include "strata/json/checked.h"
 #include "strata/memory/uri.h"
+#include "strata/util/utf8.h"
 
 namespace strata {
 namespace {
@@ -97,9 +98,7 @@ tools::ToolOutput ReadFile(std::string_view arguments, const AgentToolsOptions& 
     }
     if (line.size() > kMaxLineChars) {
       cut = true;
-      size_t at = kMaxLineChars;
-      while (at > 0 && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80) --at;  // A whole character.
-      line.resize(at);
+      line.resize(Utf8Prefix(line, kMaxLineChars));
     }
     if (!cut && !line.empty() && line.back() == '\r') line.pop_back();
     size_t bad = 0;

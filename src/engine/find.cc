@@ -3,13 +3,18 @@
 // answer whichever way it is asked.
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/json/checked.h"
+#include "strata/llm/ask_json.h"
 #include "strata/memory/uri.h"
+#include "strata/prompt/prompt_library.h"
 #include "strata/tokenizer/registry.h"
+#include "strata/util/utf8.h"
 
 namespace strata {
 
@@ -17,6 +22,12 @@ using engine_internal::Guard;
 using memory::Uri;
 
 namespace {
+
+// `text` cut to at most `bytes`, at a character boundary.
+std::string CutAt(std::string text, size_t bytes) {
+  text.resize(Utf8Prefix(text, bytes));
+  return text;
+}
 
 // The query a find with a session searches for: a short query (under eight words) is joined by the
 // session's newest user message that is not the query itself, cut to 400 bytes.
@@ -33,12 +44,7 @@ std::string SessionAwareQuery(const std::string& query, const std::vector<Messag
     if (m->role != strata::Role::kUser) continue;
     std::string text = m->ExtractText(" ");
     if (text.empty() || text == query) continue;
-    if (text.size() > 400) {
-      size_t cut = 400;
-      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-      text.resize(cut);
-    }
-    return query + "\n" + text;
+    return query + "\n" + CutAt(std::move(text), 400);
   }
   return query;
 }
@@ -60,6 +66,97 @@ Result<std::vector<Uri>> SearchPlaces(Engine& engine, const Reach& reach, std::s
   return roots;
 }
 
+
+// ---- Model help (FindAssist) ----
+
+using Json = nlohmann::json;
+
+// One model question of a find's help, with its cost added to `cost`.
+Result<std::string> AskModel(llm::ChatProvider& model, prompt::PromptLibrary& prompts, std::string_view prompt_id,
+                             const Json& vars, std::string_view what, const llm::JsonCheck& check,
+                             FindModelCost& cost) {
+  auto value = prompt::Value::FromJson(vars.dump());
+  if (!value.ok()) return value.status();
+  STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts.Render(prompt_id, *value));
+  llm::JsonAsk ask;
+  auto start = std::chrono::steady_clock::now();
+  Result<std::string> json = llm::AskForJson(model, prompt, what, check, {.attempts = 2}, &ask);
+  cost.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  cost.calls += ask.calls;
+  cost.input_tokens += ask.usage.input();
+  cost.output_tokens += ask.usage.output;
+  return json;
+}
+
+// The model's searches for `query`: {"queries": [string...]}, at most `max`, none empty, none repeated, none
+// equal to the query, each cut to 400 bytes.
+Result<std::vector<std::string>> RewriteQuery(llm::ChatProvider& model, prompt::PromptLibrary& prompts,
+                                              const std::string& query, size_t max, FindModelCost& cost) {
+  std::vector<std::string> out;
+  auto check = [&](std::string_view text) -> Status {
+    out.clear();
+    Json j = json::ParseOrDiscard<Json>(text);
+    const Json* queries = json::Field(j, "queries");
+    if (queries == nullptr || !queries->is_array()) return Status::InvalidArgument("the object has no \"queries\" array");
+    std::set<std::string> seen = {query};
+    for (size_t i = 0; i < queries->size(); ++i) {
+      const Json& q = (*queries)[i];
+      if (!q.is_string()) return Status::InvalidArgument("queries[" + std::to_string(i) + "] is not a string");
+      std::string search = CutAt(q.get<std::string>(), 400);
+      if (search.find_first_not_of(" \t\r\n") == std::string::npos || !seen.insert(search).second) continue;
+      if (out.size() < max) out.push_back(std::move(search));
+    }
+    return Status::Ok();
+  };
+  STRATA_RETURN_IF_ERROR(AskModel(model, prompts, "find.rewrite", {{"query", query}, {"max_queries", max}},
+                                  "query rewriting", check, cost)
+                             .status());
+  return out;
+}
+
+// The model's order of `hits` for `query`: {"ranking": [index...]} best first. Indices out of range or
+// repeated are passed over; hits it leaves out follow those it names, in their own order.
+Status RerankHits(llm::ChatProvider& model, prompt::PromptLibrary& prompts, memory::ContextStore& store,
+                  const std::string& query, std::vector<memory::Hit>& hits, size_t candidates, FindModelCost& cost) {
+  const size_t n = std::min(candidates, hits.size());
+  Json passages = Json::array();
+  for (size_t i = 0; i < n; ++i) {
+    const memory::Hit& h = hits[i];
+    Result<std::string> text = store.Read(h.uri, h.is_dir ? memory::Level::kOverview : memory::Level::kContent);
+    passages.push_back({{"index", i}, {"uri", h.uri.str()}, {"text", CutAt(text.ok() ? *text : h.abstract_text, 600)}});
+  }
+  std::vector<size_t> order;
+  auto check = [&](std::string_view text) -> Status {
+    order.clear();
+    Json j = json::ParseOrDiscard<Json>(text);
+    const Json* ranking = json::Field(j, "ranking");
+    if (ranking == nullptr || !ranking->is_array()) return Status::InvalidArgument("the object has no \"ranking\" array");
+    std::vector<bool> taken(n, false);
+    for (const Json& r : *ranking) {
+      if (!r.is_number_integer()) continue;
+      int64_t i = r.get<int64_t>();
+      if (i < 0 || i >= static_cast<int64_t>(n) || taken[i]) continue;
+      taken[i] = true;
+      order.push_back(static_cast<size_t>(i));
+    }
+    if (order.empty() && n > 0 && !ranking->empty()) {
+      return Status::InvalidArgument("\"ranking\" names none of the passages 0-" + std::to_string(n - 1));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!taken[i]) order.push_back(i);
+    }
+    return Status::Ok();
+  };
+  STRATA_RETURN_IF_ERROR(
+      AskModel(model, prompts, "find.rerank", {{"query", query}, {"passages", passages}}, "reranking", check, cost)
+          .status());
+  std::vector<memory::Hit> ranked;
+  ranked.reserve(hits.size());
+  for (size_t i : order) ranked.push_back(std::move(hits[i]));
+  for (size_t i = n; i < hits.size(); ++i) ranked.push_back(std::move(hits[i]));
+  hits = std::move(ranked);
+  return Status::Ok();
+}
 }  // namespace
 
 // ---- Who may reach what ----
@@ -167,7 +264,47 @@ Result<FindResult> Engine::Find(const FindRequest& request) {
       if (searched != request.query) out.searched = searched;
     }
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * s, store());
-    STRATA_ASSIGN_OR_RETURN(std::vector<memory::Hit> hits, memory::Find(*s, searched, options));
+    const FindAssist& assist = request.assist;
+    std::vector<std::string> queries = {searched};
+    llm::ChatProvider* helper = nullptr;
+    prompt::PromptLibrary* library = nullptr;
+    if (assist.rewrite || assist.rerank) {
+      if (assist.max_queries < 1 || assist.max_queries > 8) {
+        return Status::InvalidArgument("\"max_queries\" must be between 1 and 8");
+      }
+      if (assist.rerank_candidates < 2 || assist.rerank_candidates > 100) {
+        return Status::InvalidArgument("\"rerank_candidates\" must be between 2 and 100");
+      }
+      Result<llm::ChatProvider*> m = model();
+      if (!m.ok()) {
+        return Status::FailedPrecondition("find: rewrite and rerank need a model, and this engine has none (" +
+                                          std::string(m.status().message()) + ")");
+      }
+      helper = *m;
+      STRATA_ASSIGN_OR_RETURN(library, prompts());
+      out.model.emplace();
+    }
+    // The model's help is help: when it fails, find answers from the store and says why.
+    auto note = [&](const Status& failed) {
+      if (!out.model->error.empty()) out.model->error += "; ";
+      out.model->error += failed.ToString();
+    };
+    if (assist.rewrite) {
+      Result<std::vector<std::string>> more = RewriteQuery(*helper, *library, searched, assist.max_queries, *out.model);
+      if (more.ok()) {
+        out.queries = *more;
+        queries.insert(queries.end(), more->begin(), more->end());
+      } else {
+        note(more.status());
+      }
+    }
+    if (assist.rerank) options.limit = std::max(options.limit, assist.rerank_candidates);
+    STRATA_ASSIGN_OR_RETURN(std::vector<memory::Hit> hits, memory::Find(*s, queries, options));
+    if (assist.rerank && hits.size() > 1) {
+      Status reranked = RerankHits(*helper, *library, *s, searched, hits, assist.rerank_candidates, *out.model);
+      if (!reranked.ok()) note(reranked);
+    }
+    if (hits.size() > request.limit) hits.resize(request.limit);
     CountHitTokens(hits, request.encoding);
     for (memory::Hit& h : hits) {
       if (request.token_budget > 0 && out.tokens + h.tokens > request.token_budget) break;

@@ -61,7 +61,34 @@ Json FindResultView(const FindResult& r) {
   for (const memory::Hit& h : r.hits) hits.push_back(HitView(h));
   Json out = {{"hits", std::move(hits)}, {"tokens", r.tokens}};
   if (!r.searched.empty()) out["searched"] = r.searched;
+  if (!r.queries.empty()) out["queries"] = r.queries;
+  if (r.model) {
+    Json model = {{"calls", r.model->calls}, {"input_tokens", r.model->input_tokens},
+                  {"output_tokens", r.model->output_tokens}, {"ms", r.model->ms}};
+    if (!r.model->error.empty()) model["error"] = r.model->error;
+    out["model"] = std::move(model);
+  }
   return out;
+}
+
+Status ReadFindAssist(const nlohmann::json& args, FindAssist* out) {
+  if (!args.is_object()) return Status::Ok();
+  for (auto [name, flag] : {std::pair{"rewrite", &out->rewrite}, std::pair{"rerank", &out->rerank}}) {
+    auto it = args.find(name);
+    if (it == args.end() || it->is_null()) continue;
+    if (!it->is_boolean()) return Status::InvalidArgument(std::string("\"") + name + "\" must be true or false");
+    *flag = it->get<bool>();
+  }
+  for (auto [name, count] : {std::pair{"max_queries", &out->max_queries},
+                             std::pair{"rerank_candidates", &out->rerank_candidates}}) {
+    auto it = args.find(name);
+    if (it == args.end() || it->is_null()) continue;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      return Status::InvalidArgument(std::string("\"") + name + "\" must be a whole number");
+    }
+    *count = it->get<size_t>();
+  }
+  return Status::Ok();
 }
 
 // Members in alphabetical order: the order these views have always been printed in.

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/json/json_writer.h"
+#include "strata/util/utf8.h"
 
 namespace strata::json {
 
@@ -69,9 +70,7 @@ std::string QuoteForError(std::string_view s, size_t max) {
     AppendString(&out, s);
     return out;
   }
-  size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // Keep UTF-8 whole.
-  AppendString(&out, s.substr(0, cut));
+  AppendString(&out, s.substr(0, Utf8Prefix(s, max)));
   out.insert(out.size() - 1, "...");
   return out + " (" + std::to_string(s.size()) + " bytes)";
 }

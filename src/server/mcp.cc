@@ -77,16 +77,24 @@ std::vector<Tool> MakeTools() {
   Json level = {{"type", "integer"}, {"minimum", 0}, {"maximum", 2},
                 {"description", "0: the one-line abstract (L0), 1: the overview (L1), 2: the full content (L2, default)"}};
   Json session = Prop("string", "A session id of yours");
+  Json rewrite = {{"type", "boolean"},
+                  {"description", "Let the server's model rewrite the question into the searches that find its parts "
+                                  "(needs a configured model; off by default)"}};
+  Json rerank = {{"type", "boolean"},
+                 {"description", "Let the server's model order the best candidates by how well they answer "
+                                 "(needs a configured model; off by default)"}};
   std::vector<Tool> out = {
       {"find", "Find", "Hybrid (full-text + vector), hierarchical retrieval over memories, resources and skills. Returns "
                        "the best URIs with scores, one-line abstracts and why each matched; read a hit for more.",
-       Object({{"query", Prop("string", "What to look for, in natural language")}, {"under", under}, {"limit", limit}},
+       Object({{"query", Prop("string", "What to look for, in natural language")}, {"under", under}, {"limit", limit},
+               {"rewrite", rewrite}, {"rerank", rerank}},
               {"query"})},
       {"search", "Search with context", "Like find, but aware of a session (a short follow-up is searched together with "
                                         "the session's newest request) and with a token budget: the best hits whose "
                                         "abstracts fit it.",
        Object({{"query", Prop("string", "What to look for")}, {"session", session}, {"under", under}, {"limit", limit},
-               {"token_budget", {{"type", "integer"}, {"minimum", 1}, {"description", "Tokens the returned abstracts may take"}}}},
+               {"token_budget", {{"type", "integer"}, {"minimum", 1}, {"description", "Tokens the returned abstracts may take"}}},
+               {"rewrite", rewrite}, {"rerank", rerank}},
               {"query"})},
       {"read", "Read", "Read one or more URIs at a level of detail (L0 abstract, L1 overview, L2 content).",
        Object({{"uri", uri}, {"uris", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 50},
@@ -194,6 +202,7 @@ struct McpHandler::Impl {
       request.session = json::StringOr(args, "session");
       request.token_budget = json::IntOr(args, "token_budget", 0);
     }
+    STRATA_RETURN_IF_ERROR(views::ReadFindAssist(args, &request.assist));
     request.reach = who.reach;
     STRATA_ASSIGN_OR_RETURN(FindResult found, engine->Find(request));
     return views::FindResultView(found);

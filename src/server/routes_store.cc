@@ -143,6 +143,7 @@ void Server::Impl::AddStoreRoutes() {
     request.limit = static_cast<size_t>(limit);
     STRATA_ASSIGN_OR_RETURN(request.token_budget, c.IntArg("token_budget", 0));
     STRATA_ASSIGN_OR_RETURN(request.session, c.Arg("session", false));
+    STRATA_RETURN_IF_ERROR(views::ReadFindAssist(c.body, &request.assist));
     request.reach = ReachOf(c.id);
     STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
     return views::FindResultView(found);

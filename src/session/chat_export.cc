@@ -13,6 +13,7 @@
 #include "strata/memory/hash.h"
 #include "strata/message/message_json.h"
 #include "strata/util/file_system.h"
+#include "strata/util/utf8.h"
 
 namespace strata::session {
 namespace {
@@ -34,11 +35,7 @@ int64_t IsoToMs(const json& j, std::string_view key) {
 
 std::string Where(std::string_view name, size_t index, std::string_view title) {
   std::string where = std::string(name) + "[" + std::to_string(index) + "]";
-  if (title.size() > 80) {  // Cut at a character boundary: `where` may end up in JSON.
-    size_t cut = 80;
-    while (cut > 0 && (static_cast<unsigned char>(title[cut]) & 0xC0) == 0x80) --cut;
-    title = title.substr(0, cut);
-  }
+  title = title.substr(0, Utf8Prefix(title, 80));  // At a character boundary: `where` may end up in JSON.
   if (!title.empty()) where += " (" + std::string(title) + ")";
   return where;
 }

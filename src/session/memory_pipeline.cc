@@ -9,13 +9,14 @@
 
 #include "strata/memory/hash.h"
 #include "strata/json/checked.h"
+#include "strata/llm/ask_json.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/generate.h"
-#include "strata/llm/model_json.h"
 #include "strata/memory/uri.h"
 #include "strata/prompt/value.h"
 #include "strata/util/clock.h"
 #include "strata/util/file_system.h"
+#include "strata/util/utf8.h"
 #include "session_common.h"
 
 namespace strata::session {
@@ -78,11 +79,7 @@ std::string Slug(std::string_view key) {
     }
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
-  if (out.size() > 100) {
-    size_t cut = 100;
-    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
-    out.resize(cut);
-  }
+  out.resize(Utf8Prefix(out, 100));
   return out.empty() ? "memory" : out;
 }
 
@@ -192,21 +189,11 @@ Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, cons
                                                 std::string_view what, const JsonCheck& check,
                                                 std::string* last_error) {
   STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, vars));
-  std::vector<Message> history = {Message::User(prompt)};
-  for (int attempt = 1;; ++attempt) {
-    STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history, {}, {.cancel = t_cancel}));
-    Result<std::string> json = llm::ExtractModelJson(reply.message.ExtractText(), llm::JsonShape::kObject);
-    Status problem = json.ok() ? (check ? check(*json) : Status::Ok()) : json.status();
-    if (problem.ok()) return json;
-    *last_error = std::string(problem.message());
-    if (attempt >= options_.parse_attempts) {
-      return Status::InvalidArgument(std::string(what) + " failed after " + std::to_string(attempt) +
-                                     " attempts: " + *last_error);
-    }
-    history.push_back(reply.message);
-    history.push_back(Message::User("Your reply could not be used: " + *last_error +
-                                    "\nReply again with only the JSON, exactly in the format asked for."));
-  }
+  llm::JsonAsk ask;
+  Result<std::string> json =
+      llm::AskForJson(model_, prompt, what, check, {.attempts = options_.parse_attempts, .cancel = t_cancel}, &ask);
+  *last_error = ask.last_error;
+  return json;
 }
 
 Result<std::string> MemoryPipeline::Summarize(std::string_view session, int archive, const std::string& transcript) {

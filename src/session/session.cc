@@ -17,6 +17,7 @@
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
 #include "strata/message/part_registry.h"
+#include "strata/util/utf8.h"
 #include "session_common.h"
 
 namespace strata::session {
@@ -849,9 +850,7 @@ std::string CutLine(std::string_view text, size_t max) {
   std::string_view line = text.substr(0, nl);
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
   if (line.size() <= max) return std::string(line);
-  size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(line.substr(0, cut)) + "...";
+  return std::string(line.substr(0, Utf8Prefix(line, max))) + "...";
 }
 
 }  // namespace

@@ -444,5 +444,48 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
   EXPECT_FALSE(grepped.count("strata://user/bob/memories/preferences/editor"));
 }
 
+// Model help for find (FindAssist) is the same request through HTTP and MCP: the same searches, the same
+// reranked hits, its cost reported, and a wrongly typed member named.
+TEST_F(TrustTest, FindWithModelHelpIsTheSameOverHttpAndMcp) {
+  Stop();
+  // Static: it must outlive the server even when an assertion ends the test early.
+  static llm::ScriptedProvider model("scripted", [](const llm::ScriptedProvider::Request& req) -> llm::ScriptedReply {
+    std::string prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+    if (prompt.find("\"queries\"") != std::string::npos) return testing::TextReply(R"({"queries": ["night train Vienna"]})");
+    return testing::TextReply(R"({"ranking": [1, 0]})");
+  });
+  engine_options_.model = &model;
+  Start();
+  std::string alice = Issue("alice");
+  for (const auto& [uri, text] : std::vector<std::pair<std::string, std::string>>{
+           {"strata://user/alice/memories/events/train", "Alice took the night train to Vienna in March."},
+           {"strata://user/alice/memories/events/flight", "Alice flew to Lisbon for a conference in May."},
+           {"strata://user/alice/memories/preferences/seat", "Alice books aisle seats when she travels."}}) {
+    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
+  }
+  Json args = {{"query", "How did Alice travel to Austria?"}, {"rewrite", true}, {"rerank", true}, {"limit", 3}};
+  Reply http = Call("POST", "/api/v1/search/find", alice, args.dump());
+  ASSERT_EQ(http.status, 200) << http.raw;
+  Reply mcp = Call("POST", "/mcp", alice, McpCall("find", args));
+  ASSERT_EQ(mcp.status, 200) << mcp.raw;
+  const Json& over_http = http.body["result"];
+  const Json& over_mcp = mcp.body["result"]["structuredContent"];
+  EXPECT_EQ(over_http["queries"], Json::array({"night train Vienna"})) << http.raw;
+  EXPECT_EQ(HitUris(over_mcp["hits"]), HitUris(over_http["hits"]));
+  EXPECT_EQ(over_mcp["queries"], over_http["queries"]);
+  EXPECT_EQ(over_http["model"]["calls"], 2) << http.raw;
+  EXPECT_FALSE(over_http["model"].contains("error")) << http.raw;
+  EXPECT_EQ(over_mcp["model"]["calls"], 2) << mcp.raw;
+  // Without help the same question asks no model and reports no cost.
+  Reply plain = Call("POST", "/api/v1/search/find", alice, Json{{"query", "How did Alice travel to Austria?"}}.dump());
+  ASSERT_EQ(plain.status, 200);
+  EXPECT_FALSE(plain.body["result"].contains("model")) << plain.raw;
+  Reply wrong = Call("POST", "/api/v1/search/find", alice, Json{{"query", "x"}, {"rerank", "yes"}}.dump());
+  EXPECT_EQ(wrong.status, 400) << wrong.raw;
+  EXPECT_NE(wrong.raw.find("\\\"rerank\\\""), std::string::npos) << wrong.raw;
+  Stop();
+  engine_options_.model = nullptr;
+}
+
 }  // namespace
 }  // namespace strata::server

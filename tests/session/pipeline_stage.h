@@ -1,5 +1,5 @@
 // Which step of the memory pipeline a scripted model is being asked for, told from the shipped prompts
-// (prompts/session/*.yaml): tests answer each step differently.
+// (prompts/session/*.yaml, prompts/find/*.yaml): tests answer each step differently.
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 
 namespace strata::testing {
 
-enum class Stage { kSummary, kExtract, kDedup, kOther };
+enum class Stage { kSummary, kExtract, kDedup, kRewrite, kRerank, kOther };
 
 // A scripted model's reply of one text part.
 inline llm::ScriptedReply TextReply(std::string text) {
@@ -22,6 +22,10 @@ inline Stage StageOf(const llm::ScriptedProvider::Request& req) {
   if (prompt.find("Summarise the conversation") != std::string::npos) return Stage::kSummary;
   if (prompt.find("You maintain an agent's long-term memory") != std::string::npos) return Stage::kExtract;
   if (prompt.find("A new memory was extracted") != std::string::npos) return Stage::kDedup;
+  if (prompt.find("write up to") != std::string::npos && prompt.find("\"queries\"") != std::string::npos) {
+    return Stage::kRewrite;  // prompts/find/rewrite.yaml
+  }
+  if (prompt.find("Below are passages found for a question") != std::string::npos) return Stage::kRerank;
   return Stage::kOther;
 }
 

@@ -19,7 +19,7 @@ TEST(ShippedPrompts, EveryTemplateLoads) {
   auto errors = library.Errors();
   EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
   auto ids = library.Ids();
-  for (const char* id : {"session.summarize", "memory.extract", "memory.dedup"}) {
+  for (const char* id : {"session.summarize", "memory.extract", "memory.dedup", "find.rewrite", "find.rerank"}) {
     EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
   }
 }
@@ -49,6 +49,17 @@ TEST(ShippedPrompts, RenderWithTheirVariables) {
       << *dedup;
   // Required variables are enforced.
   EXPECT_FALSE(library.Render("memory.dedup", Vars(R"({"candidate": {}})")).ok());
+
+  auto rewrite = library.Render("find.rewrite", Vars(R"({"query": "When did Ann move?", "max_queries": 2})"));
+  ASSERT_OK(rewrite);
+  EXPECT_NE(rewrite->find("up to\n2 short searches"), std::string::npos) << *rewrite;
+  EXPECT_NE(rewrite->find("Question: When did Ann move?"), std::string::npos);
+  auto rerank = library.Render("find.rerank", Vars(R"({"query": "q", "passages": [
+      {"index": 0, "uri": "strata://resources/a", "text": "first"}, {"index": 1, "uri": "strata://resources/b",
+      "text": "second"}]})"));
+  ASSERT_OK(rerank);
+  EXPECT_NE(rerank->find("[1] strata://resources/b\nsecond"), std::string::npos) << *rerank;
+  EXPECT_FALSE(library.Render("find.rerank", Vars(R"({"query": "q"})")).ok());
 }
 
 }  // namespace

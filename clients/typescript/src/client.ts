@@ -102,6 +102,17 @@ export interface FindOptions extends RequestOptions {
   session?: string | undefined;
   /** > 0: only the best hits whose abstracts fit in this many tokens together (see each hit's `tokens`). */
   tokenBudget?: number | undefined;
+  /**
+   * Let the server's model rewrite the question into the searches that find its parts (the result's
+   * `queries`); needs a model configured on the server. Its cost is in the result's `model`.
+   */
+  rewrite?: boolean | undefined;
+  /** Let the server's model order the best `rerankCandidates` hits by how well they answer. */
+  rerank?: boolean | undefined;
+  /** Searches the model may write (1-8, default 3). */
+  maxQueries?: number | undefined;
+  /** Candidates the model orders (2-100, default 20). */
+  rerankCandidates?: number | undefined;
 }
 export interface CreateSessionOptions extends RequestOptions {
   /** The session's id (default: a new one). */
@@ -343,9 +354,10 @@ export class StrataClient {
    * first, each with its `uri`, `score`, `abstract`, `reason` and `tokens`.
    */
   find(query: string, options: FindOptions = {}): Promise<FindResult> {
-    const { limit, under, session, tokenBudget } = options;
+    const { limit, under, session, tokenBudget, rewrite, rerank, maxQueries, rerankCandidates } = options;
     return this.call("post", "/api/v1/search/find",
-                     { body: { query, limit, under, session, token_budget: tokenBudget } }, options);
+                     { body: { query, limit, under, session, token_budget: tokenBudget, rewrite, rerank,
+                               max_queries: maxQueries, rerank_candidates: rerankCandidates } }, options);
   }
 
   // ---- Sessions ----

@@ -96,6 +96,30 @@ struct EngineOptions {
   bool read_only = false;
 };
 
+// Model help for one find (off by default; needs the engine's model). Without a model, find answers from
+// the store alone; with one, the question can be rewritten into the searches that find its parts, and the
+// best candidates ordered by how well they answer it (docs/memory.md, "Model help").
+struct FindAssist {
+  // The model writes up to `max_queries` searches for the question (one per fact a multi-part question
+  // joins, in the words stored text likely uses); they are searched together with the question itself.
+  bool rewrite = false;
+  // The model orders the best `rerank_candidates` hits by how well they answer; those it names come first,
+  // in its order, the others after them in their own.
+  bool rerank = false;
+  size_t max_queries = 3;         // 1-8.
+  size_t rerank_candidates = 20;  // 2-100.
+};
+
+// What the model help of one find cost.
+struct FindModelCost {
+  int calls = 0;              // Model calls, a retry after an unusable reply included.
+  int64_t input_tokens = 0;   // As the provider reported them (0 when it did not).
+  int64_t output_tokens = 0;
+  double ms = 0;              // Wall time spent waiting for the model.
+  // Why the model's help was left out ("" when it was used): find then answered from the store alone.
+  std::string error;
+};
+
 // A find for a caller: what HTTP's search/find, MCP's find and search, the agent tools and the CLI ask.
 struct FindRequest {
   std::string query;
@@ -111,12 +135,15 @@ struct FindRequest {
   Reach reach;
   // Retrieval weights and filters (memory/retrieval.h); its under, roots and limit come from the above.
   memory::FindOptions tuning;
+  FindAssist assist;
 };
 
 struct FindResult {
   std::vector<memory::Hit> hits;  // Best first, each with its tokens (Hit::tokens).
   int64_t tokens = 0;             // Their sum.
   std::string searched;           // The text searched, when a session made it differ from the query.
+  std::vector<std::string> queries;     // The model's searches, searched besides it (FindAssist::rewrite).
+  std::optional<FindModelCost> model;   // Present when model help was asked for.
 };
 
 // A file of a Markdown tree carried in memory (Engine::ExportFiles, ImportFiles).

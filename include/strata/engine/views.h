@@ -6,8 +6,9 @@
 //                     "superseded": true for a memory that a newer one replaced (metadata "valid_to")
 //   NodeDetailView    NodeView + "overview", "metadata" (object), "relations": [{"from","to","reason"}]
 //   HitView           {"uri","level","score","abstract","reason","tokens"}
-//   FindResultView    {"hits":[HitView],"tokens","searched"?}: Engine::Find for a caller, as every front end
-//                     returns it
+//   FindResultView    {"hits":[HitView],"tokens","searched"?,"queries"?,"model"?}: Engine::Find for a caller, as
+//                     every front end returns it; "model" {"calls","input_tokens","output_tokens","ms","error"?}
+//                     when model help was asked for (FindAssist)
 //   GrepMatchView     {"uri","line","text","superseded"}
 //   SessionView       {"abstract","agent","contexts","id",["messages",]"overview","stats":{...},"user"}
 //   ArchiveView       {"archive","error"?,"messages","notes"?,"state"}
@@ -43,6 +44,7 @@
 namespace strata {
 struct SessionContext;
 struct FindResult;
+struct FindAssist;
 struct CommitOutcome;
 struct SessionStatus;
 }  // namespace strata
@@ -59,6 +61,10 @@ Json NodeView(const memory::Node& node);
 Json NodeDetailView(const memory::Node& node, const std::vector<memory::Relation>& relations);
 Json HitView(const memory::Hit& hit);
 Json FindResultView(const FindResult& result);
+// The reverse for a find's model help: "rewrite" and "rerank" (booleans), "max_queries" and
+// "rerank_candidates" (integers) from HTTP's body or MCP's arguments; a member of the wrong type is an error
+// naming it. Absent members keep `out`'s values.
+Status ReadFindAssist(const nlohmann::json& args, FindAssist* out);
 Json GrepMatchView(const memory::GrepMatch& match);
 // With `messages`, the session's current messages are included (kosong JSON).
 Json SessionView(const session::SessionInfo& info, const std::vector<Message>* messages = nullptr);

@@ -23,7 +23,8 @@ struct SessionArgs {
   std::vector<std::string> prompt_dirs;
   ProviderSettings provider;
   std::string id, user, agent, text, role = "user", message, scope, category, uri, to, focus, encoding = "o200k_base";
-  bool wait = false, force = false;
+  bool wait = false, force = false, commit = false;
+  std::string file, format;
   int64_t checkpoint = -1, max_tokens = 128'000, reserve = 4'096, tokens = 0;
 };
 
@@ -42,6 +43,15 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   if (cmd == "new") {
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(a.user, a.agent, a.id));
     Print(views::SessionView(info));
+    return Status::Ok();
+  }
+  if (cmd == "import") {
+    STRATA_ASSIGN_OR_RETURN(session::ChatExportFormat format, session::ParseChatExportFormat(a.format));
+    STRATA_ASSIGN_OR_RETURN(session::ChatExport exported, session::ReadChatExport(a.file, format));
+    STRATA_ASSIGN_OR_RETURN(ChatImportReport report, engine->ImportConversations(exported, a.user, a.agent, a.commit));
+    Print(views::ChatImportView(report));
+    std::cerr << "imported " << report.imported.size() << ", unchanged " << report.unchanged.size() << ", skipped "
+              << report.skipped.size() << "\n";
     return Status::Ok();
   }
   if (cmd == "list") {
@@ -203,6 +213,12 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   n->add_option("--agent", a->agent, "Owner agent id");
   n->add_option("--id", a->id, "Session id (default: generated)");
   sub("list", "List sessions", false);
+  CLI::App* import = sub("import", "Import a chat export's conversations as sessions of --user", false);
+  import->add_option("FILE", a->file, "conversations.json, context.jsonl or a JSONL file")->required();
+  import->add_option("--format", a->format, "chatgpt, claude, kimi or openai-jsonl")->required();
+  import->add_option("--user", a->user, "Whose sessions they become")->required();
+  import->add_option("--agent", a->agent, "Owner agent id");
+  import->add_flag("--commit", a->commit, "Commit each imported session (phase 2 queued: its memories)");
   CLI::App* add = sub("add", "Append messages (JSON from MESSAGE or stdin, or --text)", false);
   add->add_option("ID", a->id)->required();
   add->add_option("MESSAGE", a->message, "A message object or array (default: stdin)");

@@ -366,6 +366,15 @@ class PyEngine {
       return views::SessionView(info);
     })));
   }
+  py::object ImportSessions(const std::string& format_name, const std::string& content, const std::string& user,
+                            std::optional<std::string> agent, bool commit, const std::string& name) {
+    return Record("ChatImportReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::ChatExportFormat format, session::ParseChatExportFormat(format_name));
+      STRATA_ASSIGN_OR_RETURN(session::ChatExport exported, session::ParseChatExport(content, format, name));
+      STRATA_ASSIGN_OR_RETURN(ChatImportReport report, e.ImportConversations(exported, user, OptString(agent), commit));
+      return views::ChatImportView(report);
+    })));
+  }
   py::object GetSession(const std::string& id, bool messages) {
     return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.GetSession(id));
@@ -734,6 +743,10 @@ rewrite, rerank: let the engine's model rewrite the question into searches for i
       .def("consolidate", &PyEngine::Consolidate, py::arg("under"),
            "Merges duplicate memories below `under` with the engine's model.")
       // Sessions.
+      .def("import_sessions", &PyEngine::ImportSessions, py::arg("format"), py::arg("content"), py::arg("user"),
+           py::kw_only(), py::arg("agent") = py::none(), py::arg("commit") = false, py::arg("name") = "export",
+           "A chat export's text (format chatgpt, claude, kimi or openai-jsonl) as sessions of `user`, each with "
+           "its title and original times; importing it again adds nothing (ChatImportReport).")
       .def("create_session", &PyEngine::CreateSession, py::arg("user") = "", py::arg("session_id") = py::none(),
            py::arg("agent") = py::none(), "Creates a session (a new id unless given). Returns the Session.")
       .def("get_session", &PyEngine::GetSession, py::arg("session_id"), py::kw_only(), py::arg("messages") = false)

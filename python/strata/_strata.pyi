@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Sequence, overload
 
-from .types import (AuditEntry, Change, CommitOutcome, FindResult, GrepMatch, ImportReport, Node, NodeDetail, Record,
-                    Session, SessionContext, SessionLog, SessionStatus, Task, TurnOutcome, WorkReport)
+from .types import (AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch, ImportReport, Node,
+                    NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task, TurnOutcome,
+                    WorkReport)
 
 Message = Mapping[str, Any]
 
@@ -71,6 +72,8 @@ class Engine:
     def changes(self, under: str = "strata://", limit: int = 50) -> list[AuditEntry]: ...
     def consolidate(self, under: str) -> list[Change]: ...
     # Sessions.
+    def import_sessions(self, format: str, content: str, user: str, *, agent: str | None = None,
+                        commit: bool = False, name: str = "export") -> ChatImportReport: ...
     def create_session(self, user: str = "", session_id: str | None = None, agent: str | None = None) -> Session: ...
     def get_session(self, session_id: str, *, messages: bool = False) -> Session: ...
     def list_sessions(self, *, user: str | None = None) -> list[Session]: ...

@@ -25,8 +25,8 @@ import urllib.request
 from typing import Any, Iterator
 
 from .errors import StrataError, error_class
-from .types import (AuditEntry, Change, CommitOutcome, FindResult, GrepMatch, ImportReport, Node, NodeDetail,
-                    Session, SessionContext, SessionLog, SessionStatus, Task)
+from .types import (AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch, ImportReport, Node,
+                    NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
 
 __all__ = ["Client"]
 
@@ -221,6 +221,14 @@ class Client:
     def create_session(self, user: str = "", session_id: str | None = None, agent: str | None = None) -> Session:
         body = {"user": user or None, "id": session_id, "agent": agent}
         return Session(self._call("POST", "/api/v1/sessions", body={k: v for k, v in body.items() if v is not None}))
+
+    def import_sessions(self, format: str, content: str, user: str | None = None, *, agent: str | None = None,
+                        commit: bool = False, name: str | None = None) -> ChatImportReport:
+        """A chat export's text (chatgpt, claude, kimi or openai-jsonl) as sessions; a user key imports for
+        its own user. Importing it again adds nothing."""
+        body = {"format": format, "content": content, "user": user, "agent": agent, "commit": commit, "name": name}
+        return ChatImportReport(self._call("POST", "/api/v1/sessions/import",
+                                           body={k: v for k, v in body.items() if v is not None}))
 
     def get_session(self, session_id: str, *, messages: bool = False) -> Session:
         view = self._call("GET", f"/api/v1/sessions/{self._id(session_id)}")

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 __all__ = [
     "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
     "SessionStatus", "CommitOutcome", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
-    "WorkReport", "ImportReport",
+    "WorkReport", "ImportReport", "ChatImportReport",
 ]
 
 
@@ -137,8 +137,9 @@ class GrepMatch(Record):
 
 
 class Session(Record):
-    """A session: ``id``, ``user``, ``agent``, ``abstract``, ``overview``, ``contexts``, ``stats``
-    (and ``messages`` when asked for)."""
+    """A session: ``id``, ``user``, ``agent``, ``abstract``, ``overview``, ``contexts``, ``stats``,
+    ``created_ms``, ``updated_ms``, ``title`` and ``source`` for an imported one (and ``messages`` when asked
+    for)."""
     __slots__ = ()
 
 
@@ -215,3 +216,10 @@ class WorkReport(Record):
 class ImportReport(Record):
     """An import: ``directories``, ``leaves``, ``relations``, ``skipped``."""
     __slots__ = ()
+
+
+class ChatImportReport(Record):
+    """A chat export's import: ``imported`` ([{session, title, source, messages, archive?}]), ``unchanged``
+    (session ids imported before) and ``skipped`` ([{where, reason}]), each entry a record."""
+    __slots__ = ()
+    _nested = {"imported": Record, "skipped": Record}

@@ -3,6 +3,8 @@ exception classes, keys and isolation, task events — and the same answers as a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import strata
@@ -91,4 +93,36 @@ def test_the_same_question_gets_the_same_answer_in_process_and_over_http(server,
         assert [(h.uri, h.tokens) for h in over_http] == [(h.uri, h.tokens) for h in in_process], query
         assert [round(h.score, 6) for h in over_http] == [round(h.score, 6) for h in in_process], query
     assert admin.stat("strata://resources/ops/note0") == local.stat("strata://resources/ops/note0")
+    local.close()
+
+
+CHATGPT_EXPORT = json.dumps([{
+    "id": "c1", "title": "Pasta", "create_time": 1768425500.5, "update_time": 1768425600.0, "current_node": "a",
+    "mapping": {
+        "r": {"id": "r", "message": None, "parent": None, "children": ["u"]},
+        "u": {"id": "u", "parent": "r", "children": ["a"], "message": {
+            "author": {"role": "user"}, "content": {"content_type": "text", "parts": ["Boil time for penne?"]},
+            "recipient": "all"}},
+        "a": {"id": "a", "parent": "u", "children": [], "message": {
+            "author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["About 11 minutes."]},
+            "recipient": "all"}}}}])
+
+
+def test_a_chat_export_is_imported_once_in_process_and_over_http(server, tmp_path):
+    alice = strata.Client(server.url, server.key("alice"))
+    first = alice.import_sessions("chatgpt", CHATGPT_EXPORT)
+    assert isinstance(first, strata.ChatImportReport)
+    assert [(i.title, i.messages) for i in first.imported] == [("Pasta", 2)]
+    session = alice.get_session(first.imported[0].session, messages=True)
+    assert (session.user, session.title, session.created_ms) == ("alice", "Pasta", 1768425500500)
+    assert alice.import_sessions("chatgpt", CHATGPT_EXPORT).unchanged == [first.imported[0].session]
+    with pytest.raises(strata.InvalidArgumentError) as e:
+        alice.import_sessions("bard", CHATGPT_EXPORT)
+    assert "openai-jsonl" in e.value.message
+    # In process: the same import for the same owner names the same session.
+    local = strata.Engine.open(str(tmp_path / "local"))
+    report = local.import_sessions("chatgpt", CHATGPT_EXPORT, "alice", commit=True)
+    assert report.imported[0].session == first.imported[0].session
+    assert report.imported[0].archive == 1
+    assert local.import_sessions("chatgpt", CHATGPT_EXPORT, "alice").unchanged == [report.imported[0].session]
     local.close()

@@ -127,6 +127,11 @@ Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationRep
     }
     STRATA_ASSIGN_OR_RETURN(session::SessionLog log, from.Log(info.id));
     STRATA_RETURN_IF_ERROR(CopyLog(to, info.id, log).WithContext("session " + info.id));
+    // Last, as the copy's writes moved its times: the original's times, title and source.
+    STRATA_RETURN_IF_ERROR(to.SetOrigin(info.id, {.title = info.title,
+                                                  .source = info.source,
+                                                  .created_ms = info.created_ms,
+                                                  .updated_ms = info.updated_ms}));
     report->messages += static_cast<int64_t>(log.messages.size());
     ++report->sessions;
   }

@@ -93,13 +93,15 @@ Status ReadFindAssist(const nlohmann::json& args, FindAssist* out) {
 
 // Members in alphabetical order: the order these views have always been printed in.
 Json SessionView(const session::SessionInfo& s, const std::vector<Message>* messages) {
-  Json j = {{"abstract", s.abstract_text}, {"agent", s.agent}, {"contexts", s.contexts}, {"id", s.id}};
+  Json j = {{"abstract", s.abstract_text}, {"agent", s.agent}, {"contexts", s.contexts}, {"created_ms", s.created_ms},
+            {"id", s.id}};
   if (messages != nullptr) {
     Json list = Json::array();
     for (const Message& m : *messages) list.push_back(Json::parse(MessageToJson(m)));
     j["messages"] = std::move(list);
   }
   j["overview"] = s.overview;
+  if (!s.source.empty()) j["source"] = s.source;
   j["stats"] = {{"commits", s.stats.commits},
                 {"contexts_used", s.stats.contexts_used},
                 {"memories_extracted", s.stats.memories_extracted},
@@ -107,8 +109,26 @@ Json SessionView(const session::SessionInfo& s, const std::vector<Message>* mess
                 {"skills_used", s.stats.skills_used},
                 {"tokens", s.stats.tokens},
                 {"turns", s.stats.turns}};
+  if (!s.title.empty()) j["title"] = s.title;
+  j["updated_ms"] = s.updated_ms;
   j["user"] = s.user;
   return j;
+}
+
+Json ChatImportView(const ChatImportReport& r) {
+  Json imported = Json::array();
+  for (const ChatImportReport::Imported& i : r.imported) {
+    Json j = Json::object();
+    if (i.archive > 0) j["archive"] = i.archive;
+    j["messages"] = i.messages;
+    j["session"] = i.session;
+    j["source"] = i.source;
+    j["title"] = i.title;
+    imported.push_back(std::move(j));
+  }
+  Json skipped = Json::array();
+  for (const session::SkippedConversation& s : r.skipped) skipped.push_back({{"reason", s.reason}, {"where", s.where}});
+  return {{"imported", std::move(imported)}, {"unchanged", r.unchanged}, {"skipped", std::move(skipped)}};
 }
 
 Json ArchiveView(const session::ArchiveInfo& a) {

@@ -23,6 +23,33 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->CreateSession(user, agent, id));
     return views::SessionView(info);
   }));
+  // A chat export's conversations as sessions (Engine::ImportConversations): {"format", "content" (the
+  // export file's text), "name"?, "user"?, "agent"?, "commit"?}. A user key imports for its own user.
+  Add(Route("POST", "/api/v1/sessions/import", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(std::string format_name, c.Arg("format"));
+    STRATA_ASSIGN_OR_RETURN(session::ChatExportFormat format, session::ParseChatExportFormat(format_name));
+    const Json* content = json::Field(c.body, "content");
+    if (content == nullptr || !content->is_string()) {
+      return Status::InvalidArgument("\"content\" must be the export file's text (a string)");
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string name, c.Arg("name", false));
+    STRATA_ASSIGN_OR_RETURN(std::string user, c.Arg("user", false));
+    STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent", false));
+    const Json* commit = json::Field(c.body, "commit");
+    if (commit != nullptr && !commit->is_boolean()) return Status::InvalidArgument("\"commit\" must be true or false");
+    if (c.id.role == Role::kUser) {
+      if (!user.empty() && user != c.id.user) {
+        return Status::PermissionDenied("this key imports sessions for user " + c.id.user + " only");
+      }
+      user = c.id.user;
+    }
+    STRATA_ASSIGN_OR_RETURN(session::ChatExport exported,
+                            session::ParseChatExport(content->get_ref<const std::string&>(), format,
+                                                     name.empty() ? "export" : name));
+    STRATA_ASSIGN_OR_RETURN(ChatImportReport report,
+                            c.engine->ImportConversations(exported, user, agent, commit != nullptr && commit->get<bool>()));
+    return views::ChatImportView(report);
+  }));
   Add(Route("GET", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(auto sessions, c.engine->ListSessions());
     Json out = Json::array();

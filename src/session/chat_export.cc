@@ -14,6 +14,7 @@
 #include "strata/message/message_json.h"
 #include "strata/util/file_system.h"
 #include "strata/util/utf8.h"
+#include "strata/util/memory_file_system.h"
 
 namespace strata::session {
 namespace {
@@ -303,7 +304,12 @@ Result<ChatExport> ParseChatExport(std::string_view bytes, ChatExportFormat form
     case ChatExportFormat::kKimi:
       break;
   }
-  return Status::InvalidArgument("a kimi-cli context is read from its file (ReadChatExport)");
+  // kimi-cli's log reader reads files: the bytes become one, in memory.
+  MemoryFileSystem memory;
+  std::string_view base = name.substr(name.find_last_of('/') == std::string_view::npos ? 0 : name.find_last_of('/') + 1);
+  const std::string path = "/" + std::string(base.empty() ? "context.jsonl" : base);
+  memory.SetFileDurably(path, bytes);
+  return ReadChatExport(path, format, &memory);
 }
 
 Result<ChatExport> ReadChatExport(const std::string& path, ChatExportFormat format, FileSystem* fs) {

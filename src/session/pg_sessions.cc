@@ -119,12 +119,16 @@ CREATE TABLE session_archive_files(
     R"sql(
 ALTER TABLE sessions ADD COLUMN incarnation TEXT NOT NULL DEFAULT '';
 )sql",
+    // 3: where an imported conversation came from (SessionInfo::title, source); '' for sessions begun here.
+    R"sql(
+ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT '', ADD COLUMN source TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 constexpr std::string_view kRowColumns =
     "id, user_id, agent_id, created_ms, updated_ms, messages, turns, tokens, contexts_used, skills_used, "
     "memories_extracted, commits, revisions, contexts, abstract, overview, version, last_version, last_rotation, "
-    "last_archive, change, incarnation";
+    "last_archive, change, incarnation, title, source";
 
 // A statement carries at most 65535 parameters: batches of records are inserted this many rows at a time.
 constexpr size_t kRecordsPerInsert = 1000;
@@ -210,6 +214,8 @@ Result<Row> ReadRow(const pg::Rows& r, int i) {
   STRATA_ASSIGN_OR_RETURN(row.last_archive, IntAt(r, i, 19, where));
   STRATA_ASSIGN_OR_RETURN(row.change, IntAt(r, i, 20, where));
   STRATA_ASSIGN_OR_RETURN(info.incarnation, TextAt(r, i, 21, where));
+  STRATA_ASSIGN_OR_RETURN(info.title, TextAt(r, i, 22, where));
+  STRATA_ASSIGN_OR_RETURN(info.source, TextAt(r, i, 23, where));
   if (Status bad = internal::ValidateIncarnation(info.incarnation); !bad.ok()) return Status::DataLoss(where + ": " + bad.message());
   if (row.version < 1 || row.version > row.last_version) {
     return Status::DataLoss(where + ": live log version " + std::to_string(row.version) + " is not one of 1.." +
@@ -803,6 +809,22 @@ class PgSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn->Exec("UPDATE sessions SET memories_extracted = memories_extracted + $2 "
                                                    "WHERE id = $1 AND ($3 = '' OR incarnation = $3)",
                                                    {ref.id, count, ref.incarnation}));
+    if (r.affected() == 0) return NoSuchSession(ref.id);
+    return Status::Ok();
+  }
+
+  Status SetOrigin(std::string_view id, const SessionOrigin& origin) override {
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
+    // One statement, like RecordExtracted: the log (and so `change`) is untouched.
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows r,
+        conn->Exec("UPDATE sessions SET title = $2, source = $3, "
+                   "created_ms = CASE WHEN $4::BIGINT > 0 THEN $4::BIGINT ELSE created_ms END, "
+                   "updated_ms = CASE WHEN $5::BIGINT > 0 THEN $5::BIGINT ELSE updated_ms END "
+                   "WHERE id = $1 AND ($6 = '' OR incarnation = $6)",
+                   {ref.id, Storable(origin.title), Storable(origin.source), origin.created_ms, origin.updated_ms,
+                    ref.incarnation}));
     if (r.affected() == 0) return NoSuchSession(ref.id);
     return Status::Ok();
   }

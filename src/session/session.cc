@@ -89,6 +89,8 @@ std::string InfoToJson(const SessionInfo& info) {
             {"abstract", info.abstract_text},
             {"overview", info.overview}};
   if (!info.incarnation.empty()) j["incarnation"] = info.incarnation;
+  if (!info.title.empty()) j["title"] = info.title;
+  if (!info.source.empty()) j["source"] = info.source;
   return j.dump(2) + "\n";
 }
 
@@ -104,7 +106,8 @@ Result<SessionInfo> InfoFromJson(std::string_view text, const std::string& where
   info.id = j["id"].get<std::string>();
   for (auto [key, slot] : {std::pair{"user", &info.user}, std::pair{"agent", &info.agent},
                            std::pair{"abstract", &info.abstract_text}, std::pair{"overview", &info.overview},
-                           std::pair{"incarnation", &info.incarnation}}) {
+                           std::pair{"incarnation", &info.incarnation}, std::pair{"title", &info.title},
+                           std::pair{"source", &info.source}}) {
     Result<std::string> v = json::OptionalString(j, key, where);
     if (!v.ok()) return Damaged(v.status());
     *slot = std::move(*v);
@@ -433,6 +436,17 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     info.stats.memories_extracted += count;
+    return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
+  }
+
+  Status SetOrigin(std::string_view id, const SessionOrigin& origin) override {
+    STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
+    STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
+    info.title = origin.title;
+    info.source = origin.source;
+    if (origin.created_ms > 0) info.created_ms = origin.created_ms;
+    if (origin.updated_ms > 0) info.updated_ms = origin.updated_ms;
     return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
   }
 

@@ -20,6 +20,32 @@ class SessionCli : public ::testing::Test {
   TempDir dir_;
 };
 
+TEST_F(SessionCli, ImportReadsAnExportFileOnceAndCommitsWhenAsked) {
+  WriteFileOrDie(dir_.File("chat.jsonl"),
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"I take the aisle seat.\"}, "
+                 "{\"role\": \"assistant\", \"content\": \"Noted.\"}]}\n"
+                 "{\"messages\": \"broken\"}\n");
+  CliRun first = Session({"import", dir_.File("chat.jsonl"), "--format", "openai-jsonl", "--user", "alice", "--commit"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  Json r = Json::parse(first.out);
+  ASSERT_EQ(r["imported"].size(), 1u) << first.out;
+  EXPECT_EQ(r["imported"][0]["archive"], 1);
+  EXPECT_EQ(r["skipped"].size(), 1u) << first.out;
+  EXPECT_NE(first.err.find("imported 1, unchanged 0, skipped 1"), std::string::npos) << first.err;
+  std::string id = r["imported"][0]["session"];
+  Json status = Json::parse(Session({"status", id}).out);
+  EXPECT_EQ(status["archives"][0]["messages"], 2);
+  CliRun again = Session({"import", dir_.File("chat.jsonl"), "--format", "openai-jsonl", "--user", "alice"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(Json::parse(again.out)["unchanged"], Json::array({id}));
+  CliRun missing = Session({"import", dir_.File("nope.json"), "--format", "chatgpt", "--user", "alice"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
+  CliRun bad = Session({"import", dir_.File("chat.jsonl"), "--format", "bard", "--user", "alice"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("chatgpt"), std::string::npos) << bad.err;
+}
+
 TEST_F(SessionCli, NewAddCommitStatusHistory) {
   ASSERT_EQ(Session({"new", "--user", "alice", "--id", "s1"}).exit_code, 0);
   CliRun add = Session({"add", "s1", "--text", "I always take the aisle seat."});

@@ -63,6 +63,49 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   EXPECT_EQ(form->status, 200) << form->body;
 }
 
+// A chat export posted as text becomes the caller's sessions, once; a user key imports for its own user only.
+TEST_F(ServerTest, AChatExportBecomesTheCallersSessionsOnce) {
+  std::string alice = Issue("alice");
+  const std::string claude = R"json([{"uuid": "u-1", "name": "Trip", "created_at": "2026-01-06T21:03:50Z",
+      "updated_at": "2026-01-06T22:00:00Z", "chat_messages": [
+        {"uuid": "m1", "sender": "human", "text": "Plan three days in Kyoto."},
+        {"uuid": "m2", "sender": "assistant", "text": "Day one: Fushimi Inari at dawn."}]},
+      {"uuid": "u-2", "name": "Empty", "chat_messages": []}])json";
+  Json body = {{"format", "claude"}, {"content", claude}, {"name", "conversations.json"}};
+  Reply first = Call("POST", "/api/v1/sessions/import", alice, body.dump());
+  ASSERT_EQ(first.status, 200) << first.raw;
+  const Json& r = first.body["result"];
+  ASSERT_EQ(r["imported"].size(), 1u) << first.raw;
+  EXPECT_EQ(r["imported"][0]["title"], "Trip");
+  EXPECT_EQ(r["imported"][0]["messages"], 2);
+  ASSERT_EQ(r["skipped"].size(), 1u);
+  EXPECT_NE(r["skipped"][0]["where"].get<std::string>().find("conversations.json[1]"), std::string::npos) << first.raw;
+  std::string id = r["imported"][0]["session"];
+  Reply session = Call("GET", "/api/v1/sessions/" + id, alice);
+  ASSERT_EQ(session.status, 200) << session.raw;
+  EXPECT_EQ(session.body["result"]["user"], "alice");
+  EXPECT_EQ(session.body["result"]["title"], "Trip");
+  EXPECT_EQ(session.body["result"]["created_ms"], 1767733430000);
+  EXPECT_EQ(session.body["result"]["messages"].size(), 2u);
+  Reply second = Call("POST", "/api/v1/sessions/import", alice, body.dump());
+  ASSERT_EQ(second.status, 200);
+  EXPECT_TRUE(second.body["result"]["imported"].empty());
+  EXPECT_EQ(second.body["result"]["unchanged"], Json::array({id}));
+  // Not for another user; not in an unknown format; not without the text.
+  body["user"] = "bob";
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/import", alice, body.dump()).status, 403);
+  Reply format = Call("POST", "/api/v1/sessions/import", alice, Json{{"format", "gpt"}, {"content", "[]"}}.dump());
+  EXPECT_EQ(format.status, 400);
+  EXPECT_NE(format.raw.find("openai-jsonl"), std::string::npos) << format.raw;
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/import", alice, Json{{"format", "claude"}, {"content", 5}}.dump()).status, 400);
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/import", alice, Json{{"format", "claude"}, {"content", "{"}}.dump()).status, 400);
+  // The root key imports for the user it names.
+  Reply root = Call("POST", "/api/v1/sessions/import", kRootKey,
+                    Json{{"format", "claude"}, {"content", claude}, {"user", "bob"}}.dump());
+  ASSERT_EQ(root.status, 200) << root.raw;
+  EXPECT_NE(root.body["result"]["imported"][0]["session"], id);
+}
+
 TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {
   Reply none = Call("GET", "/api/v1/fs/ls", "");
   EXPECT_EQ(none.status, 401);

@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include "strata/engine/engine.h"
+#include "strata/engine/views.h"
 #include "test_util.h"
 
 namespace strata::session {
@@ -202,6 +204,126 @@ TEST(ChatExportTest, FormatNamesAndIsoTimes) {
                           "yyyy-mm-ddThh:mm:ssZ"}) {
     EXPECT_FALSE(ParseIsoTimeMs(bad, &ms)) << bad;
   }
+}
+
+// ---- Engine::ImportConversations: the conversations become sessions, once ----
+
+std::vector<std::string> SessionTexts(Engine& engine, const std::string& id) {
+  auto messages = engine.SessionMessages(id);
+  EXPECT_TRUE(messages.ok()) << messages.status().ToString();
+  ImportedConversation c;
+  if (messages.ok()) c.messages = *messages;
+  return Texts(c);
+}
+
+TEST(ChatImportTest, EachConversationBecomesASessionOnceWithItsTitleAndTimes) {
+  testing::TempDir dir;
+  auto opened = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  auto exported = ParseChatExport(kChatGpt, ChatExportFormat::kChatGpt, "conversations.json");
+  ASSERT_OK(exported);
+  auto report = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(report);
+  ASSERT_EQ(report->imported.size(), 3u);
+  EXPECT_EQ(report->skipped.size(), 3u);  // The export's own, passed on.
+  EXPECT_TRUE(report->unchanged.empty());
+  const std::string pasta = report->imported[0].session;
+  EXPECT_EQ(pasta.rfind("chatgpt-", 0), 0u) << pasta;
+  EXPECT_EQ(report->imported[0].messages, 2);
+  auto info = engine.GetSession(pasta);
+  ASSERT_OK(info);
+  EXPECT_EQ(info->user, "alice");
+  EXPECT_EQ(info->title, "Pasta");
+  EXPECT_EQ(info->source, "chatgpt-c1");
+  EXPECT_EQ(info->created_ms, 1768425500100);
+  EXPECT_EQ(info->updated_ms, 1768425600900);
+  EXPECT_EQ(SessionTexts(engine, pasta),
+            (std::vector<std::string>{"user: Boil time for spaghetti?", "assistant: 9 to 10 minutes."}));
+  auto view = views::SessionView(*info);
+  EXPECT_EQ(view["title"], "Pasta");
+  EXPECT_EQ(view["created_ms"], 1768425500100);
+
+  // Again: nothing added, every conversation named as imported before.
+  auto again = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->imported.empty());
+  ASSERT_EQ(again->unchanged.size(), 3u);
+  EXPECT_EQ(again->unchanged[0], pasta);
+  auto all = engine.ListSessions();
+  ASSERT_OK(all);
+  EXPECT_EQ(all->size(), 3u);
+
+  // Another user's import of the same export is theirs: other sessions.
+  auto bobs = engine.ImportConversations(*exported, "bob");
+  ASSERT_OK(bobs);
+  ASSERT_EQ(bobs->imported.size(), 3u);
+  EXPECT_NE(bobs->imported[0].session, pasta);
+
+  // An import a crash cut short (the session made, its origin never recorded) is done again, whole.
+  ASSERT_OK(engine.DeleteSession(pasta, /*force=*/true));
+  ASSERT_OK(engine.CreateSession("alice", "", pasta));
+  ASSERT_OK(engine.AddMessages(pasta, std::vector<Message>{Message::User("Boil time for spaghetti?")}));
+  auto redone = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(redone);
+  ASSERT_EQ(redone->imported.size(), 1u);
+  EXPECT_EQ(redone->imported[0].session, pasta);
+  EXPECT_EQ(redone->unchanged.size(), 2u);
+  EXPECT_EQ(SessionTexts(engine, pasta).size(), 2u);
+  EXPECT_EQ(engine.GetSession(pasta)->title, "Pasta");
+
+  // A session of that id that is not this import is left alone and named.
+  ASSERT_OK(engine.DeleteSession(pasta, /*force=*/true));
+  ASSERT_OK(engine.CreateSession("carol", "", pasta));
+  auto taken = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(taken);
+  EXPECT_TRUE(taken->imported.empty());
+  ASSERT_EQ(taken->skipped.size(), 4u);
+  EXPECT_NE(taken->skipped.back().reason.find("is not this conversation's import"), std::string::npos);
+  EXPECT_EQ(engine.GetSession(pasta)->user, "carol");
+
+  EXPECT_EQ(engine.ImportConversations(*exported, "").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ChatImportTest, CommittedImportsQueueTheirMemoriesAndKeepTheirOriginAcrossOpens) {
+  testing::TempDir dir;
+  auto exported = ParseChatExport(kChatGpt, ChatExportFormat::kChatGpt, "conversations.json");
+  ASSERT_OK(exported);
+  std::string id;
+  {
+    auto opened = Engine::Open({.data_dir = dir.File("data")});
+    ASSERT_OK(opened);
+    auto report = (*opened)->ImportConversations(*exported, "alice", "", /*commit=*/true);
+    ASSERT_OK(report);
+    ASSERT_EQ(report->imported.size(), 3u);
+    id = report->imported[0].session;
+    EXPECT_EQ(report->imported[0].archive, 1);
+    auto status = (*opened)->GetSessionStatus(id);
+    ASSERT_OK(status);
+    ASSERT_EQ(status->archives.size(), 1u);
+    EXPECT_EQ(status->archives[0].messages, 2);
+    ASSERT_EQ(status->jobs.size(), 1u);  // Phase 2 queued: the memories come when a worker runs it.
+  }
+  auto reopened = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(reopened);
+  auto info = (*reopened)->GetSession(id);
+  ASSERT_OK(info);
+  EXPECT_EQ(info->title, "Pasta");
+  EXPECT_EQ(info->created_ms, 1768425500100);
+  EXPECT_EQ(info->updated_ms, 1768425600900);  // The commit's change is the import's, not a later one.
+  auto again = (*reopened)->ImportConversations(*exported, "alice", "", /*commit=*/true);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->unchanged.size(), 3u);
+  EXPECT_EQ((*reopened)->GetSessionStatus(id)->archives.size(), 1u);  // Not committed twice.
+}
+
+TEST(ChatImportTest, KimiContextBytesParseWithoutAFile) {
+  auto parsed = ParseChatExport("{\"role\":\"user\",\"content\":\"Plan the trip\"}\n"
+                                "{\"role\":\"assistant\",\"content\":\"Sure.\"}\n",
+                                ChatExportFormat::kKimi, "uploads/context.jsonl");
+  ASSERT_OK(parsed);
+  ASSERT_EQ(parsed->conversations.size(), 1u);
+  EXPECT_EQ(Texts(parsed->conversations[0]), (std::vector<std::string>{"user: Plan the trip", "assistant: Sure."}));
 }
 
 }  // namespace

@@ -63,6 +63,38 @@ class SessionTest : public ::testing::TestWithParam<std::string> {
 INSTANTIATE_TEST_SUITE_P(Backends, SessionTest, ::testing::Values("sqlite", "postgres"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
+// An imported session's origin (title, source, original times) is kept on both backends, across opens, and
+// a later change moves updated_ms on as usual.
+TEST_P(SessionTest, OriginIsKeptAndLaterChangesMoveUpdatedTime) {
+  ASSERT_OK(sessions_->Create("alice", "", "imp"));
+  ASSERT_OK(sessions_->Add("imp", Message::User("Boil time for spaghetti?")));
+  ASSERT_OK(sessions_->SetOrigin("imp", {.title = "Pasta \xF0\x9F\x8D\x9D", .source = "chatgpt-c1",
+                                         .created_ms = 1'700'000'000'000, .updated_ms = 1'700'000'500'000}));
+  Reopen();
+  auto info = sessions_->Get("imp");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->title, "Pasta \xF0\x9F\x8D\x9D");
+  EXPECT_EQ(info->source, "chatgpt-c1");
+  EXPECT_EQ(info->created_ms, 1'700'000'000'000);
+  EXPECT_EQ(info->updated_ms, 1'700'000'500'000);
+  EXPECT_EQ(info->stats.messages, 1);
+  clock_.Advance(1'000'000);
+  ASSERT_OK(sessions_->Add("imp", Message::Assistant("9 to 10 minutes.")));
+  info = sessions_->Get("imp");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->updated_ms, clock_.WallMicros() / 1000);  // The change's time, not the original's.
+  EXPECT_EQ(info->created_ms, 1'700'000'000'000);
+  EXPECT_EQ(info->title, "Pasta \xF0\x9F\x8D\x9D");
+  // Zero times leave the session's own.
+  ASSERT_OK(sessions_->SetOrigin("imp", {.title = "Renamed"}));
+  EXPECT_EQ(sessions_->Get("imp")->created_ms, 1'700'000'000'000);
+  EXPECT_EQ(sessions_->SetOrigin("nope", {.title = "x"}).code(), StatusCode::kNotFound);
+  // A session begun here has neither.
+  ASSERT_OK(sessions_->Create("alice", "", "plain"));
+  EXPECT_EQ(sessions_->Get("plain")->title, "");
+  EXPECT_EQ(sessions_->Get("plain")->source, "");
+}
+
 TEST_P(SessionTest, MessagesStatsAndLiveSummary) {
   auto info = sessions_->Create("alice", "coder", "s1");
   ASSERT_OK(info);

@@ -9,10 +9,10 @@
 import { StrataError, strataError } from "./errors.js";
 import { parseSse } from "./sse.js";
 import type {
-  ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, CommitResult, CompactResult, ExportedTree,
-  FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message, MethodOf, NoEnvelope, Node,
-  NodeDetail, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session, SessionContext, SessionLog,
-  SessionStatus, Task, TaskState, TokenCount, TreeFile,
+  ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult, CompactResult,
+  ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message, MethodOf,
+  NoEnvelope, Node, NodeDetail, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session, SessionContext,
+  SessionLog, SessionStatus, Task, TaskState, TokenCount, TreeFile,
 } from "./types.js";
 
 /** How a client reaches the server. */
@@ -89,6 +89,15 @@ export interface LinkOptions extends RequestOptions {
 }
 export interface GrepOptions extends RequestOptions {
   ignoreCase?: boolean | undefined;
+}
+export interface ImportSessionsOptions extends RequestOptions {
+  /** Whose sessions they become (a user key: its own user; required for the root key). */
+  user?: string | undefined;
+  agent?: string | undefined;
+  /** Commit each imported session (phase 2 queued: its memories). */
+  commit?: boolean | undefined;
+  /** The file's name, used in the report's `where`. */
+  name?: string | undefined;
 }
 export interface FindOptions extends RequestOptions {
   /** At most this many hits (1-1000, default 10). */
@@ -366,6 +375,17 @@ export class StrataClient {
   createSession(options: CreateSessionOptions = {}): Promise<Session> {
     const { id, user, agent } = options;
     return this.call("post", "/api/v1/sessions", { body: { id, user, agent } }, options);
+  }
+
+  /**
+   * Imports a chat export's text (`format`: chatgpt, claude, kimi or openai-jsonl) as sessions, each with its
+   * title and original times; a user key imports for its own user. Importing it again adds nothing.
+   */
+  importSessions(format: "chatgpt" | "claude" | "kimi" | "openai-jsonl", content: string,
+                 options: ImportSessionsOptions = {}): Promise<ChatImportReport> {
+    const { user, agent, commit, name } = options;
+    return this.call("post", "/api/v1/sessions/import", { body: { format, content, user, agent, commit, name } },
+                     options);
   }
 
   /** Returns the sessions the key may see (a user key: its own). */

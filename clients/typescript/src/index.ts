@@ -2,7 +2,8 @@
 export { StrataClient } from "./client.js";
 export type {
   ChangesOptions, CommitOptions, CompactOptions, ContextOptions, CountTokensOptions, CreateSessionOptions,
-  DeleteSessionOptions, FindOptions, ForkOptions, GrepOptions, IssueKeyOptions, LinkOptions, LsOptions,
+  DeleteSessionOptions, FindOptions, ForkOptions, GrepOptions, ImportSessionsOptions, IssueKeyOptions, LinkOptions,
+  LsOptions,
   MkdirOptions, ReadOptions, RememberOptions, RequestOptions, RmOptions, StrataClientOptions, TasksOptions,
   TreeOptions, WriteOptions,
 } from "./client.js";
@@ -13,9 +14,9 @@ export {
 } from "./errors.js";
 export type { StrataErrorCode, StrataErrorInit } from "./errors.js";
 export type {
-  ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, CommitResult, CompactResult, ContentPart,
-  ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message, MethodOf,
-  NoEnvelope, Node, NodeDetail, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session, SessionContext,
-  SessionLog, SessionStatus, Task, TaskState, TokenCount, ToolCall, TreeFile,
+  ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult,
+  CompactResult, ContentPart, ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey,
+  MemoryChange, Message, MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation,
+  ResultOf, Session, SessionContext, SessionLog, SessionStatus, Task, TaskState, TokenCount, ToolCall, TreeFile,
 } from "./types.js";
 export type { components, paths } from "./generated/openapi.js";

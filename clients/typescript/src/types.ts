@@ -72,6 +72,8 @@ export type GrepMatch = Schemas["GrepMatch"];
 export type Hit = Schemas["Hit"];
 /** A find: `hits` best first, `tokens` (theirs together), and `searched` when a session widened a short query. */
 export type FindResult = Schemas["FindResult"];
+/** A chat export's import: `imported` sessions, `unchanged` ids (imported before) and `skipped` conversations. */
+export type ChatImportReport = Schemas["ChatImportReport"];
 /** A file of a Markdown tree (docs/formats/markdown-tree.md): a relative `path` and its `content`. */
 export type TreeFile = Schemas["TreeFile"];
 /** A subtree as its Markdown tree: `files` and the counts `directories`, `leaves`, `relations`. */

@@ -170,6 +170,24 @@ test("find: hits with their tokens, under, limit, a token budget, a session's fo
   await root.rm("strata://resources/guides", { recursive: true });
 });
 
+test("importSessions: a chat export becomes the user's sessions once, with its title and times", async () => {
+  const content = '{"messages": [{"role": "user", "content": "Book the Kyoto ryokan."}, ' +
+                  '{"role": "assistant", "content": "Booked for April."}]}\n';
+  const first = await alice.importSessions("openai-jsonl", content, { name: "chats.jsonl" });
+  assert.equal(first.imported.length, 1, JSON.stringify(first));
+  assert.equal(first.imported[0].messages, 2);
+  const id = first.imported[0].session;
+  const session = await alice.getSession(id);
+  assert.equal(session.user, "alice");
+  assert.equal(session.source, first.imported[0].source);
+  const again = await alice.importSessions("openai-jsonl", content);
+  assert.deepEqual(again.unchanged, [id]);
+  assert.deepEqual(again.imported, []);
+  await rejectsWith(alice.importSessions("openai-jsonl", content, { user: "bob" }), "permission_denied", 403);
+  await rejectsWith(alice.importSessions("bard", content), "invalid_argument", 400);
+  await alice.deleteSession(id);
+});
+
 test("a session: messages, context, commit, phase 2 followed to the end, the memory found and audited", async () => {
   const created = await alice.createSession({ id: "tea", agent: "barista" });
   assert.equal(created.id, "tea");

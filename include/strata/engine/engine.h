@@ -53,6 +53,7 @@
 #include "strata/message/token_estimator.h"
 #include "strata/prompt/prompt_library.h"
 #include "strata/session/audit.h"
+#include "strata/session/chat_export.h"
 #include "strata/session/job_queue.h"
 #include "strata/session/memory_pipeline.h"
 #include "strata/session/session.h"
@@ -231,6 +232,20 @@ struct CommitOptions {
   const Canceller* cancel = nullptr;
 };
 
+// What ImportConversations did (`strata session import`, POST /api/v1/sessions/import).
+struct ChatImportReport {
+  struct Imported {
+    std::string session;  // The new session's id.
+    std::string title;
+    std::string source;   // The export's id for the conversation (SessionInfo::source).
+    int64_t messages = 0;
+    int archive = 0;      // The archive its commit made (`commit`); 0 when not committed.
+  };
+  std::vector<Imported> imported;
+  std::vector<std::string> unchanged;  // Sessions imported from the same conversations before.
+  std::vector<session::SkippedConversation> skipped;  // The export's own, and conversations refused here.
+};
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> Open(EngineOptions options);
@@ -289,6 +304,13 @@ class Engine {
   Result<std::vector<Message>> SessionMessages(std::string_view id);
   // Deletes a session (session::Sessions::Delete).
   Status DeleteSession(std::string_view id, bool force = false);
+  // Turns each conversation of a chat export (session/chat_export.h) into a session of `user` (and `agent`,
+  // when given) with its messages, title and original times, and with `commit`, commits it (phase 2 queued).
+  // Idempotent: a conversation's session id is derived from the owner and the export's id for it, so one
+  // imported before is reported unchanged and not added again; an import a crash cut short is redone. A
+  // conversation whose messages are refused is skipped with the reason, and the others are imported.
+  Result<ChatImportReport> ImportConversations(const session::ChatExport& exported, std::string_view user,
+                                               std::string_view agent = "", bool commit = false);
   // Checkpoints, revert and fork (session::Sessions has the details). A revert keeps the previous log as
   // a rotation; a fork copies the owners, system prompt and messages (up to a checkpoint) to a new session.
   Result<int64_t> Checkpoint(std::string_view id);

@@ -10,11 +10,14 @@
 //                     every front end returns it; "model" {"calls","input_tokens","output_tokens","ms","error"?}
 //                     when model help was asked for (FindAssist)
 //   GrepMatchView     {"uri","line","text","superseded"}
-//   SessionView       {"abstract","agent","contexts","id",["messages",]"overview","stats":{...},"user"}
+//   SessionView       {"abstract","agent","contexts","created_ms","id",["messages",]"overview","source"?,
+//                     "stats":{...},"title"?,"updated_ms","user"}: "source" and "title" for an imported one
 //   ArchiveView       {"archive","error"?,"messages","notes"?,"state"}
 //   SessionStatusView {"archives":[ArchiveView],"jobs":[JobView],"session"}
 //   CommitView        {"archive","diff"?,"error"?,"messages","session","state"?,"task_id"}: "diff" and "state"
 //                     when phase 2 ran in the call (wait), "error" when it did not finish
+//   ChatImportView    {"imported":[{"archive"?,"messages","session","source","title"}],"unchanged":[id],
+//                     "skipped":[{"reason","where"}]}: a chat export's import (Engine::ImportConversations)
 //   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
 //                     "session"?,"state","updated_ms"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","source","uri"}
@@ -45,6 +48,7 @@ namespace strata {
 struct SessionContext;
 struct FindResult;
 struct FindAssist;
+struct ChatImportReport;
 struct CommitOutcome;
 struct SessionStatus;
 }  // namespace strata
@@ -71,6 +75,7 @@ Json SessionView(const session::SessionInfo& info, const std::vector<Message>* m
 Json ArchiveView(const session::ArchiveInfo& archive);
 Json SessionStatusView(const SessionStatus& status);
 Json CommitView(const std::string& session, const CommitOutcome& outcome);
+Json ChatImportView(const ChatImportReport& report);
 Json JobView(const session::Job& job);
 Json AuditEntryView(const session::AuditEntry& entry);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);

@@ -57,9 +57,9 @@ struct ChatExport {
   std::vector<SkippedConversation> skipped;
 };
 
-// Parses the bytes of a ChatGPT or Claude conversations.json, or of an OpenAI JSONL file. `name` names the
+// Parses the bytes of an export in `format` (the bytes of a file, e.g. an HTTP request's). `name` names the
 // file in `where`. kInvalidArgument when the whole file cannot be read as the format (not JSON, not an
-// array); kimi's format needs a file (ReadChatExport).
+// array).
 Result<ChatExport> ParseChatExport(std::string_view bytes, ChatExportFormat format, std::string_view name);
 
 // Reads `path` (through `fs`, PosixFileSystem() when nullptr) as `format`.

@@ -80,6 +80,18 @@ struct SessionInfo {
   std::vector<std::string> contexts;  // Distinct context URIs referenced, in first-use order.
   std::string abstract_text;          // L0: one line about the live conversation.
   std::string overview;               // L1: a paragraph.
+  // Where an imported conversation came from (SetOrigin): its title in the tool it came from and that
+  // export's id for it (chat_export.h, e.g. "chatgpt-<id>"); both "" for a session begun here.
+  std::string title;
+  std::string source;
+};
+
+// What SetOrigin records of an imported conversation.
+struct SessionOrigin {
+  std::string title;
+  std::string source;
+  int64_t created_ms = 0;  // > 0: replaces the session's times (those of the import) with the original's.
+  int64_t updated_ms = 0;
 };
 
 enum class ArchiveState { kArchived, kSummarized, kExtracted, kDone, kFailed };
@@ -188,6 +200,9 @@ class Sessions {
   virtual Result<std::vector<Message>> ArchiveMessages(std::string_view id, int archive) = 0;
   // Adds `count` to the session's memories_extracted (phase 2, once per archive).
   virtual Status RecordExtracted(std::string_view id, int64_t count) = 0;
+  // Records where an imported session came from: its title and source, and its original times when given
+  // (a later change moves updated_ms on as usual). Its log and archives are untouched.
+  virtual Status SetOrigin(std::string_view id, const SessionOrigin& origin) = 0;
   // Adds a note to the archive's state (kept across state changes): phase 2 records model retries here.
   virtual Status AddArchiveNote(std::string_view id, int archive, std::string_view note) = 0;
   // Queues phase 2 of an archive that is not done (again): for retrying a failed archive.

@@ -1,0 +1,80 @@
+// Engine::ImportConversations: chat exports (session/chat_export.h) become sessions of a user.
+#include "guard.h"
+#include "strata/engine/engine.h"
+#include "strata/memory/hash.h"
+
+namespace strata {
+
+using engine_internal::Guard;
+
+namespace {
+
+// The session an imported conversation becomes: derived from its owners and the export's id for it, so the
+// same conversation imported again for the same owner names the same session, and another user's import of
+// the same export names another. "<format>-<20 hex digits>", e.g. "chatgpt-3f0c…".
+std::string ImportedSessionId(std::string_view user, std::string_view agent, const std::string& source) {
+  std::string prefix = source.substr(0, source.find('-'));
+  if (prefix.empty() || prefix.size() > 12) prefix = "import";
+  std::string key = std::string(user) + '\0' + std::string(agent) + '\0' + source;
+  return prefix + "-" + memory::HashHex(key).substr(0, 20);
+}
+
+}  // namespace
+
+Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& exported, std::string_view user,
+                                                     std::string_view agent, bool commit) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(options(), "session import"));
+  return Guard("session import", [&]() -> Result<ChatImportReport> {
+    if (user.empty()) return Status::InvalidArgument("session import: a user is needed (whose sessions they become)");
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, this->sessions());
+    ChatImportReport report;
+    report.skipped = exported.skipped;
+    for (const session::ImportedConversation& c : exported.conversations) {
+      const std::string id = ImportedSessionId(user, agent, c.source_id);
+      const std::string where = c.source_id + (c.title.empty() ? "" : " (" + c.title + ")");
+      Result<session::SessionInfo> existing = sessions->Get(id);
+      if (existing.ok()) {
+        if (existing->source == c.source_id && existing->user == user) {
+          report.unchanged.push_back(id);
+          continue;
+        }
+        if (!existing->source.empty() || existing->user != user) {
+          report.skipped.push_back({where, "session " + id + " exists and is not this conversation's import"});
+          continue;
+        }
+        // Created, but its origin never recorded (the last step): an import cut short. Done again.
+        STRATA_RETURN_IF_ERROR(DeleteSession(id, /*force=*/true));
+      } else if (existing.status().code() != StatusCode::kNotFound) {
+        return existing.status();
+      }
+      Result<session::SessionInfo> created = CreateSession(user, agent, id);
+      if (!created.ok()) {
+        if (created.status().code() != StatusCode::kAlreadyExists) return created.status();
+        report.skipped.push_back({where, "another import created session " + id + " at the same time"});
+        continue;
+      }
+      Result<session::SessionInfo> added = AddMessages(id, c.messages);
+      if (!added.ok()) {
+        // A message the log refuses: the conversation is skipped, not half imported.
+        (void)DeleteSession(id, /*force=*/true);
+        if (added.status().code() != StatusCode::kInvalidArgument) return added.status();
+        report.skipped.push_back({where, std::string(added.status().message())});
+        continue;
+      }
+      ChatImportReport::Imported done{id, c.title, c.source_id, static_cast<int64_t>(c.messages.size()), 0};
+      if (commit) {
+        STRATA_ASSIGN_OR_RETURN(CommitOutcome committed, Commit(id, {}));
+        done.archive = committed.ticket.archive;
+      }
+      // Last: a session with its origin recorded is a finished import (see above), and its times are the
+      // conversation's, not this run's.
+      STRATA_RETURN_IF_ERROR(sessions->SetOrigin(
+          session::SessionRef(*created),
+          {.title = c.title, .source = c.source_id, .created_ms = c.created_ms, .updated_ms = c.updated_ms}));
+      report.imported.push_back(std::move(done));
+    }
+    return report;
+  });
+}
+
+}  // namespace strata

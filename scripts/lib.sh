@@ -7,11 +7,12 @@ STRATA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STRATA_PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev libcurl4-openssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libyaml-cpp-dev
-  libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev libstemmer-dev
+  libsqlite3-dev libhnswlib-dev libssl-dev libpq-dev libstemmer-dev libxml2-dev libpoppler-cpp-dev
   python3-dev pybind11-dev python3-venv python3-pip python3-setuptools)
 # Only the test script needs these (libFuzzer runs under clang; Python's Jinja2 is the prompt engine's
-# reference; pytest runs the Python module's tests; the viewer's tests drive Chromium; the PostgreSQL backend's tests start a throwaway cluster).
-STRATA_TEST_PACKAGES=(clang curl libclang-rt-14-dev python3 python3-jinja2 python3-yaml python3-pytest chromium fonts-dejavu-core postgresql-15)
+# reference; pytest runs the Python module's tests; the viewer's tests drive Chromium; the PostgreSQL backend's tests start a throwaway cluster;
+# groff's gropdf makes the PDF the ingestion tests read).
+STRATA_TEST_PACKAGES=(clang curl libclang-rt-14-dev python3 python3-jinja2 python3-yaml python3-pytest chromium fonts-dejavu-core postgresql-15 groff)
 
 # npm packages: the tokenizer vocabularies (tiktoken's encoders/*.json), the reference tokenizers the
 # tests and benchmarks compare against, the streaming peers of the LLM benchmark (eventsource-parser,

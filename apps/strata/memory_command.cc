@@ -27,6 +27,8 @@ struct MemoryArgs {
   bool recursive = false, json = false, ignore_case = false, read_only = false, ordered = false;
   std::vector<std::string> paths;
   FindAssist assist;        // find --rewrite/--rerank.
+  int64_t chunk_tokens = 512, max_file_mb = 20;  // add.
+  bool keep_missing = false;
   ProviderSettings provider;  // The model they use.
 };
 
@@ -138,6 +140,17 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
                 << found.model->output_tokens << " output tokens, " << static_cast<int64_t>(found.model->ms) << " ms"
                 << (found.model->error.empty() ? "" : "; not used: " + found.model->error) << "\n";
     }
+    return Status::Ok();
+  }
+  if (cmd == "add") {
+    ingest::AddOptions options{.extract = {.chunk_tokens = a.chunk_tokens}, .remove_missing = !a.keep_missing};
+    if (a.max_file_mb < 1) return Status::InvalidArgument("--max-file-mb must be at least 1");
+    STRATA_ASSIGN_OR_RETURN(ingest::AddReport report,
+                            engine.AddResources(a.paths, a.uri, options, {.max_file_bytes = a.max_file_mb << 20}));
+    std::cout << views::Dump(views::AddReportView(report), 2) << "\n";
+    std::cerr << "added " << report.added.size() << ", updated " << report.updated.size() << ", unchanged "
+              << report.unchanged.size() << ", removed " << report.removed.size() << ", skipped "
+              << report.skipped.size() << " (" << report.chunks << " chunks written)\n";
     return Status::Ok();
   }
   if (cmd == "export") {
@@ -257,6 +270,12 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   f->add_option("--max-queries", a->assist.max_queries, "Searches the model may write (1-8)");
   f->add_option("--rerank-candidates", a->assist.rerank_candidates, "Candidates the model orders (2-100)");
   AddProviderFlags(f, &a->provider);
+  CLI::App *add = sub("add", "Add documents and code (files, directories) as resources below --uri");
+  add->add_option("PATH", a->paths, "Files and directories (a directory's files are mirrored below --uri)")->required();
+  add->add_option("--uri", a->uri, "Where they go, e.g. strata://resources/docs")->required();
+  add->add_option("--chunk-tokens", a->chunk_tokens, "Tokens per chunk at most (default 512)");
+  add->add_option("--max-file-mb", a->max_file_mb, "Larger files are skipped (default 20)");
+  add->add_flag("--keep-missing", a->keep_missing, "Keep what an earlier add brought from files no longer there");
   CLI::App *ex = sub("export", "Export a subtree as Markdown files");
   ex->add_option("DIR", a->dir)->required();
   ex->add_option("--uri", a->uri, "Subtree (default: everything)");

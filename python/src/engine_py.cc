@@ -366,6 +366,16 @@ class PyEngine {
       return views::SessionView(info);
     })));
   }
+  py::object AddResources(const std::vector<std::string>& paths, const std::string& uri, int64_t chunk_tokens,
+                          bool remove_missing, int64_t max_file_mb) {
+    if (max_file_mb < 1) Raise(Status::InvalidArgument("max_file_mb must be at least 1"));
+    return Record("AddReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(ingest::AddReport report,
+                              e.AddResources(paths, uri, {.extract = {.chunk_tokens = chunk_tokens}, .remove_missing = remove_missing},
+                                             {.max_file_bytes = max_file_mb << 20}));
+      return views::AddReportView(report);
+    })));
+  }
   py::object ImportSessions(const std::string& format_name, const std::string& content, const std::string& user,
                             std::optional<std::string> agent, bool commit, const std::string& name) {
     return Record("ChatImportReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
@@ -743,6 +753,10 @@ rewrite, rerank: let the engine's model rewrite the question into searches for i
       .def("consolidate", &PyEngine::Consolidate, py::arg("under"),
            "Merges duplicate memories below `under` with the engine's model.")
       // Sessions.
+      .def("add_resources", &PyEngine::AddResources, py::arg("paths"), py::arg("uri"), py::kw_only(),
+           py::arg("chunk_tokens") = 512, py::arg("remove_missing") = true, py::arg("max_file_mb") = 20,
+           "Files and directories on this machine as resources below `uri` (docs, PDFs, HTML, code: chunked); "
+           "only what changed is written (AddReport).")
       .def("import_sessions", &PyEngine::ImportSessions, py::arg("format"), py::arg("content"), py::arg("user"),
            py::kw_only(), py::arg("agent") = py::none(), py::arg("commit") = false, py::arg("name") = "export",
            "A chat export's text (format chatgpt, claude, kimi or openai-jsonl) as sessions of `user`, each with "

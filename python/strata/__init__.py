@@ -23,8 +23,9 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError,
                      PermissionDeniedError, ResourceExhaustedError, StrataError, UnauthenticatedError,
                      UnavailableError)
-from .types import (Archive, AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch, Hit, Node,
-                    NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task, TurnOutcome)
+from .types import (AddReport, Archive, AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch,
+                    Hit, Node, NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task,
+                    TurnOutcome)
 from .tool import Tool, tool
 from .client import Client
 
@@ -49,5 +50,5 @@ __all__ = [
     "InternalError", "UnauthenticatedError", "PermissionDeniedError", "AbortedError",
     "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
     "SessionStatus", "CommitOutcome", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
-    "ChatImportReport",
+    "ChatImportReport", "AddReport",
 ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Sequence, overload
 
-from .types import (AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch, ImportReport, Node,
-                    NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task, TurnOutcome,
-                    WorkReport)
+from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch,
+                    ImportReport, Node, NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task,
+                    TurnOutcome, WorkReport)
 
 Message = Mapping[str, Any]
 
@@ -72,6 +72,8 @@ class Engine:
     def changes(self, under: str = "strata://", limit: int = 50) -> list[AuditEntry]: ...
     def consolidate(self, under: str) -> list[Change]: ...
     # Sessions.
+    def add_resources(self, paths: Sequence[str], uri: str, *, chunk_tokens: int = 512, remove_missing: bool = True,
+                      max_file_mb: int = 20) -> AddReport: ...
     def import_sessions(self, format: str, content: str, user: str, *, agent: str | None = None,
                         commit: bool = False, name: str = "export") -> ChatImportReport: ...
     def create_session(self, user: str = "", session_id: str | None = None, agent: str | None = None) -> Session: ...

@@ -16,6 +16,8 @@ running it in the call (the outcome then has ``state`` but no ``diff``).
 
 from __future__ import annotations
 
+import base64
+
 import json
 import socket
 import time
@@ -25,8 +27,8 @@ import urllib.request
 from typing import Any, Iterator
 
 from .errors import StrataError, error_class
-from .types import (AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch, ImportReport, Node,
-                    NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
+from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch,
+                    ImportReport, Node, NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
 
 __all__ = ["Client"]
 
@@ -221,6 +223,20 @@ class Client:
     def create_session(self, user: str = "", session_id: str | None = None, agent: str | None = None) -> Session:
         body = {"user": user or None, "id": session_id, "agent": agent}
         return Session(self._call("POST", "/api/v1/sessions", body={k: v for k, v in body.items() if v is not None}))
+
+    def add_resources(self, files: dict[str, str | bytes], uri: str, *, remove_missing: bool = False,
+                      chunk_tokens: int | None = None) -> AddReport:
+        """Documents and code as resources below `uri`: `files` maps relative paths to their text (or bytes,
+        sent as base64: a PDF). A file sent again unchanged is not written again."""
+        carried = []
+        for path, content in files.items():
+            if isinstance(content, bytes):
+                carried.append({"path": path, "content": base64.b64encode(content).decode("ascii"),
+                                "encoding": "base64"})
+            else:
+                carried.append({"path": path, "content": content})
+        body = {"uri": uri, "files": carried, "remove_missing": remove_missing, "chunk_tokens": chunk_tokens}
+        return AddReport(self._call("POST", "/api/v1/resources", body={k: v for k, v in body.items() if v is not None}))
 
     def import_sessions(self, format: str, content: str, user: str | None = None, *, agent: str | None = None,
                         commit: bool = False, name: str | None = None) -> ChatImportReport:

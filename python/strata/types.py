@@ -16,7 +16,7 @@ from typing import Any, Iterator
 __all__ = [
     "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
     "SessionStatus", "CommitOutcome", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
-    "WorkReport", "ImportReport", "ChatImportReport",
+    "WorkReport", "ImportReport", "ChatImportReport", "AddReport",
 ]
 
 
@@ -216,6 +216,13 @@ class WorkReport(Record):
 class ImportReport(Record):
     """An import: ``directories``, ``leaves``, ``relations``, ``skipped``."""
     __slots__ = ()
+
+
+class AddReport(Record):
+    """Documents and code added as resources: ``added``, ``updated``, ``unchanged``, ``removed`` (paths),
+    ``skipped`` ([{path, reason}]), ``chunks`` (written now) and ``bytes`` (read)."""
+    __slots__ = ()
+    _nested = {"skipped": Record}
 
 
 class ChatImportReport(Record):

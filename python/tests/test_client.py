@@ -126,3 +126,25 @@ def test_a_chat_export_is_imported_once_in_process_and_over_http(server, tmp_pat
     assert report.imported[0].archive == 1
     assert local.import_sessions("chatgpt", CHATGPT_EXPORT, "alice").unchanged == [report.imported[0].session]
     local.close()
+
+
+def test_documents_are_added_once_in_process_and_over_http(server, tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "docs").mkdir(parents=True)
+    (tree / "docs" / "plan.md").write_text("# Plan\n\nPlant the cherry trees in March.\n")
+    (tree / "tool.py").write_text("def plant():\n    return 'march'\n")
+    local = strata.Engine.open(str(tmp_path / "local"))
+    report = local.add_resources([str(tree)], "strata://resources/garden")
+    assert isinstance(report, strata.AddReport)
+    assert report.added == ["docs/plan.md", "tool.py"] and report.chunks == 2
+    assert local.add_resources([str(tree)], "strata://resources/garden").unchanged == ["docs/plan.md", "tool.py"]
+    hits = local.find("when are the cherry trees planted", under="strata://resources/garden")
+    assert hits.hits[0].uri.startswith("strata://resources/garden/docs/plan.md/")
+    local.close()
+    alice = strata.Client(server.url, server.key("alice"))
+    sent = alice.add_resources({"notes/a.md": "# A\n\nApples in autumn.\n", "blob.bin": b"\x00\x01binary"},
+                               "strata://user/alice/notes")
+    assert sent.added == ["notes/a.md"]
+    assert [(s.path, s.reason) for s in sent.skipped] == [("blob.bin", "binary")]
+    assert alice.add_resources({"notes/a.md": "# A\n\nApples in autumn.\n"}, "strata://user/alice/notes").unchanged == [
+        "notes/a.md"]

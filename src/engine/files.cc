@@ -146,6 +146,36 @@ Result<memory::ImportReport> Engine::ImportFiles(std::span<const TreeFile> files
   });
 }
 
+Result<ingest::AddReport> Engine::AddResources(std::span<const std::string> paths, std::string_view uri,
+                                               const ingest::AddOptions& options, const ingest::WalkOptions& walk) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "add"));
+  return Guard("add", [&]() -> Result<ingest::AddReport> {
+    if (paths.empty()) return Status::InvalidArgument("add: no path given");
+    ingest::AddReport report;
+    STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, ingest::WalkPaths(paths, walk, &report));
+    STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, options, &report));
+    return report;
+  });
+}
+
+Result<ingest::AddReport> Engine::AddResourceFiles(std::span<const ingest::SourceFile> files, std::string_view uri,
+                                                   const ingest::AddOptions& options) {
+  STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "add"));
+  return Guard("add", [&]() -> Result<ingest::AddReport> {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
+    // Carried files name no place on this machine: only their bytes are read.
+    for (const ingest::SourceFile& f : files) {
+      if (!f.disk.empty()) return Status::InvalidArgument("add: " + f.path + " names a file on disk");
+    }
+    ingest::AddReport report;
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
+    STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, options, &report));
+    return report;
+  });
+}
+
 Result<std::unique_ptr<Engine>> Engine::OpenAccount(std::string_view account) const {
   return Guard("open account", [&]() -> Result<std::unique_ptr<Engine>> {
     STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(account, "account"));

@@ -5,6 +5,7 @@
 #include "strata/json/json_writer.h"
 #include "strata/message/message_json.h"
 #include "strata/window/compaction.h"
+#include "strata/util/base64.h"
 
 namespace strata::views {
 
@@ -129,6 +130,49 @@ Json ChatImportView(const ChatImportReport& r) {
   Json skipped = Json::array();
   for (const session::SkippedConversation& s : r.skipped) skipped.push_back({{"reason", s.reason}, {"where", s.where}});
   return {{"imported", std::move(imported)}, {"unchanged", r.unchanged}, {"skipped", std::move(skipped)}};
+}
+
+Json AddReportView(const ingest::AddReport& r) {
+  Json skipped = Json::array();
+  for (const ingest::SkippedFile& s : r.skipped) skipped.push_back({{"path", s.path}, {"reason", s.reason}});
+  return {{"added", r.added},       {"updated", r.updated},       {"unchanged", r.unchanged}, {"removed", r.removed},
+          {"skipped", std::move(skipped)}, {"chunks", r.chunks}, {"bytes", r.bytes}};
+}
+
+Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& args) {
+  const nlohmann::json* files = json::Field(args, "files");
+  if (files == nullptr || !files->is_array()) {
+    return Status::InvalidArgument("\"files\" must be an array of {\"path\", \"content\", \"encoding\"?}");
+  }
+  std::vector<ingest::SourceFile> out;
+  for (size_t i = 0; i < files->size(); ++i) {
+    const nlohmann::json& f = (*files)[i];
+    const std::string where = "files[" + std::to_string(i) + "]";
+    const nlohmann::json* path = json::Field(f, "path");
+    const nlohmann::json* content = json::Field(f, "content");
+    if (path == nullptr || !path->is_string() || content == nullptr || !content->is_string()) {
+      return Status::InvalidArgument(where + " must be {\"path\": string, \"content\": string}");
+    }
+    std::string p = path->get<std::string>();
+    // A plain relative path: its segments become node names (no "..", no leading '/' or '.').
+    if (p.empty() || p.front() == '/' || p.back() == '/' || p.find("//") != std::string::npos ||
+        p.find('\\') != std::string::npos) {
+      return Status::InvalidArgument(where + ".path must be a relative path like \"docs/guide.md\", not " +
+                                     json::QuoteForError(p, 80));
+    }
+    ingest::SourceFile file{p, content->get<std::string>(), "", 0};
+    std::string encoding = json::StringOr(f, "encoding", "");
+    if (encoding == "base64") {
+      bool ok = true;
+      file.bytes = Base64Decode(file.bytes, &ok);
+      if (!ok) return Status::InvalidArgument(where + ".content is not base64");
+    } else if (!encoding.empty() && encoding != "utf-8") {
+      return Status::InvalidArgument(where + ".encoding must be \"utf-8\" or \"base64\", not " + json::QuoteForError(encoding, 40));
+    }
+    file.size = static_cast<int64_t>(file.bytes.size());
+    out.push_back(std::move(file));
+  }
+  return out;
 }
 
 Json ArchiveView(const session::ArchiveInfo& a) {

@@ -121,6 +121,17 @@ std::vector<Tool> MakeTools() {
               {"uri", "old_text", "new_text"})},
       {"forget", "Forget", "Remove a URI (with recursive, a directory and everything below it).",
        Object({{"uri", uri}, {"recursive", Prop("boolean", "Remove a directory with its contents")}}, {"uri"})},
+      {"add_resource", "Add documents", "Add documents or code as resources: each file (Markdown, text, HTML, PDF as "
+                                        "base64, source code, JSON, YAML, CSV) becomes a directory of chunks under the "
+                                        "URI that find searches; a file sent again unchanged is left as it is.",
+       Object({{"uri", Prop("string", "Where the files go, e.g. strata://resources/docs")},
+               {"files", {{"type", "array"}, {"minItems", 1}, {"maxItems", 1000},
+                          {"items", Object({{"path", Prop("string", "A relative path, e.g. guide/install.md")},
+                                            {"content", Prop("string", "The file's text, or its bytes in base64")},
+                                            {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}}}},
+                                           {"path", "content"})}}},
+               {"remove_missing", Prop("boolean", "Remove what an earlier add to this URI brought from files not sent now")}},
+              {"uri", "files"})},
       {"remember", "Remember", "Remember something about you for later sessions: a text (deduplicated against what is "
                                "already known, merged or superseded when the model decides so), or the messages of a "
                                "conversation (committed into memory in the background).",
@@ -325,8 +336,12 @@ struct McpHandler::Impl {
     if (name == "write") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
       memory::WriteOptions o;
-      if (const Json* a = json::Field(args, "abstract")) o.abstract_text = a->get<std::string>();
-      if (const Json* v = json::Field(args, "overview")) o.overview = v->get<std::string>();
+      for (auto [key, slot] : {std::pair{"abstract", &o.abstract_text}, std::pair{"overview", &o.overview}}) {
+        const Json* v = json::Field(args, key);
+        if (v == nullptr || v->is_null()) continue;
+        if (!v->is_string()) return Status::InvalidArgument(std::string("\"") + key + "\" must be a string");
+        *slot = v->get<std::string>();
+      }
       STRATA_RETURN_IF_ERROR(engine->Write(uri.str(), json::StringOr(args, "content"), o));
       STRATA_ASSIGN_OR_RETURN(memory::Node node, engine->Stat(uri.str()));
       return views::NodeView(node);
@@ -337,6 +352,18 @@ struct McpHandler::Impl {
       STRATA_RETURN_IF_ERROR(Engine::CheckWholeScope(who.reach, uri.str()));
       STRATA_ASSIGN_OR_RETURN(int64_t removed, engine->Remove(uri.str(), json::BoolOr(args, "recursive", false)));
       return Json{{"removed", removed}};
+    }
+    if (name == "add_resource") {
+      STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
+      STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, views::ReadSourceFiles(args));
+      const Json* remove = json::Field(args, "remove_missing");
+      if (remove != nullptr && !remove->is_boolean()) return Status::InvalidArgument("\"remove_missing\" must be true or false");
+      ingest::AddOptions options;
+      options.remove_missing = remove != nullptr && remove->get<bool>();
+      STRATA_ASSIGN_OR_RETURN(ingest::AddReport report, engine->AddResourceFiles(files, uri.str(), options));
+      Json out = views::AddReportView(report);
+      out["uri"] = uri.str();
+      return out;
     }
     if (name == "remember") return Remember(args, cancel);
     if (name == "get_context") return GetContext(args);

@@ -117,6 +117,21 @@ void Server::Impl::AddStoreRoutes() {
     return Json{{"uri", uri.str()}, {"directories", tree.report.directories}, {"leaves", tree.report.leaves},
                 {"relations", tree.report.relations}, {"files", std::move(files)}};
   }));
+  // Documents and code as resources (Engine::AddResourceFiles): {"uri", "files": [{"path", "content",
+  // "encoding"?}], "remove_missing"?, "chunk_tokens"?}.
+  Add(Route("POST", "/api/v1/resources", [this](Call& c) -> Result<Json> {
+    STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
+    STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, views::ReadSourceFiles(c.body));
+    ingest::AddOptions add;
+    const Json* remove = json::Field(c.body, "remove_missing");
+    if (remove != nullptr && !remove->is_boolean()) return Status::InvalidArgument("\"remove_missing\" must be true or false");
+    add.remove_missing = remove != nullptr && remove->get<bool>();
+    STRATA_ASSIGN_OR_RETURN(add.extract.chunk_tokens, c.IntArg("chunk_tokens", 512));
+    STRATA_ASSIGN_OR_RETURN(ingest::AddReport report, c.engine->AddResourceFiles(files, uri.str(), add));
+    Json out = views::AddReportView(report);
+    out["uri"] = uri.str();
+    return out;
+  }));
   Add(Route("POST", "/api/v1/fs/import", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     const Json* files = json::Field(c.body, "files");

@@ -2,6 +2,7 @@
 // directory.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "test_util.h"
@@ -17,6 +18,26 @@ class MemoryCli : public ::testing::Test {
   }
   TempDir dir_;
 };
+
+TEST_F(MemoryCli, AddMirrorsATreeAndReportsWhatChanged) {
+  std::string tree = dir_.File("tree");
+  std::filesystem::create_directories(tree + "/notes");
+  WriteFileOrDie(tree + "/notes/plan.md", "# Plan\n\nShip the importer on Friday.\n");
+  WriteFileOrDie(tree + "/tool.py", "def ship():\n    return 'friday'\n");
+  CliRun first = Memory({"add", tree, "--uri", "strata://resources/project"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("\"notes/plan.md\""), std::string::npos) << first.out;
+  EXPECT_NE(first.err.find("added 2, updated 0, unchanged 0, removed 0, skipped 0"), std::string::npos) << first.err;
+  CliRun found = Memory({"find", "when do we ship the importer", "--under", "strata://resources/project"});
+  EXPECT_EQ(found.out.find("strata://resources/project/notes/plan.md/0001-plan", 7), 7u) << found.out;
+  CliRun again = Memory({"add", tree, "--uri", "strata://resources/project"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("added 0, updated 0, unchanged 2, removed 0, skipped 0 (0 chunks written)"), std::string::npos)
+      << again.err;
+  CliRun missing = Memory({"add", dir_.File("nope"), "--uri", "strata://resources/project"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("nope"), std::string::npos) << missing.err;
+}
 
 TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   CliRun w = Memory({"write", "strata://user/alice/memories/preferences/editor", "--abstract", "Editor preference"},

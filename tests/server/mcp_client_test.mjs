@@ -42,8 +42,8 @@ test("the handshake negotiates 2025-11-25 and lists every tool with a schema", a
   assert.ok(client.getServerCapabilities().tools);
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ["commit_session", "count_tokens", "edit", "find", "forget", "get_context", "glob", "grep",
-                           "health", "list", "read", "remember", "search", "tree", "write"]);
+  assert.deepEqual(names, ["add_resource", "commit_session", "count_tokens", "edit", "find", "forget", "get_context",
+                           "glob", "grep", "health", "list", "read", "remember", "search", "tree", "write"]);
   for (const t of tools) {
     assert.equal(t.inputSchema.type, "object", t.name);
     assert.ok(t.description.length > 20, t.name);

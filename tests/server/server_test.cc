@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -104,6 +105,61 @@ TEST_F(ServerTest, AChatExportBecomesTheCallersSessionsOnce) {
                     Json{{"format", "claude"}, {"content", claude}, {"user", "bob"}}.dump());
   ASSERT_EQ(root.status, 200) << root.raw;
   EXPECT_NE(root.body["result"]["imported"][0]["session"], id);
+}
+
+// Documents carried in a request become the caller's resources, over HTTP and MCP alike; a file sent again
+// unchanged is not written again; a PDF travels as base64.
+TEST_F(ServerTest, DocumentsPostedAsFilesBecomeResourcesOnce) {
+  std::string alice = Issue("alice");
+  testing::TempDir tmp;
+  ASSERT_EQ(std::system(("printf '.PP\\nThe orchard ledger lists every Bramley tree.\\n' | groff -ms -Tpdf > " +
+                         tmp.File("ledger.pdf") + " 2>/dev/null").c_str()),
+            0);
+  std::ifstream in(tmp.File("ledger.pdf"), std::ios::binary);
+  std::string pdf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string b64;
+  for (size_t i = 0; i < pdf.size(); i += 3) {
+    uint32_t n = static_cast<uint8_t>(pdf[i]) << 16;
+    if (i + 1 < pdf.size()) n |= static_cast<uint8_t>(pdf[i + 1]) << 8;
+    if (i + 2 < pdf.size()) n |= static_cast<uint8_t>(pdf[i + 2]);
+    b64 += kB64[(n >> 18) & 63];
+    b64 += kB64[(n >> 12) & 63];
+    b64 += i + 1 < pdf.size() ? kB64[(n >> 6) & 63] : '=';
+    b64 += i + 2 < pdf.size() ? kB64[n & 63] : '=';
+  }
+  Json body = {{"uri", "strata://user/alice/docs"},
+               {"files", {{{"path", "guide/intro.md"}, {"content", "# Intro\n\nPrune apple trees in February.\n"}},
+                          {{"path", "ledger.pdf"}, {"content", b64}, {"encoding", "base64"}}}}};
+  Reply first = Call("POST", "/api/v1/resources", alice, body.dump());
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_EQ(first.body["result"]["added"], Json::array({"guide/intro.md", "ledger.pdf"})) << first.raw;
+  EXPECT_GT(first.body["result"]["chunks"].get<int64_t>(), 1);
+  Reply found = Call("POST", "/api/v1/search/find", alice, Json{{"query", "Bramley ledger"}}.dump());
+  ASSERT_EQ(found.status, 200);
+  EXPECT_EQ(found.body["result"]["hits"][0]["uri"].get<std::string>().rfind("strata://user/alice/docs/ledger.pdf/", 0), 0u)
+      << found.raw;
+  // The same files through MCP: unchanged, nothing written.
+  Json call = {{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"},
+               {"params", {{"name", "add_resource"}, {"arguments", body}}}};
+  Reply mcp = Call("POST", "/mcp", alice, call.dump());
+  ASSERT_EQ(mcp.status, 200) << mcp.raw;
+  const Json& structured = mcp.body["result"]["structuredContent"];
+  EXPECT_EQ(structured["unchanged"], Json::array({"guide/intro.md", "ledger.pdf"})) << mcp.raw;
+  EXPECT_EQ(structured["chunks"], 0);
+  // Not in another user's scope; not with bad base64 or a path that climbs out.
+  body["uri"] = "strata://user/bob/docs";
+  EXPECT_EQ(Call("POST", "/api/v1/resources", alice, body.dump()).status, 403);
+  Reply bad = Call("POST", "/api/v1/resources", alice,
+                   Json{{"uri", "strata://user/alice/docs"},
+                        {"files", {{{"path", "x.pdf"}, {"content", "%%%"}, {"encoding", "base64"}}}}}.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.raw.find("files[0].content is not base64"), std::string::npos) << bad.raw;
+  Reply climb = Call("POST", "/api/v1/resources", alice,
+                     Json{{"uri", "strata://user/alice/docs"}, {"files", {{{"path", "../../x.md"}, {"content", "x"}}}}}.dump());
+  ASSERT_EQ(climb.status, 200) << climb.raw;
+  EXPECT_NE(climb.body["result"]["skipped"][0]["reason"].get<std::string>().find("not a node name"), std::string::npos);
+  EXPECT_EQ(Call("POST", "/api/v1/resources", alice, Json{{"uri", "strata://user/alice/docs"}, {"files", 3}}.dump()).status, 400);
 }
 
 TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {

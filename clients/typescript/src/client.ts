@@ -9,10 +9,10 @@
 import { StrataError, strataError } from "./errors.js";
 import { parseSse } from "./sse.js";
 import type {
-  ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult, CompactResult,
-  ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message, MethodOf,
-  NoEnvelope, Node, NodeDetail, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session, SessionContext,
-  SessionLog, SessionStatus, Task, TaskState, TokenCount, TreeFile,
+  AddReport, ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult,
+  CompactResult, ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message,
+  MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session,
+  SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, TreeFile,
 } from "./types.js";
 
 /** How a client reaches the server. */
@@ -89,6 +89,12 @@ export interface LinkOptions extends RequestOptions {
 }
 export interface GrepOptions extends RequestOptions {
   ignoreCase?: boolean | undefined;
+}
+export interface AddResourcesOptions extends RequestOptions {
+  /** Remove what an earlier add to this URI brought from files not sent now (default false). */
+  removeMissing?: boolean | undefined;
+  /** Tokens per chunk at most (16-100000, default 512). */
+  chunkTokens?: number | undefined;
 }
 export interface ImportSessionsOptions extends RequestOptions {
   /** Whose sessions they become (a user key: its own user; required for the root key). */
@@ -375,6 +381,18 @@ export class StrataClient {
   createSession(options: CreateSessionOptions = {}): Promise<Session> {
     const { id, user, agent } = options;
     return this.call("post", "/api/v1/sessions", { body: { id, user, agent } }, options);
+  }
+
+  /**
+   * Adds documents and code as resources below `uri`: each file (`path`, `content`, and `encoding: "base64"`
+   * for bytes such as a PDF) becomes a directory of chunks that find searches; a file sent again unchanged is
+   * not written again. With `removeMissing`, files an earlier add to `uri` brought and not sent now are removed.
+   */
+  addResources(uri: string, files: readonly SourceFile[], options: AddResourcesOptions = {}): Promise<AddReport> {
+    const { removeMissing, chunkTokens } = options;
+    return this.call("post", "/api/v1/resources",
+                     { body: { uri, files: [...files], remove_missing: removeMissing, chunk_tokens: chunkTokens } },
+                     options);
   }
 
   /**

@@ -1,11 +1,10 @@
 // @strata/client: a typed client for Strata's HTTP API (`strata serve`). See README.md.
 export { StrataClient } from "./client.js";
 export type {
-  ChangesOptions, CommitOptions, CompactOptions, ContextOptions, CountTokensOptions, CreateSessionOptions,
-  DeleteSessionOptions, FindOptions, ForkOptions, GrepOptions, ImportSessionsOptions, IssueKeyOptions, LinkOptions,
-  LsOptions,
-  MkdirOptions, ReadOptions, RememberOptions, RequestOptions, RmOptions, StrataClientOptions, TasksOptions,
-  TreeOptions, WriteOptions,
+  AddResourcesOptions, ChangesOptions, CommitOptions, CompactOptions, ContextOptions, CountTokensOptions,
+  CreateSessionOptions, DeleteSessionOptions, FindOptions, ForkOptions, GrepOptions, ImportSessionsOptions,
+  IssueKeyOptions, LinkOptions, LsOptions, MkdirOptions, ReadOptions, RememberOptions, RequestOptions, RmOptions,
+  StrataClientOptions, TasksOptions, TreeOptions, WriteOptions,
 } from "./client.js";
 export {
   AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, FailedPreconditionError,
@@ -14,9 +13,10 @@ export {
 } from "./errors.js";
 export type { StrataErrorCode, StrataErrorInit } from "./errors.js";
 export type {
-  ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult,
+  AddReport, ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult,
   CompactResult, ContentPart, ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey,
   MemoryChange, Message, MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation,
-  ResultOf, Session, SessionContext, SessionLog, SessionStatus, Task, TaskState, TokenCount, ToolCall, TreeFile,
+  ResultOf, Session, SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, ToolCall,
+  TreeFile,
 } from "./types.js";
 export type { components, paths } from "./generated/openapi.js";

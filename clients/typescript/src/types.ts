@@ -72,6 +72,10 @@ export type GrepMatch = Schemas["GrepMatch"];
 export type Hit = Schemas["Hit"];
 /** A find: `hits` best first, `tokens` (theirs together), and `searched` when a session widened a short query. */
 export type FindResult = Schemas["FindResult"];
+/** Documents added as resources: `added`, `updated`, `unchanged`, `removed` paths, `skipped` with reasons. */
+export type AddReport = Schemas["AddReport"];
+/** A file carried to POST /api/v1/resources: a relative `path`, its `content`, `encoding` "base64" for bytes. */
+export type SourceFile = { path: string; content: string; encoding?: "utf-8" | "base64" };
 /** A chat export's import: `imported` sessions, `unchanged` ids (imported before) and `skipped` conversations. */
 export type ChatImportReport = Schemas["ChatImportReport"];
 /** A file of a Markdown tree (docs/formats/markdown-tree.md): a relative `path` and its `content`. */

@@ -170,6 +170,21 @@ test("find: hits with their tokens, under, limit, a token budget, a session's fo
   await root.rm("strata://resources/guides", { recursive: true });
 });
 
+test("addResources: documents become chunked resources, unchanged ones are not written again", async () => {
+  const files = [{ path: "guide/plant.md", content: "# Planting\n\nPlant the cherry trees in March.\n" },
+                 { path: "blob.bin", content: Buffer.from([0, 1, 2, 3]).toString("base64"), encoding: "base64" }];
+  const first = await alice.addResources("strata://user/alice/garden", files);
+  assert.deepEqual(first.added, ["guide/plant.md"]);
+  assert.deepEqual(first.skipped, [{ path: "blob.bin", reason: "binary" }]);
+  const found = await alice.find("when are cherry trees planted", { under: "strata://user/alice/garden" });
+  assert.ok(found.hits[0].uri.startsWith("strata://user/alice/garden/guide/plant.md/"), JSON.stringify(found));
+  const again = await alice.addResources("strata://user/alice/garden", files.slice(0, 1));
+  assert.deepEqual(again.unchanged, ["guide/plant.md"]);
+  assert.equal(again.chunks, 0);
+  await rejectsWith(alice.addResources("strata://user/bob/garden", files), "permission_denied", 403);
+  await alice.rm("strata://user/alice/garden", { recursive: true });
+});
+
 test("importSessions: a chat export becomes the user's sessions once, with its title and times", async () => {
   const content = '{"messages": [{"role": "user", "content": "Book the Kyoto ryokan."}, ' +
                   '{"role": "assistant", "content": "Booked for April."}]}\n';

@@ -46,6 +46,7 @@
 #include "strata/engine/provider_config.h"
 #include "strata/engine/reach.h"
 #include "strata/engine/turn.h"
+#include "strata/ingest/ingest.h"
 #include "strata/memory/markdown_io.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/store.h"
@@ -283,6 +284,13 @@ class Engine {
   // kInvalidArgument naming files[i].path.
   Result<ExportedTree> ExportFiles(std::string_view uri, size_t max_bytes);
   Result<memory::ImportReport> ImportFiles(std::span<const TreeFile> files, std::string_view uri);
+  // Documents and code as resources (ingest/ingest.h, docs/formats/ingest.md): the files below `paths` on
+  // this machine, or files carried in a request, mirrored below `uri` as directories of ordered chunks; only
+  // what changed is written, files gone from the tree are removed (options.remove_missing).
+  Result<ingest::AddReport> AddResources(std::span<const std::string> paths, std::string_view uri,
+                                         const ingest::AddOptions& options = {}, const ingest::WalkOptions& walk = {});
+  Result<ingest::AddReport> AddResourceFiles(std::span<const ingest::SourceFile> files, std::string_view uri,
+                                             const ingest::AddOptions& options = {});
   Result<std::vector<std::string>> Check();
   Status Reindex();
 

@@ -18,6 +18,8 @@
 //                     when phase 2 ran in the call (wait), "error" when it did not finish
 //   ChatImportView    {"imported":[{"archive"?,"messages","session","source","title"}],"unchanged":[id],
 //                     "skipped":[{"reason","where"}]}: a chat export's import (Engine::ImportConversations)
+//   AddReportView     {"added","updated","unchanged","removed":[path],"skipped":[{"path","reason"}],"chunks",
+//                     "bytes"}: documents and code added as resources (Engine::AddResources)
 //   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
 //                     "session"?,"state","updated_ms"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","source","uri"}
@@ -35,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/ingest/ingest.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/store.h"
 #include "strata/message/message.h"
@@ -76,6 +79,11 @@ Json ArchiveView(const session::ArchiveInfo& archive);
 Json SessionStatusView(const SessionStatus& status);
 Json CommitView(const std::string& session, const CommitOutcome& outcome);
 Json ChatImportView(const ChatImportReport& report);
+Json AddReportView(const ingest::AddReport& report);
+// Files carried in a request (HTTP's POST /api/v1/resources, MCP's add_resource): "files": [{"path",
+// "content", "encoding"?: "base64"}]; a member of the wrong type or a path that is not a plain relative one
+// is an error naming it.
+Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& args);
 Json JobView(const session::Job& job);
 Json AuditEntryView(const session::AuditEntry& entry);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);

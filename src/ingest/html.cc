@@ -1,0 +1,142 @@
+// HTML to Markdown-like text through libxml2's HTML parser (which recovers from the usual tag soup):
+// headings become "#" lines, block elements paragraphs, list items "- " lines; scripts, styles and other
+// non-text elements are dropped.
+#include <libxml/HTMLparser.h>
+#include <libxml/tree.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "ingest_internal.h"
+
+namespace strata::ingest::internal {
+namespace {
+
+bool Is(const xmlNode* n, const char* name) {
+  return n->name != nullptr && xmlStrcasecmp(n->name, reinterpret_cast<const xmlChar*>(name)) == 0;
+}
+
+bool Dropped(const xmlNode* n) {
+  for (const char* name : {"script", "style", "noscript", "template", "svg", "iframe", "object", "canvas", "head",
+                           "button", "select", "math"}) {
+    if (Is(n, name)) return true;
+  }
+  return false;
+}
+
+bool BlockElement(const xmlNode* n) {
+  for (const char* name : {"p", "div", "li", "pre", "blockquote", "tr", "dt", "dd", "section", "article", "table",
+                           "ul", "ol", "dl", "br", "hr", "header", "footer", "main", "aside", "nav", "figure",
+                           "figcaption", "address", "form", "fieldset", "details", "summary", "caption", "body"}) {
+    if (Is(n, name)) return true;
+  }
+  return false;
+}
+
+int HeadingLevel(const xmlNode* n) {
+  if (n->name == nullptr || std::strlen(reinterpret_cast<const char*>(n->name)) != 2) return 0;
+  char h = static_cast<char>(n->name[0]), d = static_cast<char>(n->name[1]);
+  return (h == 'h' || h == 'H') && d >= '1' && d <= '6' ? d - '0' : 0;
+}
+
+struct Writer {
+  std::string out;
+  std::string line;  // The paragraph being written.
+  int pre = 0;
+
+  void Break() {
+    size_t end = line.find_last_not_of(" \n");
+    if (end != std::string::npos) {
+      out += line.substr(0, end + 1);
+      out += "\n\n";
+    }
+    line.clear();
+  }
+  void Text(const char* text) {
+    if (pre > 0) {
+      line += text;
+      return;
+    }
+    for (const char* p = text; *p != '\0'; ++p) {
+      bool space = *p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == '\f';
+      if (space) {
+        if (!line.empty() && line.back() != ' ' && line.back() != '\n') line += ' ';
+      } else {
+        line += *p;
+      }
+    }
+  }
+  void Walk(const xmlNode* n, int depth) {
+    for (; n != nullptr; n = n->next) {
+      if (n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) {
+        if (n->content != nullptr) Text(reinterpret_cast<const char*>(n->content));
+        continue;
+      }
+      if (n->type != XML_ELEMENT_NODE || Dropped(n) || depth > 400) continue;
+      if (int level = HeadingLevel(n); level > 0) {
+        Break();
+        line = std::string(static_cast<size_t>(level), '#') + " ";
+        Walk(n->children, depth + 1);
+        Break();
+        continue;
+      }
+      bool block = BlockElement(n);
+      if (block) Break();
+      if (Is(n, "li")) line += "- ";
+      if (Is(n, "td") || Is(n, "th")) line += line.empty() ? "" : " | ";
+      bool is_pre = Is(n, "pre");
+      pre += is_pre ? 1 : 0;
+      Walk(n->children, depth + 1);
+      pre -= is_pre ? 1 : 0;
+      if (block) Break();
+    }
+  }
+};
+
+std::string Title(const xmlNode* n, int depth) {
+  for (; n != nullptr && depth < 50; n = n->next) {
+    if (n->type != XML_ELEMENT_NODE) continue;
+    if (Is(n, "title")) {
+      xmlChar* text = xmlNodeGetContent(n);
+      std::string t = text != nullptr ? reinterpret_cast<const char*>(text) : "";
+      xmlFree(text);
+      size_t start = t.find_first_not_of(" \t\r\n");
+      if (start == std::string::npos) return "";
+      t = t.substr(start, t.find_last_not_of(" \t\r\n") - start + 1);
+      for (char& c : t) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+      return t;
+    }
+    if (Is(n, "body")) return "";
+    std::string inner = Title(n->children, depth + 1);
+    if (!inner.empty()) return inner;
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<Extracted> ExtractHtml(std::string_view bytes, const ExtractOptions& options) {
+  static std::once_flag init;
+  std::call_once(init, [] { xmlInitParser(); });
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("too large for the HTML parser");
+  htmlDocPtr doc = htmlReadMemory(bytes.data(), static_cast<int>(bytes.size()), "page.html", nullptr,
+                                  HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+  if (doc == nullptr) return Status::InvalidArgument("not HTML that libxml2 can read");
+  const xmlNode* root = xmlDocGetRootElement(doc);
+  Extracted out;
+  out.kind = FileKind::kHtml;
+  out.title = Title(root, 0);
+  Writer w;
+  w.Walk(root, 0);
+  w.Break();
+  xmlFreeDoc(doc);
+  std::string first_heading;
+  std::vector<Block> blocks = MarkdownBlocks(w.out, &first_heading, /*keep_ranges=*/false);
+  if (out.title.empty()) out.title = first_heading;
+  out.chunks = PackBlocks(blocks, options.chunk_tokens);
+  if (out.chunks.empty()) return Status::InvalidArgument("no text in it (only markup, scripts or styles)");
+  return out;
+}
+
+}  // namespace strata::ingest::internal

@@ -1,0 +1,365 @@
+// Documents and code as resources (ingest/ingest.h): ignore rules, each kind cut at its structure, the
+// tree mirrored in the store with only what changed written, and find answering from each kind's chunks.
+// The fixtures are written here; the PDF is made by groff (Debian's gropdf).
+#include "strata/ingest/ingest.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "ingest/ingest_internal.h"
+#include "strata/engine/engine.h"
+#include "strata/tokenizer/registry.h"
+#include "test_util.h"
+
+namespace strata::ingest {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+int64_t Tokens(const std::string& text) { return tokenizer::CountText(tokenizer::kDefaultEncoding, text); }
+
+std::vector<std::string> Names(const Extracted& e) {
+  std::vector<std::string> out;
+  for (const Chunk& c : e.chunks) out.push_back(c.name);
+  return out;
+}
+
+// A two-page PDF made by groff -ms -Tpdf: "The quokka lives on Rottnest Island." on page 1, the lighthouse on 2.
+std::string MakePdf(const std::string& dir) {
+  std::string src = dir + "/manual.ms", pdf = dir + "/manual.pdf";
+  testing::WriteFileOrDie(src, ".TL\nField Guide\n.PP\nThe quokka lives on Rottnest Island and is active at night.\n"
+                               ".bp\n.PP\nThe Wadjemup lighthouse was first lit in 1849.\n");
+  std::string cmd = "groff -ms -Tpdf " + src + " > " + pdf + " 2>/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "groff -Tpdf (Debian's groff package, scripts/lib.sh) must be installed";
+  return pdf;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(IngestIgnore, GitignorePatterns) {
+  using internal::GlobMatch;
+  EXPECT_TRUE(GlobMatch("*.log", "debug.log"));
+  EXPECT_FALSE(GlobMatch("*.log", "logs/debug.log"));  // '*' stays within a segment.
+  EXPECT_TRUE(GlobMatch("**/*.log", "logs/deep/debug.log"));
+  EXPECT_TRUE(GlobMatch("**/*.log", "debug.log"));
+  EXPECT_TRUE(GlobMatch("build/**", "build/a/b.o"));
+  EXPECT_TRUE(GlobMatch("a/**/b", "a/x/y/b"));
+  EXPECT_TRUE(GlobMatch("a/**/b", "a/b"));
+  EXPECT_TRUE(GlobMatch("file[0-9].txt", "file7.txt"));
+  EXPECT_FALSE(GlobMatch("file[!0-9].txt", "file7.txt"));
+  EXPECT_TRUE(GlobMatch("?.md", "a.md"));
+  EXPECT_FALSE(GlobMatch("?.md", "ab.md"));
+
+  internal::IgnoreRules rules;
+  rules.AddFile("# comment\n*.log\n!keep.log\nbuild/\n/top.txt\n", "");
+  rules.AddFile("secret*\n", "docs");
+  EXPECT_TRUE(rules.Ignored("a.log", false));
+  EXPECT_TRUE(rules.Ignored("deep/x/a.log", false));
+  EXPECT_FALSE(rules.Ignored("keep.log", false));       // Re-included by the later rule.
+  EXPECT_TRUE(rules.Ignored("build", true));
+  EXPECT_FALSE(rules.Ignored("build", false));          // "build/" matches directories only.
+  EXPECT_TRUE(rules.Ignored("top.txt", false));
+  EXPECT_FALSE(rules.Ignored("sub/top.txt", false));    // Anchored to its file's directory.
+  EXPECT_TRUE(rules.Ignored("docs/secret.md", false));  // docs/.gitignore applies below docs.
+  EXPECT_FALSE(rules.Ignored("secret.md", false));
+}
+
+TEST(IngestExtract, MarkdownIsCutAtHeadingsWithinTheBudget) {
+  std::string md = "# Guide\n\nIntro to the guide.\n\n## Install\n\nRun the installer.\n\n```sh\nmake\n\nmake install\n```\n\n"
+                   "### On Debian\n\nUse apt.\n\n## Use\n\n";
+  for (int i = 0; i < 40; ++i) md += "Sentence number " + std::to_string(i) + " about using the tool well. ";
+  md += "\n";
+  auto e = Extract(FileKind::kMarkdown, "guide.md", md, {.chunk_tokens = 64});
+  ASSERT_OK(e);
+  EXPECT_EQ(e->title, "Guide");
+  ASSERT_GE(e->chunks.size(), 4u);
+  EXPECT_EQ(e->chunks[0].name, "Guide");
+  EXPECT_EQ(e->chunks[1].name.rfind("Guide > Install", 0), 0u) << e->chunks[1].name;
+  // A level-2 heading always starts a chunk; the fenced block stays whole.
+  EXPECT_EQ(e->chunks[1].text.rfind("## Install", 0), 0u) << e->chunks[1].text;
+  EXPECT_NE(e->chunks[1].text.find("make\n\nmake install"), std::string::npos);
+  for (const Chunk& c : e->chunks) {
+    EXPECT_LE(Tokens(c.text), 64) << c.text;
+    ASSERT_GE(c.begin, 0);
+    // Each chunk's range points at its text in the file (a chunk cut from one long paragraph: its first line).
+    EXPECT_EQ(md.substr(c.begin, std::min<int64_t>(c.end - c.begin, 10)), c.text.substr(0, std::min<size_t>(c.text.size(), 10)));
+  }
+  EXPECT_EQ(e->chunks.back().name, "Guide > Use");
+}
+
+TEST(IngestExtract, CodeIsCutAtTopLevelDefinitionsWithTheirComments) {
+  std::string py = "import os\n\n\n# Reads the config.\n@cache\ndef parse_config(path):\n    return open(path).read()\n\n"
+                   "class Server:\n    def run(self):\n        pass\n";
+  auto e = Extract(FileKind::kCode, "app/server.py", py, {.chunk_tokens = 64});
+  ASSERT_OK(e);
+  EXPECT_EQ(Names(*e), (std::vector<std::string>{"", "def parse_config", "class Server"}));
+  EXPECT_EQ(e->chunks[1].text.rfind("# Reads the config.\n@cache\ndef parse_config", 0), 0u) << e->chunks[1].text;
+  std::string cc = "#include <x>\n\nnamespace a {\n\n// Adds.\nint Add(int x, int y) {\n  return x + y;\n}\n\n"
+                   "class Parser {\n public:\n  void Run();\n};\n\n}  // namespace a\n";
+  auto c = Extract(FileKind::kCode, "a.cc", cc, {.chunk_tokens = 64});
+  ASSERT_OK(c);
+  std::vector<std::string> names = Names(*c);
+  EXPECT_NE(std::find(names.begin(), names.end(), "function Add"), names.end()) << ::testing::PrintToString(names);
+  EXPECT_NE(std::find(names.begin(), names.end(), "class Parser"), names.end()) << ::testing::PrintToString(names);
+  auto go = Extract(FileKind::kCode, "main.go", "package main\n\nfunc (s *S) Serve() {\n}\n\ntype S struct{}\n", {.chunk_tokens = 16});
+  ASSERT_OK(go);
+  EXPECT_EQ(Names(*go), (std::vector<std::string>{"", "func Serve", "type S"}));
+}
+
+TEST(IngestExtract, JsonYamlAndCsvKeepTheirStructure) {
+  auto j = Extract(FileKind::kJson, "s.json", R"({"server": {"port": 8420}, "users": ["ann", "bo"]})", {.chunk_tokens = 16});
+  ASSERT_OK(j);
+  EXPECT_EQ(Names(*j), (std::vector<std::string>{"server", "users"}));
+  EXPECT_NE(j->chunks[0].text.find("\"port\": 8420"), std::string::npos) << j->chunks[0].text;
+  // Small top-level keys share a chunk; a new document ("---") starts one.
+  auto y = Extract(FileKind::kYaml, "c.yaml", "# top\nserver:\n  port: 8420\nusers:\n  - ann\n---\nother: 1\n", {.chunk_tokens = 64});
+  ASSERT_OK(y);
+  EXPECT_EQ(Names(*y), (std::vector<std::string>{"server … users", "other"}));
+  std::string csv = "city,country,population\n";
+  for (int i = 0; i < 30; ++i) csv += "City" + std::to_string(i) + ",Land,\"" + std::to_string(1000 * i) + "\"\n";
+  auto c = Extract(FileKind::kCsv, "t.csv", csv, {.chunk_tokens = 48});
+  ASSERT_OK(c);
+  ASSERT_GE(c->chunks.size(), 3u);
+  for (const Chunk& ch : c->chunks) {
+    EXPECT_EQ(ch.text.rfind("city,country,population\n", 0), 0u) << ch.text;  // The header heads every chunk.
+    EXPECT_LE(Tokens(ch.text), 48);
+  }
+  EXPECT_EQ(c->chunks[0].name, "row 2 … row " + std::to_string(1 + std::count(c->chunks[0].text.begin(), c->chunks[0].text.end(), '\n')));
+}
+
+TEST(IngestExtract, HtmlDropsScriptsAndKeepsHeadings) {
+  std::string html = "<!DOCTYPE html><html><head><title>Release notes</title><style>.x{color:red}</style>"
+                     "<script>var secret = 'tracking';</script></head><body><nav>Home</nav>"
+                     "<h1>Strata 2.0</h1><p>The <b>import</b> command\n   reads chat exports.</p>"
+                     "<h2>Fixes</h2><ul><li>One</li><li>Two</li></ul><script>alert(1)</script>"
+                     "<pre>  keep   spacing</pre><p>Unclosed <i>tags";
+  auto e = Extract(FileKind::kHtml, "notes.html", html, {.chunk_tokens = 512});
+  ASSERT_OK(e);
+  EXPECT_EQ(e->title, "Release notes");
+  std::string all;
+  for (const Chunk& c : e->chunks) all += c.text + "\n";
+  EXPECT_EQ(all.find("tracking"), std::string::npos) << all;
+  EXPECT_EQ(all.find("alert"), std::string::npos) << all;
+  EXPECT_EQ(all.find("color:red"), std::string::npos) << all;
+  EXPECT_NE(all.find("The import command reads chat exports."), std::string::npos) << all;
+  EXPECT_NE(all.find("- One"), std::string::npos) << all;
+  EXPECT_NE(all.find("  keep   spacing"), std::string::npos) << all;
+  EXPECT_NE(all.find("Unclosed tags"), std::string::npos) << all;
+  EXPECT_EQ(e->chunks.back().name, "Strata 2.0 > Fixes");
+  EXPECT_FALSE(Extract(FileKind::kHtml, "empty.html", "<html><script>x</script></html>", {}).ok());
+}
+
+TEST(IngestExtract, PdfPagesAreKeptAndDamagedPdfsRefused) {
+  testing::TempDir dir;
+  std::string pdf = ReadBytes(MakePdf(dir.path()));
+  ASSERT_EQ(KindOf("manual.pdf", pdf), FileKind::kPdf);
+  auto e = Extract(FileKind::kPdf, "manual.pdf", pdf, {});
+  ASSERT_OK(e);
+  ASSERT_EQ(e->chunks.size(), 2u);
+  EXPECT_NE(e->chunks[0].text.find("quokka lives on Rottnest Island"), std::string::npos) << e->chunks[0].text;
+  EXPECT_EQ(e->chunks[0].page_first, 1);
+  EXPECT_EQ(e->chunks[0].name, "page 1");
+  EXPECT_NE(e->chunks[1].text.find("lighthouse"), std::string::npos);
+  EXPECT_EQ(e->chunks[1].page_first, 2);
+  // Damaged: a header and nothing, then the file cut in half; refused with a reason or read in part, never a crash.
+  auto garbage = Extract(FileKind::kPdf, "x.pdf", "%PDF-1.4\nthis is not a PDF", {});
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_NE(garbage.status().message().find("poppler"), std::string::npos) << garbage.status().ToString();
+  auto half = Extract(FileKind::kPdf, "x.pdf", pdf.substr(0, pdf.size() / 2), {});
+  if (half.ok()) {
+    EXPECT_FALSE(half->chunks.empty());
+  }
+  // A ".pdf" that does not start like one is not read as text.
+  EXPECT_EQ(KindOf("fake.pdf", "hello"), std::nullopt);
+}
+
+TEST(IngestExtract, KindsByNameAndContent) {
+  EXPECT_EQ(KindOf("README", "Plain words.\n"), FileKind::kText);
+  EXPECT_EQ(KindOf("page", "<!DOCTYPE html><p>x"), FileKind::kHtml);
+  EXPECT_EQ(KindOf("a.png", std::string("\x89PNG\r\n\x1a\n\0\0", 10)), std::nullopt);
+  EXPECT_EQ(KindOf("tool.rs", "fn main() {}"), FileKind::kCode);
+  EXPECT_EQ(KindOf("x.unknown", std::string(100, '\x01')), std::nullopt);
+  EXPECT_FALSE(Extract(FileKind::kText, "a.txt", "   \n\n", {}).ok());
+  EXPECT_FALSE(Extract(FileKind::kText, "a.txt", "x", {.chunk_tokens = 1}).ok());
+  // One very long line is cut at characters, every piece within the budget, nothing lost.
+  std::string line(20000, 'a');
+  for (size_t i = 0; i < line.size(); i += 7) line[i] = ' ';
+  auto e = Extract(FileKind::kText, "long.txt", line, {.chunk_tokens = 100});
+  ASSERT_OK(e);
+  size_t total = 0;
+  for (const Chunk& c : e->chunks) {
+    EXPECT_LE(Tokens(c.text), 100);
+    total += c.text.size();
+  }
+  EXPECT_EQ(total, line.size());
+}
+
+// ---- A tree added to the store through the engine ----
+
+class IngestTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = dir_.File("tree");
+    fs::create_directories(root_ + "/src");
+    fs::create_directories(root_ + "/docs");
+    fs::create_directories(root_ + "/data");
+    fs::create_directories(root_ + "/build");
+    fs::create_directories(root_ + "/.git");
+    Write("README.md", "# Orchard\n\nOrchard tracks apple harvests.\n\n## Running\n\nStart it with `orchard serve`.\n");
+    Write("src/harvest.py", "import csv\n\n\ndef parse_harvest(path):\n    \"\"\"Reads a harvest ledger.\"\"\"\n"
+                            "    return list(csv.reader(open(path)))\n\n\nclass Ledger:\n    pass\n");
+    Write("docs/faq.html", "<html><head><title>FAQ</title></head><body><h1>FAQ</h1><h2>Frost</h2>"
+                           "<p>Cover the saplings with fleece when frost is forecast.</p></body></html>");
+    Write("data/orchard.yaml", "orchard:\n  rows: 12\nirrigation:\n  schedule: dawn drip every second day\n");
+    Write("data/yield.csv", "variety,kilos\nBramley,1200\nCox,800\n");
+    Write("data/settings.json", R"({"pruning": {"month": "February"}, "owner": "Mara"})");
+    Write("build/out.txt", "generated");
+    Write("notes.log", "debug output");
+    Write(".git/config", "[core]");
+    Write(".gitignore", "build/\n*.log\n");
+    Write("image.bin", std::string("\x89PNG\0\0\0binary", 14));
+    Write("huge.txt", std::string(3 << 20, 'x'));
+    fs::copy_file(MakePdf(dir_.path()), root_ + "/docs/guide.pdf");
+    fs::create_symlink("/etc/passwd", root_ + "/docs/passwd");
+    auto e = Engine::Open({.data_dir = dir_.File("data")});
+    ASSERT_OK(e);
+    engine_ = std::move(*e);
+  }
+  void Write(const std::string& rel, const std::string& text) { testing::WriteFileOrDie(root_ + "/" + rel, text); }
+  Result<AddReport> Add(const std::string& uri = "strata://resources/orchard") {
+    std::vector<std::string> paths = {root_};
+    return engine_->AddResources(paths, uri, {}, {.max_file_bytes = 1 << 20});
+  }
+  std::string TopHit(const std::string& query) {
+    auto hits = engine_->Find(FindRequest{.query = query, .under = "strata://resources/orchard", .limit = 3});
+    EXPECT_OK(hits);
+    return hits.ok() && !hits->hits.empty() ? hits->hits[0].uri.str() : "";
+  }
+
+  testing::TempDir dir_;
+  std::string root_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(IngestTree, EveryKindIsAddedSkippedWithReasonsAndFound) {
+  auto report = Add();
+  ASSERT_OK(report);
+  EXPECT_EQ(report->added, (std::vector<std::string>{"README.md", "data/orchard.yaml", "data/settings.json", "data/yield.csv",
+                                                     "docs/faq.html", "docs/guide.pdf", "src/harvest.py"}));
+  std::map<std::string, std::string> skipped;
+  for (const SkippedFile& s : report->skipped) skipped[s.path] = s.reason;
+  EXPECT_EQ(skipped["image.bin"], "binary");
+  EXPECT_NE(skipped["huge.txt"].find("too large"), std::string::npos);
+  EXPECT_NE(skipped["docs/passwd"].find("link"), std::string::npos);
+  EXPECT_EQ(skipped.count("build/out.txt") + skipped.count("notes.log") + skipped.count(".git/config"), 0u);
+  EXPECT_EQ(skipped.size(), 3u);
+
+  // The file is a directory of ordered chunks with its source, hash and kind; the chunks carry ranges or pages.
+  auto file = engine_->Stat("strata://resources/orchard/docs/guide.pdf");
+  ASSERT_OK(file);
+  Json meta = Json::parse(file->metadata);
+  EXPECT_EQ(meta["ordered"], true);
+  EXPECT_EQ(meta["ingest"]["source"], "docs/guide.pdf");
+  EXPECT_EQ(meta["ingest"]["kind"], "pdf");
+  EXPECT_EQ(file->abstract_text, "docs/guide.pdf: Field Guide");
+  auto pages = engine_->List("strata://resources/orchard/docs/guide.pdf");
+  ASSERT_OK(pages);
+  ASSERT_EQ(pages->size(), 2u);
+  EXPECT_EQ((*pages)[0].uri.name(), "0001-page-1");
+  auto page2 = engine_->Stat((*pages)[1].uri.str());
+  ASSERT_OK(page2);
+  EXPECT_EQ(Json::parse(page2->metadata)["ingest"]["pages"], Json::array({2, 2}));
+  auto readme = engine_->List("strata://resources/orchard/README.md");
+  ASSERT_OK(readme);
+  auto first = engine_->Stat((*readme)[0].uri.str());
+  ASSERT_OK(first);
+  Json range = Json::parse(first->metadata)["ingest"]["bytes"];
+  EXPECT_EQ(range[0], 0);
+  // Folders say what they hold.
+  auto data = engine_->Stat("strata://resources/orchard/data");
+  ASSERT_OK(data);
+  EXPECT_EQ(data->abstract_text, "data/: 3 files");
+
+  // A question answered in one chunk of each kind finds it first.
+  EXPECT_EQ(TopHit("where does the quokka live").rfind("strata://resources/orchard/docs/guide.pdf/", 0), 0u);
+  EXPECT_EQ(TopHit("when was the Wadjemup lighthouse lit"), "strata://resources/orchard/docs/guide.pdf/0002-page-2");
+  EXPECT_EQ(TopHit("parse harvest ledger").rfind("strata://resources/orchard/src/harvest.py/0002-def-parse-harvest", 0), 0u);
+  EXPECT_EQ(TopHit("protect saplings from frost").rfind("strata://resources/orchard/docs/faq.html/", 0), 0u);
+  EXPECT_EQ(TopHit("irrigation schedule drip").rfind("strata://resources/orchard/data/orchard.yaml/", 0), 0u);
+  EXPECT_EQ(TopHit("Bramley kilos").rfind("strata://resources/orchard/data/yield.csv/", 0), 0u);
+  EXPECT_EQ(TopHit("which month is pruning").rfind("strata://resources/orchard/data/settings.json/", 0), 0u);
+  EXPECT_EQ(TopHit("how do I start orchard serve").rfind("strata://resources/orchard/README.md/", 0), 0u);
+}
+
+TEST_F(IngestTree, ReAddingWritesOnlyWhatChangedAndRemovesWhatIsGone) {
+  ASSERT_OK(Add());
+  auto before = engine_->Stat("strata://resources/orchard/README.md");
+  ASSERT_OK(before);
+  auto again = Add();
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->added.empty());
+  EXPECT_TRUE(again->updated.empty());
+  EXPECT_EQ(again->unchanged.size(), 7u);
+  EXPECT_EQ(again->chunks, 0);  // Nothing written.
+  EXPECT_EQ(engine_->Stat("strata://resources/orchard/README.md")->updated_ms, before->updated_ms);
+
+  Write("README.md", "# Orchard\n\nOrchard tracks pear harvests too.\n");
+  fs::remove(root_ + "/src/harvest.py");
+  auto changed = Add();
+  ASSERT_OK(changed);
+  EXPECT_EQ(changed->updated, std::vector<std::string>{"README.md"});
+  EXPECT_EQ(changed->removed, std::vector<std::string>{"src/harvest.py"});
+  EXPECT_EQ(changed->unchanged.size(), 5u);
+  EXPECT_EQ(engine_->Stat("strata://resources/orchard/src/harvest.py").status().code(), StatusCode::kNotFound);
+  EXPECT_NE(TopHit("pear harvests").find("README.md"), std::string::npos);
+
+  // Another add below the same scope is its own: it removes nothing of the first.
+  std::string other = dir_.File("other");
+  fs::create_directories(other);
+  testing::WriteFileOrDie(other + "/note.txt", "A separate note.");
+  std::vector<std::string> paths = {other};
+  auto second = engine_->AddResources(paths, "strata://resources/orchard/extra");
+  ASSERT_OK(second);
+  EXPECT_TRUE(second->removed.empty());
+  auto third = Add();
+  ASSERT_OK(third);
+  EXPECT_TRUE(third->removed.empty());  // extra/note.txt came from another add.
+  EXPECT_OK(engine_->Stat("strata://resources/orchard/extra/note.txt"));
+
+  // A node someone wrote by hand is not replaced by a file of the same path.
+  ASSERT_OK(engine_->Write("strata://resources/hand/README.md", "written by hand"));
+  paths = {root_ + "/README.md"};
+  auto clash = engine_->AddResources(paths, "strata://resources/hand");
+  ASSERT_OK(clash);
+  ASSERT_EQ(clash->skipped.size(), 1u);
+  EXPECT_NE(clash->skipped[0].reason.find("not added from a file"), std::string::npos);
+  EXPECT_EQ(*engine_->Read("strata://resources/hand/README.md"), "written by hand");
+  paths = {dir_.File("missing")};
+  EXPECT_EQ(engine_->AddResources(paths, "strata://resources/x").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(IngestTree, FilesCarriedInARequestAreReadFromTheirBytesOnly) {
+  std::vector<SourceFile> files = {{"notes/a.md", "# A\n\nApples.\n", "", 0}};
+  auto report = engine_->AddResourceFiles(files, "strata://resources/carried");
+  ASSERT_OK(report);
+  EXPECT_EQ(report->added, std::vector<std::string>{"notes/a.md"});
+  files[0].disk = "/etc/passwd";
+  EXPECT_EQ(engine_->AddResourceFiles(files, "strata://resources/carried").status().code(), StatusCode::kInvalidArgument);
+  files = {{"../escape.md", "x", "", 0}};
+  auto escape = engine_->AddResourceFiles(files, "strata://resources/carried");
+  ASSERT_OK(escape);
+  ASSERT_EQ(escape->skipped.size(), 1u);
+  EXPECT_NE(escape->skipped[0].reason.find("not a node name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::ingest

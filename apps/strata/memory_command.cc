@@ -28,7 +28,7 @@ struct MemoryArgs {
   std::vector<std::string> paths;
   FindAssist assist;        // find --rewrite/--rerank.
   int64_t chunk_tokens = 512, max_file_mb = 20;  // add.
-  bool keep_missing = false;
+  bool keep_missing = false, summarize = false;
   ProviderSettings provider;  // The model they use.
 };
 
@@ -143,14 +143,16 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     return Status::Ok();
   }
   if (cmd == "add") {
-    ingest::AddOptions options{.extract = {.chunk_tokens = a.chunk_tokens}, .remove_missing = !a.keep_missing};
+    ingest::AddOptions options{
+        .extract = {.chunk_tokens = a.chunk_tokens}, .remove_missing = !a.keep_missing, .summarize = a.summarize};
     if (a.max_file_mb < 1) return Status::InvalidArgument("--max-file-mb must be at least 1");
     STRATA_ASSIGN_OR_RETURN(ingest::AddReport report,
                             engine.AddResources(a.paths, a.uri, options, {.max_file_bytes = a.max_file_mb << 20}));
     std::cout << views::Dump(views::AddReportView(report), 2) << "\n";
     std::cerr << "added " << report.added.size() << ", updated " << report.updated.size() << ", unchanged "
               << report.unchanged.size() << ", removed " << report.removed.size() << ", skipped "
-              << report.skipped.size() << " (" << report.chunks << " chunks written)\n";
+              << report.skipped.size() << " (" << report.chunks << " chunks written"
+              << (report.queued > 0 ? ", " + std::to_string(report.queued) + " summaries queued" : "") << ")\n";
     return Status::Ok();
   }
   if (cmd == "export") {
@@ -276,6 +278,8 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   add->add_option("--chunk-tokens", a->chunk_tokens, "Tokens per chunk at most (default 512)");
   add->add_option("--max-file-mb", a->max_file_mb, "Larger files are skipped (default 20)");
   add->add_flag("--keep-missing", a->keep_missing, "Keep what an earlier add brought from files no longer there");
+  add->add_flag("--summarize", a->summarize,
+                "Queue a model summary of each added or changed file (run by `strata session work` or the server)");
   CLI::App *ex = sub("export", "Export a subtree as Markdown files");
   ex->add_option("DIR", a->dir)->required();
   ex->add_option("--uri", a->uri, "Subtree (default: everything)");

@@ -367,11 +367,13 @@ class PyEngine {
     })));
   }
   py::object AddResources(const std::vector<std::string>& paths, const std::string& uri, int64_t chunk_tokens,
-                          bool remove_missing, int64_t max_file_mb) {
+                          bool remove_missing, int64_t max_file_mb, bool summarize) {
     if (max_file_mb < 1) Raise(Status::InvalidArgument("max_file_mb must be at least 1"));
     return Record("AddReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(ingest::AddReport report,
-                              e.AddResources(paths, uri, {.extract = {.chunk_tokens = chunk_tokens}, .remove_missing = remove_missing},
+                              e.AddResources(paths, uri,
+                                             {.extract = {.chunk_tokens = chunk_tokens}, .remove_missing = remove_missing,
+                                              .summarize = summarize},
                                              {.max_file_bytes = max_file_mb << 20}));
       return views::AddReportView(report);
     })));
@@ -755,6 +757,7 @@ rewrite, rerank: let the engine's model rewrite the question into searches for i
       // Sessions.
       .def("add_resources", &PyEngine::AddResources, py::arg("paths"), py::arg("uri"), py::kw_only(),
            py::arg("chunk_tokens") = 512, py::arg("remove_missing") = true, py::arg("max_file_mb") = 20,
+           py::arg("summarize") = false,
            "Files and directories on this machine as resources below `uri` (docs, PDFs, HTML, code: chunked); "
            "only what changed is written (AddReport).")
       .def("import_sessions", &PyEngine::ImportSessions, py::arg("format"), py::arg("content"), py::arg("user"),

@@ -225,7 +225,7 @@ class Client:
         return Session(self._call("POST", "/api/v1/sessions", body={k: v for k, v in body.items() if v is not None}))
 
     def add_resources(self, files: dict[str, str | bytes], uri: str, *, remove_missing: bool = False,
-                      chunk_tokens: int | None = None) -> AddReport:
+                      chunk_tokens: int | None = None, summarize: bool = False) -> AddReport:
         """Documents and code as resources below `uri`: `files` maps relative paths to their text (or bytes,
         sent as base64: a PDF). A file sent again unchanged is not written again."""
         carried = []
@@ -235,7 +235,8 @@ class Client:
                                 "encoding": "base64"})
             else:
                 carried.append({"path": path, "content": content})
-        body = {"uri": uri, "files": carried, "remove_missing": remove_missing, "chunk_tokens": chunk_tokens}
+        body = {"uri": uri, "files": carried, "remove_missing": remove_missing, "chunk_tokens": chunk_tokens,
+                "summarize": summarize}
         return AddReport(self._call("POST", "/api/v1/resources", body={k: v for k, v in body.items() if v is not None}))
 
     def import_sessions(self, format: str, content: str, user: str | None = None, *, agent: str | None = None,

@@ -1,4 +1,6 @@
 // Engine::ImportConversations: chat exports (session/chat_export.h) become sessions of a user.
+#include <chrono>
+
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/memory/hash.h"
@@ -17,6 +19,10 @@ std::string ImportedSessionId(std::string_view user, std::string_view agent, con
   if (prefix.empty() || prefix.size() > 12) prefix = "import";
   std::string key = std::string(user) + '\0' + std::string(agent) + '\0' + source;
   return prefix + "-" + memory::HashHex(key).substr(0, 20);
+}
+
+int64_t NowMsForImport() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -42,8 +48,13 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
           report.skipped.push_back({where, "session " + id + " exists and is not this conversation's import"});
           continue;
         }
-        // Created, but its origin never recorded (the last step): an import cut short. Done again.
-        STRATA_RETURN_IF_ERROR(DeleteSession(id, /*force=*/true));
+        // Created, but its origin never recorded (the last step): an import cut short, done again — unless
+        // it changed in the last two minutes, when another import of it may still be running.
+        if (existing->updated_ms > NowMsForImport() - 120'000) {
+          report.skipped.push_back({where, "session " + id + " is being imported by another call; try again later"});
+          continue;
+        }
+        STRATA_RETURN_IF_ERROR(DeleteSession(session::SessionRef(*existing), /*force=*/true));
       } else if (existing.status().code() != StatusCode::kNotFound) {
         return existing.status();
       }
@@ -53,23 +64,25 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
         report.skipped.push_back({where, "another import created session " + id + " at the same time"});
         continue;
       }
-      Result<session::SessionInfo> added = AddMessages(id, c.messages);
+      // Everything below names this incarnation: a concurrent import that replaced the session is not touched.
+      const std::string ref = session::SessionRef(*created);
+      Result<session::SessionInfo> added = AddMessages(ref, c.messages);
       if (!added.ok()) {
         // A message the log refuses: the conversation is skipped, not half imported.
-        (void)DeleteSession(id, /*force=*/true);
+        (void)DeleteSession(ref, /*force=*/true);
         if (added.status().code() != StatusCode::kInvalidArgument) return added.status();
         report.skipped.push_back({where, std::string(added.status().message())});
         continue;
       }
       ChatImportReport::Imported done{id, c.title, c.source_id, static_cast<int64_t>(c.messages.size()), 0};
       if (commit) {
-        STRATA_ASSIGN_OR_RETURN(CommitOutcome committed, Commit(id, {}));
+        STRATA_ASSIGN_OR_RETURN(CommitOutcome committed, Commit(ref, {}));
         done.archive = committed.ticket.archive;
       }
       // Last: a session with its origin recorded is a finished import (see above), and its times are the
       // conversation's, not this run's.
       STRATA_RETURN_IF_ERROR(sessions->SetOrigin(
-          session::SessionRef(*created),
+          ref,
           {.title = c.title, .source = c.source_id, .created_ms = c.created_ms, .updated_ms = c.updated_ms}));
       report.imported.push_back(std::move(done));
     }

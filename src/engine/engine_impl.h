@@ -62,6 +62,10 @@ class WorkerLock {
   int fd_ = -1;
 };
 
+// Runs one kSummaryJobKind job (src/engine/files.cc): the model's L0/L1 for an added file and its chunks.
+Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, prompt::PromptLibrary& prompts,
+                         const session::Job& job, const Canceller* cancel);
+
 }  // namespace engine_internal
 
 struct Engine::Impl {
@@ -80,7 +84,8 @@ struct Engine::Impl {
   std::unique_ptr<session::OwnerLocks> owner_locks;  // Across processes (flock) or instances (PostgreSQL).
   std::unique_ptr<session::MemoryPipeline> pipeline;
 
-  std::mutex worker_mu;  // One phase-2 run at a time in this process; worker_lock across processes.
+  std::mutex worker_mu;
+  std::mutex add_mu;  // One add of documents at a time (ingest/ingest.h: two adds of one file would interleave).  // One phase-2 run at a time in this process; worker_lock across processes.
   engine_internal::WorkerLock worker_lock;
   engine_internal::TurnBook turns;
   std::unique_ptr<KeyStore> keys;  // Sessions served turn by turn (BeginTurn): who is busy, who is idle.
@@ -196,6 +201,11 @@ struct Engine::Impl {
       }
       session::PipelineOptions pipeline_options = options.pipeline;
       if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
+      prompt::PromptLibrary* library = PromptsLocked();
+      pipeline_options.job_handlers.emplace(
+          std::string(ingest::kSummaryJobKind), [st, m, library](const session::Job& job, const Canceller* cancel) {
+            return engine_internal::SummarizeResource(*st, *m, *library, job, cancel);
+          });
       pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
     }
     return pipeline.get();

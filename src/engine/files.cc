@@ -7,11 +7,15 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "engine_impl.h"
 #include "guard.h"
+#include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
+#include "strata/llm/ask_json.h"
+#include "strata/util/utf8.h"
 
 namespace strata {
 
@@ -146,16 +150,158 @@ Result<memory::ImportReport> Engine::ImportFiles(std::span<const TreeFile> files
   });
 }
 
+namespace {
+
+using Json = nlohmann::json;
+
+// Queues a model summary for every file `report` added or updated below `root`.
+Status QueueSummaries(memory::ContextStore& store, session::JobQueue& queue, const memory::Uri& root,
+                      ingest::AddReport& report) {
+  for (const auto* list : {&report.added, &report.updated}) {
+    for (const std::string& path : *list) {
+      STRATA_ASSIGN_OR_RETURN(memory::Uri uri, root.Join(path));
+      STRATA_ASSIGN_OR_RETURN(memory::Node node, store.Stat(uri));
+      Json meta = json::ParseOrDiscard<Json>(node.metadata);
+      const Json* ingest = json::Field(meta, "ingest");
+      std::string hash = ingest != nullptr ? json::StringOr(*ingest, "hash") : "";
+      STRATA_RETURN_IF_ERROR(
+          queue.Enqueue(ingest::kSummaryJobKind, uri.str(), Json{{"uri", uri.str()}, {"hash", hash}}.dump()).status());
+      ++report.queued;
+    }
+  }
+  return Status::Ok();
+}
+
+std::string CutUtf8(std::string s, size_t bytes) {
+  s.resize(Utf8Prefix(s, bytes));
+  return s;
+}
+
+}  // namespace
+
+namespace engine_internal {
+
+Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, prompt::PromptLibrary& prompts,
+                         const session::Job& job, const Canceller* cancel) {
+  Json payload = json::ParseOrDiscard<Json>(job.payload);
+  Result<memory::Uri> uri = memory::Uri::Parse(json::StringOr(payload, "uri"));
+  if (!uri.ok()) return Status::DataLoss("summary job " + std::to_string(job.id) + ": its payload names no URI");
+  const std::string hash = json::StringOr(payload, "hash");
+  // The file as it is now: gone, or replaced since the job was queued, means nothing to do.
+  auto current = [&]() -> Result<std::optional<std::pair<memory::Node, Json>>> {
+    Result<memory::Node> node = store.Stat(*uri);
+    if (!node.ok() && node.status().code() == StatusCode::kNotFound) return std::optional<std::pair<memory::Node, Json>>();
+    STRATA_RETURN_IF_ERROR(node.status());
+    Json meta = json::ParseOrDiscard<Json>(node->metadata);
+    const Json* ingest = json::Field(meta, "ingest");
+    if (ingest == nullptr || !ingest->is_object() || json::StringOr(*ingest, "hash") != hash) {
+      return std::optional<std::pair<memory::Node, Json>>();
+    }
+    return std::optional<std::pair<memory::Node, Json>>(std::make_pair(std::move(*node), std::move(meta)));
+  };
+  STRATA_ASSIGN_OR_RETURN(auto file, current());
+  if (!file) return Status::Ok();
+  const Json& ingest = file->second["ingest"];
+  STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> listed, store.List(*uri));
+  // The chunks in order (their names begin with their place, but a file may have more than 9,999).
+  std::vector<std::pair<int64_t, memory::Node>> chunks;
+  for (memory::Node& n : listed) {
+    if (n.is_dir) continue;
+    Json m = json::ParseOrDiscard<Json>(n.metadata);
+    const Json* c = json::Field(m, "ingest");
+    chunks.emplace_back(c != nullptr ? json::IntOr(*c, "chunk", 0) : 0, std::move(n));
+  }
+  std::stable_sort(chunks.begin(), chunks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  constexpr size_t kShown = 40, kChunkBytes = 1200, kTotalBytes = 32000;
+  Json shown = Json::array();
+  size_t total = 0;
+  for (size_t i = 0; i < chunks.size() && i < kShown && total < kTotalBytes; ++i) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, store.Read(chunks[i].second.uri, memory::Level::kContent));
+    text = CutUtf8(std::move(text), kChunkBytes);
+    total += text.size();
+    Json m = json::ParseOrDiscard<Json>(chunks[i].second.metadata);
+    const Json* c = json::Field(m, "ingest");
+    shown.push_back({{"index", i}, {"name", c != nullptr ? json::StringOr(*c, "name") : ""}, {"text", text}});
+  }
+  Json vars = {{"path", json::StringOr(ingest, "source")},
+               {"kind", json::StringOr(ingest, "kind")},
+               {"title", json::StringOr(ingest, "title")},
+               {"chunks", shown},
+               {"more", static_cast<int64_t>(chunks.size() - shown.size())}};
+  STRATA_ASSIGN_OR_RETURN(prompt::Value value, prompt::Value::FromJson(vars.dump(-1, ' ', false, Json::error_handler_t::replace)));
+  STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts.Render("resource.summarize", value));
+  std::string abstract_text, overview;
+  std::vector<std::pair<size_t, std::string>> chunk_abstracts;
+  auto check = [&](std::string_view text) -> Status {
+    chunk_abstracts.clear();
+    Json j = json::ParseOrDiscard<Json>(text);
+    const Json* a = json::Field(j, "abstract");
+    const Json* o = json::Field(j, "overview");
+    if (a == nullptr || !a->is_string() || a->get_ref<const std::string&>().find_first_not_of(" \n") == std::string::npos) {
+      return Status::InvalidArgument("\"abstract\" must be a sentence (a non-empty string)");
+    }
+    if (o == nullptr || !o->is_string()) return Status::InvalidArgument("\"overview\" must be a string");
+    abstract_text = CutUtf8(a->get<std::string>(), 300);
+    overview = CutUtf8(o->get<std::string>(), 3000);
+    const Json* list = json::Field(j, "chunks");
+    if (list == nullptr || list->is_null()) return Status::Ok();
+    if (!list->is_array()) return Status::InvalidArgument("\"chunks\" must be an array");
+    for (const Json& c : *list) {
+      const Json* index = json::Field(c, "index");
+      const Json* line = json::Field(c, "abstract");
+      if (index == nullptr || !index->is_number_integer() || line == nullptr || !line->is_string()) {
+        return Status::InvalidArgument("each of \"chunks\" must be {\"index\": integer, \"abstract\": string}");
+      }
+      int64_t i = index->get<int64_t>();
+      if (i < 0 || i >= static_cast<int64_t>(shown.size()) || line->get_ref<const std::string&>().empty()) continue;
+      chunk_abstracts.emplace_back(static_cast<size_t>(i), CutUtf8(line->get<std::string>(), 300));
+    }
+    return Status::Ok();
+  };
+  STRATA_RETURN_IF_ERROR(
+      llm::AskForJson(model, prompt, "resource summary", check, {.attempts = 2, .cancel = cancel}, nullptr).status());
+  // Written only if the file is still the one summarised (a re-add may have replaced it meanwhile).
+  STRATA_ASSIGN_OR_RETURN(auto still, current());
+  if (!still) return Status::Ok();
+  Json meta = still->second;
+  meta["ingest"]["summary"] = "model";
+  STRATA_RETURN_IF_ERROR(store.Mkdir(*uri, {.abstract_text = abstract_text,
+                                           .overview = overview,
+                                           .metadata = meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
+  for (const auto& [i, line] : chunk_abstracts) {
+    const memory::Uri& chunk = chunks[i].second.uri;
+    STRATA_ASSIGN_OR_RETURN(std::string content, store.Read(chunk, memory::Level::kContent));
+    STRATA_RETURN_IF_ERROR(store.Write(chunk, content, {.abstract_text = line}));
+  }
+  // The folders above it list their children's abstracts: this one's is new.
+  STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(json::StringOr(meta["ingest"], "root", uri->Parent().str())));
+  std::vector<std::string> folders;
+  for (memory::Uri d = uri->Parent(); d.str().size() >= root.str().size(); d = d.Parent()) {
+    folders.push_back(d.str());
+    if (d.str() == root.str() || d.is_root()) break;
+  }
+  return ingest::DescribeFolders(store, root, folders);
+}
+
+}  // namespace engine_internal
+
 Result<ingest::AddReport> Engine::AddResources(std::span<const std::string> paths, std::string_view uri,
                                                const ingest::AddOptions& options, const ingest::WalkOptions& walk) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "add"));
   return Guard("add", [&]() -> Result<ingest::AddReport> {
     if (paths.empty()) return Status::InvalidArgument("add: no path given");
+    std::lock_guard lock(impl_->add_mu);
     ingest::AddReport report;
     STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, ingest::WalkPaths(paths, walk, &report));
     STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
-    STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, options, &report));
+    ingest::AddOptions add = options;
+    add.max_file_bytes = walk.max_file_bytes;
+    STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, add, &report));
+    if (options.summarize) {
+      STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
+      STRATA_RETURN_IF_ERROR(QueueSummaries(*store, *queue, root, report));
+    }
     return report;
   });
 }
@@ -169,9 +315,14 @@ Result<ingest::AddReport> Engine::AddResourceFiles(std::span<const ingest::Sourc
     for (const ingest::SourceFile& f : files) {
       if (!f.disk.empty()) return Status::InvalidArgument("add: " + f.path + " names a file on disk");
     }
+    std::lock_guard lock(impl_->add_mu);
     ingest::AddReport report;
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, options, &report));
+    if (options.summarize) {
+      STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
+      STRATA_RETURN_IF_ERROR(QueueSummaries(*store, *queue, root, report));
+    }
     return report;
   });
 }

@@ -75,7 +75,7 @@ using Json = nlohmann::json;
 Result<std::string> AskModel(llm::ChatProvider& model, prompt::PromptLibrary& prompts, std::string_view prompt_id,
                              const Json& vars, std::string_view what, const llm::JsonCheck& check,
                              FindModelCost& cost) {
-  auto value = prompt::Value::FromJson(vars.dump());
+  auto value = prompt::Value::FromJson(vars.dump(-1, ' ', false, Json::error_handler_t::replace));
   if (!value.ok()) return value.status();
   STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts.Render(prompt_id, *value));
   llm::JsonAsk ask;

@@ -33,7 +33,7 @@ Status Engine::DeleteSession(std::string_view id, bool force) {
     STRATA_RETURN_IF_ERROR(s.Delete(id, force));
     // What phase 2 stored under the session's own scope (its archived transcripts) goes with it: a new
     // session given the same id later must not inherit it.
-    STRATA_ASSIGN_OR_RETURN(memory::Uri scope, memory::Uri::Parse("strata://session/" + std::string(id)));
+    STRATA_ASSIGN_OR_RETURN(memory::Uri scope, memory::Uri::Parse("strata://session/" + session::SessionIdOfRef(id)));
     Result<int64_t> removed = Remove(scope.str(), /*recursive=*/true);
     if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
     return Status::Ok();

@@ -136,7 +136,7 @@ Json AddReportView(const ingest::AddReport& r) {
   Json skipped = Json::array();
   for (const ingest::SkippedFile& s : r.skipped) skipped.push_back({{"path", s.path}, {"reason", s.reason}});
   return {{"added", r.added},       {"updated", r.updated},       {"unchanged", r.unchanged}, {"removed", r.removed},
-          {"skipped", std::move(skipped)}, {"chunks", r.chunks}, {"bytes", r.bytes}};
+          {"skipped", std::move(skipped)}, {"chunks", r.chunks}, {"bytes", r.bytes}, {"queued", r.queued}};
 }
 
 Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& args) {
@@ -161,6 +161,10 @@ Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& ar
                                      json::QuoteForError(p, 80));
     }
     ingest::SourceFile file{p, content->get<std::string>(), "", 0};
+    const nlohmann::json* given = json::Field(f, "encoding");
+    if (given != nullptr && !given->is_null() && !given->is_string()) {
+      return Status::InvalidArgument(where + ".encoding must be \"utf-8\" or \"base64\"");
+    }
     std::string encoding = json::StringOr(f, "encoding", "");
     if (encoding == "base64") {
       bool ok = true;

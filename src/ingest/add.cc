@@ -1,6 +1,12 @@
 // AddFiles: files into the store as directories of ordered chunks, only what changed written
 // (docs/formats/ingest.md).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -56,32 +62,43 @@ Json MetadataOf(const memory::Node& node) {
   return j.is_object() ? j : Json::object();
 }
 
-// The "ingest" member of a node added from a file ("source" set), or null.
+// The "ingest" member of a node an add wrote (a file or a folder), or null.
 const Json* IngestOf(const Json& metadata) {
   const Json* ingest = json::Field(metadata, "ingest");
   return ingest != nullptr && ingest->is_object() && json::Field(*ingest, "source") != nullptr ? ingest : nullptr;
 }
 
-Result<std::string> ReadDisk(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open");
-  std::stringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return Status::DataLoss("read error");
-  return s.str();
+// True for the directory of a file an add wrote (finished or cut short), not a folder.
+bool IsFile(const Json* ingest) {
+  return ingest != nullptr && !json::StringOr(*ingest, "source").empty() && !json::BoolOr(*ingest, "folder", false);
 }
 
-Result<Uri> UriOf(const Uri& root, const std::string& path) {
-  Uri uri = root;
-  size_t at = 0;
-  while (at <= path.size()) {
-    size_t slash = path.find('/', at);
-    std::string segment = path.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
-    STRATA_ASSIGN_OR_RETURN(uri, uri.Child(segment));
-    if (slash == std::string::npos) break;
-    at = slash + 1;
+// Reads a file the walk found, as it is now: never through a link (it may have become one since), never a
+// FIFO or device, never more than `max_bytes`.
+Result<std::string> ReadDisk(const std::string& path, int64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound(std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::FailedPrecondition("not a regular file");
   }
-  return uri;
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    return Status::ResourceExhausted("too large (" + std::to_string(st.st_size) + " bytes; the limit is " +
+                                     std::to_string(max_bytes) + ")");
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 }  // namespace
@@ -98,19 +115,24 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
   };
   for (const SourceFile& f : files) {
     present.insert(f.path);
-    Result<Uri> uri = UriOf(root, f.path);
+    Result<Uri> uri = root.Join(f.path);
     if (!uri.ok()) {
       report->skipped.push_back({f.path, "not a node name: " + std::string(uri.status().message())});
       continue;
     }
     std::string bytes = f.bytes;
     if (!f.disk.empty()) {
-      Result<std::string> read = ReadDisk(f.disk);
+      Result<std::string> read = ReadDisk(f.disk, options.max_file_bytes);
       if (!read.ok()) {
-        report->skipped.push_back({f.path, "unreadable: " + std::string(read.status().message())});
+        report->skipped.push_back({f.path, (read.status().code() == StatusCode::kResourceExhausted ? "" : "unreadable: ") +
+                                               std::string(read.status().message())});
         continue;
       }
       bytes = std::move(*read);
+    } else if (static_cast<int64_t>(bytes.size()) > options.max_file_bytes) {
+      report->skipped.push_back({f.path, "too large (" + std::to_string(bytes.size()) + " bytes; the limit is " +
+                                             std::to_string(options.max_file_bytes) + ")"});
+      continue;
     }
     report->bytes += static_cast<int64_t>(bytes.size());
     const std::string hash = memory::HashHex(bytes);
@@ -119,8 +141,9 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     if (existing.ok()) {
       const Json existing_meta = MetadataOf(*existing);
       const Json* ingest = IngestOf(existing_meta);
-      if (ingest == nullptr) {
-        report->skipped.push_back({f.path, uri->str() + " holds a node that was not added from a file; not replaced"});
+      if (!IsFile(ingest)) {
+        report->skipped.push_back({f.path, uri->str() + " holds a node that was not added from a file (" +
+                                               (ingest != nullptr ? "a folder" : "written otherwise") + "); not replaced"});
         continue;
       }
       if (json::StringOr(*ingest, "hash") == hash) {
@@ -151,8 +174,10 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       overview += (last_name.empty() ? ": " : "; ") + c.name;
       last_name = c.name;
     }
+    // The hash is recorded last: a file whose chunks were not all written (a crash, a refused write) has
+    // none, and the next add writes it again instead of calling it unchanged.
     Json file_meta = {{"ordered", true},
-                      {"ingest", {{"source", f.path}, {"root", root.str()}, {"hash", hash}, {"bytes", bytes.size()},
+                      {"ingest", {{"source", f.path}, {"root", root.str()}, {"bytes", bytes.size()},
                                   {"kind", FileKindName(e.kind)}, {"chunks", e.chunks.size()}}}};
     if (!e.title.empty()) file_meta["ingest"]["title"] = e.title;
     STRATA_RETURN_IF_ERROR(store.Mkdir(*uri, {.abstract_text = abstract_text,
@@ -173,11 +198,24 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
                               .metadata = Json{{"ingest", meta}}.dump(-1, ' ', false, Json::error_handler_t::replace)});
     }
     STRATA_RETURN_IF_ERROR(store.WriteBatch(leaves, leaf_options));
+    file_meta["ingest"]["hash"] = hash;
+    STRATA_RETURN_IF_ERROR(
+        store.Mkdir(*uri, {.metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
     report->chunks += static_cast<int64_t>(e.chunks.size());
     (existing.ok() ? report->updated : report->added).push_back(f.path);
     touch(*uri);
   }
-  // Files added before that this tree no longer has.
+  // Files added before that this tree no longer has. What the walk skipped (unreadable, too large, a link
+  // now) is still there: it and everything below it stays.
+  auto skipped_now = [&](const std::string& source) {
+    for (const SkippedFile& s : report->skipped) {
+      if (source == s.path || (source.size() > s.path.size() && source.compare(0, s.path.size(), s.path) == 0 &&
+                               source[s.path.size()] == '/')) {
+        return true;
+      }
+    }
+    return false;
+  };
   if (options.remove_missing) {
     Result<std::vector<memory::Node>> all = store.List(root, {.recursive = true});
     if (!all.ok() && all.status().code() != StatusCode::kNotFound) return all.status();
@@ -185,22 +223,27 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       if (!n.is_dir) continue;
       const Json meta = MetadataOf(n);
       const Json* ingest = IngestOf(meta);
-      if (ingest == nullptr || json::Field(*ingest, "hash") == nullptr) continue;
+      if (!IsFile(ingest)) continue;
       // Only what an add of this same root brought: another add's files below it are its own.
       std::string source = json::StringOr(*ingest, "source");
       if (json::StringOr(*ingest, "root") != root.str()) continue;
-      Result<Uri> expected = UriOf(root, source);
-      if (present.count(source) || !expected.ok() || expected->str() != n.uri.str()) continue;
+      Result<Uri> expected = root.Join(source);
+      if (present.count(source) || skipped_now(source) || !expected.ok() || expected->str() != n.uri.str()) continue;
       Result<int64_t> removed = store.Remove(n.uri, /*recursive=*/true);
       if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
       report->removed.push_back(source);
       touch(n.uri);
     }
   }
+  return DescribeFolders(store, root, std::vector<std::string>(changed_dirs.begin(), changed_dirs.end()));
+}
+
+Status DescribeFolders(memory::ContextStore& store, const Uri& root, const std::vector<std::string>& folder_uris) {
   // Folders, deepest first: L0 "<folder>/: N files, M folders", L1 their children's abstracts.
-  std::vector<std::string> dirs(changed_dirs.begin(), changed_dirs.end());
+  std::vector<std::string> dirs = folder_uris;
   std::sort(dirs.begin(), dirs.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   for (const std::string& d : dirs) {
+    if (d != root.str() && d.rfind(root.str() + "/", 0) != 0) continue;  // Only below the add's root.
     STRATA_ASSIGN_OR_RETURN(Uri dir, Uri::Parse(d));
     Result<std::vector<memory::Node>> children = store.List(dir);
     if (!children.ok()) {
@@ -210,7 +253,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     Result<memory::Node> self = store.Stat(dir);
     if (!self.ok()) continue;
     const Json meta = MetadataOf(*self);
-    if (IngestOf(meta) != nullptr && json::Field(*IngestOf(meta), "hash") != nullptr) continue;  // A file.
+    if (IsFile(IngestOf(meta))) continue;  // A file.
     // A scope root, or a directory someone described: its own L0/L1 stay.
     if (dir.is_scope_root() || dir.is_kind_dir() || dir.is_root()) continue;
     if (IngestOf(meta) == nullptr && !self->abstract_text.empty()) continue;
@@ -219,7 +262,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     for (const memory::Node& c : *children) {
       const Json child_meta = MetadataOf(c);
       const Json* ingest = IngestOf(child_meta);
-      bool is_file = ingest != nullptr && json::Field(*ingest, "hash") != nullptr;
+      bool is_file = IsFile(ingest);
       (is_file ? files_here : folders) += c.is_dir ? 1 : 0;
       if (overview.size() < 3000) {
         overview += (overview.empty() ? "" : "\n") + std::string(c.uri.name()) + (c.is_dir && !is_file ? "/" : "") +

@@ -33,6 +33,9 @@ std::string_view FileKindName(FileKind kind) {
 
 namespace {
 
+constexpr size_t kMaxNameBytes = 200;
+const std::string kEmpty;
+
 int64_t Tokens(std::string_view text) { return tokenizer::CountText(tokenizer::kDefaultEncoding, text); }
 
 std::string Extension(std::string_view path) {
@@ -133,6 +136,8 @@ std::string DefinitionName(std::string_view ext, std::string_view line) {
     }
     std::string t = named(kCType, 1, 2);
     if (!t.empty()) return t;
+    // The function pattern backtracks: only short lines that could be one are tried.
+    if (line.size() > 200 || line.find('(') == std::string_view::npos) return "";
     return named(kCFunction, 0, 1);
   }
   // Other languages: a line that opens a block at the top level.
@@ -354,10 +359,13 @@ std::vector<Block> MarkdownBlocks(std::string_view text, std::string* title, boo
   return out;
 }
 
-std::vector<Chunk> PackBlocks(const std::vector<Block>& blocks, int64_t max_tokens, const std::string& prefix,
+std::vector<Chunk> PackBlocks(const std::vector<Block>& blocks, int64_t max_tokens, const std::string& given_prefix,
                               std::string_view separator) {
   std::vector<Chunk> out;
-  const int64_t prefix_tokens = prefix.empty() ? 0 : Tokens(prefix) + 1;
+  // A prefix (a CSV header) that would take more than half of every chunk heads none.
+  int64_t prefix_tokens = given_prefix.empty() ? 0 : Tokens(given_prefix.substr(0, Utf8Prefix(given_prefix, 64 * max_tokens))) + 1;
+  const std::string& prefix = prefix_tokens * 2 > max_tokens ? kEmpty : given_prefix;
+  if (prefix.empty()) prefix_tokens = 0;
   const int64_t budget = std::max<int64_t>(16, max_tokens - prefix_tokens);
   std::vector<const Block*> current;
   int64_t current_tokens = 0;
@@ -370,6 +378,7 @@ std::vector<Chunk> PackBlocks(const std::vector<Block>& blocks, int64_t max_toke
       if (!b->name.empty() && (names.empty() || *names.back() != b->name)) names.push_back(&b->name);
     }
     c.name = names.empty() ? "" : names.size() == 1 ? *names[0] : *names.front() + " … " + *names.back();
+    c.name.resize(Utf8Prefix(c.name, kMaxNameBytes));  // A heading or key may be as long as the file.
     c.begin = begin;
     c.end = end;
     c.page_first = parts.front()->page;
@@ -402,13 +411,13 @@ std::vector<Chunk> PackBlocks(const std::vector<Block>& blocks, int64_t max_toke
         std::string_view rest = line.text;
         int64_t offset = line.begin;
         while (!rest.empty()) {
-          int64_t t = Tokens(rest);
-          std::string_view part = rest;
-          if (t > budget) {
-            // About budget tokens' worth of bytes, at a character boundary, then halved until it fits.
-            size_t bytes = std::max<size_t>(1, rest.size() * static_cast<size_t>(budget) / static_cast<size_t>(t));
-            part = rest.substr(0, std::max<size_t>(1, Utf8Prefix(rest, bytes)));
-            while (part.size() > 1 && Tokens(part) > budget) part = part.substr(0, std::max<size_t>(1, Utf8Prefix(part, part.size() / 2)));
+          // At most a window of the line is tokenized at a time (a token is rarely longer than 16 bytes), so a
+          // line of megabytes costs linear time; a window over the budget is halved until it fits.
+          const size_t window = static_cast<size_t>(budget) * 16;
+          std::string_view part = rest.substr(0, std::max<size_t>(1, Utf8Prefix(rest, window)));
+          int64_t t = Tokens(part);
+          while (part.size() > 1 && t > budget) {
+            part = part.substr(0, std::max<size_t>(1, Utf8Prefix(part, part.size() / 2)));
             t = Tokens(part);
           }
           if (piece_tokens + t + 1 > budget) cut();

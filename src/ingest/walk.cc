@@ -14,8 +14,10 @@
 namespace strata::ingest {
 namespace internal {
 
-// '*' and '?' within one segment, '[...]' classes, '**' across segments.
-bool GlobMatch(std::string_view pattern, std::string_view text) {
+// One step of the match: literal characters, classes and "?" here; each "*" tries its continuations
+// through `recurse` (which remembers failures).
+template <typename Recurse>
+bool MatchHere(std::string_view pattern, std::string_view text, const Recurse& recurse) {
   size_t p = 0, t = 0;
   while (p < pattern.size()) {
     char c = pattern[p];
@@ -26,14 +28,14 @@ bool GlobMatch(std::string_view pattern, std::string_view text) {
         // "**/": zero or more whole segments.
         std::string_view after = pattern.substr(rest + 1);
         for (size_t at = t;; ) {
-          if (GlobMatch(after, text.substr(at))) return true;
+          if (recurse(after, text.substr(at))) return true;
           size_t slash = text.find('/', at);
           if (slash == std::string_view::npos) return false;
           at = slash + 1;
         }
       }
       for (size_t at = t; at <= text.size(); ++at) {
-        if (GlobMatch(pattern.substr(rest), text.substr(at))) return true;
+        if (recurse(pattern.substr(rest), text.substr(at))) return true;
         if (at < text.size() && text[at] == '/' && !across) return false;
       }
       return false;
@@ -67,6 +69,39 @@ bool GlobMatch(std::string_view pattern, std::string_view text) {
     ++p, ++t;
   }
   return t == text.size();
+}
+
+namespace {
+
+// The matcher below, remembering the (pattern, text) positions that failed: without it a pattern of many
+// stars ("*a*a*a*a*b") backtracks exponentially on a long name.
+struct Matcher {
+  std::string_view pattern, text;
+  std::vector<bool> failed;  // (p, t) -> known not to match, for suffixes of both.
+
+  bool Match(size_t p0, size_t t0);
+};
+
+}  // namespace
+
+// '*' and '?' within one segment, '[...]' classes, '**' across segments.
+bool GlobMatch(std::string_view pattern, std::string_view text) {
+  Matcher m{pattern, text, std::vector<bool>((pattern.size() + 1) * (text.size() + 1), false)};
+  return m.Match(0, 0);
+}
+
+bool Matcher::Match(size_t p0, size_t t0) {
+  const size_t key = p0 * (text.size() + 1) + t0;
+  if (failed[key]) return false;
+  bool hit = [&] {
+    std::string_view pat = pattern.substr(p0);
+    std::string_view txt = text.substr(t0);
+    return MatchHere(pat, txt, [&](std::string_view rest_pattern, std::string_view rest_text) {
+      return Match(pattern.size() - rest_pattern.size(), text.size() - rest_text.size());
+    });
+  }();
+  if (!hit) failed[key] = true;
+  return hit;
 }
 
 void IgnoreRules::AddFile(std::string_view text, const std::string& base) {

@@ -130,7 +130,8 @@ std::vector<Tool> MakeTools() {
                                             {"content", Prop("string", "The file's text, or its bytes in base64")},
                                             {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}}}},
                                            {"path", "content"})}}},
-               {"remove_missing", Prop("boolean", "Remove what an earlier add to this URI brought from files not sent now")}},
+               {"remove_missing", Prop("boolean", "Remove what an earlier add to this URI brought from files not sent now")},
+               {"summarize", Prop("boolean", "Queue the server's model to summarise each added file")}},
               {"uri", "files"})},
       {"remember", "Remember", "Remember something about you for later sessions: a text (deduplicated against what is "
                                "already known, merged or superseded when the model decides so), or the messages of a "
@@ -360,6 +361,7 @@ struct McpHandler::Impl {
       if (remove != nullptr && !remove->is_boolean()) return Status::InvalidArgument("\"remove_missing\" must be true or false");
       ingest::AddOptions options;
       options.remove_missing = remove != nullptr && remove->get<bool>();
+      options.summarize = json::BoolOr(args, "summarize", false);
       STRATA_ASSIGN_OR_RETURN(ingest::AddReport report, engine->AddResourceFiles(files, uri.str(), options));
       Json out = views::AddReportView(report);
       out["uri"] = uri.str();

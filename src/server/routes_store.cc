@@ -126,6 +126,9 @@ void Server::Impl::AddStoreRoutes() {
     const Json* remove = json::Field(c.body, "remove_missing");
     if (remove != nullptr && !remove->is_boolean()) return Status::InvalidArgument("\"remove_missing\" must be true or false");
     add.remove_missing = remove != nullptr && remove->get<bool>();
+    const Json* summarize = json::Field(c.body, "summarize");
+    if (summarize != nullptr && !summarize->is_boolean()) return Status::InvalidArgument("\"summarize\" must be true or false");
+    add.summarize = summarize != nullptr && summarize->get<bool>();
     STRATA_ASSIGN_OR_RETURN(add.extract.chunk_tokens, c.IntArg("chunk_tokens", 512));
     STRATA_ASSIGN_OR_RETURN(ingest::AddReport report, c.engine->AddResourceFiles(files, uri.str(), add));
     Json out = views::AddReportView(report);

@@ -668,10 +668,37 @@ Result<bool> MemoryPipeline::RunJob(JobQueue& queue, const Job& job, const Cance
     if (s.code() == StatusCode::kAborted) return false;
     return s;
   };
+  if (job.kind != kCommitJobKind) {
+    auto handler = options_.job_handlers.find(job.kind);
+    if (handler == options_.job_handlers.end()) {
+      STRATA_ASSIGN_OR_RETURN(bool settled, settle(queue.Fail(job, Status::InvalidArgument("no worker runs jobs of kind " + job.kind), false)));
+      (void)settled;
+      return false;
+    }
+    Canceller job_cancel;
+    ScopedCancelCallback forward(cancel, [&job_cancel] { job_cancel.Cancel(); });
+    Status done = Status::Internal("not run");
+    {
+      LeaseKeeper keeper(queue, job, &job_cancel);
+      try {
+        done = handler->second(job, &job_cancel);
+      } catch (const std::exception& e) {  // A bug; the job must not stay running for ever.
+        done = Status::Internal(std::string(job.kind) + " failed unexpectedly: " + e.what());
+      }
+    }
+    if (done.ok()) return settle(queue.Complete(job));
+    StatusCode code = done.code();
+    bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
+                     code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal;
+    STRATA_ASSIGN_OR_RETURN(bool still_held, settle(queue.Fail(job, done, !permanent)));
+    (void)still_held;
+    if (code == StatusCode::kCancelled && cancel != nullptr && cancel->cancelled()) return done;
+    return false;
+  }
   Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
   int64_t archive = json::IntOr(payload, "archive", -1);
   std::string session = SessionIdOfRef(job.key);
-  if (job.kind != kCommitJobKind || session.empty() || archive < 0 || archive > (1 << 30)) {
+  if (session.empty() || archive < 0 || archive > (1 << 30)) {
     STRATA_ASSIGN_OR_RETURN(bool settled, settle(queue.Fail(job, Status::InvalidArgument("not a session commit job"), false)));
     (void)settled;
     return false;

@@ -13,6 +13,8 @@
 
 #include "ingest/ingest_internal.h"
 #include "strata/engine/engine.h"
+#include "strata/llm/scripted.h"
+#include "session/pipeline_stage.h"
 #include "strata/tokenizer/registry.h"
 #include "test_util.h"
 
@@ -203,6 +205,28 @@ TEST(IngestExtract, KindsByNameAndContent) {
   EXPECT_EQ(total, line.size());
 }
 
+// Hostile inputs cost linear time and bounded memory: a pattern of many stars, a megabyte line, a heading
+// as long as the file, a CSV header longer than a chunk.
+TEST(IngestExtract, HostileShapesStayCheap) {
+  EXPECT_FALSE(internal::GlobMatch("*a*a*a*a*a*a*a*a*a*a*a*b", std::string(300, 'a')));
+  EXPECT_TRUE(internal::GlobMatch("*a*a*a*a*a*a*a*a*a*a*a*b", std::string(300, 'a') + "b"));
+  std::string line;
+  for (int i = 0; line.size() < (1 << 20); ++i) line += "w" + std::to_string(i) + ",";
+  auto e = Extract(FileKind::kText, "min.js", line, {.chunk_tokens = 16});
+  ASSERT_OK(e);
+  size_t total = 0;
+  for (const Chunk& c : e->chunks) total += c.text.size();
+  EXPECT_EQ(total, line.size());
+  std::string heading = "# " + std::string(10000, 'h') + "\n\n" + std::string(4000, 'x') + "\n";
+  auto h = Extract(FileKind::kMarkdown, "h.md", heading, {.chunk_tokens = 64});
+  ASSERT_OK(h);
+  for (const Chunk& c : h->chunks) EXPECT_LE(c.name.size(), 200u);
+  std::string csv = std::string(5000, 'c') + "\n1\n2\n";
+  auto c = Extract(FileKind::kCsv, "t.csv", csv, {.chunk_tokens = 64});
+  ASSERT_OK(c);
+  for (const Chunk& ch : c->chunks) EXPECT_LE(Tokens(ch.text), 64) << ch.text.substr(0, 80);
+}
+
 // ---- A tree added to the store through the engine ----
 
 class IngestTree : public ::testing::Test {
@@ -347,6 +371,36 @@ TEST_F(IngestTree, ReAddingWritesOnlyWhatChangedAndRemovesWhatIsGone) {
   EXPECT_EQ(engine_->AddResources(paths, "strata://resources/x").status().code(), StatusCode::kNotFound);
 }
 
+// What an add must never do: replace a folder by a file of its name, call a half-written file unchanged, or
+// remove a file the walk only skipped this time.
+TEST_F(IngestTree, FoldersHalfWrittenFilesAndSkippedFilesAreSafe) {
+  ASSERT_OK(Add());
+  std::vector<SourceFile> clash = {{"docs", "# Not a folder\n\ntext\n", "", 0}};
+  auto replaced = engine_->AddResourceFiles(clash, "strata://resources/orchard", {.remove_missing = false});
+  ASSERT_OK(replaced);
+  ASSERT_EQ(replaced->skipped.size(), 1u);
+  EXPECT_NE(replaced->skipped[0].reason.find("a folder"), std::string::npos) << replaced->skipped[0].reason;
+  EXPECT_OK(engine_->Stat("strata://resources/orchard/docs/faq.html"));
+  // A file whose chunks were not all written has no hash yet: the next add writes it again.
+  std::string readme = "strata://resources/orchard/README.md";
+  auto node = engine_->Stat(readme);
+  ASSERT_OK(node);
+  Json meta = Json::parse(node->metadata);
+  meta["ingest"].erase("hash");
+  ASSERT_OK(engine_->Remove(readme, /*recursive=*/true));
+  ASSERT_OK(engine_->Mkdir(readme, {.metadata = meta.dump()}));
+  auto again = Add();
+  ASSERT_OK(again);
+  EXPECT_EQ(again->updated, std::vector<std::string>{"README.md"});
+  EXPECT_FALSE(engine_->List(readme)->empty());
+  // A file grown past the limit is skipped, and what an earlier add brought of it stays.
+  Write("data/yield.csv", "variety,kilos\n" + std::string(2 << 20, '1') + "\n");
+  auto grown = Add();
+  ASSERT_OK(grown);
+  EXPECT_TRUE(grown->removed.empty());
+  EXPECT_OK(engine_->Stat("strata://resources/orchard/data/yield.csv"));
+}
+
 TEST_F(IngestTree, FilesCarriedInARequestAreReadFromTheirBytesOnly) {
   std::vector<SourceFile> files = {{"notes/a.md", "# A\n\nApples.\n", "", 0}};
   auto report = engine_->AddResourceFiles(files, "strata://resources/carried");
@@ -359,6 +413,64 @@ TEST_F(IngestTree, FilesCarriedInARequestAreReadFromTheirBytesOnly) {
   ASSERT_OK(escape);
   ASSERT_EQ(escape->skipped.size(), 1u);
   EXPECT_NE(escape->skipped[0].reason.find("not a node name"), std::string::npos);
+}
+
+// The model's summary of an added file (AddOptions::summarize) is queued like phase 2, asked again when its
+// reply is unusable, and replaces the heuristic layers when it arrives; one for content replaced since does
+// nothing.
+TEST(IngestSummary, TheModelsSummaryReplacesTheHeuristicLayersWhenItArrives) {
+  testing::TempDir dir;
+  int calls = 0;
+  std::string last_prompt;
+  std::vector<std::string> replies = {
+      "Sure! Here is a summary.",
+      R"({"abstract": "How to prune and protect an orchard.", "overview": "Pruning in February; fleece against frost.",
+          "chunks": [{"index": 0, "abstract": "When to prune."}, {"index": 9, "abstract": "not a chunk"}]})"};
+  llm::ScriptedProvider model("scripted", [&](const llm::ScriptedProvider::Request& req) {
+    last_prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+    return testing::TextReply(replies[std::min<size_t>(calls++, replies.size() - 1)]);
+  });
+  auto opened = Engine::Open({.data_dir = dir.File("data"), .model = &model, .ignore_prompt_env = true,
+                              .shipped_prompts_dir = STRATA_PROMPTS_DIR});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  std::string tree = dir.File("tree");
+  fs::create_directories(tree + "/guide");
+  testing::WriteFileOrDie(tree + "/guide/prune.md", "# Pruning\n\nPrune in February.\n\n## Frost\n\nUse fleece.\n");
+  std::vector<std::string> paths = {tree};
+  auto report = engine.AddResources(paths, "strata://resources/orchard", {.summarize = true});
+  ASSERT_OK(report);
+  EXPECT_EQ(report->queued, 1);
+  const std::string file = "strata://resources/orchard/guide/prune.md";
+  EXPECT_EQ(engine.Stat(file)->abstract_text, "guide/prune.md: Pruning");  // Heuristic until the model's comes.
+  auto work = engine.Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  EXPECT_EQ(calls, 2);  // The unusable reply was asked again.
+  EXPECT_NE(last_prompt.find("File: guide/prune.md (markdown)"), std::string::npos) << last_prompt;
+  EXPECT_NE(last_prompt.find("[0] Pruning"), std::string::npos) << last_prompt;
+  auto node = engine.Stat(file);
+  ASSERT_OK(node);
+  EXPECT_EQ(node->abstract_text, "How to prune and protect an orchard.");
+  EXPECT_EQ(node->overview, "Pruning in February; fleece against frost.");
+  EXPECT_EQ(Json::parse(node->metadata)["ingest"]["summary"], "model");
+  auto chunks = engine.List(file);
+  ASSERT_OK(chunks);
+  ASSERT_EQ(chunks->size(), 2u);
+  EXPECT_EQ((*chunks)[0].abstract_text, "When to prune.");
+  EXPECT_EQ(*engine.Read((*chunks)[0].uri.str()), "# Pruning\n\nPrune in February.");  // Content untouched.
+  EXPECT_NE(engine.Stat("strata://resources/orchard/guide")->overview.find("How to prune and protect"), std::string::npos);
+
+  // Queued for content that a later add replaced: the job does nothing, the newer layers stand.
+  testing::WriteFileOrDie(tree + "/guide/prune.md", "# Pruning\n\nPrune in late winter.\n");
+  ASSERT_OK(engine.AddResources(paths, "strata://resources/orchard", {.summarize = true}));
+  testing::WriteFileOrDie(tree + "/guide/prune.md", "# Pruning\n\nPrune when the buds swell.\n");
+  ASSERT_OK(engine.AddResources(paths, "strata://resources/orchard"));
+  calls = 0;
+  work = engine.Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(engine.Stat(file)->abstract_text, "guide/prune.md: Pruning");
 }
 
 }  // namespace

@@ -260,10 +260,16 @@ TEST(ChatImportTest, EachConversationBecomesASessionOnceWithItsTitleAndTimes) {
   ASSERT_EQ(bobs->imported.size(), 3u);
   EXPECT_NE(bobs->imported[0].session, pasta);
 
-  // An import a crash cut short (the session made, its origin never recorded) is done again, whole.
+  // An import a crash cut short (the session made, its origin never recorded) is left alone while it may
+  // still be running, and done again, whole, once it is older than that.
   ASSERT_OK(engine.DeleteSession(pasta, /*force=*/true));
   ASSERT_OK(engine.CreateSession("alice", "", pasta));
   ASSERT_OK(engine.AddMessages(pasta, std::vector<Message>{Message::User("Boil time for spaghetti?")}));
+  auto running = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(running);
+  EXPECT_TRUE(running->imported.empty());
+  EXPECT_NE(running->skipped.back().reason.find("being imported by another call"), std::string::npos);
+  ASSERT_OK((*engine.sessions())->SetOrigin(pasta, {.created_ms = 1'000, .updated_ms = 2'000}));  // Long ago.
   auto redone = engine.ImportConversations(*exported, "alice");
   ASSERT_OK(redone);
   ASSERT_EQ(redone->imported.size(), 1u);

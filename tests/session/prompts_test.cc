@@ -19,7 +19,8 @@ TEST(ShippedPrompts, EveryTemplateLoads) {
   auto errors = library.Errors();
   EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
   auto ids = library.Ids();
-  for (const char* id : {"session.summarize", "memory.extract", "memory.dedup", "find.rewrite", "find.rerank"}) {
+  for (const char* id : {"session.summarize", "memory.extract", "memory.dedup", "find.rewrite", "find.rerank",
+                          "resource.summarize"}) {
     EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
   }
 }

@@ -95,6 +95,8 @@ export interface AddResourcesOptions extends RequestOptions {
   removeMissing?: boolean | undefined;
   /** Tokens per chunk at most (16-100000, default 512). */
   chunkTokens?: number | undefined;
+  /** Queue the server's model to summarise each added or changed file (the result's `queued`). */
+  summarize?: boolean | undefined;
 }
 export interface ImportSessionsOptions extends RequestOptions {
   /** Whose sessions they become (a user key: its own user; required for the root key). */
@@ -389,9 +391,10 @@ export class StrataClient {
    * not written again. With `removeMissing`, files an earlier add to `uri` brought and not sent now are removed.
    */
   addResources(uri: string, files: readonly SourceFile[], options: AddResourcesOptions = {}): Promise<AddReport> {
-    const { removeMissing, chunkTokens } = options;
+    const { removeMissing, chunkTokens, summarize } = options;
     return this.call("post", "/api/v1/resources",
-                     { body: { uri, files: [...files], remove_missing: removeMissing, chunk_tokens: chunkTokens } },
+                     { body: { uri, files: [...files], remove_missing: removeMissing, chunk_tokens: chunkTokens,
+                               summarize } },
                      options);
   }
 

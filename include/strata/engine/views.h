@@ -19,7 +19,7 @@
 //   ChatImportView    {"imported":[{"archive"?,"messages","session","source","title"}],"unchanged":[id],
 //                     "skipped":[{"reason","where"}]}: a chat export's import (Engine::ImportConversations)
 //   AddReportView     {"added","updated","unchanged","removed":[path],"skipped":[{"path","reason"}],"chunks",
-//                     "bytes"}: documents and code added as resources (Engine::AddResources)
+//                     "bytes","queued"}: documents and code added as resources (Engine::AddResources)
 //   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
 //                     "session"?,"state","updated_ms"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","source","uri"}

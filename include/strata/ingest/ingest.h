@@ -15,7 +15,8 @@
 // Files are untrusted: one that cannot be read (binary, malformed PDF, not text) is skipped with the reason,
 // never a crash, and the others are added. Links are never followed.
 //
-// Thread safety: the functions are thread-safe; AddFiles writes through the store's own locking.
+// Thread safety: the functions are thread-safe, but two AddFiles of one root at once may interleave their
+// writes of the same file: Engine::AddResources serialises the adds of one engine.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,7 @@ struct AddReport {
   std::vector<SkippedFile> skipped;
   int64_t chunks = 0;  // Written now.
   int64_t bytes = 0;   // Of the files read.
+  int64_t queued = 0;  // Model summaries queued (AddOptions::summarize).
 };
 
 struct WalkOptions {
@@ -97,11 +99,25 @@ struct AddOptions {
   // Files added before below `root` whose paths are not among these files are removed (the tree is
   // mirrored). Off: only add and update.
   bool remove_missing = true;
+  // Queue a model summary (L0/L1 of the file and its chunks) for every file added or updated, run by the
+  // engine's worker like phase 2 (Engine::AddResources); the heuristic layers stand until it arrives.
+  bool summarize = false;
+  // Larger files are skipped (the walk's limit, checked again when a file is read).
+  int64_t max_file_bytes = 20 << 20;
 };
+
+// The job that summarises one added file with the model: its key is the file's URI, its payload
+// {"uri", "hash"} (the content it was queued for: a job for content replaced since does nothing).
+inline constexpr std::string_view kSummaryJobKind = "resource.summarize";
 
 // Adds `files` below `root`: a file whose content hash is the one stored is left as it is; a changed one is
 // replaced whole; directories get heuristic L0/L1 (their files and subdirectories) bottom-up.
 Status AddFiles(memory::ContextStore& store, const memory::Uri& root, std::span<const SourceFile> files,
                 const AddOptions& options, AddReport* report);
+
+// Writes the heuristic L0/L1 of the folders `dirs` below (or at) `root`, deepest first: L0 "<name>/: N files,
+// M folders", L1 each child's name and abstract. A scope root, a kind directory and a directory someone gave
+// its own L0 are left as they are.
+Status DescribeFolders(memory::ContextStore& store, const memory::Uri& root, const std::vector<std::string>& dirs);
 
 }  // namespace strata::ingest

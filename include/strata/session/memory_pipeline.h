@@ -77,6 +77,11 @@ struct CategorySpec {
 };
 std::vector<CategorySpec> DefaultCategories();
 
+// Work of another kind the job queue carries (a resource's summaries: engine/files.cc), run by the same
+// worker as phase 2: its lease kept, a failure retried unless it cannot get better (kNotFound, kDataLoss,
+// kFailedPrecondition, kInternal).
+using JobHandler = std::function<Status(const Job& job, const Canceller* cancel)>;
+
 struct PipelineOptions {
   std::vector<CategorySpec> categories = DefaultCategories();
   // Cosine at or above which an existing memory is shown to the model as possibly the same. The local
@@ -89,6 +94,8 @@ struct PipelineOptions {
   // Who may write an owner's memories now (owner_locks.h). Borrowed; default: locks of this pipeline's own,
   // which serialise the threads of this process only.
   OwnerLocks* owner_locks = nullptr;
+  // Handlers of the queue's other job kinds, by kind; a job of a kind without one fails for good.
+  std::map<std::string, JobHandler, std::less<>> job_handlers;
 };
 
 // What one archive's phase 2 changed.

@@ -181,6 +181,8 @@ Status Engine::CheckSessionAccess(const Reach& reach, std::string_view id) {
 
 Status Engine::CheckJobAccess(const Reach& reach, const session::Job& job) {
   if (reach.everything()) return Status::Ok();
+  // A document's summary belongs to whoever may read the document (its key is the file's URI).
+  if (job.kind == ingest::kSummaryJobKind) return CheckAccess(reach, job.key);
   return Guard("task access", [&]() -> Status {
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, JobSession(job));
     if (info.user != reach.user) return session::NoSuchSession(info.id);

@@ -441,12 +441,28 @@ TEST(IngestSummary, TheModelsSummaryReplacesTheHeuristicLayersWhenItArrives) {
   auto report = engine.AddResources(paths, "strata://resources/orchard", {.summarize = true});
   ASSERT_OK(report);
   EXPECT_EQ(report->queued, 1);
+  // The job is listed with the tasks of whoever may read the file.
+  auto jobs = (*engine.queue())->List(std::nullopt);
+  ASSERT_OK(jobs);
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].kind, kSummaryJobKind);
+  EXPECT_OK(engine.CheckJobAccess(Reach::User("alice"), (*jobs)[0]));  // strata://resources is shared.
+  ASSERT_OK(engine.AddResources(paths, "strata://user/bob/orchard", {.summarize = true}));
+  jobs = (*engine.queue())->List(std::nullopt);
+  ASSERT_OK(jobs);
+  ASSERT_EQ(jobs->size(), 2u);
+  for (const session::Job& job : *jobs) {
+    bool bobs = job.key.rfind("strata://user/bob/", 0) == 0;
+    EXPECT_EQ(engine.CheckJobAccess(Reach::User("alice"), job).ok(), !bobs) << job.key;
+    EXPECT_OK(engine.CheckJobAccess(Reach::User("bob"), job));
+  }
+  ASSERT_OK(engine.Remove("strata://user/bob/orchard", /*recursive=*/true));  // Its job then does nothing.
   const std::string file = "strata://resources/orchard/guide/prune.md";
   EXPECT_EQ(engine.Stat(file)->abstract_text, "guide/prune.md: Pruning");  // Heuristic until the model's comes.
   auto work = engine.Work();
   ASSERT_OK(work);
-  EXPECT_EQ(work->completed, 1);
-  EXPECT_EQ(calls, 2);  // The unusable reply was asked again.
+  EXPECT_EQ(work->completed, 2);
+  EXPECT_EQ(calls, 2);  // The unusable reply was asked again; the removed file's job asked nothing.
   EXPECT_NE(last_prompt.find("File: guide/prune.md (markdown)"), std::string::npos) << last_prompt;
   EXPECT_NE(last_prompt.find("[0] Pruning"), std::string::npos) << last_prompt;
   auto node = engine.Stat(file);

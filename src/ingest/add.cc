@@ -40,10 +40,29 @@ std::string Cut(std::string s, size_t bytes) {
   return s;
 }
 
-// "0007-install-on-debian": the chunk's place, then its name made a path segment.
-std::string ChunkSegment(size_t index, const std::string& name) {
+// The first line of a chunk that is not a heading (a heading is already the chunk's name).
+std::string FirstBodyLine(std::string_view text) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    size_t start = line.find_first_not_of(" \t\r");
+    if (start != std::string_view::npos && line[start] != '#') return FirstLine(line);
+    if (nl == std::string_view::npos) break;
+    at = nl + 1;
+  }
+  return FirstLine(text);
+}
+
+// "0007-on-debian": the chunk's place, then the most specific part of its name ("Install > On Debian": the
+// last heading) made a path segment.
+std::string ChunkSegment(size_t index, const std::string& full_name) {
   char number[16];
   std::snprintf(number, sizeof number, "%04zu", index + 1);
+  std::string_view name = full_name;
+  name = name.substr(0, name.find(" … "));
+  size_t last = name.rfind(" > ");
+  if (last != std::string_view::npos) name.remove_prefix(last + 3);
   std::string slug;
   for (unsigned char c : name) {
     if (std::isalnum(c)) {
@@ -192,7 +211,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       if (!c.name.empty()) meta["name"] = c.name;
       if (c.begin >= 0) meta["bytes"] = {c.begin, c.end};
       if (c.page_first > 0) meta["pages"] = {c.page_first, c.page_last};
-      std::string line = FirstLine(c.text);
+      std::string line = c.name.empty() ? FirstLine(c.text) : FirstBodyLine(c.text);
       leaves.emplace_back(std::move(leaf), c.text);
       leaf_options.push_back({.abstract_text = Cut(c.name.empty() ? line : c.name + ": " + line, kAbstractBytes),
                               .metadata = Json{{"ingest", meta}}.dump(-1, ' ', false, Json::error_handler_t::replace)});

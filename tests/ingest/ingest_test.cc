@@ -308,6 +308,10 @@ TEST_F(IngestTree, EveryKindIsAddedSkippedWithReasonsAndFound) {
   ASSERT_OK(first);
   Json range = Json::parse(first->metadata)["ingest"]["bytes"];
   EXPECT_EQ(range[0], 0);
+  // A chunk is named by its most specific heading, and its L0 is that heading path and its first line of text.
+  ASSERT_EQ(readme->size(), 2u);
+  EXPECT_EQ((*readme)[1].uri.name(), "0002-running");
+  EXPECT_EQ((*readme)[1].abstract_text, "Orchard > Running: Start it with `orchard serve`.");
   // Folders say what they hold.
   auto data = engine_->Stat("strata://resources/orchard/data");
   ASSERT_OK(data);

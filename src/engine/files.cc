@@ -172,9 +172,14 @@ Status QueueSummaries(memory::ContextStore& store, session::JobQueue& queue, con
   return Status::Ok();
 }
 
-std::string CutUtf8(std::string s, size_t bytes) {
-  s.resize(Utf8Prefix(s, bytes));
-  return s;
+// The files added to the store, then (options.summarize) a summary queued for each that changed.
+Status AddAndQueue(Engine::Impl& impl, const memory::Uri& root, std::span<const ingest::SourceFile> files,
+                   const ingest::AddOptions& options, ingest::AddReport& report) {
+  STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl.Store());
+  STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, options, &report));
+  if (!options.summarize) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl.Queue());
+  return QueueSummaries(*store, *queue, root, report);
 }
 
 }  // namespace
@@ -217,7 +222,7 @@ Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, 
   size_t total = 0;
   for (size_t i = 0; i < chunks.size() && i < kShown && total < kTotalBytes; ++i) {
     STRATA_ASSIGN_OR_RETURN(std::string text, store.Read(chunks[i].second.uri, memory::Level::kContent));
-    text = CutUtf8(std::move(text), kChunkBytes);
+    text = Utf8Cut(std::move(text), kChunkBytes);
     total += text.size();
     Json m = json::ParseOrDiscard<Json>(chunks[i].second.metadata);
     const Json* c = json::Field(m, "ingest");
@@ -241,8 +246,8 @@ Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, 
       return Status::InvalidArgument("\"abstract\" must be a sentence (a non-empty string)");
     }
     if (o == nullptr || !o->is_string()) return Status::InvalidArgument("\"overview\" must be a string");
-    abstract_text = CutUtf8(a->get<std::string>(), 300);
-    overview = CutUtf8(o->get<std::string>(), 3000);
+    abstract_text = Utf8Cut(a->get<std::string>(), 300);
+    overview = Utf8Cut(o->get<std::string>(), 3000);
     const Json* list = json::Field(j, "chunks");
     if (list == nullptr || list->is_null()) return Status::Ok();
     if (!list->is_array()) return Status::InvalidArgument("\"chunks\" must be an array");
@@ -254,7 +259,7 @@ Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, 
       }
       int64_t i = index->get<int64_t>();
       if (i < 0 || i >= static_cast<int64_t>(shown.size()) || line->get_ref<const std::string&>().empty()) continue;
-      chunk_abstracts.emplace_back(static_cast<size_t>(i), CutUtf8(line->get<std::string>(), 300));
+      chunk_abstracts.emplace_back(static_cast<size_t>(i), Utf8Cut(line->get<std::string>(), 300));
     }
     return Status::Ok();
   };
@@ -294,14 +299,9 @@ Result<ingest::AddReport> Engine::AddResources(std::span<const std::string> path
     ingest::AddReport report;
     STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, ingest::WalkPaths(paths, walk, &report));
     STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
-    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     ingest::AddOptions add = options;
     add.max_file_bytes = walk.max_file_bytes;
-    STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, add, &report));
-    if (options.summarize) {
-      STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
-      STRATA_RETURN_IF_ERROR(QueueSummaries(*store, *queue, root, report));
-    }
+    STRATA_RETURN_IF_ERROR(AddAndQueue(*impl_, root, files, add, report));
     return report;
   });
 }
@@ -317,12 +317,7 @@ Result<ingest::AddReport> Engine::AddResourceFiles(std::span<const ingest::Sourc
     }
     std::lock_guard lock(impl_->add_mu);
     ingest::AddReport report;
-    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
-    STRATA_RETURN_IF_ERROR(ingest::AddFiles(*store, root, files, options, &report));
-    if (options.summarize) {
-      STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
-      STRATA_RETURN_IF_ERROR(QueueSummaries(*store, *queue, root, report));
-    }
+    STRATA_RETURN_IF_ERROR(AddAndQueue(*impl_, root, files, options, report));
     return report;
   });
 }

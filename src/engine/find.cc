@@ -23,12 +23,6 @@ using memory::Uri;
 
 namespace {
 
-// `text` cut to at most `bytes`, at a character boundary.
-std::string CutAt(std::string text, size_t bytes) {
-  text.resize(Utf8Prefix(text, bytes));
-  return text;
-}
-
 // The query a find with a session searches for: a short query (under eight words) is joined by the
 // session's newest user message that is not the query itself, cut to 400 bytes.
 std::string SessionAwareQuery(const std::string& query, const std::vector<Message>& messages) {
@@ -44,7 +38,7 @@ std::string SessionAwareQuery(const std::string& query, const std::vector<Messag
     if (m->role != strata::Role::kUser) continue;
     std::string text = m->ExtractText(" ");
     if (text.empty() || text == query) continue;
-    return query + "\n" + CutAt(std::move(text), 400);
+    return query + "\n" + Utf8Cut(std::move(text), 400);
   }
   return query;
 }
@@ -102,7 +96,7 @@ Result<std::vector<std::string>> RewriteQuery(llm::ChatProvider& model, prompt::
     for (size_t i = 0; i < queries->size(); ++i) {
       const Json& q = (*queries)[i];
       if (!q.is_string()) return Status::InvalidArgument("queries[" + std::to_string(i) + "] is not a string");
-      std::string search = CutAt(q.get<std::string>(), 400);
+      std::string search = Utf8Cut(q.get<std::string>(), 400);
       if (search.find_first_not_of(" \t\r\n") == std::string::npos || !seen.insert(search).second) continue;
       if (out.size() < max) out.push_back(std::move(search));
     }
@@ -123,7 +117,7 @@ Status RerankHits(llm::ChatProvider& model, prompt::PromptLibrary& prompts, memo
   for (size_t i = 0; i < n; ++i) {
     const memory::Hit& h = hits[i];
     Result<std::string> text = store.Read(h.uri, h.is_dir ? memory::Level::kOverview : memory::Level::kContent);
-    passages.push_back({{"index", i}, {"uri", h.uri.str()}, {"text", CutAt(text.ok() ? *text : h.abstract_text, 600)}});
+    passages.push_back({{"index", i}, {"uri", h.uri.str()}, {"text", Utf8Cut(text.ok() ? *text : h.abstract_text, 600)}});
   }
   std::vector<size_t> order;
   auto check = [&](std::string_view text) -> Status {

@@ -72,14 +72,23 @@ Json FindResultView(const FindResult& r) {
   return out;
 }
 
+namespace {
+
+// A boolean member of a request; absent or null keeps `*out`, another type is an error naming it.
+Status ReadFlag(const nlohmann::json& args, const char* name, bool* out) {
+  const nlohmann::json* f = json::Field(args, name);
+  if (f == nullptr || f->is_null()) return Status::Ok();
+  if (!f->is_boolean()) return Status::InvalidArgument(std::string("\"") + name + "\" must be true or false");
+  *out = f->get<bool>();
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ReadFindAssist(const nlohmann::json& args, FindAssist* out) {
   if (!args.is_object()) return Status::Ok();
-  for (auto [name, flag] : {std::pair{"rewrite", &out->rewrite}, std::pair{"rerank", &out->rerank}}) {
-    auto it = args.find(name);
-    if (it == args.end() || it->is_null()) continue;
-    if (!it->is_boolean()) return Status::InvalidArgument(std::string("\"") + name + "\" must be true or false");
-    *flag = it->get<bool>();
-  }
+  STRATA_RETURN_IF_ERROR(ReadFlag(args, "rewrite", &out->rewrite));
+  STRATA_RETURN_IF_ERROR(ReadFlag(args, "rerank", &out->rerank));
   for (auto [name, count] : {std::pair{"max_queries", &out->max_queries},
                              std::pair{"rerank_candidates", &out->rerank_candidates}}) {
     auto it = args.find(name);
@@ -137,6 +146,19 @@ Json AddReportView(const ingest::AddReport& r) {
   for (const ingest::SkippedFile& s : r.skipped) skipped.push_back({{"path", s.path}, {"reason", s.reason}});
   return {{"added", r.added},       {"updated", r.updated},       {"unchanged", r.unchanged}, {"removed", r.removed},
           {"skipped", std::move(skipped)}, {"chunks", r.chunks}, {"bytes", r.bytes}, {"queued", r.queued}};
+}
+
+Result<ingest::AddOptions> ReadAddOptions(const nlohmann::json& args) {
+  ingest::AddOptions out;
+  out.remove_missing = false;  // Requests carry files, not trees: removal only when asked.
+  STRATA_RETURN_IF_ERROR(ReadFlag(args, "remove_missing", &out.remove_missing));
+  STRATA_RETURN_IF_ERROR(ReadFlag(args, "summarize", &out.summarize));
+  const nlohmann::json* tokens = json::Field(args, "chunk_tokens");
+  if (tokens != nullptr && !tokens->is_null()) {
+    if (!tokens->is_number_integer()) return Status::InvalidArgument("\"chunk_tokens\" must be a whole number");
+    out.extract.chunk_tokens = tokens->get<int64_t>();
+  }
+  return out;
 }
 
 Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& args) {

@@ -35,10 +35,6 @@ std::string FirstLine(std::string_view text) {
   return line.substr(0, Utf8Prefix(line, kAbstractBytes));
 }
 
-std::string Cut(std::string s, size_t bytes) {
-  s.resize(Utf8Prefix(s, bytes));
-  return s;
-}
 
 // The first line of a chunk that is not a heading (a heading is already the chunk's name).
 std::string FirstBodyLine(std::string_view text) {
@@ -184,7 +180,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     // The file: a directory of ordered chunks, its L0 the title or first line, its L1 the outline.
     const Extracted& e = *extracted;
     std::string first = FirstLine(e.chunks[0].text);
-    std::string abstract_text = Cut(f.path + ": " + (e.title.empty() ? first : e.title), kAbstractBytes);
+    std::string abstract_text = Utf8Cut(f.path + ": " + (e.title.empty() ? first : e.title), kAbstractBytes);
     std::string overview = std::string(FileKindName(e.kind)) + ", " + std::to_string(bytes.size()) + " bytes, " +
                            std::to_string(e.chunks.size()) + (e.chunks.size() == 1 ? " chunk" : " chunks");
     std::string last_name;
@@ -200,7 +196,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
                                   {"kind", FileKindName(e.kind)}, {"chunks", e.chunks.size()}}}};
     if (!e.title.empty()) file_meta["ingest"]["title"] = e.title;
     STRATA_RETURN_IF_ERROR(store.Mkdir(*uri, {.abstract_text = abstract_text,
-                                             .overview = Cut(overview, 2000),
+                                             .overview = Utf8Cut(overview, 2000),
                                              .metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
     std::vector<std::pair<Uri, std::string>> leaves;
     std::vector<memory::WriteOptions> leaf_options;
@@ -213,7 +209,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       if (c.page_first > 0) meta["pages"] = {c.page_first, c.page_last};
       std::string line = c.name.empty() ? FirstLine(c.text) : FirstBodyLine(c.text);
       leaves.emplace_back(std::move(leaf), c.text);
-      leaf_options.push_back({.abstract_text = Cut(c.name.empty() ? line : c.name + ": " + line, kAbstractBytes),
+      leaf_options.push_back({.abstract_text = Utf8Cut(c.name.empty() ? line : c.name + ": " + line, kAbstractBytes),
                               .metadata = Json{{"ingest", meta}}.dump(-1, ' ', false, Json::error_handler_t::replace)});
     }
     STRATA_RETURN_IF_ERROR(store.WriteBatch(leaves, leaf_options));
@@ -294,7 +290,7 @@ Status DescribeFolders(memory::ContextStore& store, const Uri& root, const std::
     Json dir_meta = meta;
     dir_meta["ingest"] = {{"source", ""}, {"folder", true}};
     STRATA_RETURN_IF_ERROR(store.Mkdir(dir, {.abstract_text = abstract_text,
-                                            .overview = Cut(overview, 3000),
+                                            .overview = Utf8Cut(overview, 3000),
                                             .metadata = dir_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
   }
   return Status::Ok();

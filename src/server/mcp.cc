@@ -357,11 +357,7 @@ struct McpHandler::Impl {
     if (name == "add_resource") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
       STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, views::ReadSourceFiles(args));
-      const Json* remove = json::Field(args, "remove_missing");
-      if (remove != nullptr && !remove->is_boolean()) return Status::InvalidArgument("\"remove_missing\" must be true or false");
-      ingest::AddOptions options;
-      options.remove_missing = remove != nullptr && remove->get<bool>();
-      options.summarize = json::BoolOr(args, "summarize", false);
+      STRATA_ASSIGN_OR_RETURN(ingest::AddOptions options, views::ReadAddOptions(args));
       STRATA_ASSIGN_OR_RETURN(ingest::AddReport report, engine->AddResourceFiles(files, uri.str(), options));
       Json out = views::AddReportView(report);
       out["uri"] = uri.str();

@@ -122,14 +122,7 @@ void Server::Impl::AddStoreRoutes() {
   Add(Route("POST", "/api/v1/resources", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, views::ReadSourceFiles(c.body));
-    ingest::AddOptions add;
-    const Json* remove = json::Field(c.body, "remove_missing");
-    if (remove != nullptr && !remove->is_boolean()) return Status::InvalidArgument("\"remove_missing\" must be true or false");
-    add.remove_missing = remove != nullptr && remove->get<bool>();
-    const Json* summarize = json::Field(c.body, "summarize");
-    if (summarize != nullptr && !summarize->is_boolean()) return Status::InvalidArgument("\"summarize\" must be true or false");
-    add.summarize = summarize != nullptr && summarize->get<bool>();
-    STRATA_ASSIGN_OR_RETURN(add.extract.chunk_tokens, c.IntArg("chunk_tokens", 512));
+    STRATA_ASSIGN_OR_RETURN(ingest::AddOptions add, views::ReadAddOptions(c.body));
     STRATA_ASSIGN_OR_RETURN(ingest::AddReport report, c.engine->AddResourceFiles(files, uri.str(), add));
     Json out = views::AddReportView(report);
     out["uri"] = uri.str();

@@ -84,6 +84,8 @@ Json AddReportView(const ingest::AddReport& report);
 // "content", "encoding"?: "base64"}]; a member of the wrong type or a path that is not a plain relative one
 // is an error naming it.
 Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& args);
+// The options of such an add: "remove_missing" and "summarize" (booleans, default false), "chunk_tokens".
+Result<ingest::AddOptions> ReadAddOptions(const nlohmann::json& args);
 Json JobView(const session::Job& job);
 Json AuditEntryView(const session::AuditEntry& entry);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace strata {
@@ -13,6 +14,12 @@ inline size_t Utf8Prefix(std::string_view s, size_t max_bytes) {
   size_t cut = max_bytes;
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
   return cut;
+}
+
+// `text` cut to at most `max_bytes` at a character boundary (Utf8Prefix).
+inline std::string Utf8Cut(std::string text, size_t max_bytes) {
+  text.resize(Utf8Prefix(text, max_bytes));
+  return text;
 }
 
 }  // namespace strata

@@ -20,6 +20,25 @@ struct Spec {
   char type = 's';
 };
 
+// Widths and precisions beyond this are refused: "%99999999d" would ask for that many bytes of padding.
+constexpr int kMaxFormatNumber = 100'000;
+
+Status TooLarge() {
+  return Status::ResourceExhausted("a format width or precision above " + std::to_string(kMaxFormatNumber) +
+                                   " exceeds the template limit");
+}
+
+// Reads the decimal digits of `text` at `*at` into `*out`; an error above kMaxFormatNumber.
+Status ReadFormatNumber(std::string_view text, size_t* at, int* out) {
+  int64_t n = 0;
+  while (*at < text.size() && std::isdigit(static_cast<unsigned char>(text[*at]))) {
+    n = n * 10 + (text[(*at)++] - '0');
+    if (n > kMaxFormatNumber) return TooLarge();
+  }
+  *out = static_cast<int>(n);
+  return Status::Ok();
+}
+
 std::string Pad(std::string s, const Spec& spec, bool numeric) {
   int64_t len = static_cast<int64_t>(CodePoints(s).size());
   if (spec.width <= len) return s;
@@ -160,13 +179,14 @@ Result<std::string> PercentFormat(const std::string& format, const Value& args) 
     auto number = [&](int* target) -> Status {
       if (i < format.size() && format[i] == '*') {
         if (next >= positional.size()) return Status::InvalidArgument("not enough arguments for format string");
-        *target = static_cast<int>(positional[next++].as_int());
+        int64_t given = positional[next++].as_int();
+        if (given > kMaxFormatNumber || given < -kMaxFormatNumber) return TooLarge();
+        *target = static_cast<int>(given);
         ++i;
         return Status::Ok();
       }
       if (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) {
-        *target = 0;
-        while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) *target = *target * 10 + (format[i++] - '0');
+        return ReadFormatNumber(format, &i, target);
       }
       return Status::Ok();
     };
@@ -257,13 +277,12 @@ Result<std::string> StrFormat(const std::string& format, CallArgs& args) {
       ++k;
     }
     int width = 0;
-    while (k < spec_text.size() && std::isdigit(static_cast<unsigned char>(spec_text[k]))) width = width * 10 + (spec_text[k++] - '0');
+    STRATA_RETURN_IF_ERROR(ReadFormatNumber(spec_text, &k, &width));
     bool comma = k < spec_text.size() && spec_text[k] == ',';
     if (comma) ++k;
     if (k < spec_text.size() && spec_text[k] == '.') {
       ++k;
-      spec.precision = 0;
-      while (k < spec_text.size() && std::isdigit(static_cast<unsigned char>(spec_text[k]))) spec.precision = spec.precision * 10 + (spec_text[k++] - '0');
+      STRATA_RETURN_IF_ERROR(ReadFormatNumber(spec_text, &k, &spec.precision));
     }
     char type = k < spec_text.size() ? spec_text[k] : 0;
     std::string piece;

@@ -124,6 +124,19 @@ TEST(RenderLimitsTest, HostileTemplatesHitALimitInsteadOfTheMachine) {
   // Limits are the caller's to set.
   auto tight = small->Render(Value(Dict{}), {.max_output_bytes = 4});
   EXPECT_EQ(tight.status().code(), StatusCode::kResourceExhausted);
+  // A format width is padding the template asks for: a huge one is refused before it is allocated (the
+  // fuzzer found "%3333333333333333d", which also overflowed the width).
+  for (const char* source : {"{{ '%333333333333333333d' % 1 }}", "{{ '%.999999f' % 1.5 }}", "{{ '%*d' % (10**9, 1) }}",
+                             "{{ '{:999999}'.format(1) }}", "{{ '{:.9999999}'.format('x') }}"}) {
+    SCOPED_TRACE(source);
+    auto t = Template::Parse(source);
+    ASSERT_OK(t);
+    auto wide = t->Render(Value(Dict{}));
+    EXPECT_EQ(wide.status().code(), StatusCode::kResourceExhausted) << wide.status().ToString();
+  }
+  auto padded = Template::Parse("{{ '%5d|%-4s|%.2f' % (42, 'ab', 3.14159) }}{{ '{:>6}'.format('x') }}");
+  ASSERT_OK(padded);
+  EXPECT_EQ(*padded->Render(Value(Dict{})), "   42|ab  |3.14     x");
 }
 
 }  // namespace

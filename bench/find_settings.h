@@ -28,6 +28,10 @@ inline Status ApplyFindSetting(memory::FindOptions& o, const std::string& settin
     o.lexical_candidates = static_cast<size_t>(v);
   } else if (name == "vector_candidates") {
     o.vector_candidates = static_cast<size_t>(v);
+  } else if (name == "speaker_weight") {
+    o.speaker_weight = v;
+  } else if (name == "question_penalty") {
+    o.question_penalty = v;
   } else if (name == "beam") {
     o.beam = static_cast<size_t>(v);
   } else if (name == "children_per_directory") {

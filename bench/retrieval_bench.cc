@@ -308,8 +308,10 @@ int Run(int argc, char** argv) {
         Json line = {{"conversation", c.name}, {"question", q.text},   {"category", q.category},
                      {"evidence", q.evidence}, {"strata", ranked},     {"bm25", peer}};
         std::vector<std::string> reasons;
-        for (const Hit& h : *hits) reasons.push_back(h.reason);
+        std::vector<double> scores;
+        for (const Hit& h : *hits) reasons.push_back(h.reason), scores.push_back(h.score);
         line["reasons"] = reasons;
+        line["scores"] = scores;
         per_question << line.dump() << '\n';
       }
     }

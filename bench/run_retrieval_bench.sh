@@ -5,11 +5,12 @@
 # in the same run, and find latency. Source: bench/retrieval_bench.cc.
 # Usage: bench/run_retrieval_bench.sh [--ablations] [LOCOMO_DIR] [--set name=value ...]
 #   (default: ../shared/benchmarks/locomo-dev beside the checkout). --ablations also runs Find with each step
-#   switched off in turn (docs/PERFORMANCE.md, "What each step is worth").
+#   switched off in turn and prints what each is worth (docs/PERFORMANCE.md, "What each step is worth"), then
+#   issue 32's goals, each met or not.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
-strata_install "${STRATA_PACKAGES[@]}"
+strata_install "${STRATA_PACKAGES[@]}" python3
 strata_build dev strata_retrieval_bench >&2
 data="$root/../shared/benchmarks/locomo-dev"
 ablations=0
@@ -21,9 +22,42 @@ if [ ! -d "$data" ]; then
 fi
 work=$(mktemp -d /tmp/strata-retrieval-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-"$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@"
-if [ $ablations -eq 1 ]; then
-  for off in neighbour_weight=0 directory_weight=0 vector_weight=0 beam=0 "neighbour_weight=0,directory_weight=0"; do
-    echo "without ($off): $("$root/build/bin/strata_retrieval_bench" "$data" "$work/store" --set "$off" | head -1)"
-  done
-fi
+"$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@" | tee "$work/full.jsonl"
+[ $ablations -eq 1 ] || exit 0
+# Each step off in turn (the settings are FindOptions fields, bench/find_settings.h).
+steps=("vector side:vector_weight=0" "directories opened:beam=0" "neighbours:neighbour_weight=0"
+       "directory evidence:directory_weight=0" "neighbours and directories:neighbour_weight=0,directory_weight=0"
+       "speaker named:speaker_weight=0" "questions lowered:question_penalty=0")
+for step in "${steps[@]}"; do
+  "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@" --set "${step#*:}" | head -1 >"$work/off-${step%%:*}.json"
+done
+python3 - "$work" "${steps[@]}" <<'PY'
+import json, sys
+work, steps = sys.argv[1], sys.argv[2:]
+full = json.loads(open(f"{work}/full.jsonl").readline())
+cats = ["all", "multi_hop", "temporal", "open_domain", "single_hop"]
+def row(name, d, ref=None):
+    cells = []
+    for c in cats:
+        r5, r10 = d[c]["recall@5"], d[c]["recall@10"]
+        delta = "" if ref is None else f" ({r10 - ref[c]['recall@10']:+.3f})"
+        cells.append(f"{r5:.3f}/{r10:.3f}{delta}")
+    print(f"| {name} | " + " | ".join(cells) + " |")
+print("\nWhat each step is worth (recall@5/recall@10; in brackets, recall@10 without the step minus with it):")
+print("| Find | " + " | ".join(cats) + " |")
+print("|---|" + "---|" * len(cats))
+row("all steps", full)
+for step in steps:
+    name, setting = step.split(":", 1)
+    row(f"without {name} (`{setting}`)", json.loads(open(f"{work}/off-{name}.json").read()), full)
+# Issue 32's goals; "today" is each category's recall@10 when the issue was filed.
+floor = {"multi_hop": 0.42, "temporal": 0.83, "open_domain": 0.36, "single_hop": 0.85}
+goals = [("recall@10 >= 0.80", full["all"]["recall@10"], 0.80), ("recall@5 >= 0.70", full["all"]["recall@5"], 0.70),
+         ("multi-hop recall@10 >= 0.55", full["multi_hop"]["recall@10"], 0.55),
+         ("open-domain recall@10 >= 0.55", full["open_domain"]["recall@10"], 0.55)]
+goals += [(f"{c} recall@10 >= {f:.2f} (no lower than when the issue was filed)", full[c]["recall@10"], f)
+          for c, f in floor.items()]
+print("\nIssue 32's goals on this data:")
+for text, value, want in goals:
+    print(f"  {'met    ' if value >= want - 1e-9 else 'NOT MET'}  {text}: {value:.3f}")
+PY

@@ -1,6 +1,7 @@
 #include "strata/memory/retrieval.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -270,6 +271,78 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
   return cands;
 }
 
+
+// A transcript turn's speaker: the text opens with a label of one to four words, the first capitalised, with
+// an optional parenthesised note (a time), and a colon: "Melanie: ...", "Dr. Lee (2:01 pm on 8 May): ...".
+// Empty when the text does not open so.
+std::string_view SpeakerOf(std::string_view text) {
+  size_t i = 0;
+  int words = 0;
+  while (i < text.size() && words < 4) {
+    size_t start = i;
+    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) != 0 || text[i] == '.' ||
+                               text[i] == '\'' || text[i] == '-' || static_cast<unsigned char>(text[i]) >= 0x80)) {
+      ++i;
+    }
+    if (i == start) return {};
+    if (words == 0 && std::isupper(static_cast<unsigned char>(text[start])) == 0) return {};
+    ++words;
+    size_t end = i;
+    if (i < text.size() && text[i] == ':') return text.substr(0, end);
+    if (i + 1 < text.size() && text[i] == ' ' && text[i + 1] == '(') {
+      size_t close = text.find(')', i + 2);
+      if (close == std::string_view::npos || close - i > 80 || close + 1 >= text.size() || text[close + 1] != ':') {
+        return {};
+      }
+      return text.substr(0, end);
+    }
+    if (i >= text.size() || text[i] != ' ') return {};
+    ++i;
+  }
+  return {};
+}
+
+// Lower-cased words (ASCII letters and digits) of some texts.
+std::set<std::string> LowerWords(std::span<const std::string> texts) {
+  std::set<std::string> words;
+  for (const std::string& text : texts) {
+    std::string w;
+    for (char ch : text + " ") {
+      if (std::isalnum(static_cast<unsigned char>(ch)) != 0) {
+        w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      } else if (!w.empty()) {
+        words.insert(std::move(w));
+        w.clear();
+      }
+    }
+  }
+  return words;
+}
+
+std::set<std::string> QueryWords(std::span<const std::string> queries) { return LowerWords(queries); }
+
+// Whether the query names the speaker: a word of the label of three or more letters is a query word.
+bool NamesSpeaker(const std::set<std::string>& query_words, std::string_view speaker) {
+  const std::string label[] = {std::string(speaker)};
+  std::set<std::string> words = LowerWords(label);
+  return std::any_of(words.begin(), words.end(),
+                     [&](const std::string& w) { return w.size() >= 3 && query_words.contains(w); });
+}
+
+// Whether a leaf only asks: its text, less a trailing bracketed note ("[shares a photo: ...]") and spaces,
+// ends with a question mark.
+bool OnlyAsks(std::string_view text) {
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return false;
+  if (text[end] == ']') {
+    size_t open = text.rfind('[', end);
+    if (open == std::string_view::npos || open == 0) return false;
+    end = text.find_last_not_of(" \t\r\n", open - 1);
+    if (end == std::string_view::npos) return false;
+  }
+  return text[end] == '?';
+}
+
 }  // namespace
 
 Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> queries, const FindOptions& options) {
@@ -309,21 +382,47 @@ Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> 
   }
   std::sort(ranked.begin(), ranked.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  // Step 5, reading leaves best first until none left could reach the first `limit` (a node's final score is
+  // at most (1 + speaker_weight) times its score so far).
+  const std::set<std::string> query_words = QueryWords(queries);
+  const double most_gain = 1 + std::max(0.0, options.speaker_weight);
   std::vector<Hit> hits;
+  std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
   for (const auto& [score, uri_text] : ranked) {
-    if (hits.size() >= options.limit) break;
+    if (options.limit == 0) break;
+    if (best_scores.size() >= options.limit && score * most_gain < best_scores.front()) break;
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
     Result<Node> node = store.Stat(uri);
     if (!node.ok()) continue;  // Removed since it was found.
     const Candidate& c = merged[uri_text];
+    std::string reason = c.reason;
+    double final_score = score;
     if (!node->is_dir) {
       // The same memory stored in two scopes (or found by two queries under two names) is one hit.
       if (!seen_content.insert(HashHex(node->abstract_text + '\0' + node->content)).second) continue;
+      const std::string& text = node->content.empty() ? node->abstract_text : node->content;
+      std::string_view speaker = SpeakerOf(text);
+      if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {
+        final_score *= 1 + options.speaker_weight;
+        reason += "; spoken by " + std::string(speaker) + ", whom the query names";
+      }
+      if (options.question_penalty > 0 && OnlyAsks(text)) {
+        final_score *= 1 - std::min(1.0, options.question_penalty);
+        reason += "; only asks";
+      }
     }
     Level level = node->is_dir ? Level::kOverview : c.level >= 0 ? static_cast<Level>(c.level) : Level::kOverview;
-    hits.push_back({uri, node->is_dir, level, score, node->abstract_text, c.reason});
+    hits.push_back({uri, node->is_dir, level, final_score, node->abstract_text, std::move(reason)});
+    best_scores.push_back(final_score);
+    std::push_heap(best_scores.begin(), best_scores.end(), std::greater<>());
+    if (best_scores.size() > options.limit) {
+      std::pop_heap(best_scores.begin(), best_scores.end(), std::greater<>());
+      best_scores.pop_back();
+    }
   }
+  std::stable_sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.score > b.score; });
+  if (hits.size() > options.limit) hits.resize(options.limit);
   return hits;
 }
 

@@ -685,6 +685,46 @@ TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
   }
 }
 
+TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
+  // Ben talks about Anna's hobby more than Anna does, and asks about it: by words alone his turns win.
+  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
+  const char* turns[] = {
+      "Anna (8 May, 2023): I started pottery classes, they help me relax.",
+      "Ben (8 May, 2023): Anna, pottery sounds relaxing! Pottery helps everyone relax.",
+      "Ben (8 May, 2023): How long have you done pottery to relax, Anna? [shares a photo: a vase]",
+      "Note: the kiln is hot.",
+  };
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/chat/s1/turn-" + std::to_string(i + 1)), turns[i]));
+  }
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 3};
+  const std::string question = "What does Anna do to relax, pottery?";
+  FindOptions words_only = options;
+  words_only.speaker_weight = 0;
+  words_only.question_penalty = 0;
+  auto before = Find(*store_, question, words_only);
+  ASSERT_OK(before);
+  ASSERT_EQ(before->size(), 3u);
+  EXPECT_NE((*before)[0].uri.str(), "strata://resources/chat/s1/turn-1") << (*before)[0].reason;
+  auto hits = Find(*store_, question, options);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 3u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-1") << (*hits)[0].reason;
+  EXPECT_NE((*hits)[0].reason.find("spoken by Anna"), std::string::npos) << (*hits)[0].reason;
+  // The question (its photo note aside) comes last of the three, and says why.
+  EXPECT_EQ((*hits)[2].uri.str(), "strata://resources/chat/s1/turn-3") << (*hits)[2].reason;
+  EXPECT_NE((*hits)[2].reason.find("only asks"), std::string::npos) << (*hits)[2].reason;
+  for (size_t i = 1; i < hits->size(); ++i) EXPECT_GE((*hits)[i - 1].score, (*hits)[i].score);
+  // Ben is named by no query word: his statement gains nothing.
+  EXPECT_EQ((*hits)[1].reason.find("spoken by"), std::string::npos) << (*hits)[1].reason;
+  // The same texts without a speaker label are not turns.
+  ASSERT_OK(store_->Write(U("strata://resources/plain/a"), "started pottery classes, they help Anna relax."));
+  auto plain = Find(*store_, question, {.under = U("strata://resources/plain")});
+  ASSERT_OK(plain);
+  ASSERT_EQ(plain->size(), 1u);
+  EXPECT_EQ((*plain)[0].reason.find("spoken by"), std::string::npos) << (*plain)[0].reason;
+}
+
 TEST_P(StoreTest, FindSearchesTheWordsThatCarryTheQuestion) {
   // Stop words alone decide nothing: "what did she say" matches many notes, "kayak" one.
   for (int i = 0; i < 10; ++i) {

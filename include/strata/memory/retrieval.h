@@ -22,6 +22,11 @@
 //      directory's). Only candidates gain: a directory's evidence never brings in a leaf without any.
 //   4. Results from all queries are merged: one hit per URI (best score, reasons joined), and leaves with
 //      identical content keep only the best-scored copy.
+//   5. Turns. A leaf that reads as a transcript turn opens with its speaker's label ("Melanie: ...",
+//      "Melanie (8 May, 2023): ..."): its "I" and "my" are that person. When the query names the speaker, the
+//      turn is about them, and its score gains speaker_weight of itself. A leaf that only asks (its text, less
+//      a trailing bracketed note such as "[photo: ...]", ends with '?') rarely holds an answer, and loses
+//      question_penalty of its score. Only leaves that could still reach the first `limit` are read for this.
 // The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,
 // "Retrieval"); each step's reason is in Hit::reason.
 //
@@ -61,6 +66,8 @@ struct FindOptions {
   int neighbour_span = 2;               // Leaves on each side (the move halves per further step).
   size_t context_candidates = 30;       // The best leaves whose neighbours are looked up.
   double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
+  double speaker_weight = 0.2;          // Step 5: gain of a turn whose speaker the query names.
+  double question_penalty = 0.15;       // Step 5: loss of a leaf that only asks.
 };
 
 struct Hit {

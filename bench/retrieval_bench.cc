@@ -1,6 +1,6 @@
 // Evidence recall on long real conversations (LoCoMo, docs/PERFORMANCE.md "Retrieval on LoCoMo"), with a
 // plain BM25 baseline computed in the same run. Usage:
-//   strata_retrieval_bench LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE]
+//   strata_retrieval_bench LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC]
 // LOCOMO_DIR holds conversation files (*.json, the LoCoMo format: ../shared/benchmarks/locomo-dev/README.md).
 // Every turn becomes one leaf, strata://resources/locomo/<file>/session-<N>/turn-<K>, holding
 // "<speaker> (<session date>): <text>" and, when a photo was shared, " [shares a photo: <caption>]". Each
@@ -8,7 +8,8 @@
 // conversation); recall@k = |evidence among the first k hits| / |evidence|, averaged over questions, overall and
 // per category. The baseline scores the same texts with Okapi BM25 (k1 1.2, b 0.75, lowercase [a-z0-9] words,
 // no stemming, no stop words), also within the conversation. --set overrides FindOptions fields
-// (find_settings.h).
+// (find_settings.h). --embedder embeds with another embedder than the local one (memory::EmbedderFromSpec, e.g.
+// openai:MODEL with STRATA_EMBED_BASE_URL: an embedding service).
 // Prints one JSON object per system, then find latency (each question's fastest of three, in process).
 #include <algorithm>
 #include <array>
@@ -224,12 +225,14 @@ double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::m
 
 int Run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC]\n",
+                 argv[0]);
     return 2;
   }
   std::filesystem::path data = argv[1];
   std::string store_dir = "/tmp/strata-retrieval-bench";
   std::string per_question_file;
+  std::shared_ptr<Embedder> embedder;
   FindOptions options{.limit = 10};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -238,6 +241,10 @@ int Run(int argc, char** argv) {
       if (!s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;
     } else if (arg == "--per-question" && i + 1 < argc) {
       per_question_file = argv[++i];
+    } else if (arg == "--embedder" && i + 1 < argc) {
+      Result<std::unique_ptr<Embedder>> e = EmbedderFromSpec(argv[++i]);
+      if (!e.ok()) return std::fprintf(stderr, "%s\n", e.status().ToString().c_str()), 2;
+      embedder = std::move(*e);
     } else {
       store_dir = arg;
     }
@@ -253,7 +260,7 @@ int Run(int argc, char** argv) {
   }
   std::sort(files.begin(), files.end());
   std::filesystem::remove_all(store_dir);
-  auto opened = OpenSqliteStore(store_dir, {.synchronous_full = false});
+  auto opened = OpenSqliteStore(store_dir, {.embedder = embedder, .synchronous_full = false});
   if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
   ContextStore& store = **opened;
   std::vector<Conversation> conversations;

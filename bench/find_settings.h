@@ -28,6 +28,10 @@ inline Status ApplyFindSetting(memory::FindOptions& o, const std::string& settin
     o.lexical_candidates = static_cast<size_t>(v);
   } else if (name == "vector_candidates") {
     o.vector_candidates = static_cast<size_t>(v);
+  } else if (name == "step_over_questions") {
+    o.step_over_questions = v != 0;
+  } else if (name == "reply_weight") {
+    o.reply_weight = v;
   } else if (name == "speaker_weight") {
     o.speaker_weight = v;
   } else if (name == "question_penalty") {

@@ -135,6 +135,20 @@ Status OpenDirectories(ContextStore& store, const Vector& qv, const FindOptions&
   return Status::Ok();
 }
 
+// Whether a leaf only asks: its text, less a trailing bracketed note ("[shares a photo: ...]") and spaces,
+// ends with a question mark.
+bool OnlyAsks(std::string_view text) {
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return false;
+  if (text[end] == ']') {
+    size_t open = text.rfind('[', end);
+    if (open == std::string_view::npos || open == 0) return false;
+    end = text.find_last_not_of(" \t\r\n", open - 1);
+    if (end == std::string_view::npos) return false;
+  }
+  return text[end] == '?';
+}
+
 // Step 2: the best leaves lend part of their base score to the leaves written beside them.
 Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::map<std::string, Candidate>& cands) {
   if (options.neighbour_weight <= 0 || options.neighbour_span <= 0 || options.context_candidates == 0) {
@@ -158,16 +172,45 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
                       .current_only = !options.include_superseded,
                       .roots = options.roots};
   STRATA_ASSIGN_OR_RETURN(auto neighbours, store.Neighbours(leaves, options.neighbour_span, filter));
+  // Which of the lenders and their neighbours only ask (read once each; only where there are neighbours).
+  std::map<std::string, bool> asks;
+  auto only_asks = [&](const Uri& uri) -> Result<bool> {
+    auto [it, inserted] = asks.try_emplace(uri.str(), false);
+    if (inserted) {
+      Result<Node> node = store.Stat(uri);
+      if (!node.ok() && node.status().code() != StatusCode::kNotFound) return node.status();
+      it->second = node.ok() && OnlyAsks(node->content.empty() ? node->abstract_text : node->content);
+    }
+    return it->second;
+  };
   // The best loan each leaf receives, and from whom. A loan moves a leaf part of the way from its own score
   // toward its lender's, never past it: context around a strong hit must not bury it (where every leaf
   // matches a little, adding the loan to a neighbour's own evidence would).
   std::map<std::string, std::pair<double, size_t>> loans;
   for (size_t i = 0; i < leaves.size(); ++i) {
+    if (neighbours[i].empty()) continue;
     const double lender = best[i].first;
+    bool lender_asks = false;
+    std::map<int, bool> asks_at;  // By offset.
+    if (options.step_over_questions) {
+      STRATA_ASSIGN_OR_RETURN(lender_asks, only_asks(leaves[i]));
+      for (const Neighbour& n : neighbours[i]) {
+        if (std::abs(n.offset) >= options.neighbour_span) continue;  // Never between the lender and another.
+        STRATA_ASSIGN_OR_RETURN(bool a, only_asks(n.uri));
+        asks_at[n.offset] = a;
+      }
+    }
     for (const Neighbour& n : neighbours[i]) {
       auto own = cands.find(n.uri.str());
       double base = own == cands.end() ? 0 : own->second.score;
-      double share = options.neighbour_weight * std::ldexp(1.0, 1 - std::abs(n.offset));
+      // Steps toward the neighbour, not counting the turns between that only ask.
+      int steps = std::abs(n.offset);
+      for (int k = 1; k < std::abs(n.offset); ++k) {
+        auto between = asks_at.find(n.offset > 0 ? k : -k);
+        if (between != asks_at.end() && between->second) --steps;
+      }
+      double share = options.neighbour_weight * std::ldexp(1.0, 1 - steps);
+      if (lender_asks && n.offset > 0 && steps == 1) share = options.reply_weight;  // The answer to it.
       double loan = share * (lender - base);
       if (loan <= 0) continue;
       auto [it, inserted] = loans.try_emplace(n.uri.str(), loan, i);
@@ -326,24 +369,12 @@ bool NamesSpeaker(const std::set<std::string>& query_words, std::string_view spe
                      [&](const std::string& w) { return w.size() >= 3 && query_words.contains(w); });
 }
 
-// Whether a leaf only asks: its text, less a trailing bracketed note ("[shares a photo: ...]") and spaces,
-// ends with a question mark.
-bool OnlyAsks(std::string_view text) {
-  size_t end = text.find_last_not_of(" \t\r\n");
-  if (end == std::string_view::npos) return false;
-  if (text[end] == ']') {
-    size_t open = text.rfind('[', end);
-    if (open == std::string_view::npos || open == 0) return false;
-    end = text.find_last_not_of(" \t\r\n", open - 1);
-    if (end == std::string_view::npos) return false;
-  }
-  return text[end] == '?';
-}
 
 // Step 5: reads the best nodes, best first, de-duplicating leaves and scoring transcript turns, until none left
 // could reach the first `limit` (a node's final score is at most (1 + speaker_weight) times its score so far),
 // and at most 2 * limit of them (where scores are close, the bound alone reads ten times that: 0.6 ms more per
-// find at 100k nodes, for no recall). Returns the first `limit`, best first.
+// find at 100k nodes, for no recall). When none of the first `limit` gained or lost, no more are read: a store
+// without transcripts pays nothing for this step. Returns the first `limit`, best first.
 Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pair<double, std::string>>& ranked,
                                   const std::map<std::string, Candidate>& merged, std::span<const std::string> queries,
                                   const FindOptions& options) {
@@ -352,10 +383,11 @@ Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pa
   std::vector<Hit> hits;
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
+  bool adjusted = false;  // Whether any node read so far gained or lost (else the first `limit` are the hits).
   if (options.limit == 0) return hits;
   for (const auto& [score, uri_text] : ranked) {
     if (best_scores.size() >= options.limit &&
-        (score * most_gain < best_scores.front() || hits.size() >= 2 * options.limit)) {
+        (!adjusted || score * most_gain < best_scores.front() || hits.size() >= 2 * options.limit)) {
       break;
     }
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
@@ -372,10 +404,12 @@ Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pa
       if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {
         final_score *= 1 + options.speaker_weight;
         reason += "; spoken by " + std::string(speaker) + ", whom the query names";
+        adjusted = true;
       }
       if (options.question_penalty > 0 && OnlyAsks(text)) {
         final_score *= 1 - std::min(1.0, options.question_penalty);
         reason += "; only asks";
+        adjusted = true;
       }
     }
     Level level = node->is_dir ? Level::kOverview : c.level >= 0 ? static_cast<Level>(c.level) : Level::kOverview;

@@ -725,6 +725,45 @@ TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
   EXPECT_EQ((*plain)[0].reason.find("spoken by"), std::string::npos) << (*plain)[0].reason;
 }
 
+TEST_P(StoreTest, FindTakesAQuestionAndItsReplyAsOneStep) {
+  // The news, a question about it, and the answer, which shares no word with what is asked.
+  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
+  const char* turns[] = {
+      "Joanna: I finally finished my first screenplay last Friday.",
+      "Nate: Congrats! What genre is it?",
+      "Joanna: A mix of drama and romance.",
+      "Nate: Nice, I watched a film yesterday.",
+      "Joanna: I wrote the first scene of another screenplay today.",
+  };
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/chat/s1/turn-" + std::to_string(i + 1)), turns[i]));
+  }
+  const std::string question = "What genre is the screenplay?";
+  auto score_of = [&](const FindOptions& options, const std::string& uri) -> std::pair<double, std::string> {
+    auto hits = Find(*store_, question, options);
+    EXPECT_TRUE(hits.ok()) << hits.status().ToString();
+    if (!hits.ok()) return {0, ""};
+    for (const Hit& h : *hits) {
+      if (h.uri.str() == uri) return {h.score, h.reason};
+    }
+    return {0, "not found"};
+  };
+  const std::string answer = "strata://resources/chat/s1/turn-3";
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 5, .vector_weight = 0};
+  FindOptions plain = options;
+  plain.step_over_questions = false;
+  auto [with, why] = score_of(options, answer);
+  auto [without, why_not] = score_of(plain, answer);
+  // Over the question, the news lends to the answer as to the turn beside it (half the way, not a quarter);
+  // the question lends to its reply 0.7 of the way, not half.
+  EXPECT_GT(with, without + 0.05) << why << " | " << why_not;
+  EXPECT_NE(why.find("beside"), std::string::npos) << why;
+  // The turn two steps after the answer is still two steps away: it gains no more than without the rule.
+  auto [far, far_why] = score_of(options, "strata://resources/chat/s1/turn-4");
+  auto [far_plain, far_plain_why] = score_of(plain, "strata://resources/chat/s1/turn-4");
+  EXPECT_LE(far, far_plain + 1e-9) << far_why << " | " << far_plain_why;
+}
+
 TEST_P(StoreTest, FindSearchesTheWordsThatCarryTheQuestion) {
   // Stop words alone decide nothing: "what did she say" matches many notes, "kayak" one.
   for (int i = 0; i < 10; ++i) {

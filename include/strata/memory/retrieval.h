@@ -16,6 +16,9 @@
 //      own: by neighbour_weight of the difference, halved per further step, up to neighbour_span. A leaf keeps
 //      the best such move; none passes its lender, and a neighbour's own evidence is not added to the loan
 //      (where every leaf matches a little, that would let the neighbours of a strong hit bury another).
+//      A question and its reply are one exchange (step_over_questions): a leaf between the two that only asks
+//      (see step 5) is not counted as a step, and the leaf right after a lender that only asks, its answer,
+//      moves reply_weight of the way instead.
 //   3. Directories. A leaf in a directory whose contents match the query is more likely to be the answer: each
 //      directory's evidence is the best of its own base score and the mean of its three best children's, and a
 //      candidate gains directory_weight * (best score so far) * (its directory's evidence / the best
@@ -64,6 +67,8 @@ struct FindOptions {
   size_t children_per_directory = 200;  // A directory with more children is not opened.
   double neighbour_weight = 0.5;        // How far a leaf beside a better one moves toward its score.
   int neighbour_span = 2;               // Leaves on each side (the move halves per further step).
+  bool step_over_questions = true;      // Leaves that only ask are not steps; a question's reply moves further.
+  double reply_weight = 0.7;            // How far the reply to a lender that only asks moves toward it.
   size_t context_candidates = 30;       // The best leaves whose neighbours are looked up.
   double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
   double speaker_weight = 0.2;          // Step 5: gain of a turn whose speaker the query names.

@@ -135,9 +135,10 @@ Status OpenDirectories(ContextStore& store, const Vector& qv, const FindOptions&
   return Status::Ok();
 }
 
-// Whether a leaf only asks: its text, less a trailing bracketed note ("[shares a photo: ...]") and spaces,
-// ends with a question mark.
-bool OnlyAsks(std::string_view text) {
+// Whether a leaf ends with a question: its text, less a trailing bracketed note ("[shares a photo: ...]") and
+// spaces, ends with a question mark. Such a turn hands the word to the next with a question, whatever it said
+// before (counting only turns that are mostly questions measured worse on LoCoMo: 0.687 / 0.764 at half).
+bool EndsWithQuestion(std::string_view text) {
   size_t end = text.find_last_not_of(" \t\r\n");
   if (end == std::string_view::npos) return false;
   if (text[end] == ']') {
@@ -172,14 +173,15 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
                       .current_only = !options.include_superseded,
                       .roots = options.roots};
   STRATA_ASSIGN_OR_RETURN(auto neighbours, store.Neighbours(leaves, options.neighbour_span, filter));
-  // Which of the lenders and their neighbours only ask (read once each; only where there are neighbours).
+  // Which of the lenders and their neighbours end with a question (read once each, only where there are
+  // neighbours).
   std::map<std::string, bool> asks;
-  auto only_asks = [&](const Uri& uri) -> Result<bool> {
+  auto ends_with_question = [&](const Uri& uri) -> Result<bool> {
     auto [it, inserted] = asks.try_emplace(uri.str(), false);
     if (inserted) {
       Result<Node> node = store.Stat(uri);
       if (!node.ok() && node.status().code() != StatusCode::kNotFound) return node.status();
-      it->second = node.ok() && OnlyAsks(node->content.empty() ? node->abstract_text : node->content);
+      it->second = node.ok() && EndsWithQuestion(node->content.empty() ? node->abstract_text : node->content);
     }
     return it->second;
   };
@@ -193,17 +195,17 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
     bool lender_asks = false;
     std::map<int, bool> asks_at;  // By offset.
     if (options.step_over_questions) {
-      STRATA_ASSIGN_OR_RETURN(lender_asks, only_asks(leaves[i]));
+      STRATA_ASSIGN_OR_RETURN(lender_asks, ends_with_question(leaves[i]));
       for (const Neighbour& n : neighbours[i]) {
         if (std::abs(n.offset) >= options.neighbour_span) continue;  // Never between the lender and another.
-        STRATA_ASSIGN_OR_RETURN(bool a, only_asks(n.uri));
+        STRATA_ASSIGN_OR_RETURN(bool a, ends_with_question(n.uri));
         asks_at[n.offset] = a;
       }
     }
     for (const Neighbour& n : neighbours[i]) {
       auto own = cands.find(n.uri.str());
       double base = own == cands.end() ? 0 : own->second.score;
-      // Steps toward the neighbour, not counting the turns between that only ask.
+      // Steps toward the neighbour, not counting the turns between that end with a question.
       int steps = std::abs(n.offset);
       for (int k = 1; k < std::abs(n.offset); ++k) {
         auto between = asks_at.find(n.offset > 0 ? k : -k);
@@ -406,9 +408,9 @@ Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pa
         reason += "; spoken by " + std::string(speaker) + ", whom the query names";
         adjusted = true;
       }
-      if (options.question_penalty > 0 && OnlyAsks(text)) {
+      if (options.question_penalty > 0 && EndsWithQuestion(text)) {
         final_score *= 1 - std::min(1.0, options.question_penalty);
-        reason += "; only asks";
+        reason += "; ends with a question";
         adjusted = true;
       }
     }

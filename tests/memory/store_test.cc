@@ -713,7 +713,7 @@ TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
   EXPECT_NE((*hits)[0].reason.find("spoken by Anna"), std::string::npos) << (*hits)[0].reason;
   // The question (its photo note aside) comes last of the three, and says why.
   EXPECT_EQ((*hits)[2].uri.str(), "strata://resources/chat/s1/turn-3") << (*hits)[2].reason;
-  EXPECT_NE((*hits)[2].reason.find("only asks"), std::string::npos) << (*hits)[2].reason;
+  EXPECT_NE((*hits)[2].reason.find("ends with a question"), std::string::npos) << (*hits)[2].reason;
   for (size_t i = 1; i < hits->size(); ++i) EXPECT_GE((*hits)[i - 1].score, (*hits)[i].score);
   // Ben is named by no query word: his statement gains nothing.
   EXPECT_EQ((*hits)[1].reason.find("spoken by"), std::string::npos) << (*hits)[1].reason;

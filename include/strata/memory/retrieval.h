@@ -16,9 +16,9 @@
 //      own: by neighbour_weight of the difference, halved per further step, up to neighbour_span. A leaf keeps
 //      the best such move; none passes its lender, and a neighbour's own evidence is not added to the loan
 //      (where every leaf matches a little, that would let the neighbours of a strong hit bury another).
-//      A question and its reply are one exchange (step_over_questions): a leaf between the two that only asks
-//      (see step 5) is not counted as a step, and the leaf right after a lender that only asks, its answer,
-//      moves reply_weight of the way instead.
+//      A question and its reply are one exchange (step_over_questions): a leaf between the two that ends with
+//      a question (see step 5) is not counted as a step, and the leaf right after a lender that ends with a
+//      question, its answer, moves reply_weight of the way instead.
 //   3. Directories. A leaf in a directory whose contents match the query is more likely to be the answer: each
 //      directory's evidence is the best of its own base score and the mean of its three best children's, and a
 //      candidate gains directory_weight * (best score so far) * (its directory's evidence / the best
@@ -27,9 +27,10 @@
 //      identical content keep only the best-scored copy.
 //   5. Turns. A leaf that reads as a transcript turn opens with its speaker's label ("Melanie: ...",
 //      "Melanie (8 May, 2023): ..."): its "I" and "my" are that person. When the query names the speaker, the
-//      turn is about them, and its score gains speaker_weight of itself. A leaf that only asks (its text, less
-//      a trailing bracketed note such as "[photo: ...]", ends with '?') rarely holds an answer, and loses
-//      question_penalty of its score. Only leaves that could still reach the first `limit` are read for this.
+//      turn is about them, and its score gains speaker_weight of itself. A leaf that ends with a question (its
+//      text, less a trailing bracketed note such as "[photo: ...]", ends with '?') seldom holds the answer, and
+//      loses question_penalty of its score. Only nodes that could still reach the first `limit` are read for
+//      this, at most 2 * limit, and none past `limit` when none of those gained or lost.
 // The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,
 // "Retrieval"); each step's reason is in Hit::reason.
 //
@@ -67,12 +68,12 @@ struct FindOptions {
   size_t children_per_directory = 200;  // A directory with more children is not opened.
   double neighbour_weight = 0.5;        // How far a leaf beside a better one moves toward its score.
   int neighbour_span = 2;               // Leaves on each side (the move halves per further step).
-  bool step_over_questions = true;      // Leaves that only ask are not steps; a question's reply moves further.
-  double reply_weight = 0.7;            // How far the reply to a lender that only asks moves toward it.
+  bool step_over_questions = true;      // Questions are not steps; a question's reply moves further.
+  double reply_weight = 0.7;            // How far the reply to a lender that ends with a question moves.
   size_t context_candidates = 30;       // The best leaves whose neighbours are looked up.
   double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
   double speaker_weight = 0.2;          // Step 5: gain of a turn whose speaker the query names.
-  double question_penalty = 0.15;       // Step 5: loss of a leaf that only asks.
+  double question_penalty = 0.15;       // Step 5: loss of a leaf that ends with a question.
 };
 
 struct Hit {

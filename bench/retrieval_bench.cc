@@ -1,6 +1,7 @@
 // Evidence recall on long real conversations (LoCoMo, docs/PERFORMANCE.md "Retrieval on LoCoMo"), with a
 // plain BM25 baseline computed in the same run. Usage:
 //   strata_retrieval_bench LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC]
+//                          [--model PROVIDER:MODEL [--assist rewrite|rerank|both|none]]
 // LOCOMO_DIR holds conversation files (*.json, the LoCoMo format: ../shared/benchmarks/locomo-dev/README.md).
 // Every turn becomes one leaf, strata://resources/locomo/<file>/session-<N>/turn-<K>, holding
 // "<speaker> (<session date>): <text>" and, when a photo was shared, " [shares a photo: <caption>]". Each
@@ -9,7 +10,11 @@
 // per category. The baseline scores the same texts with Okapi BM25 (k1 1.2, b 0.75, lowercase [a-z0-9] words,
 // no stemming, no stop words), also within the conversation. --set overrides FindOptions fields
 // (find_settings.h). --embedder embeds with another embedder than the local one (memory::EmbedderFromSpec, e.g.
-// openai:MODEL with STRATA_EMBED_BASE_URL: an embedding service).
+// openai:MODEL with STRATA_EMBED_BASE_URL: an embedding service). --model asks through an Engine with that model
+// (engine/provider_config.h: the provider's preset base URL and key variable, STRATA_BASE_URL to override;
+// scripted:NAME answers from the script file in STRATA_BENCH_SCRIPT, to check the path offline) and
+// model help for find (FindAssist; --assist, both by default; none: the Engine's find without help, which must
+// equal the store's), once per question, and prints its cost per query.
 // Prints one JSON object per system, then find latency (each question's fastest of three, in process).
 #include <algorithm>
 #include <array>
@@ -28,11 +33,14 @@
 #include <nlohmann/json.hpp>
 
 #include "find_settings.h"
+#include "strata/engine/engine.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/sqlite_store.h"
 
 using namespace strata;
 using namespace strata::memory;
+using strata::Engine;
+using strata::EngineOptions;
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -225,7 +233,9 @@ double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::m
 
 int Run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC]\n",
+    std::fprintf(stderr,
+                 "usage: %s LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC] "
+                 "[--model PROVIDER:MODEL [--assist rewrite|rerank|both|none]]\n",
                  argv[0]);
     return 2;
   }
@@ -233,6 +243,8 @@ int Run(int argc, char** argv) {
   std::string store_dir = "/tmp/strata-retrieval-bench";
   std::string per_question_file;
   std::shared_ptr<Embedder> embedder;
+  std::string model;
+  FindAssist assist{.rewrite = true, .rerank = true};
   FindOptions options{.limit = 10};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -245,6 +257,16 @@ int Run(int argc, char** argv) {
       Result<std::unique_ptr<Embedder>> e = EmbedderFromSpec(argv[++i]);
       if (!e.ok()) return std::fprintf(stderr, "%s\n", e.status().ToString().c_str()), 2;
       embedder = std::move(*e);
+    } else if (arg == "--model" && i + 1 < argc) {
+      model = argv[++i];
+      if (model.find(':') == std::string::npos) return std::fprintf(stderr, "--model: expected PROVIDER:MODEL\n"), 2;
+    } else if (arg == "--assist" && i + 1 < argc) {
+      std::string which = argv[++i];
+      if (which != "rewrite" && which != "rerank" && which != "both" && which != "none") {
+        return std::fprintf(stderr, "--assist: expected rewrite, rerank, both or none\n"), 2;
+      }
+      assist.rewrite = which == "rewrite" || which == "both";
+      assist.rerank = which == "rerank" || which == "both";
     } else {
       store_dir = arg;
     }
@@ -260,9 +282,31 @@ int Run(int argc, char** argv) {
   }
   std::sort(files.begin(), files.end());
   std::filesystem::remove_all(store_dir);
-  auto opened = OpenSqliteStore(store_dir, {.embedder = embedder, .synchronous_full = false});
-  if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
-  ContextStore& store = **opened;
+  // The store alone, or (with --model) an Engine's, asked through the Engine for model help.
+  std::unique_ptr<ContextStore> own_store;
+  std::unique_ptr<Engine> engine;
+  ContextStore* store_ptr = nullptr;
+  if (model.empty()) {
+    auto opened = OpenSqliteStore(store_dir, {.embedder = embedder, .synchronous_full = false});
+    if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
+    own_store = std::move(*opened);
+    store_ptr = own_store.get();
+  } else {
+    const char* base_url = std::getenv("STRATA_BASE_URL");
+    EngineOptions engine_options{.data_dir = store_dir, .embedder_instance = embedder};
+    const char* script = std::getenv("STRATA_BENCH_SCRIPT");  // Scripted replies (provider "scripted").
+    engine_options.provider = {.provider = model.substr(0, model.find(':')),
+                               .model = model.substr(model.find(':') + 1),
+                               .base_url = base_url != nullptr ? base_url : "",
+                               .script = script != nullptr ? script : ""};
+    auto opened = Engine::Open(std::move(engine_options));
+    if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
+    engine = std::move(*opened);
+    auto engine_store = engine->store();
+    if (!engine_store.ok()) return std::fprintf(stderr, "%s\n", engine_store.status().ToString().c_str()), 1;
+    store_ptr = *engine_store;
+  }
+  ContextStore& store = *store_ptr;
   std::vector<Conversation> conversations;
   size_t turns = 0;
   for (const auto& f : files) {
@@ -287,6 +331,10 @@ int Run(int argc, char** argv) {
   }
   Recall strata_recall, bm25_recall;
   std::vector<double> times;
+  FindModelCost cost;             // Summed over the questions (--model).
+  std::vector<double> model_ms;   // Per question.
+  int model_errors = 0;
+  std::string last_error;
   std::ofstream per_question;
   if (!per_question_file.empty()) per_question.open(per_question_file);
   for (const Conversation& c : conversations) {
@@ -297,7 +345,22 @@ int Run(int argc, char** argv) {
       // larger than the differences worth seeing (recall comes from the first answer; all three are equal).
       Result<std::vector<Hit>> hits = Status::Internal("not run");
       double fastest = 1e18;
-      for (int attempt = 0; attempt < 3; ++attempt) {
+      if (engine != nullptr) {  // Once: each ask costs model calls.
+        auto t0 = SteadyClock::now();
+        FindRequest request{.query = q.text, .under = c.root, .limit = options.limit, .tuning = options, .assist = assist};
+        Result<FindResult> found = engine->Find(request);
+        fastest = Ms(SteadyClock::now() - t0);
+        if (!found.ok()) return std::fprintf(stderr, "%s\n", found.status().ToString().c_str()), 1;
+        if (found->model) {
+          cost.calls += found->model->calls;
+          cost.input_tokens += found->model->input_tokens;
+          cost.output_tokens += found->model->output_tokens;
+          model_ms.push_back(found->model->ms);
+          if (!found->model->error.empty()) ++model_errors, last_error = found->model->error;
+        }
+        hits = std::move(found->hits);
+      }
+      for (int attempt = 0; engine == nullptr && attempt < 3; ++attempt) {
         auto t0 = SteadyClock::now();
         Result<std::vector<Hit>> again = Find(store, q.text, options);
         fastest = std::min(fastest, Ms(SteadyClock::now() - t0));
@@ -328,6 +391,20 @@ int Run(int argc, char** argv) {
   std::printf("{\"conversations\": %zu, \"turns\": %zu, \"questions\": %zu, \"find_p50_ms\": %.2f, \"find_p99_ms\": %.2f}\n",
               conversations.size(), turns, times.size(), times[times.size() / 2],
               times[std::min(times.size() - 1, times.size() * 99 / 100)]);
+  if (engine != nullptr) {
+    std::sort(model_ms.begin(), model_ms.end());
+    const double n = static_cast<double>(times.size());
+    Json line = {{"model", model},
+                 {"rewrite", assist.rewrite},
+                 {"rerank", assist.rerank},
+                 {"calls_per_query", cost.calls / n},
+                 {"input_tokens_per_query", static_cast<double>(cost.input_tokens) / n},
+                 {"output_tokens_per_query", static_cast<double>(cost.output_tokens) / n},
+                 {"model_ms_p50", model_ms.empty() ? 0.0 : model_ms[model_ms.size() / 2]},
+                 {"queries_without_help", model_errors}};
+    if (!last_error.empty()) line["last_error"] = last_error;
+    std::printf("%s\n", line.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  }
   return 0;
 }
 

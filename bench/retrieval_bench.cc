@@ -241,6 +241,7 @@ int Run(int argc, char** argv) {
   }
   std::filesystem::path data = argv[1];
   std::string store_dir = "/tmp/strata-retrieval-bench";
+  bool store_dir_given = false;
   std::string per_question_file;
   std::shared_ptr<Embedder> embedder;
   std::string model;
@@ -267,8 +268,14 @@ int Run(int argc, char** argv) {
       }
       assist.rewrite = which == "rewrite" || which == "both";
       assist.rerank = which == "rerank" || which == "both";
+    } else if (arg.starts_with("--") || store_dir_given) {
+      // Never taken for the store directory, which is emptied first.
+      return std::fprintf(stderr, "unknown or incomplete argument %s (see the usage at the top of retrieval_bench.cc)\n",
+                          arg.c_str()),
+             2;
     } else {
       store_dir = arg;
+      store_dir_given = true;
     }
   }
   std::vector<std::filesystem::path> files;

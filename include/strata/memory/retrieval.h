@@ -16,9 +16,11 @@
 //      own: by neighbour_weight of the difference, halved per further step, up to neighbour_span. A leaf keeps
 //      the best such move; none passes its lender, and a neighbour's own evidence is not added to the loan
 //      (where every leaf matches a little, that would let the neighbours of a strong hit bury another).
-//      A question and its reply are one exchange (step_over_questions): a leaf between the two that ends with
-//      a question (see step 5) is not counted as a step, and the leaf right after a lender that ends with a
-//      question, its answer, moves reply_weight of the way instead.
+//      A question and its reply are one exchange (step_over_questions): a transcript turn (step 5) that ends
+//      with a question and lies between the lender and a neighbour is not counted as a step, and after a lender
+//      that ends with a question the leaves up to the first that is not one, its reply, move reply_weight of
+//      the way (at most all of it). The best 10 lenders with neighbours are read for this, their neighbours
+//      only when the lender is a turn.
 //   3. Directories. A leaf in a directory whose contents match the query is more likely to be the answer: each
 //      directory's evidence is the best of its own base score and the mean of its three best children's, and a
 //      candidate gains directory_weight * (best score so far) * (its directory's evidence / the best
@@ -26,11 +28,11 @@
 //   4. Results from all queries are merged: one hit per URI (best score, reasons joined), and leaves with
 //      identical content keep only the best-scored copy.
 //   5. Turns. A leaf that reads as a transcript turn opens with its speaker's label ("Melanie: ...",
-//      "Melanie (8 May, 2023): ..."): its "I" and "my" are that person. When the query names the speaker, the
-//      turn is about them, and its score gains speaker_weight of itself. A leaf that ends with a question (its
-//      text, less a trailing bracketed note such as "[photo: ...]", ends with '?') seldom holds the answer, and
-//      loses question_penalty of its score. Only nodes that could still reach the first `limit` are read for
-//      this, at most 2 * limit, and none past `limit` when none of those gained or lost.
+//      "Melanie (8 May, 2023): ...", src/memory/turns.h): its "I" and "my" are that person. When the query names
+//      the speaker, the turn is about them, and its score gains speaker_weight of itself. A turn that ends
+//      with a question seldom holds the answer, and loses question_penalty of its score. The best nodes are
+//      read for this: past `limit` only when one read is a turn, only those that could still reach the first
+//      `limit`, at most 2 * limit reads.
 // The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,
 // "Retrieval"); each step's reason is in Hit::reason.
 //

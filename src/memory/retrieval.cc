@@ -66,6 +66,9 @@ bool EndsWithQuestion(std::string_view text) {
 
 namespace {
 
+// The text a leaf's turn is read from: its content, or its abstract when it has none.
+const std::string& LeafText(const Node& node) { return node.content.empty() ? node.abstract_text : node.content; }
+
 struct Candidate {
   bool is_dir = false;
   double score = 0;
@@ -230,7 +233,7 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
       Result<Node> node = store.Stat(uri);
       if (!node.ok() && node.status().code() != StatusCode::kNotFound) return node.status();
       if (node.ok()) {
-        const std::string& text = node->content.empty() ? node->abstract_text : node->content;
+        const std::string& text = LeafText(*node);
         it->second.turn = !SpeakerOf(text).empty();
         it->second.asks = it->second.turn && EndsWithQuestion(text);
       }
@@ -435,7 +438,7 @@ Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pa
     if (!node->is_dir) {
       // The same memory stored in two scopes (or found by two queries under two names) is one hit.
       if (!seen_content.insert(HashHex(node->abstract_text + '\0' + node->content)).second) continue;
-      const std::string& text = node->content.empty() ? node->abstract_text : node->content;
+      const std::string& text = LeafText(*node);
       std::string_view speaker = SpeakerOf(text);
       turns = turns || !speaker.empty();
       if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <span>
 
 #include "strata/memory/markdown_io.h"
 #include "strata/memory/presets.h"
@@ -123,6 +124,13 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
     Reopen();
   }
   bool pg() const { return GetParam() == "postgres"; }
+  // Writes `turns` as dir/turn-1, turn-2, ... in a directory marked as a sequence, as a conversation import does.
+  void WriteConversation(const std::string& dir, std::span<const char* const> turns) {
+    ASSERT_OK(store_->Mkdir(U(dir), {.metadata = std::string(kOrderedMetadata)}));
+    for (size_t i = 0; i < turns.size(); ++i) {
+      ASSERT_OK(store_->Write(U(dir + "/turn-" + std::to_string(i + 1)), turns[i]));
+    }
+  }
   void Reopen(std::shared_ptr<Embedder> embedder = nullptr) {
     store_.reset();
     Result<std::unique_ptr<ContextStore>> store = Status::Internal("unset");
@@ -723,16 +731,13 @@ TEST(TurnsTest, SpeakersAndQuestionsAreReadFromAnyTextWithoutFailing) {
 
 TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
   // Ben talks about Anna's hobby more than Anna does, and asks about it: by words alone his turns win.
-  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
   const char* turns[] = {
       "Anna (8 May, 2023): I started pottery classes, they help me relax.",
       "Ben (8 May, 2023): Anna, pottery sounds relaxing! Pottery helps everyone relax.",
       "Ben (8 May, 2023): How long have you done pottery to relax, Anna? [shares a photo: a vase]",
       "Note: the kiln is hot.",
   };
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_OK(store_->Write(U("strata://resources/chat/s1/turn-" + std::to_string(i + 1)), turns[i]));
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteConversation("strata://resources/chat/s1", turns));
   FindOptions options{.under = U("strata://resources/chat"), .limit = 3};
   const std::string question = "What does Anna do to relax, pottery?";
   FindOptions words_only = options;
@@ -770,7 +775,6 @@ TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
 
 TEST_P(StoreTest, FindTakesAQuestionAndItsReplyAsOneStep) {
   // The news, a question about it, and the answer, which shares no word with what is asked.
-  ASSERT_OK(store_->Mkdir(U("strata://resources/chat/s1"), {.metadata = std::string(kOrderedMetadata)}));
   const char* turns[] = {
       "Joanna: I finally finished my first screenplay last Friday.",
       "Nate: Congrats! What genre is it?",
@@ -778,9 +782,7 @@ TEST_P(StoreTest, FindTakesAQuestionAndItsReplyAsOneStep) {
       "Nate: Nice, I watched a film yesterday.",
       "Joanna: I wrote the first scene of another screenplay today.",
   };
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_OK(store_->Write(U("strata://resources/chat/s1/turn-" + std::to_string(i + 1)), turns[i]));
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteConversation("strata://resources/chat/s1", turns));
   const std::string question = "What genre is the screenplay?";
   auto score_of = [&](const FindOptions& options, const std::string& uri) -> std::pair<double, std::string> {
     auto hits = Find(*store_, question, options);

@@ -36,6 +36,10 @@ inline Status ApplyFindSetting(memory::FindOptions& o, const std::string& settin
     o.speaker_weight = v;
   } else if (name == "question_penalty") {
     o.question_penalty = v;
+  } else if (name == "long_turn_weight") {
+    o.long_turn_weight = v;
+  } else if (name == "long_turn_words") {
+    o.long_turn_words = static_cast<size_t>(v);
   } else if (name == "beam") {
     o.beam = static_cast<size_t>(v);
   } else if (name == "children_per_directory") {

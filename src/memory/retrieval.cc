@@ -64,6 +64,27 @@ bool EndsWithQuestion(std::string_view text) {
   return text[end] == '?';
 }
 
+size_t TurnWords(std::string_view text) {
+  std::string_view speaker = SpeakerOf(text);
+  size_t i = 0;
+  if (!speaker.empty()) {
+    // SpeakerOf saw the label end: a colon right after the name, or after the note that follows it.
+    i = speaker.size();
+    if (text[i] == ' ') i = text.find(')', i) + 1;
+    ++i;
+  }
+  size_t words = 0;
+  bool in_word = false;
+  while (i < text.size()) {
+    char32_t cp = NextCodePoint(text, &i);
+    bool cjk = IsCjk(cp);
+    bool letter = !cjk && IsWordChar(cp);
+    if (cjk || (letter && !in_word)) ++words;
+    in_word = letter;
+  }
+  return words;
+}
+
 namespace {
 
 // The text a leaf's turn is read from: its content, or its abstract when it has none.
@@ -407,15 +428,16 @@ bool NamesSpeaker(const std::set<std::string>& query_words, std::string_view spe
 
 
 // Step 5: reads the best nodes, best first, de-duplicating leaves and scoring transcript turns, until none left
-// could reach the first `limit` (a node's final score is at most (1 + speaker_weight) times its score so far),
-// and at most 2 * limit of them (where scores are close, the bound alone reads ten times that: 0.6 ms more per
-// find at 100k nodes, for no recall). When none of the first `limit` is a transcript turn, no more are read: a
-// store without transcripts pays nothing for this step. Returns the first `limit`, best first.
+// could reach the first `limit` (a final score is at most (1 + speaker_weight) * (1 + long_turn_weight) times
+// the score so far), and at most 2 * limit of them (where scores are close, the bound alone reads ten times
+// that: 0.6 ms more per find at 100k nodes, for no recall). When none of the first `limit` is a transcript
+// turn, no more are read: a store without transcripts pays nothing for this step. Returns the first `limit`,
+// best first.
 Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pair<double, std::string>>& ranked,
                                   const std::map<std::string, Candidate>& merged, std::span<const std::string> queries,
                                   const FindOptions& options) {
   const std::set<std::string> query_words = LowerWords(queries);
-  const double most_gain = 1 + std::max(0.0, options.speaker_weight);
+  const double most_gain = (1 + std::max(0.0, options.speaker_weight)) * (1 + std::max(0.0, options.long_turn_weight));
   std::vector<Hit> hits;
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
@@ -444,6 +466,15 @@ Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pa
       if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {
         final_score *= 1 + options.speaker_weight;
         reason += "; spoken by " + std::string(speaker) + ", whom the query names";
+      }
+      if (options.long_turn_weight > 0 && options.long_turn_words > 0 && !speaker.empty()) {
+        // 0 at long_turn_words words or fewer, all of long_turn_weight at twice as many or more.
+        double longer = static_cast<double>(TurnWords(text)) / static_cast<double>(options.long_turn_words) - 1;
+        double gain = options.long_turn_weight * std::clamp(longer, 0.0, 1.0);
+        if (gain > 0) {
+          final_score *= 1 + gain;
+          reason += "; a long turn +" + Fixed(gain);
+        }
       }
       if (options.question_penalty > 0 && !speaker.empty() && EndsWithQuestion(text)) {
         final_score *= 1 - std::min(1.0, options.question_penalty);

@@ -16,4 +16,9 @@ std::string_view SpeakerOf(std::string_view text);
 // turn hands the word to the next with a question, whatever it said before.
 bool EndsWithQuestion(std::string_view text);
 
+// The words of a turn after its speaker's label: runs of letters and digits, each character of a script
+// written without spaces (Chinese, Japanese, Korean) one word. A long turn tells more: it says what happened
+// and why, where a short one reacts ("Take care, Maria!").
+size_t TurnWords(std::string_view text);
+
 }  // namespace strata::memory

@@ -727,6 +727,16 @@ TEST(TurnsTest, SpeakersAndQuestionsAreReadFromAnyTextWithoutFailing) {
   EXPECT_TRUE(EndsWithQuestion("?"));
   EXPECT_TRUE(EndsWithQuestion(std::string(100000, '[') + "?"));
   EXPECT_FALSE(EndsWithQuestion("?" + std::string(100000, ']')));
+
+  EXPECT_EQ(TurnWords("Melanie (8:56 pm on 20 July, 2023): I ran 5 km, then swam!"), 6u);  // The label is not said.
+  EXPECT_EQ(TurnWords("Anna:hi"), 1u);
+  EXPECT_EQ(TurnWords("The plan: two words"), 4u);                                          // Not a label.
+  EXPECT_EQ(TurnWords("Anna: \xe6\x88\x91\xe5\x96\x9c\xe6\xac\xa2 tea"), 4u);  // One word per CJK character.
+  for (std::string_view text : {"", ":", "Anna:", "Anna: ...", "\xff\xfe", "Anna (x):"}) {
+    EXPECT_EQ(TurnWords(text), 0u) << text;
+  }
+  EXPECT_EQ(TurnWords(std::string(100000, 'a')), 1u);
+  EXPECT_EQ(TurnWords(std::string(50000, ' ') + "a b"), 2u);
 }
 
 TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
@@ -771,6 +781,47 @@ TEST_P(StoreTest, FindPrefersTheTurnsOfThePersonTheQueryNamesAndTurnsThatTell) {
   ASSERT_OK(plain);
   ASSERT_EQ(plain->size(), 1u);
   EXPECT_EQ((*plain)[0].reason.find("spoken by"), std::string::npos) << (*plain)[0].reason;
+}
+
+TEST_P(StoreTest, FindPrefersATurnThatTellsToAShortReaction) {
+  // Both match the query's word twice; by words alone the short reaction wins (BM25 favours short texts).
+  const char* turns[] = {
+      "Anna: Wow, pottery!",
+      "Anna: Last spring I joined a pottery class at the community hall; every Tuesday we threw bowls on the "
+      "wheel, glazed the pottery in blue and green, and fired it overnight in the old kiln behind the hall. Pottery "
+      "taught me patience, and I still have the first lopsided bowl I made on my shelf at home, next to the "
+      "little jug my teacher gave me when the course ended in June.",
+      "Ben: Sounds lovely.",
+  };
+  ASSERT_NO_FATAL_FAILURE(WriteConversation("strata://resources/chat/s1", turns));
+  // Words alone: no vectors, loans or directory evidence.
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 2, .vector_weight = 0};
+  options.neighbour_weight = 0;
+  options.directory_weight = 0;
+  options.long_turn_weight = 1;  // A long turn's score doubles (the default is 0.2, weighed on LoCoMo).
+  FindOptions short_first = options;
+  short_first.long_turn_weight = 0;
+  auto before = Find(*store_, "pottery", short_first);
+  ASSERT_OK(before);
+  ASSERT_EQ(before->size(), 2u);
+  EXPECT_EQ((*before)[0].uri.str(), "strata://resources/chat/s1/turn-1") << (*before)[0].reason;
+  auto hits = Find(*store_, "pottery", options);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 2u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-2") << (*hits)[0].reason;
+  EXPECT_NE((*hits)[0].reason.find("a long turn +1.000"), std::string::npos) << (*hits)[0].reason;
+  EXPECT_EQ((*hits)[1].reason.find("a long turn"), std::string::npos) << (*hits)[1].reason;
+  const double plain = (*before)[1].score;
+  EXPECT_NEAR((*hits)[0].score, plain * 2, 1e-9);
+  // Between long_turn_words and twice as many, the gain grows with the words.
+  FindOptions longer = options;
+  longer.long_turn_words = TurnWords(turns[1]) * 2 / 3;
+  auto part = Find(*store_, "pottery", longer);
+  ASSERT_OK(part);
+  ASSERT_EQ(part->size(), 2u);
+  const Hit& told = (*part)[0].uri.str() == "strata://resources/chat/s1/turn-2" ? (*part)[0] : (*part)[1];
+  EXPECT_GT(told.score, plain * 1.4) << told.reason;
+  EXPECT_LT(told.score, plain * 1.6) << told.reason;
 }
 
 TEST_P(StoreTest, FindTakesAQuestionAndItsReplyAsOneStep) {

@@ -30,9 +30,11 @@
 //   5. Turns. A leaf that reads as a transcript turn opens with its speaker's label ("Melanie: ...",
 //      "Melanie (8 May, 2023): ...", src/memory/turns.h): its "I" and "my" are that person. When the query names
 //      the speaker, the turn is about them, and its score gains speaker_weight of itself. A turn that ends
-//      with a question seldom holds the answer, and loses question_penalty of its score. The best nodes are
-//      read for this: past `limit` only when one read is a turn, only those that could still reach the first
-//      `limit`, at most 2 * limit reads.
+//      with a question seldom holds the answer, and loses question_penalty of its score. A long turn tells
+//      more than a short reaction: one of more than long_turn_words words (after its label) gains up to
+//      long_turn_weight of its score, all of it at twice as many. The best nodes are read for this: past
+//      `limit` only when one read is a turn, only those that could still reach the first `limit`, at most
+//      2 * limit reads.
 // The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,
 // "Retrieval"); each step's reason is in Hit::reason.
 //
@@ -76,6 +78,8 @@ struct FindOptions {
   double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
   double speaker_weight = 0.2;          // Step 5: gain of a turn whose speaker the query names.
   double question_penalty = 0.15;       // Step 5: loss of a leaf that ends with a question.
+  double long_turn_weight = 0.2;        // Step 5: gain of a turn of at least 2 * long_turn_words words.
+  size_t long_turn_words = 20;          // Step 5: a turn of this many words or fewer gains nothing.
 };
 
 struct Hit {

@@ -1,7 +1,7 @@
 // Evidence recall on long real conversations (LoCoMo, docs/PERFORMANCE.md "Retrieval on LoCoMo"), with a
 // plain BM25 baseline computed in the same run. Usage:
 //   strata_retrieval_bench LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC]
-//                          [--model PROVIDER:MODEL [--assist rewrite|rerank|both|none]]
+//                          [--model PROVIDER:MODEL [--assist rewrite|rerank|both|none]] [--pg URL]
 // LOCOMO_DIR holds conversation files (*.json, the LoCoMo format: ../shared/benchmarks/locomo-dev/README.md).
 // Every turn becomes one leaf, strata://resources/locomo/<file>/session-<N>/turn-<K>, holding
 // "<speaker> (<session date>): <text>" and, when a photo was shared, " [shares a photo: <caption>]". Each
@@ -14,7 +14,8 @@
 // (engine/provider_config.h: the provider's preset base URL and key variable, STRATA_BASE_URL to override;
 // scripted:NAME answers from the script file in STRATA_BENCH_SCRIPT, to check the path offline) and
 // model help for find (FindAssist; --assist, both by default; none: the Engine's find without help, which must
-// equal the store's), once per question, and prints its cost per query.
+// equal the store's), once per question, and prints its cost per query. --pg URL writes the conversations to a
+// PostgreSQL store at URL (an empty database) instead of a SQLite store in STORE_DIR.
 // Prints one JSON object per system, then find latency (each question's fastest of three, in process).
 #include <algorithm>
 #include <array>
@@ -34,6 +35,7 @@
 
 #include "find_settings.h"
 #include "strata/engine/engine.h"
+#include "strata/memory/pg_store.h"
 #include "strata/memory/retrieval.h"
 #include "strata/memory/sqlite_store.h"
 
@@ -245,6 +247,7 @@ int Run(int argc, char** argv) {
   std::string per_question_file;
   std::shared_ptr<Embedder> embedder;
   std::string model;
+  std::string pg_url;
   FindAssist assist{.rewrite = true, .rerank = true};
   FindOptions options{.limit = 10};
   for (int i = 2; i < argc; ++i) {
@@ -261,6 +264,8 @@ int Run(int argc, char** argv) {
     } else if (arg == "--model" && i + 1 < argc) {
       model = argv[++i];
       if (model.find(':') == std::string::npos) return std::fprintf(stderr, "--model: expected PROVIDER:MODEL\n"), 2;
+    } else if (arg == "--pg" && i + 1 < argc) {
+      pg_url = argv[++i];
     } else if (arg == "--assist" && i + 1 < argc) {
       std::string which = argv[++i];
       if (which != "rewrite" && which != "rerank" && which != "both" && which != "none") {
@@ -293,7 +298,13 @@ int Run(int argc, char** argv) {
   std::unique_ptr<ContextStore> own_store;
   std::unique_ptr<Engine> engine;
   ContextStore* store_ptr = nullptr;
-  if (model.empty()) {
+  if (!pg_url.empty() && !model.empty()) return std::fprintf(stderr, "--pg and --model: give one\n"), 2;
+  if (!pg_url.empty()) {
+    auto opened = OpenPgStore(pg_url, {.embedder = embedder});
+    if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
+    own_store = std::move(*opened);
+    store_ptr = own_store.get();
+  } else if (model.empty()) {
     auto opened = OpenSqliteStore(store_dir, {.embedder = embedder, .synchronous_full = false});
     if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
     own_store = std::move(*opened);

@@ -239,6 +239,28 @@ class PgStore final : public ContextStore {
     return row->node;
   }
 
+  Result<std::vector<std::optional<Node>>> StatMany(std::span<const Uri> uris) override {
+    std::vector<std::optional<Node>> out(uris.size());
+    if (uris.empty()) return out;
+    std::vector<std::string> texts;
+    std::unordered_map<std::string, std::vector<size_t>> where;
+    for (size_t i = 0; i < uris.size(); ++i) {
+      if (where[uris[i].str()].empty()) texts.push_back(uris[i].str());
+      where[uris[i].str()].push_back(i);
+    }
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT " + std::string(kNodeColumns) +
+                                                    " FROM store_nodes WHERE uri = ANY($1::text[])",
+                                                {ArrayLiteral(texts)}));
+    for (int i = 0; i < r.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, i));
+      auto at = where.find(row.node.uri.str());
+      if (at == where.end()) return Status::DataLoss("store_nodes returned " + row.node.uri.str() + ", not asked for");
+      for (size_t k : at->second) out[k] = row.node;
+    }
+    return out;
+  }
+
   Result<std::string> Read(const Uri& uri, Level level) override {
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(*c, uri));

@@ -90,6 +90,39 @@ namespace {
 // The text a leaf's turn is read from: its content, or its abstract when it has none.
 const std::string& LeafText(const Node& node) { return node.content.empty() ? node.abstract_text : node.content; }
 
+// The nodes one find reads (steps 2 and 5), each read once, in batches: one ContextStore::StatMany per batch
+// (on PostgreSQL one round trip, where one Stat per node cost up to 30 round trips per find).
+class NodeReader {
+ public:
+  explicit NodeReader(ContextStore& store) : store_(store) {}
+
+  // Reads those of `uris` not read yet.
+  Status Load(std::span<const Uri> uris) {
+    std::vector<Uri> wanted;
+    std::set<std::string> asked;
+    for (const Uri& uri : uris) {
+      if (!nodes_.contains(uri.str()) && asked.insert(uri.str()).second) wanted.push_back(uri);
+    }
+    if (wanted.empty()) return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::optional<Node>> read, store_.StatMany(wanted));
+    if (read.size() != wanted.size()) return Status::Internal("find: the store read a different number of nodes");
+    for (size_t i = 0; i < wanted.size(); ++i) nodes_.emplace(wanted[i].str(), std::move(read[i]));
+    reads_ += wanted.size();
+    return Status::Ok();
+  }
+  // A node loaded before; nullptr when nothing is stored there (removed since it was found) or not loaded.
+  const Node* Get(const std::string& uri) const {
+    auto it = nodes_.find(uri);
+    return it == nodes_.end() || !it->second ? nullptr : &*it->second;
+  }
+  size_t reads() const { return reads_; }
+
+ private:
+  ContextStore& store_;
+  std::map<std::string, std::optional<Node>> nodes_;
+  size_t reads_ = 0;
+};
+
 struct Candidate {
   bool is_dir = false;
   double score = 0;
@@ -216,7 +249,8 @@ Status OpenDirectories(ContextStore& store, const Vector& qv, const FindOptions&
 
 
 // Step 2: the best leaves lend part of their base score to the leaves written beside them.
-Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::map<std::string, Candidate>& cands) {
+Status LendToNeighbours(ContextStore& store, NodeReader& reader, const FindOptions& options,
+                        std::map<std::string, Candidate>& cands) {
   if (options.neighbour_weight <= 0 || options.neighbour_span <= 0 || options.context_candidates == 0) {
     return Status::Ok();
   }
@@ -238,48 +272,56 @@ Status LendToNeighbours(ContextStore& store, const FindOptions& options, std::ma
                       .current_only = !options.include_superseded,
                       .roots = options.roots};
   STRATA_ASSIGN_OR_RETURN(auto neighbours, store.Neighbours(leaves, options.neighbour_span, filter));
-  // What the leaves around the best lenders are (each read once): a transcript turn (step 5's SpeakerOf) or
-  // not, and a turn that ends with a question or not. Only the best kQuestionLenders lenders that have
-  // neighbours are read, and their neighbours only when the lender is a turn: a document's chunks cost one
-  // read per lender, at most kQuestionLenders.
+  // What the leaves around the best lenders are: a transcript turn (step 5's SpeakerOf) or not, and a turn
+  // that ends with a question or not. Only the best kQuestionLenders lenders that have neighbours are read, and
+  // their neighbours only when the lender is a turn: two batches of reads, and a document's chunks cost at most
+  // kQuestionLenders nodes.
   constexpr size_t kQuestionLenders = 10;
   struct Shape {
     bool turn = false;
     bool asks = false;
   };
-  std::map<std::string, Shape> shapes;
-  auto shape_of = [&](const Uri& uri) -> Result<Shape> {
-    auto [it, inserted] = shapes.try_emplace(uri.str());
-    if (inserted) {
-      Result<Node> node = store.Stat(uri);
-      if (!node.ok() && node.status().code() != StatusCode::kNotFound) return node.status();
-      if (node.ok()) {
-        const std::string& text = LeafText(*node);
-        it->second.turn = !SpeakerOf(text).empty();
-        it->second.asks = it->second.turn && EndsWithQuestion(text);
+  auto shape_of = [&](const Uri& uri) {
+    Shape shape;
+    if (const Node* node = reader.Get(uri.str())) {
+      const std::string& text = LeafText(*node);
+      shape.turn = !SpeakerOf(text).empty();
+      shape.asks = shape.turn && EndsWithQuestion(text);
+    }
+    return shape;
+  };
+  std::vector<size_t> read_lenders;  // Indices into `leaves`.
+  if (options.step_over_questions) {
+    std::vector<Uri> lenders;
+    for (size_t i = 0; i < leaves.size() && read_lenders.size() < kQuestionLenders; ++i) {
+      if (neighbours[i].empty()) continue;
+      read_lenders.push_back(i);
+      lenders.push_back(leaves[i]);
+    }
+    STRATA_RETURN_IF_ERROR(reader.Load(lenders));
+    std::vector<Uri> between;  // Only a turn's neighbours; only those that can lie between it and another.
+    for (size_t i : read_lenders) {
+      if (!shape_of(leaves[i]).turn) continue;
+      for (const Neighbour& n : neighbours[i]) {
+        if (std::abs(n.offset) < options.neighbour_span) between.push_back(n.uri);
       }
     }
-    return it->second;
-  };
+    STRATA_RETURN_IF_ERROR(reader.Load(between));
+  }
   // The best loan each leaf receives, and from whom. A loan moves a leaf part of the way from its own score
   // toward its lender's, never past it: context around a strong hit must not bury it (where every leaf
   // matches a little, adding the loan to a neighbour's own evidence would).
   std::map<std::string, std::pair<double, size_t>> loans;
-  size_t read_lenders = 0;
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (neighbours[i].empty()) continue;
     const double lender = best[i].first;
     bool lender_asks = false;
     std::map<int, bool> asks_at;  // By offset.
-    if (options.step_over_questions && read_lenders < kQuestionLenders) {
-      ++read_lenders;
-      STRATA_ASSIGN_OR_RETURN(Shape own, shape_of(leaves[i]));
+    if (std::find(read_lenders.begin(), read_lenders.end(), i) != read_lenders.end()) {
+      Shape own = shape_of(leaves[i]);
       lender_asks = own.asks;
       for (const Neighbour& n : neighbours[i]) {
-        // Only a turn's neighbours; only those that can lie between the lender and another neighbour.
-        if (!own.turn || std::abs(n.offset) >= options.neighbour_span) continue;
-        STRATA_ASSIGN_OR_RETURN(Shape shape, shape_of(n.uri));
-        asks_at[n.offset] = shape.asks;
+        if (own.turn && std::abs(n.offset) < options.neighbour_span) asks_at[n.offset] = shape_of(n.uri).asks;
       }
     }
     for (const Neighbour& n : neighbours[i]) {
@@ -354,7 +396,7 @@ void AddDirectoryEvidence(const FindOptions& options, const std::map<std::string
   }
 }
 
-Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std::string& query,
+Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, NodeReader& reader, const std::string& query,
                                                  const FindOptions& options) {
   std::vector<std::string> texts = {query};
   STRATA_ASSIGN_OR_RETURN(std::vector<Vector> embedded, store.EmbedTexts(texts));
@@ -394,7 +436,7 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, const std:
   STRATA_RETURN_IF_ERROR(OpenDirectories(store, qv, options, cands));
   std::map<std::string, double> base;
   for (const auto& [uri, c] : cands) base[uri] = c.score;
-  STRATA_RETURN_IF_ERROR(LendToNeighbours(store, options, cands));
+  STRATA_RETURN_IF_ERROR(LendToNeighbours(store, reader, options, cands));
   AddDirectoryEvidence(options, base, cands);
   return cands;
 }
@@ -433,7 +475,7 @@ bool NamesSpeaker(const std::set<std::string>& query_words, std::string_view spe
 // that: 0.6 ms more per find at 100k nodes, for no recall). When none of the first `limit` is a transcript
 // turn, no more are read: a store without transcripts pays nothing for this step. Returns the first `limit`,
 // best first.
-Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pair<double, std::string>>& ranked,
+Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pair<double, std::string>>& ranked,
                                   const std::map<std::string, Candidate>& merged, std::span<const std::string> queries,
                                   const FindOptions& options) {
   const std::set<std::string> query_words = LowerWords(queries);
@@ -442,18 +484,32 @@ Result<std::vector<Hit>> ReadBest(ContextStore& store, const std::vector<std::pa
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
   bool turns = false;  // Whether a leaf read so far is a transcript turn (else the first `limit` are the hits).
-  size_t reads = 0;
+  size_t reads = 0;  // Nodes looked at.
+  size_t loaded = 0;  // ranked[0, loaded) are loaded.
   if (options.limit == 0) return hits;
-  for (const auto& [score, uri_text] : ranked) {
-    if (best_scores.size() >= options.limit &&
-        (!turns || score * most_gain < best_scores.front() || reads >= 2 * options.limit)) {
-      break;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const auto& [score, uri_text] = ranked[i];
+    const bool full = best_scores.size() >= options.limit;
+    if (full && (!turns || score * most_gain < best_scores.front() || reads >= 2 * options.limit)) break;
+    if (i == loaded) {
+      // The next batch: `limit` nodes, or once the best are full only those that could still pass them.
+      size_t end = std::min(ranked.size(), i + options.limit);
+      if (full) {
+        end = std::min(end, i + (2 * options.limit - reads));
+        while (end > i + 1 && ranked[end - 1].first * most_gain < best_scores.front()) --end;
+      }
+      std::vector<Uri> batch;
+      for (size_t k = i; k < end; ++k) {
+        STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(ranked[k].second));
+        batch.push_back(std::move(uri));
+      }
+      STRATA_RETURN_IF_ERROR(reader.Load(batch));
+      loaded = end;
     }
-    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
     ++reads;
-    Result<Node> node = store.Stat(uri);
-    if (!node.ok() && node.status().code() == StatusCode::kNotFound) continue;  // Removed since it was found.
-    if (!node.ok()) return node.status();
+    const Node* node = reader.Get(uri_text);
+    if (node == nullptr) continue;  // Removed since it was found.
+    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
     const Candidate& c = merged.at(uri_text);
     std::string reason = c.reason;
     double final_score = score;
@@ -512,10 +568,11 @@ Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> 
     }
     if (!under.ok()) return under.status();
   }
+  NodeReader reader(store);
   std::map<std::string, Candidate> merged;
   for (const std::string& query : queries) {
     if (query.find_first_not_of(" \t\r\n") == std::string::npos) return Status::InvalidArgument("find: empty query");
-    STRATA_ASSIGN_OR_RETURN(auto cands, FindOne(store, query, options));
+    STRATA_ASSIGN_OR_RETURN(auto cands, FindOne(store, reader, query, options));
     for (auto& [uri, c] : cands) {
       auto [it, inserted] = merged.emplace(uri, c);
       if (inserted) continue;
@@ -534,7 +591,7 @@ Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> 
   }
   std::sort(ranked.begin(), ranked.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  return ReadBest(store, ranked, merged, queries, options);
+  return ReadBest(reader, ranked, merged, queries, options);
 }
 
 Result<std::vector<Hit>> Find(ContextStore& store, const std::string& query, const FindOptions& options) {

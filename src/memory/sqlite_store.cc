@@ -295,6 +295,17 @@ class SqliteStore final : public ContextStore {
     return row->node;
   }
 
+  Result<std::vector<std::optional<Node>>> StatMany(std::span<const Uri> uris) override {
+    std::vector<std::optional<Node>> out;
+    out.reserve(uris.size());
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());  // One read transaction for all of them.
+    for (const Uri& uri : uris) {
+      STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));
+      out.push_back(row ? std::optional<Node>(std::move(row->node)) : std::nullopt);
+    }
+    return out;
+  }
+
   Result<std::string> Read(const Uri& uri, Level level) override {
     STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(uri));

@@ -113,6 +113,77 @@ TEST(Uri, RejectsBadInputNamingTheProblem) {
 
 // The store's suite runs on both backends: the embedded SQLite store and PostgreSQL (a fresh database per
 // test on the test cluster, tests/pg_test_util.h).
+// A store that counts the node reads asked of the one it wraps: which URIs, in how many calls.
+class ReadCountingStore final : public ContextStore {
+ public:
+  explicit ReadCountingStore(ContextStore& inner) : inner_(inner) {}
+  int stats = 0;
+  int stat_manys = 0;
+  std::vector<std::string> read;  // Every URI asked of Stat or StatMany, in order.
+
+  Result<Node> Stat(const Uri& uri) override {
+    ++stats;
+    read.push_back(uri.str());
+    return inner_.Stat(uri);
+  }
+  Result<std::vector<std::optional<Node>>> StatMany(std::span<const Uri> uris) override {
+    ++stat_manys;
+    for (const Uri& uri : uris) read.push_back(uri.str());
+    return inner_.StatMany(uris);
+  }
+  Status Write(const Uri& uri, std::string_view content, const WriteOptions& options) override {
+    return inner_.Write(uri, content, options);
+  }
+  Status WriteBatch(const std::vector<std::pair<Uri, std::string>>& leaves,
+                    const std::vector<WriteOptions>& options) override {
+    return inner_.WriteBatch(leaves, options);
+  }
+  Status Mkdir(const Uri& uri, const WriteOptions& options) override { return inner_.Mkdir(uri, options); }
+  Result<std::string> Read(const Uri& uri, Level level) override { return inner_.Read(uri, level); }
+  Result<std::vector<Node>> List(const Uri& dir, const ListOptions& options) override {
+    return inner_.List(dir, options);
+  }
+  Result<std::vector<Node>> Glob(std::string_view pattern, const Uri& under) override {
+    return inner_.Glob(pattern, under);
+  }
+  Result<std::vector<GrepMatch>> Grep(std::string_view needle, const Uri& under, bool ignore_case,
+                                      size_t limit) override {
+    return inner_.Grep(needle, under, ignore_case, limit);
+  }
+  Status Move(const Uri& from, const Uri& to) override { return inner_.Move(from, to); }
+  Result<int64_t> Remove(const Uri& uri, bool recursive) override { return inner_.Remove(uri, recursive); }
+  Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
+    return inner_.Link(from, to, reason);
+  }
+  Status Unlink(const Uri& from, const Uri& to) override { return inner_.Unlink(from, to); }
+  Result<std::vector<Relation>> Relations(const Uri& uri) override { return inner_.Relations(uri); }
+  Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
+    return inner_.Lexical(query, filter, limit);
+  }
+  Result<std::vector<ScoredUri>> VectorNeighbours(const Vector& query, const SearchFilter& filter,
+                                                  size_t limit) override {
+    return inner_.VectorNeighbours(query, filter, limit);
+  }
+  Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) override {
+    return inner_.Similarities(query, uris);
+  }
+  Result<int64_t> Count(const SearchFilter& filter, int64_t cap) override { return inner_.Count(filter, cap); }
+  Result<std::vector<std::vector<Neighbour>>> Neighbours(std::span<const Uri> leaves, int span,
+                                                         const SearchFilter& filter) override {
+    return inner_.Neighbours(leaves, span, filter);
+  }
+  Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
+    return inner_.EmbedTexts(texts);
+  }
+  Result<std::vector<std::string>> Check() override { return inner_.Check(); }
+  Status Reindex() override { return inner_.Reindex(); }
+  Status Flush() override { return inner_.Flush(); }
+  Result<Stats> GetStats() override { return inner_.GetStats(); }
+
+ private:
+  ContextStore& inner_;
+};
+
 class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -822,6 +893,87 @@ TEST_P(StoreTest, FindPrefersATurnThatTellsToAShortReaction) {
   const Hit& told = (*part)[0].uri.str() == "strata://resources/chat/s1/turn-2" ? (*part)[0] : (*part)[1];
   EXPECT_GT(told.score, plain * 1.4) << told.reason;
   EXPECT_LT(told.score, plain * 1.6) << told.reason;
+}
+
+TEST_P(StoreTest, StatManyReadsWhatStatReadsInTheOrderAsked) {
+  const Uri odd = U("strata://resources/notes/say \"hi\" {x,y}");  // Quotes, braces and a comma.
+  ASSERT_OK(store_->Write(U("strata://resources/notes/a"), "alpha content"));
+  ASSERT_OK(store_->Write(U("strata://resources/notes/b"), "beta content", {.abstract_text = "beta"}));
+  ASSERT_OK(store_->Write(odd, "odd content"));
+  const std::vector<Uri> asked = {U("strata://resources/notes/b"), U("strata://resources/notes/gone"),
+                                  U("strata://resources/notes/a"), U("strata://resources/notes/b"),
+                                  U("strata://resources/notes"), odd};
+  auto many = store_->StatMany(asked);
+  ASSERT_OK(many);
+  ASSERT_EQ(many->size(), asked.size());
+  for (size_t i = 0; i < asked.size(); ++i) {
+    auto one = store_->Stat(asked[i]);
+    ASSERT_EQ((*many)[i].has_value(), one.ok()) << asked[i].str();
+    if (!one.ok()) {
+      EXPECT_EQ(one.status().code(), StatusCode::kNotFound);
+      continue;
+    }
+    const Node& n = *(*many)[i];
+    EXPECT_EQ(n.uri.str(), asked[i].str());
+    EXPECT_EQ(n.is_dir, one->is_dir);
+    EXPECT_EQ(n.abstract_text, one->abstract_text);
+    EXPECT_EQ(n.overview, one->overview);
+    EXPECT_EQ(n.content, one->content);
+  }
+  EXPECT_EQ((*many)[3]->abstract_text, "beta");  // Asked twice, read twice.
+  auto none = store_->StatMany(std::span<const Uri>());
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+  // Many at once: 600 URIs, every other one stored.
+  std::vector<Uri> lots;
+  for (int i = 0; i < 600; ++i) {
+    Uri u = U("strata://resources/lots/n" + std::to_string(i));
+    if (i % 2 == 0) ASSERT_OK(store_->Write(u, "n" + std::to_string(i)));
+    lots.push_back(u);
+  }
+  auto all = store_->StatMany(lots);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), lots.size());
+  for (size_t i = 0; i < lots.size(); ++i) {
+    ASSERT_EQ((*all)[i].has_value(), i % 2 == 0) << i;
+    if (i % 2 == 0) {
+      EXPECT_EQ((*all)[i]->content, "n" + std::to_string(i));
+    }
+  }
+}
+
+TEST_P(StoreTest, FindReadsEachNodeOnceInAFewBatches) {
+  // A conversation where many turns match, with questions and replies: steps 2 and 5 both read turns.
+  std::vector<std::string> texts;
+  for (int i = 0; i < 40; ++i) {
+    texts.push_back(i % 3 == 1 ? "Ben: How was the garden on day " + std::to_string(i) + "?"
+                               : "Anna: The garden grew tomatoes and beans on day " + std::to_string(i) +
+                                     (i % 2 == 0 ? ", and the long rows of beans needed water every single morning "
+                                                   "before work, which took most of an hour." : "."));
+  }
+  std::vector<const char*> turns;
+  for (const std::string& t : texts) turns.push_back(t.c_str());
+  ASSERT_NO_FATAL_FAILURE(WriteConversation("strata://resources/chat/s1", turns));
+  ReadCountingStore counting(*store_);
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 10};
+  auto hits = Find(counting, "What did Anna grow in the garden?", options);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 10u);
+  // One Stat (of `under`), and the nodes in batches: the lenders, their neighbours, the best, and at most one
+  // more batch of those that could still pass them.
+  EXPECT_EQ(counting.stats, 1);
+  EXPECT_GE(counting.stat_manys, 2);
+  EXPECT_LE(counting.stat_manys, 4);
+  std::set<std::string> once(counting.read.begin() + 1, counting.read.end());
+  EXPECT_EQ(once.size(), counting.read.size() - 1) << "a node was read twice";
+  // The same hits as the store's own find.
+  auto direct = Find(*store_, "What did Anna grow in the garden?", options);
+  ASSERT_OK(direct);
+  ASSERT_EQ(direct->size(), hits->size());
+  for (size_t i = 0; i < hits->size(); ++i) {
+    EXPECT_EQ((*hits)[i].uri.str(), (*direct)[i].uri.str());
+    EXPECT_DOUBLE_EQ((*hits)[i].score, (*direct)[i].score);
+  }
 }
 
 TEST_P(StoreTest, FindTakesAQuestionAndItsReplyAsOneStep) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -125,6 +126,9 @@ class ContextStore {
   virtual Status Mkdir(const Uri& uri, const WriteOptions& options = {}) = 0;
   // Returns the node with all layers (content included).
   virtual Result<Node> Stat(const Uri& uri) = 0;
+  // Returns the nodes at `uris` as Stat does, in the order asked (a URI asked twice comes back twice), with
+  // std::nullopt where nothing is stored: one read for all (one round trip on PostgreSQL).
+  virtual Result<std::vector<std::optional<Node>>> StatMany(std::span<const Uri> uris) = 0;
   // Returns one layer's text.
   virtual Result<std::string> Read(const Uri& uri, Level level) = 0;
   // Returns the children (or the whole subtree) of a directory in URI order, content left out.

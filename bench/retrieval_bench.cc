@@ -400,6 +400,7 @@ int Run(int argc, char** argv) {
         for (const Hit& h : *hits) reasons.push_back(h.reason), scores.push_back(h.score);
         line["reasons"] = reasons;
         line["scores"] = scores;
+        line["find_ms"] = fastest;
         per_question << line.dump() << '\n';
       }
     }

@@ -12,7 +12,16 @@
 
 namespace strata::memory {
 
-std::string_view SpeakerOf(std::string_view text) {
+namespace {
+
+// A transcript turn's label (SpeakerOf): the speaker's name, and where the text after the label's colon starts
+// (0 with an empty name when the text does not open with a label).
+struct Label {
+  std::string_view name;
+  size_t text_start = 0;
+};
+
+Label ParseLabel(std::string_view text) {
   size_t i = 0;
   int words = 0;
   while (i < text.size() && words < 4) {
@@ -27,19 +36,23 @@ std::string_view SpeakerOf(std::string_view text) {
     if (std::isupper(first) == 0 && first < 0x80) return {};
     ++words;
     size_t end = i;
-    if (i < text.size() && text[i] == ':') return text.substr(0, end);
+    if (i < text.size() && text[i] == ':') return {text.substr(0, end), i + 1};
     if (i + 1 < text.size() && text[i] == ' ' && text[i + 1] == '(') {
       size_t close = text.find(')', i + 2);
       if (close == std::string_view::npos || close - i > 80 || close + 1 >= text.size() || text[close + 1] != ':') {
         return {};
       }
-      return text.substr(0, end);
+      return {text.substr(0, end), close + 2};
     }
     if (i >= text.size() || text[i] != ' ') return {};
     ++i;
   }
   return {};
 }
+
+}  // namespace
+
+std::string_view SpeakerOf(std::string_view text) { return ParseLabel(text).name; }
 
 bool EndsWithQuestion(std::string_view text) {
   size_t end = text.find_last_not_of(" \t\r\n");
@@ -65,14 +78,7 @@ bool EndsWithQuestion(std::string_view text) {
 }
 
 size_t TurnWords(std::string_view text) {
-  std::string_view speaker = SpeakerOf(text);
-  size_t i = 0;
-  if (!speaker.empty()) {
-    // SpeakerOf saw the label end: a colon right after the name, or after the note that follows it.
-    i = speaker.size();
-    if (text[i] == ' ') i = text.find(')', i) + 1;
-    ++i;
-  }
+  size_t i = ParseLabel(text).text_start;
   size_t words = 0;
   bool in_word = false;
   while (i < text.size()) {
@@ -87,40 +93,65 @@ size_t TurnWords(std::string_view text) {
 
 namespace {
 
-// The text a leaf's turn is read from: its content, or its abstract when it has none.
-const std::string& LeafText(const Node& node) { return node.content.empty() ? node.abstract_text : node.content; }
+// What find needs of a node it read (steps 2 and 5), kept instead of the node: a session archive's content
+// can be a whole transcript, and a find may look at hundreds of nodes.
+struct NodeFacts {
+  bool is_dir = false;
+  std::string abstract_text;
+  std::string content_key;  // Abstract and content hashed: leaves with the same are one hit.
+  std::string speaker;      // A transcript turn's (SpeakerOf); empty when the leaf is not a turn.
+  bool asks = false;        // A turn that ends with a question.
+  size_t words = 0;         // A turn's words after its label (TurnWords).
+};
 
-// The nodes one find reads (steps 2 and 5), each read once, in batches: one ContextStore::StatMany per batch
-// (on PostgreSQL one round trip, where one Stat per node cost up to 30 round trips per find).
+// The nodes one find reads, each once, in batches: one ContextStore::StatMany per batch of at most kBatch (on
+// PostgreSQL one round trip, where one Stat per node cost up to 30 round trips per find).
 class NodeReader {
  public:
   explicit NodeReader(ContextStore& store) : store_(store) {}
 
   // Reads those of `uris` not read yet.
   Status Load(std::span<const Uri> uris) {
+    constexpr size_t kBatch = 64;  // Bounds the nodes held at once (their content included).
     std::vector<Uri> wanted;
     std::set<std::string> asked;
     for (const Uri& uri : uris) {
-      if (!nodes_.contains(uri.str()) && asked.insert(uri.str()).second) wanted.push_back(uri);
+      if (!facts_.contains(uri.str()) && asked.insert(uri.str()).second) wanted.push_back(uri);
     }
-    if (wanted.empty()) return Status::Ok();
-    STRATA_ASSIGN_OR_RETURN(std::vector<std::optional<Node>> read, store_.StatMany(wanted));
-    if (read.size() != wanted.size()) return Status::Internal("find: the store read a different number of nodes");
-    for (size_t i = 0; i < wanted.size(); ++i) nodes_.emplace(wanted[i].str(), std::move(read[i]));
-    reads_ += wanted.size();
+    for (size_t start = 0; start < wanted.size(); start += kBatch) {
+      std::span<const Uri> batch = std::span<const Uri>(wanted).subspan(start, std::min(kBatch, wanted.size() - start));
+      STRATA_ASSIGN_OR_RETURN(std::vector<std::optional<Node>> read, store_.StatMany(batch));
+      if (read.size() != batch.size()) return Status::Internal("find: the store read a different number of nodes");
+      for (size_t i = 0; i < batch.size(); ++i) {
+        std::optional<NodeFacts>& facts = facts_[batch[i].str()];
+        if (read[i]) facts = FactsOf(*read[i]);
+      }
+    }
     return Status::Ok();
   }
   // A node loaded before; nullptr when nothing is stored there (removed since it was found) or not loaded.
-  const Node* Get(const std::string& uri) const {
-    auto it = nodes_.find(uri);
-    return it == nodes_.end() || !it->second ? nullptr : &*it->second;
+  const NodeFacts* Get(const std::string& uri) const {
+    auto it = facts_.find(uri);
+    return it == facts_.end() || !it->second ? nullptr : &*it->second;
   }
-  size_t reads() const { return reads_; }
 
  private:
+  static NodeFacts FactsOf(const Node& node) {
+    NodeFacts f{.is_dir = node.is_dir, .abstract_text = node.abstract_text};
+    if (node.is_dir) return f;
+    f.content_key = HashHex(node.abstract_text + '\0' + node.content);
+    // A turn is read from the content, or the abstract when there is none.
+    const std::string& text = node.content.empty() ? node.abstract_text : node.content;
+    f.speaker = std::string(SpeakerOf(text));
+    if (!f.speaker.empty()) {
+      f.asks = EndsWithQuestion(text);
+      f.words = TurnWords(text);
+    }
+    return f;
+  }
+
   ContextStore& store_;
-  std::map<std::string, std::optional<Node>> nodes_;
-  size_t reads_ = 0;
+  std::map<std::string, std::optional<NodeFacts>> facts_;
 };
 
 struct Candidate {
@@ -283,10 +314,9 @@ Status LendToNeighbours(ContextStore& store, NodeReader& reader, const FindOptio
   };
   auto shape_of = [&](const Uri& uri) {
     Shape shape;
-    if (const Node* node = reader.Get(uri.str())) {
-      const std::string& text = LeafText(*node);
-      shape.turn = !SpeakerOf(text).empty();
-      shape.asks = shape.turn && EndsWithQuestion(text);
+    if (const NodeFacts* node = reader.Get(uri.str())) {
+      shape.turn = !node->speaker.empty();
+      shape.asks = node->asks;
     }
     return shape;
   };
@@ -484,61 +514,61 @@ Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pai
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
   bool turns = false;  // Whether a leaf read so far is a transcript turn (else the first `limit` are the hits).
-  size_t reads = 0;  // Nodes looked at.
-  size_t loaded = 0;  // ranked[0, loaded) are loaded.
+  size_t reads = 0;   // Nodes looked at.
+  size_t loaded = 0;  // ranked[0, loaded) are loaded, parsed in `uris`.
+  std::vector<Uri> uris;
   if (options.limit == 0) return hits;
   for (size_t i = 0; i < ranked.size(); ++i) {
     const auto& [score, uri_text] = ranked[i];
     const bool full = best_scores.size() >= options.limit;
     if (full && (!turns || score * most_gain < best_scores.front() || reads >= 2 * options.limit)) break;
     if (i == loaded) {
-      // The next batch: `limit` nodes, or once the best are full only those that could still pass them.
-      size_t end = std::min(ranked.size(), i + options.limit);
+      // The next batch: as many as the best still lack (at first `limit`: a store without transcripts reads
+      // those and no more), or once the best are full only those that could still pass them.
+      size_t end = std::min(ranked.size(), i + (options.limit - std::min(options.limit, best_scores.size())));
       if (full) {
-        end = std::min(end, i + (2 * options.limit - reads));
+        end = std::min(ranked.size(), i + (2 * options.limit - reads));
         while (end > i + 1 && ranked[end - 1].first * most_gain < best_scores.front()) --end;
       }
-      std::vector<Uri> batch;
+      end = std::max(end, i + 1);
       for (size_t k = i; k < end; ++k) {
         STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(ranked[k].second));
-        batch.push_back(std::move(uri));
+        uris.push_back(std::move(uri));
       }
-      STRATA_RETURN_IF_ERROR(reader.Load(batch));
+      STRATA_RETURN_IF_ERROR(reader.Load(std::span<const Uri>(uris).subspan(i)));
       loaded = end;
     }
     ++reads;
-    const Node* node = reader.Get(uri_text);
+    const NodeFacts* node = reader.Get(uri_text);
     if (node == nullptr) continue;  // Removed since it was found.
-    STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
     const Candidate& c = merged.at(uri_text);
     std::string reason = c.reason;
     double final_score = score;
     if (!node->is_dir) {
       // The same memory stored in two scopes (or found by two queries under two names) is one hit.
-      if (!seen_content.insert(HashHex(node->abstract_text + '\0' + node->content)).second) continue;
-      const std::string& text = LeafText(*node);
-      std::string_view speaker = SpeakerOf(text);
+      if (!seen_content.insert(node->content_key).second) continue;
+      const std::string& speaker = node->speaker;
       turns = turns || !speaker.empty();
       if (options.speaker_weight > 0 && !speaker.empty() && NamesSpeaker(query_words, speaker)) {
         final_score *= 1 + options.speaker_weight;
-        reason += "; spoken by " + std::string(speaker) + ", whom the query names";
+        reason += "; spoken by " + speaker + ", whom the query names";
       }
       if (options.long_turn_weight > 0 && options.long_turn_words > 0 && !speaker.empty()) {
         // 0 at long_turn_words words or fewer, all of long_turn_weight at twice as many or more.
-        double longer = static_cast<double>(TurnWords(text)) / static_cast<double>(options.long_turn_words) - 1;
+        double longer = static_cast<double>(node->words) / static_cast<double>(options.long_turn_words) - 1;
         double gain = options.long_turn_weight * std::clamp(longer, 0.0, 1.0);
         if (gain > 0) {
           final_score *= 1 + gain;
           reason += "; a long turn +" + Fixed(gain);
         }
       }
-      if (options.question_penalty > 0 && !speaker.empty() && EndsWithQuestion(text)) {
+      if (options.question_penalty > 0 && !speaker.empty() && node->asks) {
         final_score *= 1 - std::min(1.0, options.question_penalty);
         reason += "; ends with a question";
       }
     }
     Level level = node->is_dir ? Level::kOverview : c.level >= 0 ? static_cast<Level>(c.level) : Level::kOverview;
-    hits.push_back({uri, node->is_dir, level, final_score, node->abstract_text, std::move(reason)});
+    hits.push_back({uris[i], node->is_dir, level, final_score, node->abstract_text, std::move(reason)});
     best_scores.push_back(final_score);
     std::push_heap(best_scores.begin(), best_scores.end(), std::greater<>());
     if (best_scores.size() > options.limit) {

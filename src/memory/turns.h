@@ -17,8 +17,9 @@ std::string_view SpeakerOf(std::string_view text);
 bool EndsWithQuestion(std::string_view text);
 
 // The words of a turn after its speaker's label: runs of letters and digits, each character of a script
-// written without spaces (Chinese, Japanese, Korean) one word. A long turn tells more: it says what happened
-// and why, where a short one reacts ("Take care, Maria!").
+// written without spaces (Chinese, Japanese, Korean) one word. A note such as "[shares a photo: a vase]"
+// counts: it says what was shown. A long turn tells more: it says what happened and why, where a short one
+// reacts ("Take care, Maria!").
 size_t TurnWords(std::string_view text);
 
 }  // namespace strata::memory

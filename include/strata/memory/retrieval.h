@@ -78,7 +78,7 @@ struct FindOptions {
   double directory_weight = 0.4;        // Share of the best score a directory's evidence adds to its children.
   double speaker_weight = 0.2;          // Step 5: gain of a turn whose speaker the query names.
   double question_penalty = 0.15;       // Step 5: loss of a leaf that ends with a question.
-  double long_turn_weight = 0.2;        // Step 5: gain of a turn of at least 2 * long_turn_words words.
+  double long_turn_weight = 0.2;        // Step 5: the most a long turn gains (at 2 * long_turn_words words).
   size_t long_turn_words = 20;          // Step 5: a turn of this many words or fewer gains nothing.
 };
 

@@ -237,7 +237,7 @@ int Run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s LOCOMO_DIR [STORE_DIR] [--set name=value ...] [--per-question FILE] [--embedder SPEC] "
-                 "[--model PROVIDER:MODEL [--assist rewrite|rerank|both|none]]\n",
+                 "[--model PROVIDER:MODEL [--assist rewrite|rerank|both|none]] [--pg URL]\n",
                  argv[0]);
     return 2;
   }
@@ -299,13 +299,9 @@ int Run(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   ContextStore* store_ptr = nullptr;
   if (!pg_url.empty() && !model.empty()) return std::fprintf(stderr, "--pg and --model: give one\n"), 2;
-  if (!pg_url.empty()) {
-    auto opened = OpenPgStore(pg_url, {.embedder = embedder});
-    if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
-    own_store = std::move(*opened);
-    store_ptr = own_store.get();
-  } else if (model.empty()) {
-    auto opened = OpenSqliteStore(store_dir, {.embedder = embedder, .synchronous_full = false});
+  if (model.empty()) {
+    auto opened = pg_url.empty() ? OpenSqliteStore(store_dir, {.embedder = embedder, .synchronous_full = false})
+                                 : OpenPgStore(pg_url, {.embedder = embedder});
     if (!opened.ok()) return std::fprintf(stderr, "%s\n", opened.status().ToString().c_str()), 1;
     own_store = std::move(*opened);
     store_ptr = own_store.get();

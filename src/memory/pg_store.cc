@@ -144,6 +144,23 @@ std::vector<pg::Param> FtsParams(const FtsRow& f) {
 // ts_rank's weights {D, C, B, A}: abstract 3, name and overview 2, content 1 — the embedded store's bm25 weights.
 constexpr std::string_view kRankWeights = "'{0.333, 0, 0.667, 1.0}'";
 
+// URIs a call asks about, for one `= ANY($1::text[])` statement: each distinct one once, and where each was
+// asked (a URI asked twice gets the answer row at both places).
+struct AskedUris {
+  std::vector<std::string> distinct;
+  std::unordered_map<std::string, std::vector<size_t>> at;
+};
+
+AskedUris Asked(std::span<const Uri> uris) {
+  AskedUris asked;
+  for (size_t i = 0; i < uris.size(); ++i) {
+    std::vector<size_t>& at = asked.at[uris[i].str()];
+    if (at.empty()) asked.distinct.push_back(uris[i].str());
+    at.push_back(i);
+  }
+  return asked;
+}
+
 // A PostgreSQL array literal of `items` ({"a","b"}), each quoted.
 std::string ArrayLiteral(const std::vector<std::string>& items) {
   std::string out = "{";
@@ -244,20 +261,15 @@ class PgStore final : public ContextStore {
   Result<std::vector<std::optional<Node>>> StatMany(std::span<const Uri> uris) override {
     std::vector<std::optional<Node>> out(uris.size());
     if (uris.empty()) return out;
-    std::vector<std::string> texts;
-    std::unordered_map<std::string, std::vector<size_t>> where;
-    for (size_t i = 0; i < uris.size(); ++i) {
-      if (where[uris[i].str()].empty()) texts.push_back(uris[i].str());
-      where[uris[i].str()].push_back(i);
-    }
+    AskedUris asked = Asked(uris);
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT " + std::string(kNodeColumns) +
                                                     " FROM store_nodes WHERE uri = ANY($1::text[])",
-                                                {ArrayLiteral(texts)}));
+                                                {ArrayLiteral(asked.distinct)}));
     for (int i = 0; i < r.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(Row row, ReadRow(r, i));
-      auto at = where.find(row.node.uri.str());
-      if (at == where.end()) return Status::DataLoss("store_nodes returned " + row.node.uri.str() + ", not asked for");
+      auto at = asked.at.find(row.node.uri.str());
+      if (at == asked.at.end()) return Status::DataLoss("store_nodes returned " + row.node.uri.str() + ", not asked for");
       for (size_t k : at->second) out[k] = row.node;
     }
     return out;
@@ -514,12 +526,7 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(CheckQueryDimension(query, embedder_->dimension()));
     std::vector<float> out(uris.size(), 0.0f);
     if (uris.empty()) return out;
-    std::vector<std::string> texts;
-    std::unordered_map<std::string, std::vector<size_t>> where;
-    for (size_t i = 0; i < uris.size(); ++i) {
-      texts.push_back(uris[i].str());
-      where[uris[i].str()].push_back(i);
-    }
+    AskedUris asked = Asked(uris);
     // The vectors come from the in-process index (current as for a search); only ids travel.
     bool force = false;
     for (int pass = 0; pass < 2; ++pass) {
@@ -528,7 +535,7 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT g.value::bigint, n.id, n.uri FROM store_meta g LEFT JOIN "
                                                   "store_nodes n ON n.uri = ANY($1::text[]) WHERE g.key = "
                                                   "'vector_generation'",
-                                                  {ArrayLiteral(texts)}));
+                                                  {ArrayLiteral(asked.distinct)}));
       if (r.size() == 0) return Status::DataLoss("store_meta has no vector_generation");
       STRATA_ASSIGN_OR_RETURN(int64_t generation, r.Int(0, 0));
       auto index_lock = ReadIndex();
@@ -543,7 +550,7 @@ class PgStore final : public ContextStore {
         STRATA_ASSIGN_OR_RETURN(std::string uri, r.Text(i, 2));
         if (!index_->Get(id, v.data())) continue;
         float similarity = Dot(query, v);
-        for (size_t k : where[uri]) out[k] = similarity;
+        for (size_t k : asked.at[uri]) out[k] = similarity;
       }
       return out;
     }
@@ -564,14 +571,9 @@ class PgStore final : public ContextStore {
                                                          const SearchFilter& filter) override {
     std::vector<std::vector<Neighbour>> out(leaves.size());
     if (span <= 0 || leaves.empty()) return out;
-    std::vector<std::string> texts;
-    std::unordered_map<std::string, std::vector<size_t>> where;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      texts.push_back(leaves[i].str());
-      where[leaves[i].str()].push_back(i);
-    }
+    AskedUris asked = Asked(leaves);
     // One statement: for each leaf, its directory in write order from the leaf outwards (store_nodes_by_parent_id).
-    std::vector<pg::Param> params = {ArrayLiteral(texts), static_cast<int64_t>(span)};
+    std::vector<pg::Param> params = {ArrayLiteral(asked.distinct), static_cast<int64_t>(span)};
     auto side = [&](const char* cmp, const char* order, const char* sign) {
       std::string on = FilterSql(filter, &params);
       return "SELECT m.uri, s.uri, " + std::string(sign) + "s.k FROM m, LATERAL (SELECT n.uri, row_number() OVER "
@@ -591,7 +593,7 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(std::string uri_text, r.Text(i, 1));
       STRATA_ASSIGN_OR_RETURN(int64_t offset, r.Int(i, 2));
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(uri_text));
-      for (size_t k : where[leaf]) out[k].push_back({uri, static_cast<int>(offset)});
+      for (size_t k : asked.at[leaf]) out[k].push_back({uri, static_cast<int>(offset)});
     }
     for (auto& list : out) {
       std::sort(list.begin(), list.end(), [](const Neighbour& a, const Neighbour& b) {

@@ -308,30 +308,26 @@ Status LendToNeighbours(ContextStore& store, NodeReader& reader, const FindOptio
   // their neighbours only when the lender is a turn: two batches of reads, and a document's chunks cost at most
   // kQuestionLenders nodes.
   constexpr size_t kQuestionLenders = 10;
-  struct Shape {
-    bool turn = false;
-    bool asks = false;
+  auto is_turn = [&](const Uri& uri) {
+    const NodeFacts* node = reader.Get(uri.str());
+    return node != nullptr && !node->speaker.empty();
   };
-  auto shape_of = [&](const Uri& uri) {
-    Shape shape;
-    if (const NodeFacts* node = reader.Get(uri.str())) {
-      shape.turn = !node->speaker.empty();
-      shape.asks = node->asks;
-    }
-    return shape;
+  auto asks = [&](const Uri& uri) {
+    const NodeFacts* node = reader.Get(uri.str());
+    return node != nullptr && node->asks;
   };
-  std::vector<size_t> read_lenders;  // Indices into `leaves`.
+  std::vector<bool> lender_read(leaves.size(), false);  // Whether the lender (and, for a turn, its neighbours) was read.
   if (options.step_over_questions) {
     std::vector<Uri> lenders;
-    for (size_t i = 0; i < leaves.size() && read_lenders.size() < kQuestionLenders; ++i) {
+    for (size_t i = 0; i < leaves.size() && lenders.size() < kQuestionLenders; ++i) {
       if (neighbours[i].empty()) continue;
-      read_lenders.push_back(i);
+      lender_read[i] = true;
       lenders.push_back(leaves[i]);
     }
     STRATA_RETURN_IF_ERROR(reader.Load(lenders));
     std::vector<Uri> between;  // Only a turn's neighbours; only those that can lie between it and another.
-    for (size_t i : read_lenders) {
-      if (!shape_of(leaves[i]).turn) continue;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!lender_read[i] || !is_turn(leaves[i])) continue;
       for (const Neighbour& n : neighbours[i]) {
         if (std::abs(n.offset) < options.neighbour_span) between.push_back(n.uri);
       }
@@ -345,13 +341,11 @@ Status LendToNeighbours(ContextStore& store, NodeReader& reader, const FindOptio
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (neighbours[i].empty()) continue;
     const double lender = best[i].first;
-    bool lender_asks = false;
+    const bool lender_asks = lender_read[i] && asks(leaves[i]);
     std::map<int, bool> asks_at;  // By offset.
-    if (std::find(read_lenders.begin(), read_lenders.end(), i) != read_lenders.end()) {
-      Shape own = shape_of(leaves[i]);
-      lender_asks = own.asks;
+    if (lender_read[i] && is_turn(leaves[i])) {
       for (const Neighbour& n : neighbours[i]) {
-        if (own.turn && std::abs(n.offset) < options.neighbour_span) asks_at[n.offset] = shape_of(n.uri).asks;
+        if (std::abs(n.offset) < options.neighbour_span) asks_at[n.offset] = asks(n.uri);
       }
     }
     for (const Neighbour& n : neighbours[i]) {
@@ -514,20 +508,19 @@ Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pai
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
   bool turns = false;  // Whether a leaf read so far is a transcript turn (else the first `limit` are the hits).
-  size_t reads = 0;   // Nodes looked at.
-  size_t loaded = 0;  // ranked[0, loaded) are loaded, parsed in `uris`.
+  size_t loaded = 0;  // ranked[0, loaded) are loaded, parsed in `uris` (ranked[0, i) are looked at).
   std::vector<Uri> uris;
   if (options.limit == 0) return hits;
   for (size_t i = 0; i < ranked.size(); ++i) {
     const auto& [score, uri_text] = ranked[i];
     const bool full = best_scores.size() >= options.limit;
-    if (full && (!turns || score * most_gain < best_scores.front() || reads >= 2 * options.limit)) break;
+    if (full && (!turns || score * most_gain < best_scores.front() || i >= 2 * options.limit)) break;
     if (i == loaded) {
       // The next batch: as many as the best still lack (at first `limit`: a store without transcripts reads
       // those and no more), or once the best are full only those that could still pass them.
       size_t end = std::min(ranked.size(), i + (options.limit - std::min(options.limit, best_scores.size())));
       if (full) {
-        end = std::min(ranked.size(), i + (2 * options.limit - reads));
+        end = std::min(ranked.size(), 2 * options.limit);
         while (end > i + 1 && ranked[end - 1].first * most_gain < best_scores.front()) --end;
       }
       end = std::max(end, i + 1);
@@ -538,7 +531,6 @@ Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pai
       STRATA_RETURN_IF_ERROR(reader.Load(std::span<const Uri>(uris).subspan(i)));
       loaded = end;
     }
-    ++reads;
     const NodeFacts* node = reader.Get(uri_text);
     if (node == nullptr) continue;  // Removed since it was found.
     const Candidate& c = merged.at(uri_text);

@@ -895,6 +895,37 @@ TEST_P(StoreTest, FindPrefersATurnThatTellsToAShortReaction) {
   EXPECT_LT(told.score, plain * 1.6) << told.reason;
 }
 
+TEST_P(StoreTest, FindReadsDeepEnoughForALongTurnToPassShortReactions) {
+  // Four short reactions rank above the long turn by words alone; with its gain the long turn passes them all,
+  // so step 5 must read past the first 2 * limit of the ranking to see it.
+  const char* turns[] = {
+      "Anna: Wow, pottery!",
+      "Ben: Oh, pottery!",
+      "Anna: Pottery, nice!",
+      "Ben: Yay, pottery!",
+      "Anna: Last spring I joined a pottery class at the community hall; every Tuesday we threw bowls on the "
+      "wheel, glazed the pottery in blue and green, and fired it overnight in the old kiln behind the hall. Pottery "
+      "taught me patience, and I still have the first lopsided bowl I made on my shelf at home, next to the "
+      "little jug my teacher gave me when the course ended in June.",
+  };
+  ASSERT_NO_FATAL_FAILURE(WriteConversation("strata://resources/chat/s1", turns));
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 1, .vector_weight = 0};
+  options.neighbour_weight = 0;
+  options.directory_weight = 0;
+  options.long_turn_weight = 1;
+  FindOptions words_only = options;
+  words_only.long_turn_weight = 0;
+  words_only.limit = 5;
+  auto ranking = Find(*store_, "pottery", words_only);
+  ASSERT_OK(ranking);
+  ASSERT_EQ(ranking->size(), 5u);
+  EXPECT_EQ((*ranking)[4].uri.str(), "strata://resources/chat/s1/turn-5") << (*ranking)[4].reason;
+  auto hits = Find(*store_, "pottery", options);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-5") << (*hits)[0].reason;
+}
+
 TEST_P(StoreTest, StatManyReadsWhatStatReadsInTheOrderAsked) {
   const Uri odd = U("strata://resources/notes/say \"hi\" {x,y}");  // Quotes, braces and a comma.
   ASSERT_OK(store_->Write(U("strata://resources/notes/a"), "alpha content"));

@@ -87,7 +87,19 @@ CREATE TABLE store_index_snapshot_chunks(
   data BYTEA NOT NULL,
   PRIMARY KEY(snapshot_id, seq));
 )sql",
+    // 4: the full-text vocabulary, for respelling (docs/formats/postgres.md), filled from what is indexed.
+    R"sql(
+CREATE TABLE store_terms(term TEXT COLLATE "C" PRIMARY KEY);
+INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM store_nodes') ON CONFLICT DO NOTHING;
+)sql",
 };
+
+// Adds the lexemes of the rows with the ids in $1 to store_terms, in byte order (writes of one schema are
+// serialised by kWriteLock; the order keeps two schemas' writers, or a refill, from waiting on each other in
+// turn).
+constexpr std::string_view kAddTermsSql =
+    "INSERT INTO store_terms(term) SELECT DISTINCT unnest(tsvector_to_array(fts)) FROM store_nodes "
+    "WHERE id = ANY($1::bigint[]) ORDER BY 1 ON CONFLICT DO NOTHING";
 
 // A snapshot's graph file is stored in chunks of this many bytes (a bytea value holds at most 1 GB, and
 // smaller rows stream without holding the whole graph twice in memory).
@@ -444,16 +456,48 @@ class PgStore final : public ContextStore {
     std::vector<std::string> terms = QueryTerms(query);
     std::vector<ScoredUri> out;
     if (terms.empty() || limit == 0) return out;
+    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+    // Respelling in one statement: for each lexeme the vocabulary does not hold, the held lexemes of its ranges.
+    STRATA_ASSIGN_OR_RETURN(
+        std::vector<Respelling> respelt,
+        Respell(terms, [&](const std::vector<RespellAsk>& asks) -> Result<std::vector<std::vector<std::string>>> {
+          std::vector<std::string> index, lexemes, lows, highs;
+          for (size_t i = 0; i < asks.size(); ++i) {
+            for (const auto& [lo, hi] : asks[i].ranges) {
+              index.push_back(std::to_string(i));
+              lexemes.push_back(asks[i].lexeme);
+              lows.push_back(lo);
+              highs.push_back(hi);
+            }
+          }
+          STRATA_ASSIGN_OR_RETURN(
+              pg::Rows r, c->Exec("SELECT q.i, s.term FROM unnest($1::int[], $2::text[], $3::text[], $4::text[]) "
+                                  "AS q(i, lexeme, lo, hi) CROSS JOIN LATERAL (SELECT term FROM store_terms WHERE "
+                                  "term >= q.lo AND term < q.hi ORDER BY term LIMIT $5) s WHERE NOT EXISTS "
+                                  "(SELECT 1 FROM store_terms WHERE term = q.lexeme)",
+                                  {ArrayLiteral(index), ArrayLiteral(lexemes), ArrayLiteral(lows), ArrayLiteral(highs),
+                                   static_cast<int64_t>(kRespellCandidates)}));
+          std::vector<std::vector<std::string>> found(asks.size());
+          for (int row = 0; row < r.size(); ++row) {
+            STRATA_ASSIGN_OR_RETURN(int64_t i, r.Int(row, 0));
+            if (i < 0 || static_cast<size_t>(i) >= asks.size()) return Status::DataLoss("respelling: a row for no word");
+            STRATA_ASSIGN_OR_RETURN(std::string term, r.Text(row, 1));
+            found[static_cast<size_t>(i)].push_back(std::move(term));
+          }
+          return found;
+        }));
     // Any term, each a phrase query (a CJK bigram is two words) weighted by its inverse document frequency
     // as BM25 weighs it: ts_rank alone has no IDF, and a common word would count as much as a rare one.
     // The node count is the planner's estimate once the table is large (exact below 10,000 rows).
     std::vector<pg::Param> params;
     std::string values;
-    for (const std::string& t : terms) {
-      params.emplace_back(LexemeText(t));
+    auto add_query = [&](std::string lexemes) {
+      params.emplace_back(std::move(lexemes));
       values += (values.empty() ? "(" : ", (") + std::string("phraseto_tsquery('simple', $") +
                 std::to_string(params.size()) + "))";
-    }
+    };
+    for (const std::string& t : terms) add_query(LexemeText(t));
+    for (const Respelling& r : respelt) add_query(r.lexeme);
     std::string where = FilterSql(filter, &params);
     params.emplace_back(static_cast<int64_t>(limit));
     std::string sql =
@@ -466,7 +510,6 @@ class PgStore final : public ContextStore {
         "SELECT n.uri, n.is_dir, sum(w.idf * ts_rank(" + std::string(kRankWeights) + ", n.fts, w.query, 1)) AS rank, "
         "n.name, n.derived, n.abstract, n.overview, n.content FROM store_nodes n JOIN w ON n.fts @@ w.query "
         "WHERE TRUE" + where + " GROUP BY n.id ORDER BY rank DESC, n.uri LIMIT $" + std::to_string(params.size());
-    STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));
     for (int i = 0; i < r.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(std::string uri_text, r.Text(i, 0));
@@ -481,7 +524,8 @@ class PgStore final : public ContextStore {
       out.push_back({uri, is_dir == "t", rank, "", -1});
       if (out.size() > kExplainedRows) continue;  // Only the best rows are explained (as on SQLite).
       std::tie(out.back().detail, out.back().level) = LexicalDetail(
-          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview);
+          terms, MakeFtsRow(name, is_dir == "t", derived, abstract_text, overview, content), abstract_text, overview,
+          respelt);
     }
     return out;
   }
@@ -1158,6 +1202,9 @@ class PgStore final : public ContextStore {
                 .WithContext(n.uri.str()));
       }
     }
+    std::vector<int64_t> written;
+    for (const Row& row : plan.rows) written.push_back(row.id);
+    if (!written.empty()) STRATA_RETURN_IF_ERROR(c.Exec(std::string(kAddTermsSql), {IdArray(written)}).status());
     if (to_embed.empty()) return Status::Ok();
     STRATA_RETURN_IF_ERROR(BumpGeneration(c, &plan));
     for (size_t j = 0; j < to_embed.size(); ++j) {
@@ -1213,6 +1260,9 @@ class PgStore final : public ContextStore {
             c->Exec("UPDATE store_nodes SET fts = " + std::string(kFtsSql) + " WHERE id = $5", params).status());
       }
     }
+    STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM "
+                                   "store_nodes') ORDER BY 1 ON CONFLICT DO NOTHING")
+                               .status());
     STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_meta(key, value) VALUES ('fts_layout', $1) ON CONFLICT (key) "
                                    "DO UPDATE SET value = EXCLUDED.value",
                                    {kLexemeLayout})

@@ -472,17 +472,45 @@ class SqliteStore final : public ContextStore {
     return out;
   }
 
+  // `t` as one FTS5 phrase (quoted, its quotes doubled).
+  static std::string Phrase(std::string_view t) {
+    std::string out = "\"";
+    for (char c : t) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + '"';
+  }
+
   Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
     std::vector<std::string> terms = QueryTerms(query);
     std::vector<ScoredUri> out;
     if (terms.empty() || limit == 0) return out;
+    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
+    // Respelling: whether a word is held is asked of the index itself (its first match: half the time of a
+    // look-up in the vocabulary, which counts every match); the held lexemes near it are listed by fts_terms,
+    // an fts5vocab table of each connection.
+    STRATA_ASSIGN_OR_RETURN(
+        std::vector<Respelling> respelt,
+        Respell(terms, [&](const std::vector<RespellAsk>& asks) -> Result<std::vector<std::vector<std::string>>> {
+          Stmt first(Conn(), "SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT 1");
+          Stmt in_range(Conn(), "SELECT term FROM temp.fts_terms WHERE term >= ?1 AND term < ?2 LIMIT ?3");
+          std::vector<std::vector<std::string>> found(asks.size());
+          for (size_t i = 0; i < asks.size(); ++i) {
+            STRATA_ASSIGN_OR_RETURN(bool held, first.Reset().Bind(1, Phrase(asks[i].word)).Step());
+            if (held) continue;
+            for (const auto& [lo, hi] : asks[i].ranges) {
+              in_range.Reset().Bind(1, lo).Bind(2, hi).Bind(3, static_cast<int64_t>(kRespellCandidates));
+              while (true) {
+                STRATA_ASSIGN_OR_RETURN(bool row, in_range.Step());
+                if (!row) break;
+                found[i].push_back(in_range.Text(0));
+              }
+            }
+          }
+          return found;
+        }));
     std::string match;
-    for (const std::string& t : terms) {
-      if (!match.empty()) match += " OR ";
-      match += '"';
-      for (char c : t) match += c == '"' ? std::string("\"\"") : std::string(1, c);
-      match += '"';
-    }
+    for (const std::string& t : terms) match += (match.empty() ? "" : " OR ") + Phrase(t);
+    for (const Respelling& r : respelt) match += " OR " + Phrase(r.word);  // The tokenizer reads it as r.lexeme.
+
     // FTS5 ranks its matches itself (ORDER BY rank with the bm25 weights as the rank function) and the
     // store joins only the best of them: joining every match before sorting cost most of a search. A
     // filter beyond current_only may drop many of those best, so it joins every match; so does the second
@@ -498,7 +526,6 @@ class SqliteStore final : public ContextStore {
       return "SELECT n.uri, n.is_dir, f.rank, n.id FROM " + from + " JOIN nodes n ON n.id = f.rowid WHERE 1" +
              FilterSql(filter) + " ORDER BY f.rank LIMIT ?2";
     };
-    STRATA_ASSIGN_OR_RETURN(ReadScope scope, BeginRead());
     std::vector<int64_t> ids;
     for (bool best_only : {true, false}) {
       if (best_only && narrow) continue;
@@ -524,7 +551,8 @@ class SqliteStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(bool row, text.Step());
       if (!row) continue;
       std::tie(out[i].detail, out[i].level) =
-          LexicalDetail(terms, {text.Text(0), text.Text(1), text.Text(2), text.Text(3)}, text.Text(4), text.Text(5));
+          LexicalDetail(terms, {text.Text(0), text.Text(1), text.Text(2), text.Text(3)}, text.Text(4), text.Text(5),
+                        respelt);
     }
     return out;
   }
@@ -736,7 +764,20 @@ class SqliteStore final : public ContextStore {
             .ef_search = options_.hnsw_ef_search, .threads = options_.index_threads};
   }
 
+  // The SQL functions and the temporary tables every connection has: strata_fts_text, and fts_terms, the
+  // full-text index's vocabulary (an fts5vocab table over `fts`, which it reads when asked; respelling).
+  // fts_terms is in the connection's own temporary schema; a read-only connection's query_only is lifted to
+  // create it, and restored.
   static Status RegisterFunctions(Db& db) {
+    bool query_only = false;
+    {
+      Stmt q(db, "PRAGMA query_only");
+      STRATA_ASSIGN_OR_RETURN(bool row, q.Step());
+      query_only = row && q.Int(0) != 0;
+    }
+    if (query_only) STRATA_RETURN_IF_ERROR(db.Exec("PRAGMA query_only=0"));
+    STRATA_RETURN_IF_ERROR(db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_terms USING fts5vocab(main, 'fts', 'row')"));
+    if (query_only) STRATA_RETURN_IF_ERROR(db.Exec("PRAGMA query_only=1"));
     auto fts_text = [](sqlite3_context* ctx, int, sqlite3_value** argv) {
       const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
       std::string out = FtsText(text == nullptr ? "" : std::string_view(text, static_cast<size_t>(sqlite3_value_bytes(argv[0]))));
@@ -807,10 +848,10 @@ class SqliteStore final : public ContextStore {
                                              : conn->OpenReadOnly(dir_ + "/strata.db");
       STRATA_RETURN_IF_ERROR(opened.WithContext("read connection"));
       sqlite3_busy_timeout(conn->get(), static_cast<int>(options_.busy_timeout.count()));
+      STRATA_RETURN_IF_ERROR(RegisterFunctions(*conn));
       STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA query_only=1"));
       // Pages come from the shared file mapping instead of being copied into each connection's cache.
       STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA mmap_size=1073741824"));
-      STRATA_RETURN_IF_ERROR(RegisterFunctions(*conn));
     }
     // One read transaction for the scope: its statements share one snapshot and take the WAL read lock
     // (file-lock system calls) once, not once per statement (a search runs hundreds).

@@ -559,8 +559,117 @@ std::string PorterStemmer::MatchingWord(std::string_view text, std::string_view 
   return "";
 }
 
+namespace {
+
+bool RespellableLexeme(std::string_view lexeme) {
+  if (lexeme.size() < 4 || lexeme.size() > 64) return false;
+  return std::all_of(lexeme.begin(), lexeme.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+}
+
+// Optimal string alignment distance of `a` and `b`, or `most` + 1 once it must exceed `most`.
+size_t SpellingDistance(std::string_view a, std::string_view b, size_t most) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > most) return most + 1;
+  // Three rows of the dynamic programme: two back (for swaps), one back, this one.
+  std::vector<size_t> two(b.size() + 1), one(b.size() + 1), row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) one[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    row[0] = i;
+    size_t best = row[0];
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      row[j] = std::min({one[j] + 1, row[j - 1] + 1, one[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) row[j] = std::min(row[j], two[j - 2] + 1);
+      best = std::min(best, row[j]);
+    }
+    if (best > most) return most + 1;
+    std::swap(two, one);
+    std::swap(one, row);
+  }
+  return std::min(one[b.size()], most + 1);
+}
+
+}  // namespace
+
+std::vector<std::string> NearestLexemes(std::string_view word, std::string_view lexeme,
+                                        std::span<const std::string> held) {
+  std::vector<std::string> nearest;
+  // Both forms are compared: a slip can change what the stemmer strips ("torunament" is read as "toruna",
+  // far from "tournament", which is held whole), and the stem is nearer when the word is inflected.
+  std::string_view forms[2] = {lexeme, word};
+  size_t most[2];
+  bool any = false;
+  for (int f = 0; f < 2; ++f) {
+    most[f] = !RespellableLexeme(forms[f]) ? 0 : forms[f].size() >= 8 ? 2 : 1;
+    any = any || most[f] > 0;
+  }
+  if (!any) return nearest;
+  std::vector<std::pair<size_t, std::string_view>> found;
+  for (const std::string& h : held) {
+    if (h == lexeme || h == word || !RespellableLexeme(h)) continue;
+    size_t best = SIZE_MAX;
+    for (int f = 0; f < 2; ++f) {
+      if (most[f] == 0) continue;
+      size_t d = SpellingDistance(forms[f], h, most[f]);
+      if (d <= most[f]) best = std::min(best, d);
+    }
+    if (best != SIZE_MAX) found.emplace_back(best, h);
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  for (const auto& [d, h] : found) {
+    if (nearest.size() == 3 || d > found.front().first) break;
+    std::string searchable = SearchableWord(h);
+    if (searchable.empty()) continue;  // No query word is read as this lexeme.
+    if (IsStopWord(h) || IsStopWord(searchable)) continue;  // Queries leave them out ("iwth" is not "with").
+
+    nearest.emplace_back(h);
+  }
+  return nearest;
+}
+
+std::string SearchableWord(std::string_view lexeme) {
+  for (std::string_view ending : {"", "e", "s", "ing", "ed", "er", "es", "ly"}) {
+    std::string word = std::string(lexeme) + std::string(ending);
+    if (LexemeText(word) == lexeme) return word;
+  }
+  return "";
+}
+
+Result<std::vector<Respelling>> Respell(const std::vector<std::string>& terms, const NearbyLexemes& nearby) {
+  std::vector<RespellAsk> asks;
+  for (const std::string& t : terms) {
+    std::string word = AsciiLower(t);
+    std::string lexeme = LexemeText(t);
+    if (!RespellableLexeme(lexeme) && !RespellableLexeme(word)) continue;
+    if (lexeme.size() < 2 || std::any_of(asks.begin(), asks.end(), [&](const RespellAsk& a) { return a.lexeme == lexeme; })) {
+      continue;
+    }
+    RespellAsk ask{.word = t, .lexeme = lexeme, .ranges = {}};
+    const std::string prefixes[] = {lexeme.substr(0, 2), {lexeme[1], lexeme[0]}};
+    for (const std::string& lo : prefixes) {
+      if (!ask.ranges.empty() && lo == ask.ranges.front().first) break;  // "aa": one range.
+      std::string hi = lo;
+      ++hi.back();  // A letter: the next byte ends the range.
+      ask.ranges.emplace_back(lo, std::move(hi));
+    }
+    asks.push_back(std::move(ask));
+  }
+  std::vector<Respelling> out;
+  if (asks.empty()) return out;
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> found, nearby(asks));
+  if (found.size() != asks.size()) return Status::Internal("respelling: the store answered for another count of words");
+  for (size_t i = 0; i < asks.size(); ++i) {
+    for (std::string& n : NearestLexemes(AsciiLower(asks[i].word), asks[i].lexeme, found[i])) {
+      std::string word = SearchableWord(n);
+      out.push_back({asks[i].word, std::move(n), std::move(word)});
+    }
+  }
+  return out;
+}
+
 std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
-                                          std::string_view abstract_text, std::string_view overview) {
+                                          std::string_view abstract_text, std::string_view overview,
+                                          std::span<const Respelling> respelt) {
   std::string detail;
   int level = 3;
   static constexpr const char* kColumns[] = {"name", "abstract", "overview", "content"};
@@ -574,7 +683,13 @@ std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms,
   // A term the index matched through its stem ("researching" for "research") is shown with the word it matched.
   thread_local PorterStemmer stemmer;
   thread_local std::unordered_map<std::string, std::string> stems;  // Terms recur in every hit of a query.
-  for (const std::string& t : terms) {
+  // Each term with its label: the term itself, or the word asked for a respelt lexeme.
+  std::vector<std::pair<std::string_view, std::string_view>> labelled;
+  for (const std::string& t : terms) labelled.emplace_back(t, t);
+  for (const Respelling& r : respelt) labelled.emplace_back(r.asked, r.word);
+  for (size_t k = 0; k < labelled.size(); ++k) {
+    const auto [label, t] = labelled[k];
+    const bool respelling = k >= terms.size();
     std::string where;
     for (int c = 0; c < 4; ++c) {
       if (!FtsContainsTerm(*layers[c], t)) continue;
@@ -584,7 +699,7 @@ std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms,
     std::string matched;  // When the term itself is in no layer: the first word the index matched by its stem.
     if (where.empty()) {
       if (stems.size() > 4096) stems.clear();
-      auto [it, inserted] = stems.try_emplace(t);
+      auto [it, inserted] = stems.try_emplace(std::string(t));
       if (inserted) it->second = stemmer.Stem(t);
       for (int c = 0; c < 4; ++c) {
         std::string word = stemmer.MatchingWord(*layers[c], t, it->second);
@@ -595,7 +710,9 @@ std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms,
       }
     }
     if (where.empty()) continue;
-    detail += (detail.empty() ? "" : ", ") + t + " (" + where + (matched.empty() ? "" : ": \"" + matched + "\"") + ")";
+    if (respelling && matched.empty()) matched = t;
+    detail += (detail.empty() ? "" : ", ") + std::string(label) + " (" + where +
+              (matched.empty() ? "" : ": \"" + matched + "\"") + (respelling ? ", respelt)" : ")");
   }
   if (detail.empty()) return {"a word sharing a stem with the query", 2};
   return {detail, level == 3 ? 2 : level};

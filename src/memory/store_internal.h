@@ -151,12 +151,52 @@ inline constexpr std::string_view kLexemeLayout = "porter-unicode61-1";
 // (reading and examining each row's text cost more than the search itself once lists are long).
 inline constexpr size_t kExplainedRows = 50;
 
+// Respelling (docs/memory.md, "Finding things", step 1): a query word whose lexeme no node holds is also
+// searched by the held lexemes nearest it in spelling, so "restuarant" finds "restaurant".
+struct Respelling {
+  std::string asked;   // The query term ("funraiser").
+  std::string lexeme;  // A held lexeme searched in its place ("fundrais", as LexemeText makes it).
+  std::string word;    // A word read as that lexeme ("fundraise"): what a query searches it by.
+};
+
+// The held lexemes of each range [lo, hi) a respelling is looked for in, at most kRespellCandidates each.
+inline constexpr size_t kRespellCandidates = 5000;
+
+// Of `held`, the lexemes nearest the lower-cased query `word` or its `lexeme` (LexemeText) by optimal string
+// alignment distance (an insertion, deletion, substitution or swap of two neighbouring letters is one edit):
+// within 1 edit of a form of 4-7 letters, 2 of a longer one, at most 3 (the nearest first, then in byte order).
+// Only forms of 4-64 ASCII letters are respelt or offered, and only lexemes a query word can be read as
+// (SearchableWord) that are not stop words.
+std::vector<std::string> NearestLexemes(std::string_view word, std::string_view lexeme,
+                                        std::span<const std::string> held);
+
+// A word LexemeText reads as `lexeme` (Porter's stemmer is not idempotent: "fundrais" is read as "fundrai",
+// "fundraise" as "fundrais"): the lexeme itself or it with a common ending, or "" when none is.
+std::string SearchableWord(std::string_view lexeme);
+
+// A query word to respell if the store does not hold its lexeme, and the ranges [lo, hi) of held lexemes its
+// respellings are looked for in: those that share its first two letters, and those that begin with the two
+// swapped (a slip in the first two letters other than a swap is not respelt).
+struct RespellAsk {
+  std::string word;    // As asked.
+  std::string lexeme;  // LexemeText(word).
+  std::vector<std::pair<std::string, std::string>> ranges;
+};
+// For each ask, in order: nothing when the store holds its lexeme, else the held lexemes of its ranges (at most
+// kRespellCandidates per range). One call per query (on PostgreSQL one statement).
+using NearbyLexemes =
+    std::function<Result<std::vector<std::vector<std::string>>>(const std::vector<RespellAsk>& asks)>;
+
+// The respellings of `terms` (QueryTerms), from what `nearby` finds.
+Result<std::vector<Respelling>> Respell(const std::vector<std::string>& terms, const NearbyLexemes& nearby);
+
 // Which query terms matched which layers of a hit ("deploy (name+content), ..."), and the most abstract
 // layer a term matched (0, 1 or 2). `row` is the indexed text (MakeFtsRow); a leaf's derived layers, not
 // indexed, are taken from `abstract_text` / `overview`. A term matched only through its stem is shown with the
-// word it matched.
+// word it matched; a respelt one as `funraiser (content: "fundraiser", respelt)`.
 std::pair<std::string, int> LexicalDetail(const std::vector<std::string>& terms, FtsRow row,
-                                          std::string_view abstract_text, std::string_view overview);
+                                          std::string_view abstract_text, std::string_view overview,
+                                          std::span<const Respelling> respelt = {});
 
 // True when a node's metadata marks it superseded (a "valid_to" that is not null).
 bool IsSuperseded(std::string_view metadata);

@@ -926,6 +926,101 @@ TEST_P(StoreTest, FindReadsDeepEnoughForALongTurnToPassShortReactions) {
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-5") << (*hits)[0].reason;
 }
 
+TEST_P(StoreTest, AMisspeltWordIsSearchedByTheNearestHeldSpelling) {
+  ASSERT_OK(store_->Write(U("strata://resources/notes/fund"), "The shelter's fundraiser raised money for blankets."));
+  ASSERT_OK(store_->Write(U("strata://resources/notes/tour"), "Nate won the chess tournament in November."));
+  ASSERT_OK(store_->Write(U("strata://resources/notes/cash"), "Pay in cash at the front desk."));
+  ASSERT_OK(store_->Write(U("strata://resources/notes/crash"), "The server crash lost an hour of logs."));
+  // An inner slip ("funraiser": a letter left out) and a swap ("torunament").
+  for (const auto& [query, want, asked] : {std::tuple{"funraiser blankets", "fund", "funraiser"},
+                                           std::tuple{"torunament", "tour", "torunament"}}) {
+    auto hits = store_->Lexical(query, {}, 5);
+    ASSERT_OK(hits);
+    ASSERT_FALSE(hits->empty()) << query;
+    EXPECT_EQ((*hits)[0].uri.str(), std::string("strata://resources/notes/") + want) << query;
+    EXPECT_NE((*hits)[0].detail.find(std::string(asked) + " ("), std::string::npos) << (*hits)[0].detail;
+    EXPECT_NE((*hits)[0].detail.find("respelt"), std::string::npos) << (*hits)[0].detail;
+  }
+  // A word the store holds is never respelt: "cash" does not bring in "crash".
+  auto held = store_->Lexical("cash", {}, 5);
+  ASSERT_OK(held);
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].uri.str(), "strata://resources/notes/cash");
+  // Too short to respell (a lexeme of three letters), or too far (three edits), or a slip in the first two
+  // letters other than a swap: nothing.
+  for (const char* query : {"wun", "fxndxaisxr", "tpurnament"}) {
+    auto none = store_->Lexical(query, {}, 5);
+    ASSERT_OK(none);
+    EXPECT_TRUE(none->empty()) << query << ": " << (none->empty() ? "" : (*none)[0].detail);
+  }
+  // A word written later is respelt to as well, also with its first two letters swapped; find reaches it
+  // through the full-text list.
+  ASSERT_OK(store_->Write(U("strata://resources/notes/kiln"), "Pottery is fired overnight in the kiln."));
+  auto swapped = store_->Lexical("ikln", {}, 5);
+  ASSERT_OK(swapped);
+  ASSERT_EQ(swapped->size(), 1u);
+  EXPECT_EQ((*swapped)[0].uri.str(), "strata://resources/notes/kiln");
+  auto found = Find(*store_, "pottrey kiln", FindOptions{.limit = 3});
+  ASSERT_OK(found);
+  ASSERT_FALSE(found->empty());
+  EXPECT_EQ((*found)[0].uri.str(), "strata://resources/notes/kiln") << (*found)[0].reason;
+  EXPECT_NE((*found)[0].reason.find("pottrey ("), std::string::npos) << (*found)[0].reason;
+}
+
+TEST(RespellTest, TheNearestHeldLexemesWithinTheEditsALengthAllows) {
+  std::vector<std::string> held = {"fundrais", "fundament", "tournament", "tour", "touch", "caf\xc3\xa9", "n12345"};
+  auto nearest = [](std::string_view word, std::span<const std::string> in) {
+    return internal::NearestLexemes(word, internal::LexemeText(word), in);
+  };
+  EXPECT_EQ(nearest("funraiser", held), std::vector<std::string>{"fundrais"});  // By the stem.
+  // By the word: its slip changed what the stemmer strips ("toruna").
+  EXPECT_EQ(nearest("torunament", held), std::vector<std::string>{"tournament"});
+  EXPECT_EQ(nearest("toruname", held), std::vector<std::string>{});  // 3 edits from "tournament".
+  EXPECT_EQ(nearest("toux", held), (std::vector<std::string>{"tour"}));  // 4 letters: 1 edit.
+  EXPECT_EQ(nearest("tou", held), std::vector<std::string>{});            // Too short.
+  EXPECT_EQ(nearest("n12346", held), std::vector<std::string>{});         // Not letters.
+  EXPECT_EQ(nearest("tour", held), std::vector<std::string>{});           // Only others.
+  std::vector<std::string> stop = {"with", "would"};
+  EXPECT_EQ(nearest("iwth", stop), std::vector<std::string>{});  // Not to a stop word, which queries leave out.
+  // Ties: all at the least distance, in byte order, at most three; a lexeme no word is read as is skipped.
+  std::vector<std::string> ties = {"bark", "bard", "barn", "barb"};
+  EXPECT_EQ(nearest("barx", ties), (std::vector<std::string>{"barb", "bard", "bark"}));
+  EXPECT_EQ(internal::SearchableWord("fundrais"), "fundraise");  // "fundrais" itself is read as "fundrai".
+  EXPECT_EQ(internal::SearchableWord("kiln"), "kiln");
+  for (const char* lexeme : {"running", "tournament", "happi", "gener", "caress", "abl"}) {
+    std::string word = internal::SearchableWord(lexeme);
+    EXPECT_TRUE(word.empty() || internal::LexemeText(word) == lexeme) << lexeme << " as " << word;
+  }
+  // Hostile sizes: a 64-letter lexeme against 5,000 held ones of 64 letters, and longer ones ignored.
+  std::vector<std::string> many(5000, std::string(64, 'a'));
+  many.push_back(std::string(100000, 'a'));
+  EXPECT_EQ(nearest(std::string(63, 'a') + "b", many).size(), 1u);
+  // The driver: one call, with the two ranges of each word; a held word gets no respelling.
+  std::vector<internal::RespellAsk> asked;
+  auto respelt = internal::Respell(
+      {"funraiser", "blankets", "go", "aa"},
+      [&](const std::vector<internal::RespellAsk>& asks) -> Result<std::vector<std::vector<std::string>>> {
+        asked = asks;
+        return std::vector<std::vector<std::string>>{{"fundrais", "funni", "fundrais"}, {}};
+      });
+  ASSERT_OK(respelt);
+  ASSERT_EQ(asked.size(), 2u);  // "go" and "aa" are too short.
+  EXPECT_EQ(asked[0].word, "funraiser");
+  EXPECT_EQ(asked[0].lexeme, "funrais");
+  EXPECT_EQ(asked[0].ranges, (std::vector<std::pair<std::string, std::string>>{{"fu", "fv"}, {"uf", "ug"}}));
+  EXPECT_EQ(asked[1].lexeme, "blanket");
+  ASSERT_EQ(respelt->size(), 1u);  // "fundrais" once.
+  EXPECT_EQ((*respelt)[0].asked, "funraiser");
+  EXPECT_EQ((*respelt)[0].lexeme, "fundrais");
+  EXPECT_EQ((*respelt)[0].word, "fundraise");
+  // A store that answers for the wrong count is an error, not a crash.
+  auto wrong = internal::Respell(
+      {"funraiser"}, [](const std::vector<internal::RespellAsk>&) -> Result<std::vector<std::vector<std::string>>> {
+        return std::vector<std::vector<std::string>>{};
+      });
+  EXPECT_FALSE(wrong.ok());
+}
+
 TEST_P(StoreTest, StatManyReadsWhatStatReadsInTheOrderAsked) {
   const Uri odd = U("strata://resources/notes/say \"hi\" {x,y}");  // Quotes, braces and a comma.
   ASSERT_OK(store_->Write(U("strata://resources/notes/a"), "alpha content"));
@@ -1610,9 +1705,36 @@ TEST(PgStore, AStoreIndexedWithTheOldLayoutIsIndexedAgainOnOpen) {
   ASSERT_OK(after);
   ASSERT_EQ(after->size(), 1u);
   EXPECT_EQ((*after)[0].uri.str(), "strata://resources/config");
+  auto respelt = (*store)->Lexical("yanl", {}, 5);  // The vocabulary holds the new layout's words too.
+  ASSERT_OK(respelt);
+  ASSERT_EQ(respelt->size(), 1u);
   auto problems = (*store)->Check();
   ASSERT_OK(problems);
   EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);
+}
+
+TEST(PgStore, AStoreFromBeforeTheVocabularyRespellsAfterItsMigration) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32));
+  {
+    auto store = OpenPgStore(*url, {.embedder = embedder});
+    ASSERT_OK(store);
+    ASSERT_OK((*store)->Write(U("strata://resources/kiln"), "Pottery is fired overnight in the kiln."));
+    // As a store written before migration 4 is: no vocabulary.
+    auto conn = pg::Conn::Connect(*url);
+    ASSERT_OK(conn);
+    ASSERT_OK((*conn)->Exec("DROP TABLE store_terms"));
+    ASSERT_OK((*conn)->Exec("UPDATE strata_migrations SET version = 3 WHERE component = 'store'"));
+  }
+  auto store = OpenPgStore(*url, {.embedder = embedder});
+  ASSERT_OK(store);
+  auto hits = (*store)->Lexical("pottrey", {}, 5);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/kiln");
+  EXPECT_NE((*hits)[0].detail.find("pottrey (abstract+overview+content: \"pottery\", respelt)"), std::string::npos)
+      << (*hits)[0].detail;
 }
 
 

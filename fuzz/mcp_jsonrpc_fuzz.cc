@@ -16,12 +16,22 @@
 
 namespace {
 
+// The engine's data directory, removed when the process exits normally (a run that crashes leaves it, to look at).
+const std::string& DataDir() {
+  static const std::string dir =
+      (std::filesystem::temp_directory_path() / ("strata-mcp-fuzz-" + std::to_string(::getpid()))).string();
+  return dir;
+}
+
 strata::Engine* TheEngine() {
   static strata::Engine* engine = [] {
-    std::string dir = (std::filesystem::temp_directory_path() / ("strata-mcp-fuzz-" + std::to_string(::getpid()))).string();
-    auto opened = strata::Engine::Open({.data_dir = dir});
+    auto opened = strata::Engine::Open({.data_dir = DataDir()});
     if (!opened.ok()) std::abort();
-    return opened->release();
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(DataDir(), ec);
+    });
+    return opened->release();  // Never closed: its directory is removed at exit.
   }();
   return engine;
 }

@@ -94,12 +94,11 @@ INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM store_no
 )sql",
 };
 
-// Adds the lexemes of the rows with the ids in $1 to store_terms, in byte order (writes of one schema are
-// serialised by kWriteLock; the order keeps two schemas' writers, or a refill, from waiting on each other in
-// turn).
+// Adds the lexemes of the rows with the ids in $1 to store_terms (in the write's transaction, under
+// kWriteLock: writers of one store take turns, so two never insert the same new lexeme at once).
 constexpr std::string_view kAddTermsSql =
     "INSERT INTO store_terms(term) SELECT DISTINCT unnest(tsvector_to_array(fts)) FROM store_nodes "
-    "WHERE id = ANY($1::bigint[]) ORDER BY 1 ON CONFLICT DO NOTHING";
+    "WHERE id = ANY($1::bigint[]) ON CONFLICT DO NOTHING";
 
 // A snapshot's graph file is stored in chunks of this many bytes (a bytea value holds at most 1 GB, and
 // smaller rows stream without holding the whole graph twice in memory).
@@ -461,22 +460,26 @@ class PgStore final : public ContextStore {
     STRATA_ASSIGN_OR_RETURN(
         std::vector<Respelling> respelt,
         Respell(terms, [&](const std::vector<RespellAsk>& asks) -> Result<std::vector<std::vector<std::string>>> {
-          std::vector<std::string> index, lexemes, lows, highs;
+          std::vector<std::string> index, lexemes, lows, highs, shortest, longest;
           for (size_t i = 0; i < asks.size(); ++i) {
             for (const auto& [lo, hi] : asks[i].ranges) {
               index.push_back(std::to_string(i));
               lexemes.push_back(asks[i].lexeme);
               lows.push_back(lo);
               highs.push_back(hi);
+              shortest.push_back(std::to_string(asks[i].shortest));
+              longest.push_back(std::to_string(asks[i].longest));
             }
           }
           STRATA_ASSIGN_OR_RETURN(
-              pg::Rows r, c->Exec("SELECT q.i, s.term FROM unnest($1::int[], $2::text[], $3::text[], $4::text[]) "
-                                  "AS q(i, lexeme, lo, hi) CROSS JOIN LATERAL (SELECT term FROM store_terms WHERE "
-                                  "term >= q.lo AND term < q.hi ORDER BY term LIMIT $5) s WHERE NOT EXISTS "
-                                  "(SELECT 1 FROM store_terms WHERE term = q.lexeme)",
-                                  {ArrayLiteral(index), ArrayLiteral(lexemes), ArrayLiteral(lows), ArrayLiteral(highs),
-                                   static_cast<int64_t>(kRespellCandidates)}));
+              pg::Rows r,
+              c->Exec("SELECT q.i, s.term FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::int[], "
+                      "$6::int[]) AS q(i, lexeme, lo, hi, shortest, longest) CROSS JOIN LATERAL (SELECT term FROM "
+                      "store_terms WHERE term >= q.lo AND term < q.hi AND octet_length(term) BETWEEN q.shortest AND "
+                      "q.longest ORDER BY term LIMIT $7) s WHERE NOT EXISTS (SELECT 1 FROM store_terms WHERE term = "
+                      "q.lexeme)",
+                      {ArrayLiteral(index), ArrayLiteral(lexemes), ArrayLiteral(lows), ArrayLiteral(highs),
+                       ArrayLiteral(shortest), ArrayLiteral(longest), static_cast<int64_t>(kRespellCandidates)}));
           std::vector<std::vector<std::string>> found(asks.size());
           for (int row = 0; row < r.size(); ++row) {
             STRATA_ASSIGN_OR_RETURN(int64_t i, r.Int(row, 0));
@@ -1260,8 +1263,10 @@ class PgStore final : public ContextStore {
             c->Exec("UPDATE store_nodes SET fts = " + std::string(kFtsSql) + " WHERE id = $5", params).status());
       }
     }
+    // The vocabulary of the new layout only (migration 4 filled it from the old one).
+    STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_terms").status());
     STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM "
-                                   "store_nodes') ORDER BY 1 ON CONFLICT DO NOTHING")
+                                   "store_nodes') ON CONFLICT DO NOTHING")
                                .status());
     STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_meta(key, value) VALUES ('fts_layout', $1) ON CONFLICT (key) "
                                    "DO UPDATE SET value = EXCLUDED.value",

@@ -491,13 +491,15 @@ class SqliteStore final : public ContextStore {
         std::vector<Respelling> respelt,
         Respell(terms, [&](const std::vector<RespellAsk>& asks) -> Result<std::vector<std::vector<std::string>>> {
           Stmt first(Conn(), "SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT 1");
-          Stmt in_range(Conn(), "SELECT term FROM temp.fts_terms WHERE term >= ?1 AND term < ?2 LIMIT ?3");
+          Stmt in_range(Conn(), "SELECT term FROM temp.fts_terms WHERE term >= ?1 AND term < ?2 AND length(term) "
+                                "BETWEEN ?4 AND ?5 LIMIT ?3");
           std::vector<std::vector<std::string>> found(asks.size());
           for (size_t i = 0; i < asks.size(); ++i) {
             STRATA_ASSIGN_OR_RETURN(bool held, first.Reset().Bind(1, Phrase(asks[i].word)).Step());
             if (held) continue;
             for (const auto& [lo, hi] : asks[i].ranges) {
               in_range.Reset().Bind(1, lo).Bind(2, hi).Bind(3, static_cast<int64_t>(kRespellCandidates));
+              in_range.Bind(4, static_cast<int64_t>(asks[i].shortest)).Bind(5, static_cast<int64_t>(asks[i].longest));
               while (true) {
                 STRATA_ASSIGN_OR_RETURN(bool row, in_range.Step());
                 if (!row) break;

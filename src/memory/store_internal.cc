@@ -616,12 +616,14 @@ std::vector<std::string> NearestLexemes(std::string_view word, std::string_view 
   }
   std::sort(found.begin(), found.end());
   found.erase(std::unique(found.begin(), found.end()), found.end());
+  // Those a query can search by (SearchableWord) and that are not stop words ("iwth" is not "with": queries
+  // leave stop words out); of those, the nearest.
+  size_t nearest_distance = SIZE_MAX;
   for (const auto& [d, h] : found) {
-    if (nearest.size() == 3 || d > found.front().first) break;
+    if (nearest.size() == 3 || d > nearest_distance) break;
     std::string searchable = SearchableWord(h);
-    if (searchable.empty()) continue;  // No query word is read as this lexeme.
-    if (IsStopWord(h) || IsStopWord(searchable)) continue;  // Queries leave them out ("iwth" is not "with").
-
+    if (searchable.empty() || IsStopWord(h) || IsStopWord(searchable)) continue;
+    nearest_distance = d;
     nearest.emplace_back(h);
   }
   return nearest;
@@ -637,14 +639,23 @@ std::string SearchableWord(std::string_view lexeme) {
 
 Result<std::vector<Respelling>> Respell(const std::vector<std::string>& terms, const NearbyLexemes& nearby) {
   std::vector<RespellAsk> asks;
+  std::vector<std::string> searched;  // The lexemes the query searches already, respellings included.
+  for (const std::string& t : terms) searched.push_back(LexemeText(t));
   for (const std::string& t : terms) {
     std::string word = AsciiLower(t);
     std::string lexeme = LexemeText(t);
-    if (!RespellableLexeme(lexeme) && !RespellableLexeme(word)) continue;
+    // A stop word is searched only in a query of nothing else, and then as it is ("would" is not "world").
+    if (IsStopWord(word) || (!RespellableLexeme(lexeme) && !RespellableLexeme(word))) continue;
     if (lexeme.size() < 2 || std::any_of(asks.begin(), asks.end(), [&](const RespellAsk& a) { return a.lexeme == lexeme; })) {
       continue;
     }
-    RespellAsk ask{.word = t, .lexeme = lexeme, .ranges = {}};
+    // Candidates are as long as a form they can be within 2 edits of (the list is cut after kRespellCandidates
+    // in byte order: without this a large store's "re" range would end before "res").
+    RespellAsk ask{.word = t,
+                   .lexeme = lexeme,
+                   .ranges = {},
+                   .shortest = std::min(word.size(), lexeme.size()) - std::min<size_t>(2, std::min(word.size(), lexeme.size())),
+                   .longest = std::max(word.size(), lexeme.size()) + 2};
     const std::string prefixes[] = {lexeme.substr(0, 2), {lexeme[1], lexeme[0]}};
     for (const std::string& lo : prefixes) {
       if (!ask.ranges.empty() && lo == ask.ranges.front().first) break;  // "aa": one range.
@@ -660,6 +671,10 @@ Result<std::vector<Respelling>> Respell(const std::vector<std::string>& terms, c
   if (found.size() != asks.size()) return Status::Internal("respelling: the store answered for another count of words");
   for (size_t i = 0; i < asks.size(); ++i) {
     for (std::string& n : NearestLexemes(AsciiLower(asks[i].word), asks[i].lexeme, found[i])) {
+      // Searched once: a respelling that another query word is read as ("torunament tournament"), or that an
+      // earlier slip was respelt to, adds nothing.
+      if (std::find(searched.begin(), searched.end(), n) != searched.end()) continue;
+      searched.push_back(n);
       std::string word = SearchableWord(n);
       out.push_back({asks[i].word, std::move(n), std::move(word)});
     }

@@ -181,9 +181,11 @@ struct RespellAsk {
   std::string word;    // As asked.
   std::string lexeme;  // LexemeText(word).
   std::vector<std::pair<std::string, std::string>> ranges;
+  size_t shortest = 0, longest = 0;  // The lengths in bytes a candidate can have.
 };
-// For each ask, in order: nothing when the store holds its lexeme, else the held lexemes of its ranges (at most
-// kRespellCandidates per range). One call per query (on PostgreSQL one statement).
+// For each ask, in order: nothing when the store holds its lexeme, else the held lexemes of its ranges whose
+// length is within [shortest, longest] (at most kRespellCandidates per range). One call per query (on
+// PostgreSQL one statement).
 using NearbyLexemes =
     std::function<Result<std::vector<std::vector<std::string>>>(const std::vector<RespellAsk>& asks)>;
 

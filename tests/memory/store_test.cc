@@ -982,7 +982,10 @@ TEST(RespellTest, TheNearestHeldLexemesWithinTheEditsALengthAllows) {
   EXPECT_EQ(nearest("tour", held), std::vector<std::string>{});           // Only others.
   std::vector<std::string> stop = {"with", "would"};
   EXPECT_EQ(nearest("iwth", stop), std::vector<std::string>{});  // Not to a stop word, which queries leave out.
-  // Ties: all at the least distance, in byte order, at most three; a lexeme no word is read as is skipped.
+  // A stop word nearest does not hide a word a little farther.
+  std::vector<std::string> beyond = {"between", "betweenx"};
+  EXPECT_EQ(nearest("betweeen", beyond), std::vector<std::string>{"betweenx"});
+  // Ties: all at the least distance, in byte order, at most three.
   std::vector<std::string> ties = {"bark", "bard", "barn", "barb"};
   EXPECT_EQ(nearest("barx", ties), (std::vector<std::string>{"barb", "bard", "bark"}));
   EXPECT_EQ(internal::SearchableWord("fundrais"), "fundraise");  // "fundrais" itself is read as "fundrai".
@@ -1009,10 +1012,23 @@ TEST(RespellTest, TheNearestHeldLexemesWithinTheEditsALengthAllows) {
   EXPECT_EQ(asked[0].lexeme, "funrais");
   EXPECT_EQ(asked[0].ranges, (std::vector<std::pair<std::string, std::string>>{{"fu", "fv"}, {"uf", "ug"}}));
   EXPECT_EQ(asked[1].lexeme, "blanket");
+  EXPECT_EQ(asked[0].shortest, 5u);  // Within 2 bytes of "funrais" or "funraiser".
+  EXPECT_EQ(asked[0].longest, 11u);
   ASSERT_EQ(respelt->size(), 1u);  // "fundrais" once.
   EXPECT_EQ((*respelt)[0].asked, "funraiser");
   EXPECT_EQ((*respelt)[0].lexeme, "fundrais");
   EXPECT_EQ((*respelt)[0].word, "fundraise");
+  // A respelling another query word is read as, or that an earlier slip got, is searched once; a query of
+  // stop words alone is searched as it is.
+  auto twice = internal::Respell(
+      {"funraiser", "fundraiser", "fundrasier", "would"},
+      [&](const std::vector<internal::RespellAsk>& asks) -> Result<std::vector<std::vector<std::string>>> {
+        asked = asks;
+        return std::vector<std::vector<std::string>>(asks.size(), std::vector<std::string>{"fundrais"});
+      });
+  ASSERT_OK(twice);
+  EXPECT_EQ(asked.size(), 3u);  // Not "would".
+  EXPECT_TRUE(twice->empty());
   // A store that answers for the wrong count is an error, not a crash.
   auto wrong = internal::Respell(
       {"funraiser"}, [](const std::vector<internal::RespellAsk>&) -> Result<std::vector<std::vector<std::string>>> {
@@ -1695,6 +1711,9 @@ TEST(PgStore, AStoreIndexedWithTheOldLayoutIsIndexedAgainOnOpen) {
     ASSERT_OK(conn);
     ASSERT_OK((*conn)->Exec("UPDATE store_nodes SET fts = to_tsvector('english', content)"));
     ASSERT_OK((*conn)->Exec("DELETE FROM store_meta WHERE key = 'fts_layout'"));
+    // What migration 4 fills the vocabulary with from a store of the old layout.
+    ASSERT_OK((*conn)->Exec("INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM store_nodes') "
+                            "ON CONFLICT DO NOTHING"));
     auto before = (*store)->Lexical("yaml", {}, 5);
     ASSERT_OK(before);
     EXPECT_TRUE(before->empty()) << "the old layout keeps config.yaml whole";
@@ -1705,9 +1724,16 @@ TEST(PgStore, AStoreIndexedWithTheOldLayoutIsIndexedAgainOnOpen) {
   ASSERT_OK(after);
   ASSERT_EQ(after->size(), 1u);
   EXPECT_EQ((*after)[0].uri.str(), "strata://resources/config");
-  auto respelt = (*store)->Lexical("yanl", {}, 5);  // The vocabulary holds the new layout's words too.
+  auto respelt = (*store)->Lexical("yanl", {}, 5);  // The vocabulary holds the new layout's words,
   ASSERT_OK(respelt);
   ASSERT_EQ(respelt->size(), 1u);
+  auto conn = pg::Conn::Connect(*url);  // and not the old layout's.
+  ASSERT_OK(conn);
+  auto old_words = (*conn)->Exec("SELECT count(*) FROM store_terms WHERE term = 'config.yaml'");
+  ASSERT_OK(old_words);
+  auto old_count = old_words->Int(0, 0);
+  ASSERT_OK(old_count);
+  EXPECT_EQ(*old_count, 0);
   auto problems = (*store)->Check();
   ASSERT_OK(problems);
   EXPECT_TRUE(problems->empty()) << ::testing::PrintToString(*problems);

@@ -111,7 +111,7 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(EnsureFtsTokenizer());
       STRATA_RETURN_IF_ERROR(txn.Commit());
     }
-    STRATA_RETURN_IF_ERROR(RegisterFunctions(db_));
+    STRATA_RETURN_IF_ERROR(PrepareConnection(db_));
     embedder_ = options_.embedder ? options_.embedder : std::shared_ptr<Embedder>(NewLocalHashedEmbedder());
     if (embedder_->dimension() == 0) {  // Learn the dimension from one call.
       std::vector<std::string> probe = {"dimension probe"};
@@ -158,7 +158,7 @@ class SqliteStore final : public ContextStore {
     }
     STRATA_ASSIGN_OR_RETURN(std::string layout, MetaGet("fts_layout"));
     if (layout != kFtsLayout) return upgrade("was indexed for full text by another version");
-    STRATA_RETURN_IF_ERROR(RegisterFunctions(db_));
+    STRATA_RETURN_IF_ERROR(PrepareConnection(db_));
     embedder_ = options_.embedder ? options_.embedder : std::shared_ptr<Embedder>(NewLocalHashedEmbedder());
     if (embedder_->dimension() == 0) {
       std::vector<std::string> probe = {"dimension probe"};
@@ -512,7 +512,6 @@ class SqliteStore final : public ContextStore {
     std::string match;
     for (const std::string& t : terms) match += (match.empty() ? "" : " OR ") + Phrase(t);
     for (const Respelling& r : respelt) match += " OR " + Phrase(r.word);  // The tokenizer reads it as r.lexeme.
-
     // FTS5 ranks its matches itself (ORDER BY rank with the bm25 weights as the rank function) and the
     // store joins only the best of them: joining every match before sorting cost most of a search. A
     // filter beyond current_only may drop many of those best, so it joins every match; so does the second
@@ -770,7 +769,7 @@ class SqliteStore final : public ContextStore {
   // full-text index's vocabulary (an fts5vocab table over `fts`, which it reads when asked; respelling).
   // fts_terms is in the connection's own temporary schema; a read-only connection's query_only is lifted to
   // create it, and restored.
-  static Status RegisterFunctions(Db& db) {
+  static Status PrepareConnection(Db& db) {
     bool query_only = false;
     {
       Stmt q(db, "PRAGMA query_only");
@@ -850,7 +849,7 @@ class SqliteStore final : public ContextStore {
                                              : conn->OpenReadOnly(dir_ + "/strata.db");
       STRATA_RETURN_IF_ERROR(opened.WithContext("read connection"));
       sqlite3_busy_timeout(conn->get(), static_cast<int>(options_.busy_timeout.count()));
-      STRATA_RETURN_IF_ERROR(RegisterFunctions(*conn));
+      STRATA_RETURN_IF_ERROR(PrepareConnection(*conn));
       STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA query_only=1"));
       // Pages come from the shared file mapping instead of being copied into each connection's cache.
       STRATA_RETURN_IF_ERROR(conn->Exec("PRAGMA mmap_size=1073741824"));

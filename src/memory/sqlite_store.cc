@@ -30,14 +30,11 @@ using namespace internal;  // NOLINT: the backends' shared rules.
 constexpr int kSchemaVersion = 1;
 constexpr std::string_view kRootParent = "strata://";
 
-// The full-text tokenizer: Unicode word breaks without diacritics, then Porter stemming, so "preferences"
-// finds "preference" (CJK text is pre-split into characters by FtsText and passes the stemmer unchanged). A
-// store whose meta.fts_layout differs has its full-text index rebuilt from the nodes on open.
 // The parent `p` of a leaf is a sequence (its metadata says "ordered": true).
 constexpr std::string_view kOrderedSql =
     "(CASE WHEN json_valid(p.metadata) THEN json_extract(p.metadata, '$.ordered') END) = 1";
-constexpr std::string_view kFtsTokenizer = "porter unicode61 remove_diacritics 2";
-// meta.fts_layout: the tokenizer and the row layout (MakeFtsRow); a store with another value is reindexed.
+// meta.fts_layout: the tokenizer (kFtsTokenizer) and the row layout (MakeFtsRow); a store whose meta.fts_layout
+// differs has its full-text index rebuilt from the nodes on open.
 constexpr std::string_view kFtsLayout = "porter unicode61 remove_diacritics 2; leaf-derived-layers-omitted";
 
 // The same rule in SQL over nodes n, for Check().

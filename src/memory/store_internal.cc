@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 #include <libstemmer.h>
+#include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
 #include "fts_text.h"
@@ -500,22 +501,87 @@ std::string PorterStemmer::Stem(std::string_view word) {
   return {reinterpret_cast<const char*>(out), static_cast<size_t>(sb_stemmer_length(stemmer_))};
 }
 
+namespace {
+
+// kFtsTokenizer of a private in-memory SQLite database (one per thread: a tokenizer is not thread-safe).
+class EmbeddedTokenizer {
+ public:
+  EmbeddedTokenizer() {
+    if (sqlite3_open(":memory:", &db_) != SQLITE_OK) return;
+    fts5_api* api = nullptr;
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_, "SELECT fts5(?1)", -1, &stmt, nullptr) == SQLITE_OK) {
+      sqlite3_bind_pointer(stmt, 1, &api, "fts5_api_ptr", nullptr);
+      sqlite3_step(stmt);
+    }
+    sqlite3_finalize(stmt);
+    if (api == nullptr || api->iVersion < 2) return;
+    // "porter unicode61 remove_diacritics 2": the wrapper's name, then its arguments.
+    std::vector<std::string> words;
+    std::string spec(kFtsTokenizer);
+    for (size_t start = 0; start < spec.size();) {
+      size_t end = std::min(spec.find(' ', start), spec.size());
+      words.push_back(spec.substr(start, end - start));
+      start = end + 1;
+    }
+    std::vector<const char*> args;
+    for (size_t i = 1; i < words.size(); ++i) args.push_back(words[i].c_str());
+    void* user = nullptr;
+    if (api->xFindTokenizer(api, words[0].c_str(), &user, &methods_) != SQLITE_OK) return;
+    if (methods_.xCreate(user, args.data(), static_cast<int>(args.size()), &tokenizer_) != SQLITE_OK) {
+      tokenizer_ = nullptr;
+    }
+  }
+  ~EmbeddedTokenizer() {
+    if (tokenizer_ != nullptr) methods_.xDelete(tokenizer_);
+    if (db_ != nullptr) sqlite3_close(db_);
+  }
+  EmbeddedTokenizer(const EmbeddedTokenizer&) = delete;  // Owns the database and the tokenizer.
+  EmbeddedTokenizer& operator=(const EmbeddedTokenizer&) = delete;
+
+  // The tokens of `text` joined by spaces; false when SQLite's FTS5 is not available.
+  bool Tokenize(std::string_view text, std::string* out) {
+    if (tokenizer_ == nullptr) return false;
+    auto on_token = [](void* ctx, int flags, const char* token, int bytes, int, int) -> int {
+      if ((flags & FTS5_TOKEN_COLOCATED) != 0 || bytes <= 0) return SQLITE_OK;
+      auto* joined = static_cast<std::string*>(ctx);
+      if (!joined->empty()) joined->push_back(' ');
+      joined->append(token, static_cast<size_t>(bytes));
+      return SQLITE_OK;
+    };
+    return methods_.xTokenize(tokenizer_, out, FTS5_TOKENIZE_DOCUMENT, text.data(), static_cast<int>(text.size()),
+                              on_token) == SQLITE_OK;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  fts5_tokenizer methods_{};
+  Fts5Tokenizer* tokenizer_ = nullptr;
+};
+
+}  // namespace
+
 std::string LexemeText(std::string_view text, size_t max_bytes) {
   if (text.size() > max_bytes) {
     size_t cut = max_bytes;
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
     text = text.substr(0, cut);
   }
-  thread_local PorterStemmer stemmer;
   std::string spaced = FtsText(text);
-  std::string out, word;
+  thread_local EmbeddedTokenizer tokenizer;
+  std::string out;
   out.reserve(spaced.size());
+  if (tokenizer.Tokenize(spaced, &out)) return out;
+  // No FTS5 in this SQLite (the embedded store could not work either): ASCII case folding and Porter's
+  // stemmer, which agree with it on ASCII text.
+  out.clear();
+  thread_local PorterStemmer stemmer;
+  std::string word;
   auto flush = [&] {
     if (word.empty()) return;
     for (char& c : word) {
       if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     }
-    // FTS5's porter leaves words shorter than 3 or longer than 64 bytes as they are.
     if (!out.empty()) out += ' ';
     out += word.size() >= 3 && word.size() <= 64 ? stemmer.Stem(word) : word;
     word.clear();

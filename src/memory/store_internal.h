@@ -138,14 +138,22 @@ class PorterStemmer {
   ::sb_stemmer* stemmer_;
 };
 
-// `text` (its first `max_bytes`, cut on a character boundary) as the embedded index's tokenizer reads it
-// (SQLite FTS5's `porter unicode61` over FtsText): words of letters and digits — punctuation of every kind
-// separates them, so `config.yaml`, `ops@example.com` and `docs/CHANGES.md` are words each — lower-cased,
-// words of 3-64 bytes Porter-stemmed, each CJK character a word; joined by spaces. The PostgreSQL store
-// indexes and queries this with the `simple` configuration (no stemming, no stop words of its own), so both
-// backends find the same words.
+// The full-text tokenizer of the embedded store (SQLite FTS5): Unicode word breaks, case folded and diacritics
+// removed, then Porter stemming, so "preferences" finds "preference" and "cafe" finds "café" (CJK text is
+// pre-split into characters by FtsText and passes the stemmer unchanged).
+inline constexpr std::string_view kFtsTokenizer = "porter unicode61 remove_diacritics 2";
+
+// `text` (its first `max_bytes`, cut on a character boundary) as the embedded index reads it: FtsText, then
+// SQLite's own kFtsTokenizer, run in process (an FTS5 tokenizer of a per-thread in-memory database) — words
+// of letters and digits (punctuation of every kind separates them, so `config.yaml`, `ops@example.com` and
+// `docs/CHANGES.md` are words each), case folded, diacritics removed, words of 3-64 bytes Porter-stemmed, each
+// CJK character a word; joined by spaces. The PostgreSQL store indexes and queries this with the `simple`
+// configuration (no stemming, no stop words of its own), so both backends find the same words
+// (LexemeTextTest checks them against an FTS5 index of the same text).
 std::string LexemeText(std::string_view text, size_t max_bytes = std::string_view::npos);
-inline constexpr std::string_view kLexemeLayout = "porter-unicode61-1";
+// The word layout PostgreSQL's full text was computed with; a store with another is indexed again on open.
+// 1: ASCII case folding only (accented and non-Latin words differed from SQLite's); 2: SQLite's tokenizer.
+inline constexpr std::string_view kLexemeLayout = "porter-unicode61-2";
 
 // The best rows of a full-text list that are explained (LexicalDetail); the rest have no detail and level -1
 // (reading and examining each row's text cost more than the search itself once lists are long).

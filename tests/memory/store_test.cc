@@ -17,6 +17,7 @@
 #include "strata/memory/retrieval.h"
 #include "strata/memory/pg_store.h"
 #include "strata/memory/sqlite_store.h"
+#include "memory/fts_text.h"
 #include "memory/store_internal.h"
 #include "memory/turns.h"
 #include "pg.h"
@@ -926,6 +927,18 @@ TEST_P(StoreTest, FindReadsDeepEnoughForALongTurnToPassShortReactions) {
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-5") << (*hits)[0].reason;
 }
 
+TEST_P(StoreTest, AccentsAndCaseDoNotDecideWhatIsFoundOnEitherBackend) {
+  ASSERT_OK(store_->Write(U("strata://resources/notes/cafe"), "A naïve café owner in São Paulo."));
+  ASSERT_OK(store_->Write(U("strata://resources/notes/moscow"), "Встреча в Москве, ΑΘΗΝΑ next."));
+  for (const auto& [query, want] : {std::pair{"cafe", "cafe"}, std::pair{"NAIVE", "cafe"}, std::pair{"sao", "cafe"},
+                                    std::pair{"москве", "moscow"}, std::pair{"αθηνα", "moscow"}}) {
+    auto hits = store_->Lexical(query, {}, 5);
+    ASSERT_OK(hits);
+    ASSERT_EQ(hits->size(), 1u) << query;
+    EXPECT_EQ((*hits)[0].uri.str(), std::string("strata://resources/notes/") + want) << query;
+  }
+}
+
 TEST_P(StoreTest, AMisspeltWordIsSearchedByTheNearestHeldSpelling) {
   ASSERT_OK(store_->Write(U("strata://resources/notes/fund"), "The shelter's fundraiser raised money for blankets."));
   ASSERT_OK(store_->Write(U("strata://resources/notes/tour"), "Nate won the chess tournament in November."));
@@ -965,6 +978,48 @@ TEST_P(StoreTest, AMisspeltWordIsSearchedByTheNearestHeldSpelling) {
   ASSERT_FALSE(found->empty());
   EXPECT_EQ((*found)[0].uri.str(), "strata://resources/notes/kiln") << (*found)[0].reason;
   EXPECT_NE((*found)[0].reason.find("pottrey ("), std::string::npos) << (*found)[0].reason;
+}
+
+// PostgreSQL indexes LexemeText; SQLite its own tokenizer (`porter unicode61 remove_diacritics 2`). The two
+// must make the same lexemes of the same text, or a word is found on one backend and not the other.
+TEST(LexemeTextTest, MakesTheLexemesOfTheEmbeddedIndexsTokenizer) {
+  const char* texts[] = {
+      "Edit config.yaml to move the port; mail ops@example.com or read docs/CHANGES.md.",
+      "A naïve café owner in São Paulo met Zoë and Ærøskøbing's mayor: résumé, façade, jalapeño, Ångström.",
+      "Straße, Œuvre, Łódź, Dvořák, Škoda, İstanbul, ĳssel, Ǆ, ﬁne ligatures, ＦＵＬＬ width, ½ and ²",
+      "Running runners ran; generalization, happiness, caresses, ponies, relational, agreed, plastered.",
+      "数据库 的 設計 と 한국어 mixed with English words",
+      "under_score hyphen-ated apostrophe's don't 3.14 v2 x86_64 0xFF",
+      "ΑΘΗΝΑ Москва Ελληνικά русский текст",
+  };
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+  std::unique_ptr<sqlite3, decltype(&sqlite3_close)> owned(db, &sqlite3_close);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2');"
+                             "CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  std::set<std::string> want, got;
+  for (const char* text : texts) {
+    sqlite3_stmt* ins = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO t(x) VALUES (?)", -1, &ins, nullptr), SQLITE_OK);
+    std::string spaced = FtsText(text);  // As the store writes it (a CJK character a word).
+    sqlite3_bind_text(ins, 1, spaced.c_str(), static_cast<int>(spaced.size()), SQLITE_TRANSIENT);
+    EXPECT_EQ(sqlite3_step(ins), SQLITE_DONE);
+    sqlite3_finalize(ins);
+    std::istringstream words(internal::LexemeText(text));
+    for (std::string w; words >> w;) got.insert(w);
+  }
+  sqlite3_stmt* terms = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT term FROM v", -1, &terms, nullptr), SQLITE_OK);
+  while (sqlite3_step(terms) == SQLITE_ROW) want.insert(reinterpret_cast<const char*>(sqlite3_column_text(terms, 0)));
+  sqlite3_finalize(terms);
+  std::vector<std::string> only_sqlite, only_lexemes;
+  std::set_difference(want.begin(), want.end(), got.begin(), got.end(), std::back_inserter(only_sqlite));
+  std::set_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(only_lexemes));
+  EXPECT_TRUE(only_sqlite.empty() && only_lexemes.empty())
+      << "only SQLite's: " << ::testing::PrintToString(only_sqlite)
+      << "\nonly LexemeText's: " << ::testing::PrintToString(only_lexemes);
 }
 
 TEST(RespellTest, TheNearestHeldLexemesWithinTheEditsALengthAllows) {

@@ -712,15 +712,15 @@ Result<std::vector<Respelling>> Respell(const std::vector<std::string>& terms, c
     std::string lexeme = LexemeText(t);
     // A stop word is searched only in a query of nothing else, and then as it is ("would" is not "world").
     if (IsStopWord(word) || (!RespellableLexeme(lexeme) && !RespellableLexeme(word))) continue;
-    if (lexeme.size() < 2 || std::any_of(asks.begin(), asks.end(), [&](const RespellAsk& a) { return a.lexeme == lexeme; })) {
-      continue;
-    }
+    auto asked_already = [&](const RespellAsk& a) { return a.lexeme == lexeme; };
+    if (lexeme.size() < 2 || std::any_of(asks.begin(), asks.end(), asked_already)) continue;
     // Candidates are as long as a form they can be within 2 edits of (the list is cut after kRespellCandidates
     // in byte order: without this a large store's "re" range would end before "res").
+    const size_t shorter = std::min(word.size(), lexeme.size());
     RespellAsk ask{.word = t,
                    .lexeme = lexeme,
                    .ranges = {},
-                   .shortest = std::min(word.size(), lexeme.size()) - std::min<size_t>(2, std::min(word.size(), lexeme.size())),
+                   .shortest = shorter - std::min<size_t>(2, shorter),
                    .longest = std::max(word.size(), lexeme.size()) + 2};
     const std::string prefixes[] = {lexeme.substr(0, 2), {lexeme[1], lexeme[0]}};
     for (const std::string& lo : prefixes) {

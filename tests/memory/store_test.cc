@@ -1020,6 +1020,16 @@ TEST(LexemeTextTest, MakesTheLexemesOfTheEmbeddedIndexsTokenizer) {
   EXPECT_TRUE(only_sqlite.empty() && only_lexemes.empty())
       << "only SQLite's: " << ::testing::PrintToString(only_sqlite)
       << "\nonly LexemeText's: " << ::testing::PrintToString(only_lexemes);
+  // Any bytes (invalid UTF-8, NUL, lone continuation bytes) give words separated by single spaces, and a cut
+  // at max_bytes never splits a character's bytes from its start.
+  std::mt19937 rng(20261127);
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes(rng() % 300, '\0');
+    for (char& b : bytes) b = static_cast<char>(rng() % 4 == 0 ? 0x80 | (rng() % 64) : rng() % 256);
+    std::string lexemes = internal::LexemeText(bytes, rng() % 320);
+    ASSERT_EQ(lexemes.find("  "), std::string::npos);
+    ASSERT_TRUE(lexemes.empty() || (lexemes.front() != ' ' && lexemes.back() != ' '));
+  }
 }
 
 TEST(RespellTest, TheNearestHeldLexemesWithinTheEditsALengthAllows) {

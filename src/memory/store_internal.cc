@@ -707,9 +707,10 @@ Result<std::vector<Respelling>> Respell(const std::vector<std::string>& terms, c
   std::vector<RespellAsk> asks;
   std::vector<std::string> searched;  // The lexemes the query searches already, respellings included.
   for (const std::string& t : terms) searched.push_back(LexemeText(t));
-  for (const std::string& t : terms) {
+  for (size_t k = 0; k < terms.size(); ++k) {
+    const std::string& t = terms[k];
     std::string word = AsciiLower(t);
-    std::string lexeme = LexemeText(t);
+    const std::string& lexeme = searched[k];
     // A stop word is searched only in a query of nothing else, and then as it is ("would" is not "world").
     if (IsStopWord(word) || (!RespellableLexeme(lexeme) && !RespellableLexeme(word))) continue;
     auto asked_already = [&](const RespellAsk& a) { return a.lexeme == lexeme; };

@@ -25,6 +25,7 @@ struct SessionArgs {
   std::string id, user, agent, text, role = "user", message, scope, category, uri, to, focus, encoding = "o200k_base";
   bool wait = false, force = false, commit = false;
   std::string file, format;
+  int archive = 0;
   int64_t checkpoint = -1, max_tokens = 128'000, reserve = 4'096, tokens = 0;
 };
 
@@ -92,6 +93,11 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
     STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(a.id, {.wait = a.wait}));
     Print(views::CommitView(a.id, outcome));
     return outcome.phase2;
+  }
+  if (cmd == "diff") {
+    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, engine->ArchiveDiff(a.id, a.archive));
+    Print(views::CommitDiffView(diff));
+    return Status::Ok();
   }
   if (cmd == "work") {
     STRATA_ASSIGN_OR_RETURN(WorkReport report, engine->Work());
@@ -229,6 +235,9 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   CLI::App* commit = sub("commit", "Archive the current messages and queue phase 2", true);
   commit->add_option("ID", a->id)->required();
   commit->add_flag("--wait", a->wait, "Run phase 2 now and print what it changed");
+  CLI::App* diff = sub("diff", "Print what phase 2 changed for one archive (as commit --wait prints it)", false);
+  diff->add_option("ID", a->id)->required();
+  diff->add_option("ARCHIVE", a->archive, "The archive's number (a commit's \"archive\")")->required()->check(CLI::PositiveNumber);
   sub("work", "Run queued phase-2 jobs (summaries, extraction, dedup)", true);
   sub("checkpoint", "Mark the current end of a session's messages; prints the checkpoint id", false)
       ->add_option("ID", a->id)->required();

@@ -469,6 +469,12 @@ class PyEngine {
       return views::CommitView(id, outcome);
     })));
   }
+  py::object ArchiveDiff(const std::string& id, int archive) {
+    return Record("CommitDiff", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, e.ArchiveDiff(id, archive));
+      return views::CommitDiffView(diff);
+    })));
+  }
   py::object SessionStatus(const std::string& id) {
     return Record("SessionStatus", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(strata::SessionStatus status, e.GetSessionStatus(id));
@@ -792,6 +798,8 @@ phase 2 runs now and the outcome has its state and diff (or an error when it did
 )doc")
       .def("session_status", &PyEngine::SessionStatus, py::arg("session_id"),
            "The session's archives and their phase-2 tasks (SessionStatus).")
+      .def("archive_diff", &PyEngine::ArchiveDiff, py::arg("session_id"), py::arg("archive"),
+           "What phase 2 changed for one of the session's archives (CommitDiff); FailedPreconditionError until it is done.")
       .def("retry", &PyEngine::Retry, py::arg("session_id") = "",
            "Requeues failed phase-2 work (of one session, or all); returns how many tasks.")
       .def("work", &PyEngine::Work, "Runs pending phase-2 work now (WorkReport).")

@@ -27,7 +27,7 @@ import urllib.request
 from typing import Any, Iterator
 
 from .errors import StrataError, error_class
-from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitOutcome, FindResult, GrepMatch,
+from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, FindResult, GrepMatch,
                     ImportReport, Node, NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
 
 __all__ = ["Client"]
@@ -295,7 +295,8 @@ class Client:
 
     def commit(self, session_id: str, *, wait: bool = False, timeout: float | None = None) -> CommitOutcome:
         """Archives the session's messages; phase 2 runs on the server's worker. With wait=True, returns once
-        that task has finished (done or dead), with the archive's ``state``."""
+        that task has finished (done or dead), with the archive's ``state`` and, when it is done, its ``diff``
+        (what Engine.commit(wait=True) returns in process)."""
         view = self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/commit")
         if not wait:
             return CommitOutcome(view)
@@ -310,7 +311,13 @@ class Client:
                     view["error"] = archive.error
         if task is not None and task.state == "dead" and "error" not in view:
             view["error"] = task.get("last_error", "phase 2 failed")
+        if view.get("state") == "done":
+            view["diff"] = self.archive_diff(session_id, view["archive"])
         return CommitOutcome(view)
+
+    def archive_diff(self, session_id: str, archive: int) -> CommitDiff:
+        """What phase 2 changed for one of the session's archives (FailedPreconditionError until it is done)."""
+        return CommitDiff(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/archives/{int(archive)}/diff"))
 
     def session_status(self, session_id: str) -> SessionStatus:
         return SessionStatus(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/status"))

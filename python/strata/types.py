@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 __all__ = [
     "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
-    "SessionStatus", "CommitOutcome", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
+    "SessionStatus", "CommitOutcome", "CommitDiff", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
     "WorkReport", "ImportReport", "ChatImportReport", "AddReport",
 ]
 
@@ -167,15 +167,23 @@ class SessionStatus(Record):
 
 
 class Change(Record):
-    """One memory change: ``action`` (create, update, merge, skip, delete), ``uri``, ``reason``."""
+    """One memory change: ``action`` (create, merge, supersede, skip), ``uri``, ``reason``."""
     __slots__ = ()
+
+
+class CommitDiff(Record):
+    """What one archive's phase 2 changed: ``session``, ``archive``, ``summary``, ``candidates`` (how many
+    memories extraction proposed) and ``changes`` (Change records)."""
+    __slots__ = ()
+    _nested = {"changes": Change}
 
 
 class CommitOutcome(Record):
     """A commit: ``session``, ``archive`` (its number), ``messages`` archived, ``task_id`` (the phase-2
-    task); after ``wait=True`` also ``state`` and ``diff`` ({summary, candidates, changes}), and ``error``
+    task); after ``wait=True`` also ``state``, ``diff`` (a CommitDiff, once phase 2 is done) and ``error``
     when phase 2 did not finish (it is retried later)."""
     __slots__ = ()
+    _nested = {"diff": CommitDiff}
 
 
 class AuditEntry(Record):

@@ -71,12 +71,24 @@ def test_sessions_commit_and_task_events_over_http(server):
     assert alice.count_tokens("hello world") == strata.count_tokens("hello world") == 2
 
 
-def test_commit_wait_follows_the_task_to_its_end(server):
+def test_commit_wait_follows_the_task_to_its_end(server, tmp_path):
     alice = strata.Client(server.url, server.key("alice"))
     alice.create_session(session_id="s")
     alice.add_messages("s", {"role": "user", "content": "I always take the aisle seat."})
     outcome = alice.commit("s", wait=True, timeout=60)
     assert outcome.state == "done" and outcome.session == "s" and outcome.messages == 1
+    # What phase 2 changed, as Engine.commit(wait=True) reports it in process.
+    assert isinstance(outcome.diff, strata.CommitDiff)
+    assert (outcome.diff.session, outcome.diff.archive, outcome.diff.candidates) == ("s", 1, 1)
+    assert outcome.diff.summary == "Alice talked about seats."
+    assert [(c.action, c.uri) for c in outcome.diff.changes] == [("create", "strata://user/alice/memories/preferences/seat")]
+    local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
+    assert local.archive_diff("s", 1) == outcome.diff == alice.archive_diff("s", 1)
+    local.close()
+    with pytest.raises(strata.NotFoundError):
+        alice.archive_diff("s", 2)
+    with pytest.raises(strata.NotFoundError):
+        strata.Client(server.url, server.key("bob")).archive_diff("s", 1)
 
 
 def test_the_same_question_gets_the_same_answer_in_process_and_over_http(server, tmp_path):

@@ -101,6 +101,7 @@ def test_sessions_commit_and_memories_with_a_scripted_model(engine):
     assert isinstance(outcome, strata.CommitOutcome)
     assert (outcome.session, outcome.archive, outcome.messages, outcome.state) == ("trip", 1, 2, "done")
     assert [c["uri"] for c in outcome.diff["changes"]] == ["strata://user/alice/memories/preferences/seat"]
+    assert engine.archive_diff("trip", 1) == outcome.diff
     status = engine.session_status("trip")
     assert status.archives[0].state == "done" and status.jobs[0].finished
     assert engine.task(outcome.task_id).state == "done"
@@ -109,6 +110,12 @@ def test_sessions_commit_and_memories_with_a_scripted_model(engine):
     history = engine.history("strata://user/alice/memories/preferences/seat")
     assert history[0].action == "create" and history[0].session == "trip"
     assert engine.changes("strata://user/alice")[0].uri == "strata://user/alice/memories/preferences/seat"
+    engine.add_messages("trip", {"role": "user", "content": "And a window seat on short ones."})
+    assert engine.commit("trip").archive == 2
+    with pytest.raises(strata.FailedPreconditionError, match="archive 2 is archived"):
+        engine.archive_diff("trip", 2)
+    with pytest.raises(strata.NotFoundError):
+        engine.archive_diff("trip", 3)
     engine.delete_session("trip", force=True)
     with pytest.raises(strata.NotFoundError):
         engine.get_session("trip")

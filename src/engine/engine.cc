@@ -386,6 +386,13 @@ Result<SessionStatus> Engine::GetSessionStatus(std::string_view id) {
   });
 }
 
+Result<session::CommitDiff> Engine::ArchiveDiff(std::string_view id, int archive) {
+  return Guard("session archive diff", [&]() -> Result<session::CommitDiff> {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    return session::ReadCommitDiff(*s, id, archive);
+  });
+}
+
 Result<WorkReport> Engine::Work(const Canceller* cancel) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "phase 2 (session work)"));
   return Guard("session work", [&]() -> Result<WorkReport> {

@@ -7,6 +7,20 @@
 #include "strata/message/message_json.h"
 
 namespace strata::server {
+namespace {
+
+// A path segment that must be a positive integer ("the task id", "the archive number").
+Result<int64_t> PositivePathInt(const std::string& text, std::string_view what) {
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value <= 0) {
+    return Status::InvalidArgument(std::string(what) + " " + json::QuoteForError(text, 40) + " is not a positive integer");
+  }
+  return value;
+}
+
+}  // namespace
 
 void Server::Impl::AddSessionRoutes() {
   // ---- Sessions ----
@@ -102,6 +116,16 @@ void Server::Impl::AddSessionRoutes() {
     return views::SessionStatusView(status);
   }));
 
+  // What phase 2 changed for one archive (Engine::ArchiveDiff): what Commit with wait returns in process.
+  Add(Route("GET", "/api/v1/sessions/{id}/archives/{archive}/diff", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int64_t archive, PositivePathInt(c.req.path_params.at(1), "the archive number"));
+    if (archive > INT32_MAX) return Status::NotFound("session " + id + " has no archive " + c.req.path_params.at(1));
+    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, c.engine->ArchiveDiff(id, static_cast<int>(archive)));
+    return views::CommitDiffView(diff);
+  }));
+
   Add(Route("DELETE", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
@@ -182,13 +206,7 @@ void Server::Impl::AddSessionRoutes() {
 
   // ---- Background tasks (phase-2 jobs) ----
   auto task_of = [this](Call& c) -> Result<session::Job> {
-    char* end = nullptr;
-    const std::string& text = c.req.path_params.at(0);
-    errno = 0;
-    long long task = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || task <= 0) {
-      return Status::InvalidArgument("the task id " + json::QuoteForError(text, 40) + " is not a positive integer");
-    }
+    STRATA_ASSIGN_OR_RETURN(int64_t task, PositivePathInt(c.req.path_params.at(0), "the task id"));
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
     if (!job || !c.engine->CheckJobAccess(ReachOf(c.id), *job).ok()) {

@@ -462,6 +462,36 @@ Status MemoryPipeline::RefreshDirectory(const Uri& dir) {
   return store_.Mkdir(dir, w);
 }
 
+Result<CommitDiff> ReadCommitDiff(Sessions& sessions, std::string_view session, int archive) {
+  STRATA_ASSIGN_OR_RETURN(SessionInfo info, sessions.Get(session));
+  STRATA_ASSIGN_OR_RETURN(std::vector<ArchiveInfo> archives, sessions.Archives(session));
+  auto it = std::find_if(archives.begin(), archives.end(), [&](const ArchiveInfo& a) { return a.number == archive; });
+  const std::string where = "session " + info.id + " archive " + std::to_string(archive);
+  if (it == archives.end()) return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
+  if (it->state != ArchiveState::kDone) {
+    return Status::FailedPrecondition(where + " is " + std::string(ArchiveStateName(it->state)) +
+                                      ": what phase 2 changed is known once it is done");
+  }
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text, sessions.ReadArchiveFile(session, archive, "diff.json"));
+  if (!text) return Status::DataLoss(where + " is done but its diff.json is missing");
+  Json j = strata::json::ParseOrDiscard<Json>(*text);
+  if (!j.is_object()) return Status::DataLoss(where + ": diff.json is not a JSON object");
+  CommitDiff diff;
+  diff.session = info.id;
+  diff.archive = archive;
+  diff.summary = json::StringOr(j, "summary");
+  diff.candidates = static_cast<int>(std::clamp<int64_t>(json::IntOr(j, "candidates", 0), 0, INT32_MAX));
+  if (const Json* changes = json::Field(j, "changes"); changes != nullptr) {
+    if (!changes->is_array()) return Status::DataLoss(where + ": diff.json's \"changes\" is not an array");
+    for (const Json& c : *changes) {
+      Result<MemoryAction> action = ParseMemoryAction(json::StringOr(c, "action"));
+      if (!action.ok()) return Status::DataLoss(where + ": diff.json: " + action.status().message());
+      diff.changes.push_back({*action, json::StringOr(c, "uri"), json::StringOr(c, "reason")});
+    }
+  }
+  return diff;
+}
+
 Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int archive, const Canceller* cancel) {
   CancelScope scope(cancel);
   STRATA_ASSIGN_OR_RETURN(SessionInfo info, sessions_.Get(session));
@@ -470,6 +500,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   if (it == archives.end())
     return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
   ArchiveInfo a = *it;
+  if (a.state == ArchiveState::kDone) return ReadCommitDiff(sessions_, session, archive);
   // Phase 2's resumable work lives beside the archive (Sessions::ReadArchiveFile).
   const std::string where = "session " + info.id + " archive " + std::to_string(archive) + " ";
   auto read_file = [&](std::string_view name) { return sessions_.ReadArchiveFile(session, archive, name); };
@@ -479,23 +510,6 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   CommitDiff diff;
   diff.session = info.id;
   diff.archive = archive;
-  if (a.state == ArchiveState::kDone) {
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text, read_file("diff.json"));
-    if (!text) return Status::DataLoss(where + "is done but its diff.json is missing");
-    Json j = strata::json::ParseOrDiscard<Json>(*text);
-    if (j.is_object()) {
-      diff.summary = json::StringOr(j, "summary");
-      diff.candidates = static_cast<int>(json::IntOr(j, "candidates", 0));
-      if (const Json* changes = json::Field(j, "changes"); changes != nullptr && changes->is_array()) {
-        for (const Json& c : *changes) {
-          Result<MemoryAction> action = ParseMemoryAction(json::StringOr(c, "action"));
-          if (!action.ok()) return Status::DataLoss(where + "diff.json: " + action.status().message());
-          diff.changes.push_back({*action, json::StringOr(c, "uri"), json::StringOr(c, "reason")});
-        }
-      }
-    }
-    return diff;
-  }
   STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, sessions_.ArchiveMessages(session, archive));
   std::string transcript = Transcript(messages);
   std::vector<std::string> contexts = ContextUris(messages);

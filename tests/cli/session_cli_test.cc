@@ -62,6 +62,12 @@ TEST_F(SessionCli, NewAddCommitStatusHistory) {
   EXPECT_EQ(c["archive"], 1);
   EXPECT_EQ(c["state"], "done");
   EXPECT_EQ(c["diff"]["changes"][0]["uri"], "strata://user/alice/memories/preferences/seat");
+  CliRun diff = Session({"diff", "s1", "1"});
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(Json::parse(diff.out), c["diff"]) << "the archive's diff, read back, is what commit --wait printed";
+  CliRun no_archive = Session({"diff", "s1", "2"});
+  EXPECT_NE(no_archive.exit_code, 0);
+  EXPECT_NE(no_archive.err.find("session s1 has no archive 2"), std::string::npos) << no_archive.err;
   Json status = Json::parse(Session({"status", "s1"}).out);
   EXPECT_EQ(status["archives"][0]["state"], "done");
   EXPECT_EQ(status["jobs"][0]["state"], "done");

@@ -157,6 +157,56 @@ TEST_F(EngineTest, CommitWaitTurnsASessionIntoMemories) {
   EXPECT_EQ((*history)[0].action, session::MemoryAction::kCreate);
 }
 
+// A commit whose phase 2 ran elsewhere (the server's worker, `strata session work`) is reported by
+// ArchiveDiff exactly as Commit with wait reports it; before it is done, and from a damaged diff.json, an
+// error naming the archive, never a made-up diff.
+TEST_F(EngineTest, ArchiveDiffReportsWhatCommitWaitReportedOnceTheArchiveIsDone) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "waited"));
+  ASSERT_OK(engine_->AddMessages("waited", std::vector<Message>{Message::User("I always want an aisle seat.")}));
+  auto waited = engine_->Commit("waited", {.wait = true});
+  ASSERT_OK(waited);
+  ASSERT_TRUE(waited->diff.has_value());
+  auto read_back = engine_->ArchiveDiff("waited", 1);
+  ASSERT_OK(read_back);
+  EXPECT_EQ(views::CommitDiffView(*read_back), views::CommitDiffView(*waited->diff));
+
+  ASSERT_OK(engine_->CreateSession("alice", "", "later"));
+  ASSERT_OK(engine_->AddMessages("later", std::vector<Message>{Message::User("I always want a window seat.")}));
+  ASSERT_OK(engine_->Commit("later"));
+  Status early = engine_->ArchiveDiff("later", 1).status();
+  EXPECT_EQ(early.code(), StatusCode::kFailedPrecondition) << early.ToString();
+  EXPECT_NE(early.message().find("session later archive 1 is archived"), std::string::npos) << early.message();
+  EXPECT_EQ(engine_->ArchiveDiff("later", 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->ArchiveDiff("nobody", 1).status().code(), StatusCode::kNotFound);
+  extraction_ = Text(R"({"memories": [{"category": "preferences", "key": "window", "abstract": "Window seats",
+                          "content": "Alice wants a window seat."}]})");
+  auto work = engine_->Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  auto done = engine_->ArchiveDiff("later", 1);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->session, "later");
+  EXPECT_EQ(done->summary, "Alice talked about travel.");
+  ASSERT_EQ(done->changes.size(), 1u);
+  EXPECT_EQ(done->changes[0].uri, "strata://user/alice/memories/preferences/window");
+
+  const std::string file = Archive("later", 1).dir + "/diff.json";
+  ASSERT_TRUE(std::filesystem::exists(file)) << file;
+  for (const char* damaged : {"[1, 2]", "{\"changes\": 5}", "{\"changes\": [{\"action\": \"explode\"}]}",
+                              "{\"changes\": [7]}", "not json"}) {
+    SCOPED_TRACE(damaged);
+    WriteFile(file, damaged);
+    Status s = engine_->ArchiveDiff("later", 1).status();
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    EXPECT_NE(s.message().find("session later archive 1"), std::string::npos) << s.message();
+  }
+  std::filesystem::remove(file);
+  EXPECT_EQ(engine_->ArchiveDiff("later", 1).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(*engine_->Read("strata://user/alice/memories/preferences/seat_preference"),
+            "Alice prefers aisle seats on long flights.")
+      << "reading a damaged diff changes nothing stored";
+}
+
 // A dedup reply whose fields have the wrong types must not end the process: it is read by the documented
 // rules (an unusable decision keeps the candidate as new).
 TEST_F(EngineTest, WronglyTypedDedupRepliesAreReadByTheRulesNotThrown) {

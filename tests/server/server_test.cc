@@ -314,7 +314,7 @@ TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
            {"GET", "/api/v1/sessions/trip/log"}, {"POST", "/api/v1/sessions/trip/revert"},
            {"POST", "/api/v1/sessions/trip/fork"}, {"POST", "/api/v1/sessions/trip/compact"},
            {"POST", "/api/v1/sessions/trip/system-prompt"}, {"GET", "/api/v1/sessions/trip/context"},
-           {"DELETE", "/api/v1/sessions/trip"}}) {
+           {"GET", "/api/v1/sessions/trip/archives/1/diff"}, {"DELETE", "/api/v1/sessions/trip"}}) {
     Reply r = Call(method, path, bob, R"({"role": "user", "content": "hijack", "checkpoint": 0, "prompt": "x"})");
     EXPECT_EQ(r.status, 404) << method << " " << path << " " << r.raw;
   }
@@ -330,6 +330,10 @@ TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
   EXPECT_EQ(Call("GET", "/api/v1/tasks/" + std::to_string(task), bob).status, 404);
   Reply messages = Call("GET", "/api/v1/sessions/trip/messages", alice);
   EXPECT_TRUE(messages.body["result"].empty()) << "committed messages are archived";
+  // Phase 2 has not run (this server has no model): the archive has no diff yet, which is not a missing one.
+  Reply early = Call("GET", "/api/v1/sessions/trip/archives/1/diff", alice);
+  EXPECT_EQ(early.status, 409) << early.raw;
+  EXPECT_NE(early.body["error"]["message"].get<std::string>().find("archive 1 is"), std::string::npos) << early.raw;
 }
 
 TEST_F(ServerTest, CheckpointsRevertForkAndTheAssembledContextOverHttp) {
@@ -638,6 +642,20 @@ TEST_F(ServerTest, MemoryChangesStayWithinTheCallersScope) {
   }
   Start();
   std::string alice = Issue("alice");
+  // What alice's commit changed, as the in-process Commit with wait reported it.
+  Reply diff = Call("GET", "/api/v1/sessions/alice-s/archives/1/diff", alice);
+  ASSERT_EQ(diff.status, 200) << diff.raw;
+  EXPECT_EQ(diff.body["result"]["summary"], "Alice and tea.");
+  EXPECT_EQ(diff.body["result"]["candidates"], 1);
+  ASSERT_EQ(diff.body["result"]["changes"].size(), 1u) << diff.raw;
+  EXPECT_EQ(diff.body["result"]["changes"][0]["uri"], "strata://user/alice/memories/preferences/drink");
+  EXPECT_EQ(diff.body["result"]["changes"][0]["action"], "create");
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/bob-s/archives/1/diff", alice).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/alice-s/archives/2/diff", alice).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/alice-s/archives/99999999999/diff", alice).status, 404);
+  for (const char* bad : {"0", "-1", "x", "1.5"}) {
+    EXPECT_EQ(Call("GET", "/api/v1/sessions/alice-s/archives/" + std::string(bad) + "/diff", alice).status, 400) << bad;
+  }
   EXPECT_EQ(Call("GET", "/api/v1/memories/changes?under=" + Q("strata://user/bob"), alice).status, 403);
   Reply own = Call("GET", "/api/v1/memories/changes", alice);
   ASSERT_EQ(own.status, 200) << own.raw;

@@ -9,10 +9,11 @@
 import { StrataError, strataError } from "./errors.js";
 import { parseSse } from "./sse.js";
 import type {
-  AddReport, ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult,
-  CompactResult, ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message,
+  AddReport, ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitDiff,
+  CommitResult, CompactResult, ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message,
   MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session,
   SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, TreeFile,
+  WaitedCommit,
 } from "./types.js";
 
 /** How a client reaches the server. */
@@ -435,12 +436,12 @@ export class StrataClient {
   /**
    * Commits a session: its current messages move into an archive (phase 1, done when this resolves) and
    * phase 2 — summary, memory extraction, dedup — is queued as the task `task_id`. With `wait`, resolves
-   * once that task has finished, with the task.
+   * once that task has finished, with the task and, when it is done, the archive's `diff` (what the
+   * in-process Engine's commit with wait returns).
    */
-  commit(sessionId: string, options: CommitOptions & { wait: true }): Promise<CommitResult & { task: Task }>;
+  commit(sessionId: string, options: CommitOptions & { wait: true }): Promise<WaitedCommit>;
   commit(sessionId: string, options?: CommitOptions): Promise<CommitResult>;
-  async commit(sessionId: string,
-               options: CommitOptions = {}): Promise<CommitResult | (CommitResult & { task: Task })> {
+  async commit(sessionId: string, options: CommitOptions = {}): Promise<CommitResult | WaitedCommit> {
     const committed = await this.call("post", "/api/v1/sessions/{id}/commit", { path: { id: sessionId } }, options);
     if (!options.wait) return committed;
     let task: Task | undefined;
@@ -455,7 +456,17 @@ export class StrataClient {
       if (task !== undefined) await pause(kPollIntervalMs, options.signal, `waiting for task ${committed.task_id}`);
       task = await this.task(committed.task_id, options);
     }
-    return { ...committed, task };
+    if (task.state !== "done") return { ...committed, task };
+    return { ...committed, task, diff: await this.archiveDiff(sessionId, committed.archive, options) };
+  }
+
+  /**
+   * What phase 2 changed for one of a session's archives: its summary, how many memories extraction
+   * proposed, and the memory changes. Rejects with `failed_precondition` until that archive is done.
+   */
+  archiveDiff(sessionId: string, archive: number, options: RequestOptions = {}): Promise<CommitDiff> {
+    return this.call("get", "/api/v1/sessions/{id}/archives/{archive}/diff", { path: { id: sessionId, archive } },
+                     options);
   }
 
   /** Returns a session's archives and phase-2 tasks. */

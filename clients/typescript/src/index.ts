@@ -13,10 +13,10 @@ export {
 } from "./errors.js";
 export type { StrataErrorCode, StrataErrorInit } from "./errors.js";
 export type {
-  AddReport, ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitResult,
-  CompactResult, ContentPart, ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey,
+  AddReport, ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitDiff,
+  CommitResult, CompactResult, ContentPart, ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey,
   MemoryChange, Message, MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation,
   ResultOf, Session, SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, ToolCall,
-  TreeFile,
+  TreeFile, WaitedCommit,
 } from "./types.js";
 export type { components, paths } from "./generated/openapi.js";

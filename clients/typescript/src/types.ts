@@ -109,6 +109,13 @@ export type Archive = Schemas["Archive"];
 export type SessionStatus = ResultOf<"/api/v1/sessions/{id}/status", "get">;
 /** What a commit started: `task_id` (its phase 2), `archive` (the archive phase 1 made), `messages`. */
 export type CommitResult = ResultOf<"/api/v1/sessions/{id}/commit", "post">;
+/**
+ * What one archive's phase 2 changed: `session`, `archive`, `summary`, `candidates` (how many memories
+ * extraction proposed) and `changes` (MemoryChange).
+ */
+export type CommitDiff = Schemas["CommitDiff"];
+/** A commit waited for: the commit, its finished task, and the archive's `diff` when the task is done. */
+export type WaitedCommit = CommitResult & { task: Task; diff?: CommitDiff };
 /** What a compaction did. */
 export type CompactResult = ResultOf<"/api/v1/sessions/{id}/compact", "post">;
 

@@ -274,6 +274,16 @@ test("a session: messages, context, commit, phase 2 followed to the end, the mem
   assert.equal(waited.archive, 2);
   assert.equal(waited.task.id, waited.task_id);
   assert.equal(waited.task.state, "done");
+  // With the archive's diff, as the in-process Engine's commit with wait returns it.
+  assert.deepEqual(waited.diff, await alice.archiveDiff("tea", 2));
+  assert.equal(waited.diff.session, "tea");
+  assert.equal(waited.diff.archive, 2);
+  assert.equal(typeof waited.diff.summary, "string");
+  assert.ok(Array.isArray(waited.diff.changes));
+  const first = await alice.archiveDiff("tea", 1);
+  assert.deepEqual(first.changes.map((c) => [c.action, c.uri]), [["create", memory]]);
+  await rejectsWith(alice.archiveDiff("tea", 3), "not_found", 404);
+  await rejectsWith(bob.archiveDiff("tea", 1), "not_found", 404);
   assert.deepEqual(await alice.retry("tea"), { session: "tea", requeued: 0 });
 
   // Bob cannot see any of it: another user's session and task are answered as missing.
@@ -493,12 +503,16 @@ test("commit's wait asks for the task when the server has no stream to spare", a
       const error = { code: "resource_exhausted", message: "too many streams", request_id: "req-1" };
       return Response.json({ status: "error", error }, { status: 429 });
     }
+    if (pathname === "/api/v1/sessions/s/archives/1/diff") {
+      return Response.json({ status: "ok", result: { session: "s", archive: 1, summary: "", candidates: 0, changes: [] } });
+    }
     return Response.json({ status: "ok", result: { id: 9, state: states.shift() } });
   } });
   const waited = await client.commit("s", { wait: true });
-  assert.deepEqual(waited, { task_id: 9, archive: 1, messages: 2, task: { id: 9, state: "done" } });
+  assert.deepEqual(waited, { task_id: 9, archive: 1, messages: 2, task: { id: 9, state: "done" },
+                             diff: { session: "s", archive: 1, summary: "", candidates: 0, changes: [] } });
   assert.deepEqual(asked, ["POST /api/v1/sessions/s/commit", "GET /api/v1/tasks/9/events", "GET /api/v1/tasks/9",
-                           "GET /api/v1/tasks/9"]);
+                           "GET /api/v1/tasks/9", "GET /api/v1/sessions/s/archives/1/diff"]);
 });
 
 test("watch follows the account's revision", async () => {

@@ -342,6 +342,10 @@ class Engine {
   // Phase 1 (archive + queue), then with options.wait phase 2 (see CommitOutcome).
   Result<CommitOutcome> Commit(std::string_view id, const CommitOptions& options = {});
   Result<SessionStatus> GetSessionStatus(std::string_view id);
+  // What phase 2 changed for one of the session's archives (its summary, candidates and memory changes), as
+  // Commit with wait reports it, for a commit whose phase 2 ran elsewhere (the server's worker). Refused
+  // with kFailedPrecondition until that archive is done.
+  Result<session::CommitDiff> ArchiveDiff(std::string_view id, int archive);
   // The live session a phase-2 job belongs to: the incarnation its key names (session.h, "Session
   // references"). kNotFound, as for a session that does not exist, when that session was deleted or its id
   // now names another incarnation.

@@ -113,6 +113,11 @@ struct CommitDiff {
   std::string ToJson() const;
 };
 
+// What a finished archive's phase 2 changed, read from the diff.json it left (no model, no work): kNotFound
+// for an archive the session does not have, kFailedPrecondition while phase 2 has not finished it (the
+// message names its state), kDataLoss when the file is missing or unreadable.
+Result<CommitDiff> ReadCommitDiff(Sessions& sessions, std::string_view session, int archive);
+
 class MemoryPipeline {
  public:
   // All borrowed; they must outlive the pipeline.

@@ -92,13 +92,28 @@ CREATE TABLE store_index_snapshot_chunks(
 CREATE TABLE store_terms(term TEXT COLLATE "C" PRIMARY KEY);
 INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM store_nodes') ON CONFLICT DO NOTHING;
 )sql",
+    // 5: how many rows hold each lexeme, so a lexeme leaves the vocabulary with the last row holding it.
+    R"sql(
+ALTER TABLE store_terms ADD COLUMN docs BIGINT NOT NULL DEFAULT 0;
+DELETE FROM store_terms;
+INSERT INTO store_terms(term, docs) SELECT word, ndoc FROM ts_stat('SELECT fts FROM store_nodes');
+)sql",
 };
 
-// Adds the lexemes of the rows with the ids in $1 to store_terms (in the write's transaction, under
-// kWriteLock: writers of one store take turns, so two never insert the same new lexeme at once).
-constexpr std::string_view kAddTermsSql =
-    "INSERT INTO store_terms(term) SELECT DISTINCT unnest(tsvector_to_array(fts)) FROM store_nodes "
-    "WHERE id = ANY($1::bigint[]) ON CONFLICT DO NOTHING";
+// store_terms counts the rows holding each lexeme (docs), kept in the write's transaction under kWriteLock
+// (writers of one store take turns). Rows about to be rewritten or removed are uncounted first
+// (kUncountTermsSql, which also names the lexemes that reached zero); the rows written are counted after
+// (kCountTermsSql); then the lexemes still at zero leave (kDropUncountedTermsSql). Each takes the ids in $1.
+constexpr std::string_view kCountTermsSql =
+    "INSERT INTO store_terms(term, docs) SELECT t, count(*) FROM store_nodes, unnest(tsvector_to_array(fts)) AS t "
+    "WHERE id = ANY($1::bigint[]) GROUP BY t ON CONFLICT (term) DO UPDATE SET docs = store_terms.docs + EXCLUDED.docs";
+// One row: the lexemes now at zero, as an array value (NULL for none).
+constexpr std::string_view kUncountTermsSql =
+    "WITH g AS (SELECT t, count(*) AS n FROM store_nodes, unnest(tsvector_to_array(fts)) AS t WHERE id = "
+    "ANY($1::bigint[]) GROUP BY t), u AS (UPDATE store_terms s SET docs = s.docs - g.n FROM g WHERE s.term = g.t "
+    "RETURNING s.term, s.docs) SELECT array_agg(term) FROM u WHERE docs <= 0";
+constexpr std::string_view kDropUncountedTermsSql =
+    "DELETE FROM store_terms WHERE term = ANY($1::text[]) AND docs <= 0";
 
 // A snapshot's graph file is stored in chunks of this many bytes (a bytea value holds at most 1 GB, and
 // smaller rows stream without holding the whole graph twice in memory).
@@ -389,7 +404,9 @@ class PgStore final : public ContextStore {
         return Status::FailedPrecondition(uri.str() + " is a directory with " + std::to_string(ids.size() - 1) +
                                           " entries below it; remove it recursively (-r) to delete them all");
       }
+      STRATA_ASSIGN_OR_RETURN(std::optional<std::string> uncounted, UncountTerms(c, ids));
       STRATA_RETURN_IF_ERROR(c.Exec("DELETE FROM store_nodes WHERE id = ANY($1::bigint[])", {IdArray(ids)}).status());
+      if (uncounted) STRATA_RETURN_IF_ERROR(c.Exec(std::string(kDropUncountedTermsSql), {*uncounted}).status());
       STRATA_RETURN_IF_ERROR(c.Exec("DELETE FROM store_relations WHERE src = $1 OR dst = $1 OR (src >= $2 AND src < $3) "
                                     "OR (dst >= $2 AND dst < $3)",
                                     {uri.str(), lo, hi})
@@ -1117,6 +1134,15 @@ class PgStore final : public ContextStore {
   }
 
   // Writes the plan's rows with their full-text vectors and embeddings (inside the write transaction).
+  // Uncounts the lexemes of the rows with `ids` (about to be rewritten or removed); returns those now at zero
+  // as an array value for kDropUncountedTermsSql, nullopt when none is.
+  static Result<std::optional<std::string>> UncountTerms(pg::Conn& c, const std::vector<int64_t>& ids) {
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec(std::string(kUncountTermsSql), {IdArray(ids)}));
+    if (r.size() != 1 || r.IsNull(0, 0)) return std::optional<std::string>();
+    STRATA_ASSIGN_OR_RETURN(std::string zero, r.Text(0, 0));
+    return std::optional<std::string>(std::move(zero));
+  }
+
   Status Apply(pg::Conn& c, Plan& plan, const Prepared* prepared = nullptr) {
     if (plan.rows.empty()) return Status::Ok();
     std::vector<std::string> texts(plan.rows.size()), hashes(plan.rows.size());
@@ -1125,7 +1151,9 @@ class PgStore final : public ContextStore {
       if (row.id != 0) existing.push_back(row.id);
     }
     std::unordered_map<int64_t, std::string> old_hashes;
+    std::optional<std::string> uncounted;  // Lexemes the rewritten rows alone held (kUncountTermsSql).
     if (!existing.empty()) {
+      STRATA_ASSIGN_OR_RETURN(uncounted, UncountTerms(c, existing));
       STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("SELECT node_id, text_hash FROM store_vectors WHERE node_id = "
                                                  "ANY($1::bigint[])", {IdArray(existing)}));
       for (int i = 0; i < r.size(); ++i) {
@@ -1207,7 +1235,8 @@ class PgStore final : public ContextStore {
     }
     std::vector<int64_t> written;
     for (const Row& row : plan.rows) written.push_back(row.id);
-    if (!written.empty()) STRATA_RETURN_IF_ERROR(c.Exec(std::string(kAddTermsSql), {IdArray(written)}).status());
+    if (!written.empty()) STRATA_RETURN_IF_ERROR(c.Exec(std::string(kCountTermsSql), {IdArray(written)}).status());
+    if (uncounted) STRATA_RETURN_IF_ERROR(c.Exec(std::string(kDropUncountedTermsSql), {*uncounted}).status());
     if (to_embed.empty()) return Status::Ok();
     STRATA_RETURN_IF_ERROR(BumpGeneration(c, &plan));
     for (size_t j = 0; j < to_embed.size(); ++j) {
@@ -1265,8 +1294,8 @@ class PgStore final : public ContextStore {
     }
     // The vocabulary of the new layout only (migration 4 filled it from the old one).
     STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_terms").status());
-    STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_terms(term) SELECT word FROM ts_stat('SELECT fts FROM "
-                                   "store_nodes') ON CONFLICT DO NOTHING")
+    STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_terms(term, docs) SELECT word, ndoc FROM ts_stat('SELECT fts "
+                                   "FROM store_nodes')")
                                .status());
     STRATA_RETURN_IF_ERROR(c->Exec("INSERT INTO store_meta(key, value) VALUES ('fts_layout', $1) ON CONFLICT (key) "
                                    "DO UPDATE SET value = EXCLUDED.value",

@@ -980,6 +980,49 @@ TEST_P(StoreTest, AMisspeltWordIsSearchedByTheNearestHeldSpelling) {
   EXPECT_NE((*found)[0].reason.find("pottrey ("), std::string::npos) << (*found)[0].reason;
 }
 
+// The vocabulary respelling reads is exactly what the index holds on both backends: once the last node
+// holding a word is removed, rewritten or renamed, that word is respelt again (PostgreSQL kept the lexemes
+// of removed rows and answered as if the word were still held).
+TEST_P(StoreTest, AWordNoNodeHoldsAnyMoreIsRespeltAgainOnBothBackends) {
+  ASSERT_OK(store_->Write(U("strata://resources/notes/parcel"), "Sign here to receive the parcel."));
+  auto respelt_to_parcel = [&](const char* step) {
+    SCOPED_TRACE(step);
+    auto hits = store_->Lexical("recieve", {}, 5);
+    ASSERT_OK(hits);
+    ASSERT_EQ(hits->size(), 1u);
+    EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/notes/parcel");
+    EXPECT_NE((*hits)[0].detail.find(": \"receive\", respelt)"), std::string::npos) << (*hits)[0].detail;
+  };
+  auto held_by = [&](const char* uri) {
+    auto hits = store_->Lexical("recieve", {}, 5);
+    ASSERT_OK(hits);
+    ASSERT_EQ(hits->size(), 1u) << "a held word is not respelt";
+    EXPECT_EQ((*hits)[0].uri.str(), uri);
+  };
+  respelt_to_parcel("at first");
+  // Removed.
+  ASSERT_OK(store_->Write(U("strata://resources/notes/keys"), "Please recieve the keys at noon."));
+  held_by("strata://resources/notes/keys");
+  ASSERT_OK(store_->Remove(U("strata://resources/notes/keys"), false));
+  respelt_to_parcel("after the only node holding it was removed");
+  // Rewritten without it.
+  ASSERT_OK(store_->Write(U("strata://resources/notes/keys"), "Please recieve the keys at noon."));
+  ASSERT_OK(store_->Write(U("strata://resources/notes/keys"), "Please collect the keys at noon."));
+  respelt_to_parcel("after it was rewritten");
+  // Held by a name only, then renamed.
+  ASSERT_OK(store_->Write(U("strata://resources/notes/recieve"), "Things to collect."));
+  held_by("strata://resources/notes/recieve");
+  ASSERT_OK(store_->Move(U("strata://resources/notes/recieve"), U("strata://resources/notes/collect")));
+  respelt_to_parcel("after it was renamed");
+  // Removed with its directory; a word two nodes hold stays until the second goes.
+  ASSERT_OK(store_->Write(U("strata://resources/old/a"), "We recieve letters."));
+  ASSERT_OK(store_->Write(U("strata://resources/old/b/c"), "They recieve parcels."));
+  ASSERT_OK(store_->Remove(U("strata://resources/old/a"), false));
+  held_by("strata://resources/old/b/c");
+  ASSERT_OK(store_->Remove(U("strata://resources/old"), true));
+  respelt_to_parcel("after its directory was removed");
+}
+
 // PostgreSQL indexes LexemeText; SQLite its own tokenizer (`porter unicode61 remove_diacritics 2`). The two
 // must make the same lexemes of the same text, or a word is found on one backend and not the other.
 TEST(LexemeTextTest, MakesTheLexemesOfTheEmbeddedIndexsTokenizer) {
@@ -1826,6 +1869,52 @@ TEST(PgStore, AStoreFromBeforeTheVocabularyRespellsAfterItsMigration) {
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/kiln");
   EXPECT_NE((*hits)[0].detail.find("pottrey (abstract+overview+content: \"pottery\", respelt)"), std::string::npos)
       << (*hits)[0].detail;
+}
+
+// The vocabulary counts the rows holding each lexeme: after writes, rewrites, moves and removals its counts
+// are exactly what the index holds (ts_stat over every row), and a store whose vocabulary came from
+// migration 4 (no counts, stale lexemes kept) is counted afresh on open.
+TEST(PgStore, TheVocabularyCountsExactlyWhatTheIndexHolds) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(32));
+  auto conn = pg::Conn::Connect(*url);
+  ASSERT_OK(conn);
+  auto differences = [&]() -> int64_t {
+    auto r = (*conn)->Exec("SELECT count(*) FROM store_terms s FULL JOIN ts_stat('SELECT fts FROM store_nodes') t "
+                           "ON s.term = t.word WHERE s.docs IS DISTINCT FROM t.ndoc");
+    EXPECT_OK(r);
+    return r.ok() ? *r->Int(0, 0) : -1;
+  };
+  {
+    auto store = OpenPgStore(*url, {.embedder = embedder});
+    ASSERT_OK(store);
+    ContextStore& s = **store;
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_OK(s.Write(U("strata://resources/notes/n" + std::to_string(i % 7)),
+                        "Note " + std::to_string(i) + ": the kiln fires pottery, word" + std::to_string(i % 5)));
+    }
+    ASSERT_OK(s.Write(U("strata://resources/deep/a/b"), "kiln and glaze"));
+    ASSERT_OK(s.Move(U("strata://resources/notes/n3"), U("strata://resources/deep/moved")));
+    ASSERT_OK(s.Remove(U("strata://resources/notes/n1"), false));
+    EXPECT_EQ(differences(), 0);
+    ASSERT_OK(s.Remove(U("strata://resources/deep"), true));
+    EXPECT_EQ(differences(), 0);
+    auto kiln = (*conn)->Exec("SELECT docs FROM store_terms WHERE term = 'kiln'");
+    ASSERT_OK(kiln);
+    ASSERT_EQ(kiln->size(), 1);
+    EXPECT_EQ(*kiln->Int(0, 0), 5) << "n0, n2, n4, n5, n6";
+  }
+  // As migration 4 left it: no counts, and a lexeme no row holds.
+  ASSERT_OK((*conn)->Exec("ALTER TABLE store_terms DROP COLUMN docs"));
+  ASSERT_OK((*conn)->Exec("INSERT INTO store_terms(term) VALUES ('recieve')"));
+  ASSERT_OK((*conn)->Exec("UPDATE strata_migrations SET version = 4 WHERE component = 'store'"));
+  auto store = OpenPgStore(*url, {.embedder = embedder});
+  ASSERT_OK(store);
+  EXPECT_EQ(differences(), 0);
+  auto stale = (*conn)->Exec("SELECT count(*) FROM store_terms WHERE term = 'recieve'");
+  ASSERT_OK(stale);
+  EXPECT_EQ(*stale->Int(0, 0), 0);
 }
 
 

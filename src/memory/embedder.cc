@@ -167,8 +167,9 @@ class HttpEmbedder final : public Embedder {
     auto bad = [&](std::string what) {
       return llm::InvalidResponseError("embeddings response from " + config_.base_url + ": " + what);
     };
-    Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) return bad("not a JSON object");
+    Json doc = json::ParseOrDiscard<Json>(text);
+    if (doc.is_discarded()) return bad(json::DescribeSyntaxError(text));
+    if (!doc.is_object()) return bad("not a JSON object");
     std::vector<Vector> out(expected);
     auto read_vector = [&](const Json& values, size_t index) -> Status {
       if (!values.is_array() || values.empty()) return bad("item " + std::to_string(index) + " has no vector");

@@ -198,8 +198,11 @@ Status ReadClaudeConversation(const json& conv, ImportedConversation* out) {
 }
 
 Result<ChatExport> ParseConversationArray(std::string_view bytes, ChatExportFormat format, std::string_view name) {
-  json all = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  if (all.is_discarded()) return Status::InvalidArgument(std::string(name) + ": not JSON");
+  // Depth-limited: the value is copied and walked recursively below.
+  json all = strata::json::ParseOrDiscard<json>(bytes);
+  if (all.is_discarded()) {
+    return Status::InvalidArgument(std::string(name) + ": " + strata::json::DescribeSyntaxError(bytes));
+  }
   if (const json* wrapped = strata::json::Field(all, "conversations"); wrapped != nullptr) all = *wrapped;
   if (!all.is_array()) {
     return Status::InvalidArgument(std::string(name) + ": expected an array of conversations, found " +
@@ -241,9 +244,9 @@ Result<ChatExport> ParseOpenAiJsonl(std::string_view bytes, std::string_view nam
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     std::string where = std::string(name) + " line " + std::to_string(line_no);
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    json j = strata::json::ParseOrDiscard<json>(line);
     if (j.is_discarded() || !j.is_object()) {
-      out.skipped.push_back({where, j.is_discarded() ? "not JSON" : "not an object"});
+      out.skipped.push_back({where, j.is_discarded() ? strata::json::DescribeSyntaxError(line) : "not an object"});
       continue;
     }
     if (const json* messages = strata::json::Field(j, "messages"); messages != nullptr) {

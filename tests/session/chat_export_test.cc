@@ -94,7 +94,7 @@ TEST(ChatExportTest, ChatGptKeepsTheCurrentBranchsVisibleTextAndSkipsWhatItCanno
   // The whole file must be an array of conversations.
   EXPECT_EQ(ParseChatExport("{\"a\": 1}", ChatExportFormat::kChatGpt, "c.json").status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_NE(ParseChatExport("[{", ChatExportFormat::kChatGpt, "c.json").status().message().find("c.json: not JSON"),
+  EXPECT_NE(ParseChatExport("[{", ChatExportFormat::kChatGpt, "c.json").status().message().find("c.json: invalid JSON at byte 2"),
             std::string::npos);
 }
 
@@ -162,6 +162,29 @@ TEST(ChatExportTest, OpenAiJsonlIsOneConversationOrOnePerLineWithContentIds) {
   EXPECT_EQ(again->conversations[1].source_id, parsed->conversations[1].source_id);
   EXPECT_NE(parsed->conversations[0].source_id, parsed->conversations[1].source_id);
   EXPECT_EQ(parsed->conversations[0].source_id.rfind("jsonl-", 0), 0u);
+}
+
+// An export is untrusted: JSON nested deep enough to overflow the stack of a recursive copy or dump is
+// refused with the depth and where it was found, in every format, never crashing the process.
+TEST(ChatExportTest, DeeplyNestedJsonIsAClearErrorInEveryFormat) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (ChatExportFormat format : {ChatExportFormat::kChatGpt, ChatExportFormat::kClaude}) {
+    for (const std::string& text : {deep, "{\"conversations\": " + deep + "}"}) {
+      auto parsed = ParseChatExport(text, format, "export.json");
+      ASSERT_FALSE(parsed.ok());
+      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(parsed.status().message().find("export.json: JSON nested deeper than 256 levels at byte"),
+                std::string::npos)
+          << parsed.status().message();
+    }
+  }
+  const std::string lines = "{\"messages\": " + deep + "}\n{\"messages\": [{\"role\": \"user\", \"content\": \"Q\"}]}\n";
+  auto jsonl = ParseChatExport(lines, ChatExportFormat::kOpenAiJsonl, "chats.jsonl");
+  ASSERT_OK(jsonl);
+  ASSERT_EQ(jsonl->conversations.size(), 1u) << "the good line is still read";
+  ASSERT_EQ(jsonl->skipped.size(), 1u);
+  EXPECT_EQ(jsonl->skipped[0].where, "chats.jsonl line 1");
+  EXPECT_NE(jsonl->skipped[0].reason.find("nested deeper than"), std::string::npos) << jsonl->skipped[0].reason;
 }
 
 TEST(ChatExportTest, KimiContextKeepsItsSystemPromptAndMessagesAndReportsDamage) {

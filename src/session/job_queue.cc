@@ -13,9 +13,12 @@ using sqlite::Db;
 using sqlite::Stmt;
 using sqlite::Txn;
 
-constexpr std::string_view kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS jobs(
-  id INTEGER PRIMARY KEY,
+// AUTOINCREMENT: a job's id is never given again, also after the newest job was removed with its session
+// (a plain INTEGER PRIMARY KEY takes the largest id + 1, so a client following task 42 could be shown
+// another session's job 42). Queues made before are rebuilt on open (RebuildWithAutoincrement).
+constexpr std::string_view kJobsTable = R"sql(
+CREATE TABLE IF NOT EXISTS %s(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   kind TEXT NOT NULL,
   key TEXT NOT NULL,
   payload TEXT NOT NULL,
@@ -27,9 +30,18 @@ CREATE TABLE IF NOT EXISTS jobs(
   not_before_ms INTEGER NOT NULL DEFAULT 0,
   lease_until_ms INTEGER NOT NULL DEFAULT 0,
   claim INTEGER NOT NULL DEFAULT 0);
+)sql";
+constexpr std::string_view kJobsIndexes = R"sql(
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, id);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs(key, id);
 )sql";
+
+std::string JobsTable(std::string_view name) {
+  std::string sql(kJobsTable);
+  sql.replace(sql.find("%s"), 2, name);
+  return sql;
+}
+std::string Schema() { return JobsTable("jobs") + std::string(kJobsIndexes); }
 
 constexpr std::string_view kColumns =
     "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms, lease_until_ms, claim";
@@ -61,7 +73,7 @@ class SqliteJobQueue final : public JobQueue {
       Status opened = db_.OpenReadOnly(path);
       if (opened.code() == StatusCode::kNotFound) {
         STRATA_RETURN_IF_ERROR(db_.Open(":memory:"));  // None yet: an empty queue.
-        return db_.Exec(kSchema);
+        return db_.Exec(Schema());
       }
       STRATA_RETURN_IF_ERROR(opened);
       // A queue made before claims were kept is read as it is (nothing here may add the column).
@@ -71,12 +83,34 @@ class SqliteJobQueue final : public JobQueue {
       return Status::Ok();
     }
     STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
-    STRATA_RETURN_IF_ERROR(db_.Exec(kSchema));
+    STRATA_RETURN_IF_ERROR(db_.Exec(Schema()));
     // Queues made before claims were kept gain the column (their running jobs hold claim 0 until reclaimed).
     Stmt has(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'claim'");
     STRATA_ASSIGN_OR_RETURN(bool has_claim, has.Step());
     if (!has_claim) STRATA_RETURN_IF_ERROR(db_.Exec("ALTER TABLE jobs ADD COLUMN claim INTEGER NOT NULL DEFAULT 0"));
-    return Status::Ok();
+    return RebuildWithAutoincrement();
+  }
+
+  // A queue made before its ids were AUTOINCREMENT gets its table copied into one that is, in one
+  // transaction (another process may open the same queue at the same time: the second finds it done). Ids
+  // continue after the largest kept; one removed before this ran, if it was the largest, can still be given.
+  Status RebuildWithAutoincrement() {
+    auto done = [&]() -> Result<bool> {
+      Stmt sql(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs' AND sql LIKE '%AUTOINCREMENT%'");
+      return sql.Step();
+    };
+    STRATA_ASSIGN_OR_RETURN(bool already, done());
+    if (already) return Status::Ok();
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    STRATA_ASSIGN_OR_RETURN(already, done());
+    if (already) return Status::Ok();
+    std::string columns(kColumns);
+    STRATA_RETURN_IF_ERROR(db_.Exec("DROP TABLE IF EXISTS jobs_rebuilt;" + JobsTable("jobs_rebuilt") +
+                                    "INSERT INTO jobs_rebuilt(" + columns + ") SELECT " + columns +
+                                    " FROM jobs; DROP TABLE jobs; ALTER TABLE jobs_rebuilt RENAME TO jobs;" +
+                                    std::string(kJobsIndexes)));
+    return txn.Commit();
   }
 
   Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) override {

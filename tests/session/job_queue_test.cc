@@ -2,6 +2,7 @@
 #include "strata/session/job_queue.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <map>
 #include <set>
@@ -252,6 +253,69 @@ TEST_P(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
 
 // A database restart (pg_ctl restart) drops the connection: the call that finds it gone fails as
 // unavailable, the next one reconnects, and nothing acknowledged before is lost.
+// A job's id is never given again: not after the newest job was removed with its session (a client still
+// following that task must not be shown another session's job), and not after reopening.
+TEST_P(JobQueueTest, AnIdIsNeverGivenAgainAfterItsJobIsRemoved) {
+  auto first = queue_->Enqueue("commit", "a@1", "1");
+  ASSERT_OK(first);
+  auto newest = queue_->Enqueue("commit", "b@1", "1");
+  ASSERT_OK(newest);
+  ASSERT_OK(queue_->RemoveKey("b@1"));
+  auto next = queue_->Enqueue("commit", "c@1", "1");
+  ASSERT_OK(next);
+  EXPECT_GT(*next, *newest);
+  ASSERT_OK(queue_->RemoveKey("c@1"));
+  Reopen();
+  auto after_reopen = queue_->Enqueue("commit", "d@1", "1");
+  ASSERT_OK(after_reopen);
+  EXPECT_GT(*after_reopen, *next);
+  auto gone = queue_->Get(*newest);
+  ASSERT_OK(gone);
+  EXPECT_FALSE(gone->has_value());
+}
+
+// A queue written before ids were AUTOINCREMENT is rebuilt on open with every job kept as it was.
+TEST(SqliteJobQueue, AQueueFromBeforeAutoincrementIsRebuiltKeepingItsJobs) {
+  testing::TempDir dir;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir.File("queue.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE jobs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, payload "
+                           "TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT "
+                           "NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, "
+                           "not_before_ms INTEGER NOT NULL DEFAULT 0, lease_until_ms INTEGER NOT NULL DEFAULT 0);"
+                           "INSERT INTO jobs(id, kind, key, payload, state, attempts, last_error, created_ms, "
+                           "updated_ms) VALUES (7, 'commit', 's@1', '1', 'dead', 3, 'model down', 10, 20), "
+                           "(9, 'commit', 's@1', '2', 'pending', 0, '', 30, 30);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto queue = OpenJobQueue(dir.File("queue.db"), {});
+  ASSERT_OK(queue);
+  auto dead = (*queue)->Get(7);
+  ASSERT_OK(dead);
+  ASSERT_TRUE(dead->has_value());
+  EXPECT_EQ((*dead)->state, JobState::kDead);
+  EXPECT_EQ((*dead)->last_error, "model down");
+  EXPECT_EQ((*dead)->attempts, 3);
+  ASSERT_OK((*queue)->RemoveKey("s@1"));
+  auto next = (*queue)->Enqueue("commit", "t@1", "1");
+  ASSERT_OK(next);
+  EXPECT_EQ(*next, 10) << "after the largest id the old table held, although that job is gone";
+  queue->reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("queue.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'jobs'", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_NE(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))).find("AUTOINCREMENT"),
+            std::string::npos);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 TEST(PgJobQueue, ReconnectsAfterADatabaseRestartWithoutLosingJobs) {
   testing::OwnPostgres server;
   ASSERT_OK(server.status());

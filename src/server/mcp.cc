@@ -58,7 +58,7 @@ struct Tool {
   std::string title;
   std::string description;
   Json schema;  // inputSchema
-  bool read_only = true;
+  bool read_only = false;  // Announced as readOnlyHint, and the only tools a read-only server offers.
   tools::JsonSchema validator;
 };
 
@@ -155,9 +155,12 @@ std::vector<Tool> MakeTools() {
               {"text"})},
       {"health", "Health", "Whether Strata is up, and who you are to it.", Object(Json::object())},
   };
-  for (const char* writer : {"write", "edit", "forget", "remember", "commit_session"}) {
+  // Every other tool writes (a tool added later is a writer until listed here: a client may run a tool
+  // announced as read-only without asking).
+  for (const char* reader : {"find", "search", "read", "list", "tree", "grep", "glob", "get_context", "count_tokens",
+                             "health"}) {
     for (Tool& t : out) {
-      if (t.name == writer) t.read_only = false;
+      if (t.name == reader) t.read_only = true;
     }
   }
   for (Tool& t : out) t.validator = *tools::JsonSchema::Parse(t.schema.dump());

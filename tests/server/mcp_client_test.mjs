@@ -48,6 +48,17 @@ test("the handshake negotiates 2025-11-25 and lists every tool with a schema", a
     assert.equal(t.inputSchema.type, "object", t.name);
     assert.ok(t.description.length > 20, t.name);
   }
+  // A client may run a tool announced as read-only without asking: every tool that writes says it does.
+  const writers = tools.filter((t) => !t.annotations.readOnlyHint).map((t) => t.name).sort();
+  assert.deepEqual(writers, ["add_resource", "commit_session", "edit", "forget", "remember", "write"]);
+  // Over read-only data none of them is offered.
+  const reader = new Client({ name: "strata-test-reader", version: "1.0.0" });
+  await reader.connect(new StdioClientTransport({ command: strataBin, args: ["mcp", "--data", data, "--user", "alice",
+                                                                             "--read-only"], stderr: "ignore" }));
+  const offered = (await reader.listTools()).tools.map((t) => t.name);
+  await reader.close();
+  assert.deepEqual(offered.filter((name) => writers.includes(name)), []);
+  assert.ok(offered.includes("find") && offered.includes("read"), JSON.stringify(offered));
   assert.deepEqual(await client.ping(), {});
 });
 

@@ -100,6 +100,14 @@ Result<llm::ProviderConfig> ResolveProviderConfig(const ProviderSettings& settin
   } else if (!settings.record.empty()) {
     pc.transport = llm::RecordingTransport(llm::CurlTransport(), settings.record);
   }
+  // A hosted service (the preset's own https endpoint) refuses every request without a key; a local server
+  // or another base URL may not need one.
+  if (pc.api_key.empty() && settings.replay.empty() && pc.base_url == preset.base_url &&
+      preset.base_url.starts_with("https://")) {
+    pc.missing_key = "no API key for the " + name + " provider (" + pc.base_url + "): set " +
+                     (key_env.empty() ? std::string("api_key") : key_env) +
+                     ", or api_key in the config file, or choose another provider";
+  }
   return pc;
 }
 

@@ -87,6 +87,7 @@ class HttpProvider final : public ChatProvider {
   Result<std::unique_ptr<ChatStream>> Generate(std::string_view system_prompt, std::span<const ToolDeclaration> tools,
                                                std::span<const Message> history,
                                                const GenerateOptions& options) override {
+    if (!config_.missing_key.empty()) return Status::FailedPrecondition(config_.missing_key);
     ChatRequest request{.model = config_.model, .system_prompt = std::string(system_prompt),
                         .tools = {tools.begin(), tools.end()}, .history = {history.begin(), history.end()},
                         .options = config_.options, .stream = config_.stream};

@@ -435,6 +435,42 @@ TEST(EngineProviderConfig, WronglyTypedConfigMembersAreNamed) {
   EXPECT_EQ(LoadConfigFile(dir.File("missing.json")).status().code(), StatusCode::kNotFound);
 }
 
+// A hosted service without a key can only refuse (HTTP 401): the request fails at once, as permanently,
+// naming the variable to set, instead of a network round trip and its retries (phase 2 of a server with no
+// key configured waited on them for every commit). A local server or another base URL may need no key.
+TEST(EngineProviderConfig, AHostedServiceWithoutAKeyFailsAtOnceNamingTheKey) {
+  const char* saved = std::getenv("OPENAI_API_KEY");
+  std::string restore = saved != nullptr ? saved : "";
+  unsetenv("OPENAI_API_KEY");
+  ConfigFile none;
+  auto resolved = ResolveProviderConfig({.provider = "openai"}, none);
+  ASSERT_OK(resolved);
+  EXPECT_NE(resolved->missing_key.find("set OPENAI_API_KEY"), std::string::npos) << resolved->missing_key;
+  auto provider = MakeProvider({.provider = "openai"}, none);
+  ASSERT_OK(provider);
+  std::vector<Message> history = {Message::User("hi")};
+  auto started = (*provider)->Generate("", {}, history, {});
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(started.status().message().find("no API key for the openai provider"), std::string::npos)
+      << started.status().message();
+  EXPECT_EQ(ResolveProviderConfig({}, none)->missing_key, resolved->missing_key) << "openai is the default";
+  EXPECT_EQ(ResolveProviderConfig({.provider = "openai", .base_url = "http://127.0.0.1:8080/v1"}, none)->missing_key, "");
+  EXPECT_EQ(ResolveProviderConfig({.provider = "ollama"}, none)->missing_key, "");
+  EXPECT_NE(ResolveProviderConfig({.provider = "anthropic"}, none)->missing_key.find("ANTHROPIC_API_KEY"),
+            std::string::npos);
+  ConfigFile keyed;
+  keyed.api_key = "sk-test";
+  EXPECT_EQ(ResolveProviderConfig({.provider = "openai"}, keyed)->missing_key, "");
+  setenv("OPENAI_API_KEY", "sk-env", 1);
+  EXPECT_EQ(ResolveProviderConfig({.provider = "openai"}, none)->missing_key, "");
+  if (saved != nullptr) {
+    setenv("OPENAI_API_KEY", restore.c_str(), 1);
+  } else {
+    unsetenv("OPENAI_API_KEY");
+  }
+}
+
 // ---- Conversation: the turn loop at library level ----
 
 class ConversationTest : public ::testing::Test {

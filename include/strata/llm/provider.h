@@ -83,6 +83,10 @@ struct ProviderConfig {
   std::string model;
   std::string base_url;  // e.g. "https://api.openai.com/v1"; the wire format's path is appended.
   std::string api_key;   // Sent as the format's auth header when not empty.
+  // Set when the config names a hosted service but no key (ResolveProviderConfig): every request then fails
+  // at once with kFailedPrecondition and this message, as the service would refuse it (HTTP 401), without
+  // the network round trip and its retries.
+  std::string missing_key;
   HttpHeaders headers;   // Extra headers (after the defaults; same name replaces).
   std::string options = "{}";  // Per-format options (wire.h).
   bool stream = true;

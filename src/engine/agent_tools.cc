@@ -181,12 +181,11 @@ tools::ToolOutput Remember(Engine* engine, std::string_view arguments, const Age
   Json args = Args(arguments);
   std::string text = json::StringOr(args, "text");
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return tools::ToolOutput::Error("Error: \"text\" is empty.");
-  auto done = RememberOrKeep(*engine, "strata://user/" + options.user, text, json::StringOr(args, "category"), &cancel);
+  auto done = engine->Remember("strata://user/" + options.user, text, json::StringOr(args, "category"), &cancel);
   if (!done.ok()) return tools::ToolOutput::Error("Error: could not remember it: " + done.status().message());
-  if (done->stored_as_is) return tools::ToolOutput::Text("Remembered as " + done->uri + " (without deduplication: " + done->why + ").");
-  if (done->changes.empty()) return tools::ToolOutput::Text("Already known; nothing changed.");
+  if (done->empty()) return tools::ToolOutput::Text("Already known; nothing changed.");
   std::string out;
-  for (const session::MemoryChange& c : done->changes) {
+  for (const session::MemoryChange& c : *done) {
     out += std::string(session::MemoryActionName(c.action)) + " " + c.uri + (c.reason.empty() ? "" : ": " + c.reason) + "\n";
   }
   return tools::ToolOutput::Text(out);
@@ -212,31 +211,6 @@ tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentTo
 }
 
 }  // namespace
-
-Result<Remembered> RememberOrKeep(Engine& engine, std::string_view scope, std::string_view text,
-                                  std::string_view category, const Canceller* cancel) {
-  Remembered out;
-  Result<std::vector<session::MemoryChange>> changes = engine.Remember(scope, text, category, cancel);
-  if (changes.ok()) {
-    out.changes = std::move(*changes);
-    if (!out.changes.empty()) out.uri = out.changes.front().uri;
-    return out;
-  }
-  if (changes.status().code() != StatusCode::kFailedPrecondition && changes.status().code() != StatusCode::kUnavailable) {
-    return changes.status();
-  }
-  // No model to deduplicate with: keep the text as it is rather than lose it, and say so.
-  std::string cat = category.empty() ? "notes" : std::string(category);
-  if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";
-  uint64_t h = std::hash<std::string_view>{}(text);
-  char name[32];
-  std::snprintf(name, sizeof name, "note-%012llx", static_cast<unsigned long long>(h & 0xffffffffffffULL));
-  out.uri = std::string(scope) + "/memories/" + cat + "/" + name;
-  STRATA_RETURN_IF_ERROR(engine.Write(out.uri, text));
-  out.stored_as_is = true;
-  out.why = changes.status().message();
-  return out;
-}
 
 Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::Toolset* toolset) {
   STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(options.user, "user"));

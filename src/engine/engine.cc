@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <random>
 #include <type_traits>
 #include <nlohmann/json.hpp>
 
@@ -452,12 +453,76 @@ Result<int> Engine::Retry(std::string_view id) {
 
 // ---- Memories ----
 
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "remember#<ms>-<random>#0": the audit source of one remember call kept without a model (as the
+// pipeline's own remember names its calls).
+std::string KeptNoteSource() {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  static std::mt19937_64 rng(std::random_device{}());
+  char token[17];
+  std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(rng()));
+  return "remember#" + std::to_string(NowMs()) + "-" + token + "#0";
+}
+
+}  // namespace
+
 Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view scope, std::string_view text,
                                                            std::string_view category, const Canceller* cancel) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "remember"));
   return Guard("remember", [&]() -> Result<std::vector<session::MemoryChange>> {
-    STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
-    return p->Remember(scope, text, category, cancel);
+    Status why;
+    if (Result<session::MemoryPipeline*> p = impl_->Pipeline(); p.ok()) {
+      Result<std::vector<session::MemoryChange>> changes = (*p)->Remember(scope, text, category, cancel);
+      if (changes.ok()) return changes;
+      why = changes.status();
+    } else {
+      why = p.status();
+    }
+    // No model to deduplicate with (none configured, unavailable, or it found nothing to remember): every
+    // front end keeps the text as written rather than lose it, and says so in the change's reason.
+    if (why.code() != StatusCode::kFailedPrecondition && why.code() != StatusCode::kUnavailable) return why;
+    STRATA_ASSIGN_OR_RETURN(memory::Uri scope_uri, memory::Uri::Parse(scope));
+    if ((scope_uri.kind() != "user" && scope_uri.kind() != "agent") || !scope_uri.is_scope_root()) {
+      return Status::InvalidArgument("remember: '" + std::string(scope) +
+                                     "' is not a user or agent scope (strata://user/<id> or strata://agent/<id>)");
+    }
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+      return Status::InvalidArgument("remember: the text is empty");
+    }
+    std::string cat = category.empty() ? "notes" : std::string(category);
+    if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";
+    char name[32];
+    std::snprintf(name, sizeof name, "note-%012llx",
+                  static_cast<unsigned long long>(std::hash<std::string_view>{}(text) & 0xffffffffffffULL));
+    session::MemoryChange change{session::MemoryAction::kCreate, scope_uri.str() + "/memories/" + cat + "/" + name,
+                                 "kept as written, without deduplication: " + why.message()};
+    Result<std::string> before = Read(change.uri);
+    if (before.ok() && *before == text) {
+      change.action = session::MemoryAction::kSkip;
+      change.reason = "already kept as written";
+      return std::vector<session::MemoryChange>{change};
+    }
+    STRATA_RETURN_IF_ERROR(Write(change.uri, text));
+    STRATA_ASSIGN_OR_RETURN(session::AuditLog * audit, impl_->Audit());
+    std::vector<session::AuditEntry> entry(1);
+    entry[0].uri = change.uri;
+    entry[0].action = before.ok() ? session::MemoryAction::kMerge : session::MemoryAction::kCreate;
+    entry[0].source = KeptNoteSource();
+    entry[0].at_ms = NowMs();
+    entry[0].reason = change.reason;
+    entry[0].before = before.ok() ? *before : "";
+    entry[0].after = std::string(text);
+    entry[0].category = cat;
+    STRATA_RETURN_IF_ERROR(audit->Record(entry));
+    change.action = entry[0].action;
+    return std::vector<session::MemoryChange>{change};
   });
 }
 

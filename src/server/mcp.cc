@@ -254,13 +254,10 @@ struct McpHandler::Impl {
     }
     std::string text = json::StringOr(args, "text");
     if (text.empty()) return Status::InvalidArgument("give \"text\" or \"messages\"");
-    STRATA_ASSIGN_OR_RETURN(Remembered done,
-                            RememberOrKeep(*engine, scope.str(), text, json::StringOr(args, "category"), cancel));
-    if (done.stored_as_is) {
-      return Json{{"uri", done.uri}, {"stored_as_is", true}, {"note", "stored without deduplication: " + done.why}};
-    }
-    Json out = {{"changes", views::ChangesView(done.changes)}};
-    if (!done.changes.empty()) out["uri"] = done.uri;
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::MemoryChange> changes,
+                            engine->Remember(scope.str(), text, json::StringOr(args, "category"), cancel));
+    Json out = {{"changes", views::ChangesView(changes)}};
+    if (!changes.empty()) out["uri"] = changes.front().uri;
     return out;
   }
 

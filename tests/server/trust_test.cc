@@ -444,6 +444,93 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
   EXPECT_FALSE(grepped.count("strata://user/bob/memories/preferences/editor"));
 }
 
+// Remember on a server with no usable model (its default provider has no key): the same four calls by
+// three users through HTTP, MCP and the agent's tool get the same changes — the first stored through the
+// pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction
+// needed the model, the same text kept once — where MCP used to keep what HTTP refused.
+TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
+  struct Ask {
+    std::string text, category;
+  };
+  const std::vector<Ask> asks = {{"Takes coffee black, no sugar.", "preferences"},
+                                 {"Takes coffee black, no sugar.", "preferences"},
+                                 {"Takes coffee black, no sugar.", "preferences"},
+                                 {"Reads on the train every morning.", ""}};
+  // Each change as "action uri: reason" with the user's name replaced by U.
+  auto line = [](std::string user, const std::string& action, std::string uri, std::string reason) {
+    for (std::string* s : {&uri, &reason}) {
+      for (size_t at; (at = s->find(user)) != std::string::npos;) s->replace(at, user.size(), "U");
+    }
+    return action + " " + uri + ": " + reason;
+  };
+  auto lines_of = [&](const std::string& user, const Json& changes) {
+    std::vector<std::string> out;
+    for (const Json& c : changes) out.push_back(line(user, c["action"], c["uri"], c["reason"]));
+    return out;
+  };
+  std::vector<std::vector<std::string>> over_http, over_mcp, by_tool;
+  std::string alice = Issue("alice");
+  for (const Ask& a : asks) {
+    Json body = {{"scope", "strata://user/alice"}, {"text", a.text}};
+    if (!a.category.empty()) body["category"] = a.category;
+    Reply r = Call("POST", "/api/v1/memories/remember", alice, body.dump());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    over_http.push_back(lines_of("alice", r.body["result"]));
+  }
+  std::string bob = Issue("bob");
+  for (const Ask& a : asks) {
+    Json args = {{"text", a.text}};
+    if (!a.category.empty()) args["category"] = a.category;
+    Reply r = Call("POST", "/mcp", bob, McpCall("remember", args));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ASSERT_EQ(r.raw.find("isError\":true"), std::string::npos) << r.raw;
+    over_mcp.push_back(lines_of("bob", r.body["result"]["structuredContent"]["changes"]));
+  }
+  auto opened = Engine::Open({.data_dir = dir_.File("data")});
+  ASSERT_OK(opened);
+  tools::Toolset toolset;
+  ASSERT_OK(AddAgentTools(opened->get(), {.user = "carol", .files = false}, &toolset));
+  for (const Ask& a : asks) {
+    Json args = {{"text", a.text}};
+    if (!a.category.empty()) args["category"] = a.category;
+    Canceller never;
+    tools::ToolOutput out = const_cast<tools::Tool*>(toolset.Find("remember"))->Call(args.dump(), never);
+    ASSERT_FALSE(out.content.empty());
+    const auto* said = std::get_if<TextPart>(&out.content[0]);
+    ASSERT_NE(said, nullptr);
+    std::vector<std::string> lines;
+    std::string text = said->text;
+    for (size_t at; (at = text.find("carol")) != std::string::npos;) text.replace(at, 5, "U");
+    for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+      lines.push_back(text.substr(start, end - start));
+    }
+    by_tool.push_back(lines);
+  }
+  EXPECT_EQ(over_mcp, over_http);
+  EXPECT_EQ(by_tool, over_http);
+  ASSERT_EQ(over_http.size(), 4u);
+  for (const auto& changes : over_http) ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(over_http[0][0].rfind("create strata://user/U/memories/preferences/", 0), 0u) << over_http[0][0];
+  EXPECT_EQ(over_http[1][0].rfind("create strata://user/U/memories/preferences/note-", 0), 0u) << over_http[1][0];
+  EXPECT_NE(over_http[1][0].find("kept as written, without deduplication: no API key"), std::string::npos)
+      << over_http[1][0];
+  EXPECT_EQ(over_http[2][0].rfind("skip strata://user/U/memories/preferences/note-", 0), 0u) << over_http[2][0];
+  EXPECT_EQ(over_http[3][0].rfind("create strata://user/U/memories/notes/note-", 0), 0u) << over_http[3][0];
+  // A kept note has its history: created once, by a remember call.
+  std::string note = over_http[3][0].substr(7, over_http[3][0].find(": ", 7) - 7);
+  note.replace(note.find("/U/"), 3, "/alice/");
+  Reply history = Call("GET", "/api/v1/memories/history?uri=" + Q(note), alice);
+  ASSERT_EQ(history.status, 200) << history.raw;
+  ASSERT_EQ(history.body["result"].size(), 1u) << history.raw;
+  EXPECT_EQ(history.body["result"][0]["action"], "create");
+  EXPECT_EQ(history.body["result"][0]["source"].get<std::string>().rfind("remember#", 0), 0u) << history.raw;
+  // Not a user or agent scope, or nothing to keep: refused, with or without a model.
+  EXPECT_EQ(Call("POST", "/api/v1/memories/remember", kRootKey,
+                 Json{{"scope", "strata://resources/notes"}, {"text", "x"}}.dump()).status, 400);
+  EXPECT_EQ(Call("POST", "/api/v1/memories/remember", alice,
+                 Json{{"scope", "strata://user/alice"}, {"text", "   "}}.dump()).status, 400);
+}
+
 // Model help for find (FindAssist) is the same request through HTTP and MCP: the same searches, the same
 // reranked hits, its cost reported, and a wrongly typed member named.
 TEST_F(TrustTest, FindWithModelHelpIsTheSameOverHttpAndMcp) {

@@ -37,18 +37,4 @@ struct AgentToolsOptions {
 // Adds the tools `options` selects to `toolset`. kAlreadyExists if a name is taken.
 Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::Toolset* toolset);
 
-// What RememberOrKeep did: the model's changes, or the text kept as it is.
-struct Remembered {
-  std::vector<session::MemoryChange> changes;
-  std::string uri;            // The first change's URI, or the kept note's.
-  bool stored_as_is = false;  // No usable model: kept without deduplication, `why` says why.
-  std::string why;
-};
-
-// Remembers `text` in `scope` (strata://user/NAME or strata://agent/NAME) through the model's dedup; when
-// no model can be used (none configured, or it is unavailable) the text is kept as a note under
-// memories/<category or "notes"> rather than lost. Other errors are returned.
-Result<Remembered> RememberOrKeep(Engine& engine, std::string_view scope, std::string_view text,
-                                  std::string_view category, const Canceller* cancel);
-
 }  // namespace strata

@@ -26,7 +26,8 @@ struct SessionArgs {
   bool wait = false, force = false, commit = false;
   std::string file, format;
   int archive = 0;
-  int64_t checkpoint = -1, max_tokens = 128'000, reserve = 4'096, tokens = 0;
+  int64_t checkpoint = -1, max_tokens = 128'000, tokens = 0;
+  std::optional<int64_t> reserve;  // Unset: the engine's default (DefaultReplyReserve).
 };
 
 Result<std::unique_ptr<Engine>> OpenEngine(const SessionArgs& a) {
@@ -262,7 +263,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   CLI::App* context = sub("context", "The assembled window for a budget, with tokens per section and per message", true);
   context->add_option("ID", a->id)->required();
   context->add_option("--max-tokens", a->max_tokens, "The model's window (default 128000)")->check(CLI::PositiveNumber);
-  context->add_option("--reserve", a->reserve, "Tokens kept for the reply (default 4096)")->check(CLI::NonNegativeNumber);
+  context->add_option("--reserve", a->reserve, "Tokens kept for the reply (default 4096, at most a quarter of the window)")->check(CLI::NonNegativeNumber);
   context->add_option("--encoding", a->encoding, "o200k_base (default), cl100k_base or chars");
   CLI::App* del = sub("delete", "Delete a session (refused while phase 2 is pending, unless --force)", false);
   del->add_option("ID", a->id)->required();

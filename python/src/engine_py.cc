@@ -453,7 +453,7 @@ class PyEngine {
     if (memory_limit < 0 || memory_limit > 100) Raise(Status::InvalidArgument("memory_limit must be between 0 and 100"));
     SessionContextOptions o;
     o.max_context_tokens = max_context_tokens;
-    o.reserve_for_reply = reserve_for_reply.value_or(std::min<int64_t>(4096, max_context_tokens / 4));
+    o.reserve_for_reply = reserve_for_reply;
     o.memory_limit = static_cast<size_t>(memory_limit);
     o.query = OptString(query);
     o.system_prompt = std::move(system_prompt);
@@ -501,7 +501,8 @@ class PyEngine {
 
   // ---- The memory-managed turn ----
   PyTurn BeginTurn(const std::string& session, py::handle messages, std::optional<std::string> system,
-                   int64_t max_context_tokens, int64_t reserve_for_reply, int64_t reserved_tokens, size_t memory_limit,
+                   int64_t max_context_tokens, std::optional<int64_t> reserve_for_reply, int64_t reserved_tokens,
+                   size_t memory_limit,
                    const std::string& encoding, std::optional<std::string> user, std::optional<std::string> agent,
                    bool create) {
     TurnRequest request;
@@ -806,7 +807,7 @@ phase 2 runs now and the outcome has its state and diff (or an error when it did
       .def("task", &PyEngine::Task, py::arg("task_id"), "A phase-2 task by id (Task).")
       .def("begin_turn", &PyEngine::BeginTurn, py::arg("session_id"), py::arg("messages"), py::kw_only(),
            py::arg("system") = py::none(), py::arg("max_context_tokens") = 128'000,
-           py::arg("reserve_for_reply") = 4096, py::arg("reserved_tokens") = 0, py::arg("memory_limit") = 5,
+           py::arg("reserve_for_reply") = py::none(), py::arg("reserved_tokens") = 0, py::arg("memory_limit") = 5,
            py::arg("encoding") = "o200k_base", py::arg("user") = py::none(), py::arg("agent") = py::none(),
            py::arg("create") = true, R"doc(
 Begins a memory-managed turn of a session (created when new): the session's history plus `messages`,

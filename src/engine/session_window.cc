@@ -104,12 +104,15 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
   });
 }
 
+int64_t DefaultReplyReserve(int64_t window) { return std::min<int64_t>(4'096, window / 4); }
+
 Result<SessionContext> Engine::AssembleSession(std::string_view id, const SessionContextOptions& options) {
   return Guard("session context", [&]() -> Result<SessionContext> {
     STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(options.encoding));
     if (options.max_context_tokens <= 0) return Status::InvalidArgument("the window must be a positive number of tokens");
-    if (options.reserve_for_reply < 0 || options.reserve_for_reply >= options.max_context_tokens) {
-      return Status::InvalidArgument("the reply reserve (" + std::to_string(options.reserve_for_reply) +
+    const int64_t reserve = options.reserve_for_reply.value_or(DefaultReplyReserve(options.max_context_tokens));
+    if (reserve < 0 || reserve >= options.max_context_tokens) {
+      return Status::InvalidArgument("the reply reserve (" + std::to_string(reserve) +
                                      ") must be at least 0 and less than the window (" +
                                      std::to_string(options.max_context_tokens) + ")");
     }
@@ -154,7 +157,7 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     const MessageTokenCounter& counter = Counter(options.encoding);
     window::AssembleOptions ao;
     ao.max_context_tokens = options.max_context_tokens;
-    ao.reserve_for_reply = options.reserve_for_reply;
+    ao.reserve_for_reply = reserve;
     ao.reserved_tokens = options.reserved_tokens;
     ao.system_prompt = sent_system;
     ao.pinned = options.pinned;
@@ -175,7 +178,7 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     if (has_summary) out.tokens.summary = count_one(history[0]);
     out.tokens.history = a.history_tokens;
     out.tokens.reserved = options.reserved_tokens;
-    out.tokens.reply = options.reserve_for_reply;
+    out.tokens.reply = reserve;
     out.window = options.max_context_tokens;
     out.budget = a.budget;
     out.total_tokens = a.total_tokens;

@@ -144,8 +144,8 @@ std::vector<Tool> MakeTools() {
                                      "with recalled memories, the summary and the newest history that fits, with tokens "
                                      "per section.",
        Object({{"session", session},
-               {"max_context_tokens", {{"type", "integer"}, {"minimum", 256}, {"description", "The window (default 128000)"}}},
-               {"reserve_for_reply", {{"type", "integer"}, {"minimum", 0}, {"description", "Tokens kept for the reply"}}}},
+               {"max_context_tokens", {{"type", "integer"}, {"minimum", 256}, {"description", "The window (default: the server's, 128000 unless set)"}}},
+               {"reserve_for_reply", {{"type", "integer"}, {"minimum", 0}, {"description", "Tokens kept for the reply (default 4096, at most a quarter of the window)"}}}},
               {"session"})},
       {"commit_session", "Commit session", "Archive a session's messages and extract memories from them in the background.",
        Object({{"session", session}}, {"session"})},
@@ -264,17 +264,15 @@ struct McpHandler::Impl {
   Result<Json> GetContext(const Json& args) {
     std::string sid = json::StringOr(args, "session");
     STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
+    // The defaults and the answer of GET /api/v1/sessions/{id}/context: the server's window, the engine's
+    // reply reserve, the same view.
     SessionContextOptions o;
-    o.max_context_tokens = json::IntOr(args, "max_context_tokens", 128'000);
-    o.reserve_for_reply = json::IntOr(args, "reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4));
+    o.max_context_tokens = json::IntOr(args, "max_context_tokens", who.window);
+    if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr && r->is_number_integer()) {
+      o.reserve_for_reply = r->get<int64_t>();
+    }
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(sid, o));
-    Json messages = Json::array();
-    for (const Message& m : ctx.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
-    const SessionContext::Sections& t = ctx.tokens;
-    return Json{{"session", sid}, {"total_tokens", ctx.total_tokens}, {"budget", ctx.budget},
-                {"sections", {{"system", t.system}, {"memories", t.memories}, {"pinned", t.pinned}, {"summary", t.summary},
-                              {"history", t.history}, {"reserved", t.reserved}}},
-                {"system_prompt", ctx.system_prompt}, {"messages", messages}, {"warnings", ctx.warnings}};
+    return views::SessionContextView(sid, ctx);
   }
 
   Result<Json> Edit(const Json& args) {

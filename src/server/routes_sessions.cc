@@ -192,7 +192,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     SessionContextOptions o;
     STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, c.IntArg("max_context_tokens", options.upstream_context_tokens));
-    STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, c.IntArg("reserve_for_reply", std::min<int64_t>(4096, o.max_context_tokens / 4)));
+    STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, c.OptIntArg("reserve_for_reply"));
     STRATA_ASSIGN_OR_RETURN(int64_t memory_limit, c.IntArg("memory_limit", 5));
     if (memory_limit < 0 || memory_limit > 100) return Status::InvalidArgument("\"memory_limit\" must be between 0 and 100");
     o.memory_limit = static_cast<size_t>(memory_limit);

@@ -68,21 +68,25 @@ Result<std::string> Call::Arg(std::string_view name, bool required) const {
   if (required) return Status::InvalidArgument("\"" + std::string(name) + "\" is required");
   return std::string();
 }
-Result<int64_t> Call::IntArg(std::string_view name, int64_t fallback) const {
+Result<std::optional<int64_t>> Call::OptIntArg(std::string_view name) const {
+  auto not_an_integer = [&] { return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer"); };
   if (auto q = req.Query(name)) {
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(q->c_str(), &end, 10);
-    if (q->empty() || *end != '\0' || errno == ERANGE) {
-      return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
-    }
-    return static_cast<int64_t>(v);
+    if (q->empty() || *end != '\0' || errno == ERANGE) return not_an_integer();
+    return std::optional<int64_t>(v);
   }
   if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {
-    if (!f->is_number_integer()) return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
-    return f->get<int64_t>();
+    if (!f->is_number_integer()) return not_an_integer();
+    if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return not_an_integer();
+    return std::optional<int64_t>(f->get<int64_t>());
   }
-  return fallback;
+  return std::optional<int64_t>();
+}
+Result<int64_t> Call::IntArg(std::string_view name, int64_t fallback) const {
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptIntArg(name));
+  return v.value_or(fallback);
 }
 bool Call::BoolArg(std::string_view name) const {
   if (auto q = req.Query(name)) return *q == "true" || *q == "1";

@@ -61,6 +61,7 @@ struct Call {
   // The query parameter or body member `name` as a string; kInvalidArgument naming it when required.
   Result<std::string> Arg(std::string_view name, bool required = true) const;
   Result<int64_t> IntArg(std::string_view name, int64_t fallback) const;
+  Result<std::optional<int64_t>> OptIntArg(std::string_view name) const;  // nullopt when absent or null.
   bool BoolArg(std::string_view name) const;
   std::optional<std::string> OptString(std::string_view name) const;
   Reach reach() const { return ReachOf(id); }

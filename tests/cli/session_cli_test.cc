@@ -111,6 +111,10 @@ TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
   EXPECT_TRUE(ctx["summary_included"]);
   EXPECT_GT(ctx["sections"]["summary"].get<int>(), 0);
   EXPECT_EQ(ctx["sections"]["summary"].get<int>() + ctx["sections"]["history"].get<int>(), ctx["total_tokens"].get<int>());
+  // Without --reserve the engine's default, as over HTTP and MCP: at most a quarter of a small window.
+  CliRun small = Session({"context", "s1", "--max-tokens", "2000"});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(Json::parse(small.out)["budget"], 1500) << small.out;
   Json log = Json::parse(Session({"log", "s1"}).out);
   EXPECT_EQ(log["rotations"].size(), 1u);  // The log before compaction is kept.
   // A compaction writes checkpoint 0 before the summary (as kimi-cli does): reverting to it empties the log.

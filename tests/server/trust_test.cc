@@ -531,6 +531,38 @@ TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
                  Json{{"scope", "strata://user/alice"}, {"text", "   "}}.dump()).status, 400);
 }
 
+// A session's context through HTTP and MCP: the same window by default (the server's --window), the same
+// reply reserve by default (the engine's: 4,096, at most a quarter of a small window), the same view.
+TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
+  Stop();
+  server_options_.upstream_context_tokens = 32'000;
+  Start();
+  std::string alice = Issue("alice");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "s"})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/s/messages", alice,
+                 R"({"messages": [{"role": "user", "content": "Plan a trip to Kyoto."}, {"role": "assistant", "content": "Sure."}]})")
+                .status,
+            200);
+  for (const Json& args : {Json::object(), Json{{"max_context_tokens", 4000}},
+                           Json{{"max_context_tokens", 4000}, {"reserve_for_reply", 100}}}) {
+    SCOPED_TRACE(args.dump());
+    std::string query;
+    for (const auto& [k, v] : args.items()) query += "&" + k + "=" + std::to_string(v.get<int64_t>());
+    Reply http = Call("GET", "/api/v1/sessions/s/context?" + query.substr(query.empty() ? 0 : 1), alice);
+    ASSERT_EQ(http.status, 200) << http.raw;
+    Json mcp_args = args;
+    mcp_args["session"] = "s";
+    Reply mcp = Call("POST", "/mcp", alice, McpCall("get_context", mcp_args));
+    ASSERT_EQ(mcp.status, 200) << mcp.raw;
+    EXPECT_EQ(mcp.body["result"]["structuredContent"], http.body["result"]) << mcp.raw;
+  }
+  Reply whole = Call("GET", "/api/v1/sessions/s/context", alice);
+  EXPECT_EQ(whole.body["result"]["window"], 32000) << whole.raw;
+  EXPECT_EQ(whole.body["result"]["budget"], 32000 - 4096) << whole.raw;
+  Reply small = Call("GET", "/api/v1/sessions/s/context?max_context_tokens=4000", alice);
+  EXPECT_EQ(small.body["result"]["budget"], 3000) << small.raw;
+}
+
 // Model help for find (FindAssist) is the same request through HTTP and MCP: the same searches, the same
 // reranked hits, its cost reported, and a wrongly typed member named.
 TEST_F(TrustTest, FindWithModelHelpIsTheSameOverHttpAndMcp) {

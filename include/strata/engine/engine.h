@@ -182,10 +182,14 @@ struct WorkReport {
   size_t dead = 0;
 };
 
+// The reply reserve when none is given: 4,096 tokens, and at most a quarter of a smaller window.
+int64_t DefaultReplyReserve(int64_t window);
+
 // What Engine::AssembleSession builds: a session's window for a budget.
 struct SessionContextOptions {
   int64_t max_context_tokens = 128'000;  // The model's window.
-  int64_t reserve_for_reply = 4'096;     // Kept free for the answer.
+  // Kept free for the answer; unset: DefaultReplyReserve(max_context_tokens), the same for every front end.
+  std::optional<int64_t> reserve_for_reply;
   int64_t reserved_tokens = 0;           // Sent beside the messages (tool schemas and the like).
   std::optional<std::string> system_prompt;  // Default: the session's own (its log's system prompt record).
   std::vector<Message> pinned;           // Always sent, after the system prompt.

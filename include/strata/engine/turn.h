@@ -48,7 +48,7 @@ struct TurnRequest {
   std::vector<Message> turn;  // The new messages: a user message, or tool results and the next question.
   std::string system;         // The system prompt to send; "" = the session's own (its log's record).
   int64_t max_context_tokens = 128'000;  // The model's window.
-  int64_t reserve_for_reply = 4'096;     // Kept free for the answer.
+  std::optional<int64_t> reserve_for_reply;  // Kept free for the answer (unset: DefaultReplyReserve).
   int64_t reserved_tokens = 0;           // Sent beside the messages (the tools' schemas and the like).
   size_t memory_limit = 5;               // Memories recalled into the system prompt (0: none).
   std::string encoding = "o200k_base";   // tokenizer/registry.h's names.

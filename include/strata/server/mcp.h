@@ -46,6 +46,7 @@ struct McpCaller {
   Reach reach;                      // What its tools reach.
   std::string user = "default";     // Whose memories `remember` keeps, and who owns the sessions it makes.
   std::string account = "default";  // Shown by the `health` tool.
+  int64_t window = 128'000;         // get_context's window when none is given (the server's --window).
 };
 
 // One client's protocol endpoint over an engine and an identity.

@@ -154,11 +154,12 @@ class Client:
     def read(self, uri: str, level: int = 2) -> str:
         return self._call("GET", "/api/v1/fs/read", {"uri": uri, "level": level})["content"]
 
-    def ls(self, uri: str = "strata://", *, recursive: bool = False, limit: int = 0) -> list[Node]:
+    def ls(self, uri: str | None = None, *, recursive: bool = False, limit: int = 0) -> list[Node]:
+        """The children of `uri`; without it, of what the key may list (a user key: its own scope)."""
         return _records(Node, self._call("GET", "/api/v1/fs/ls", {"uri": uri, "recursive": recursive,
                                                                   "limit": limit or None}))
 
-    def tree(self, uri: str = "strata://", *, limit: int = 0) -> list[Node]:
+    def tree(self, uri: str | None = None, *, limit: int = 0) -> list[Node]:
         return _records(Node, self._call("GET", "/api/v1/fs/tree", {"uri": uri, "limit": limit or None}))
 
     def stat(self, uri: str) -> NodeDetail:

@@ -19,6 +19,9 @@ def test_store_find_and_errors_over_http(server):
     assert alice.read("strata://user/alice/notes/build", level=0) == "How to test"
     assert isinstance(alice.stat("strata://user/alice/notes/build"), strata.NodeDetail)
     assert [n.uri for n in alice.ls("strata://user/alice/notes")] == ["strata://user/alice/notes/build"]
+    # Without a URI, what the key may list: a user key's own scope (the root is refused to it).
+    assert "strata://user/alice/notes" in [n.uri for n in alice.ls()]
+    assert "strata://user/alice/notes/build" in [n.uri for n in alice.tree()]
     assert [m.uri for m in alice.grep("scripts/test")] == ["strata://user/alice/notes/build"]
     assert {n.uri for n in alice.glob("**/build")} == {"strata://user/alice/notes/build"}
     found = alice.find("how do I test before pushing")

@@ -312,11 +312,16 @@ struct McpHandler::Impl {
     if (name == "read") return Read(args);
     if (name == "list" || name == "tree") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", false));
-      STRATA_ASSIGN_OR_RETURN(auto nodes, engine->List(uri.str(), {.recursive = name == "tree",
-                                                                     .limit = static_cast<size_t>(json::IntOr(args, "limit", 200))}));
+      // A model's listing is bounded (200 by default); one more is asked for, to say when it was cut.
+      const size_t limit = static_cast<size_t>(json::IntOr(args, "limit", 200));
+      STRATA_ASSIGN_OR_RETURN(auto nodes, engine->List(uri.str(), {.recursive = name == "tree", .limit = limit + 1}));
+      const bool truncated = nodes.size() > limit;
+      if (truncated) nodes.resize(limit);
       Json out = Json::array();
       for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
-      return Json{{"uri", uri.str()}, {"nodes", out}};
+      Json result = {{"uri", uri.str()}, {"nodes", out}};
+      if (truncated) result["truncated"] = true;
+      return result;
     }
     if (name == "grep") {
       STRATA_ASSIGN_OR_RETURN(auto matches, engine->Grep(json::StringOr(args, "pattern"), json::StringOr(args, "under"),

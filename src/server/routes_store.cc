@@ -10,8 +10,9 @@ void Server::Impl::AddStoreRoutes() {
     return [this, recursive](Call& c) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
       STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 0));
+      if (limit < 0) return Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit));
       STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || c.BoolArg("recursive"),
-                                                                     .limit = static_cast<size_t>(std::max<int64_t>(0, limit))}));
+                                                                     .limit = static_cast<size_t>(limit)}));
       Json out = Json::array();
       for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
       return out;

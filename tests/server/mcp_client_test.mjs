@@ -75,6 +75,9 @@ test("remember → find → read, and every other tool", async () => {
   const budgeted = await call("search", { query: "Kyoto trip", token_budget: 1 });
   assert.deepEqual(budgeted.hits, [], "nothing fits one token");
   assert.ok((await call("list", { uri: "strata://user/alice/memories" })).nodes.length >= 2);
+  const cut = await call("list", { uri: "strata://user/alice/memories", limit: 1 });
+  assert.equal(cut.nodes.length, 1);
+  assert.equal(cut.truncated, true, "a listing cut at its limit says so");
   assert.ok((await call("tree")).nodes.some((n) => n.uri.endsWith("/travel/kyoto")));
   assert.equal((await call("grep", { pattern: "gion", ignore_case: true })).matches.length, 1);
   assert.deepEqual((await call("glob", { pattern: "memories/travel/*" })).uris, ["strata://user/alice/memories/travel/kyoto"]);

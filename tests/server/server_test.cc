@@ -168,6 +168,9 @@ TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {
   EXPECT_EQ(none.body["error"]["code"], "unauthenticated");
   EXPECT_EQ(Call("GET", "/api/v1/fs/ls", "sk-strata-not-a-key").status, 401);
   std::string alice = Issue("alice");
+  Reply negative = Call("GET", "/api/v1/fs/ls?limit=-5", alice);
+  EXPECT_EQ(negative.status, 400) << "a negative limit is an error, not \"no limit\"";
+  EXPECT_EQ(negative.body["error"]["message"], "\"limit\" must be 0 (no limit) or more, not -5") << negative.raw;
   EXPECT_EQ(alice.rfind("sk-strata-", 0), 0u);
   // X-API-Key works as well as the bearer header.
   httplib::Client client("127.0.0.1", port_);

@@ -144,11 +144,7 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   }
   if (cmd == "compact") {
     STRATA_ASSIGN_OR_RETURN(SessionCompaction done, engine->CompactSession(a.id, a.focus));
-    Json out = {{"compacted", done.compacted}, {"kept", done.kept}, {"pruned_fallback", done.pruned_fallback},
-                {"session", a.id}, {"summary", done.summary}, {"tokens_after", done.tokens_after},
-                {"tokens_before", done.tokens_before}};
-    if (!done.llm_error.empty()) out["llm_error"] = done.llm_error;
-    Print(out);
+    Print(views::CompactionView(done));
     return Status::Ok();
   }
   if (cmd == "context") {
@@ -172,7 +168,10 @@ Status RunMemory(const std::string& cmd, const SessionArgs& a) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, OpenEngine(a));
   if (cmd == "history") {
     STRATA_ASSIGN_OR_RETURN(auto entries, engine->MemoryHistory(a.uri));
-    for (const auto& e : entries) Print(views::AuditEntryView(e));
+    for (const auto& e : entries) {
+      Result<std::optional<session::SessionInfo>> live = engine->AuditSession(e);
+      Print(views::AuditEntryView(e, live.ok() && live->has_value() ? (*live)->id : ""));
+    }
     return Status::Ok();
   }
   std::vector<session::MemoryChange> changes;

@@ -81,10 +81,8 @@ std::vector<Json> NodeViews(const std::vector<memory::Node>& nodes) {
 std::vector<Json> AuditViews(Engine& engine, const std::vector<session::AuditEntry>& entries) {
   std::vector<Json> out;
   for (const session::AuditEntry& e : entries) {
-    Json view = views::AuditEntryView(e);
     Result<std::optional<session::SessionInfo>> live = engine.AuditSession(e);
-    view["session"] = live.ok() && live->has_value() ? (*live)->id : "";
-    out.push_back(std::move(view));
+    out.push_back(views::AuditEntryView(e, live.ok() && live->has_value() ? (*live)->id : ""));
   }
   return out;
 }
@@ -469,6 +467,12 @@ class PyEngine {
       return views::CommitView(id, outcome);
     })));
   }
+  py::object Compact(const std::string& id, const std::string& focus) {
+    return Record("Compaction", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(SessionCompaction done, e.CompactSession(id, focus));
+      return views::CompactionView(done);
+    })));
+  }
   py::object ArchiveDiff(const std::string& id, int archive) {
     return Record("CommitDiff", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, e.ArchiveDiff(id, archive));
@@ -799,6 +803,8 @@ phase 2 runs now and the outcome has its state and diff (or an error when it did
 )doc")
       .def("session_status", &PyEngine::SessionStatus, py::arg("session_id"),
            "The session's archives and their phase-2 tasks (SessionStatus).")
+      .def("compact", &PyEngine::Compact, py::arg("session_id"), py::kw_only(), py::arg("focus") = "",
+           "Folds the session's older messages into a summary with the model, keeping the newest turns (Compaction).")
       .def("archive_diff", &PyEngine::ArchiveDiff, py::arg("session_id"), py::arg("archive"),
            "What phase 2 changed for one of the session's archives (CommitDiff); FailedPreconditionError until it is done.")
       .def("retry", &PyEngine::Retry, py::arg("session_id") = "",

@@ -23,7 +23,7 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError,
                      PermissionDeniedError, ResourceExhaustedError, StrataError, UnauthenticatedError,
                      UnavailableError)
-from .types import (AddReport, Archive, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, FindResult, GrepMatch,
+from .types import (AddReport, Archive, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, Compaction, FindResult, GrepMatch,
                     Hit, Node, NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task,
                     TurnOutcome)
 from .tool import Tool, tool
@@ -49,6 +49,6 @@ __all__ = [
     "ResourceExhaustedError", "DataLossError", "CancelledError", "DeadlineExceededError", "AlreadyExistsError",
     "InternalError", "UnauthenticatedError", "PermissionDeniedError", "AbortedError",
     "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
-    "SessionStatus", "CommitOutcome", "CommitDiff", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
+    "SessionStatus", "CommitOutcome", "CommitDiff", "Compaction", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
     "ChatImportReport", "AddReport",
 ]

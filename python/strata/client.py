@@ -27,8 +27,8 @@ import urllib.request
 from typing import Any, Iterator
 
 from .errors import StrataError, error_class
-from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, FindResult, GrepMatch,
-                    ImportReport, Node, NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
+from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, Compaction, FindResult,
+                    GrepMatch, ImportReport, Node, NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
 
 __all__ = ["Client"]
 
@@ -293,6 +293,10 @@ class Client:
         return SessionContext(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/context", {
             "max_context_tokens": max_context_tokens, "reserve_for_reply": reserve_for_reply,
             "memory_limit": memory_limit, "query": query, "system_prompt": system_prompt, "encoding": encoding}))
+
+    def compact(self, session_id: str, *, focus: str = "") -> Compaction:
+        """Folds the session's older messages into a summary with the server's model, keeping the newest turns."""
+        return Compaction(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/compact", body={"focus": focus}))
 
     def commit(self, session_id: str, *, wait: bool = False, timeout: float | None = None) -> CommitOutcome:
         """Archives the session's messages; phase 2 runs on the server's worker. With wait=True, returns once

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 __all__ = [
     "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
-    "SessionStatus", "CommitOutcome", "CommitDiff", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
+    "SessionStatus", "CommitOutcome", "CommitDiff", "Compaction", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
     "WorkReport", "ImportReport", "ChatImportReport", "AddReport",
 ]
 
@@ -203,6 +203,14 @@ class SessionContext(Record):
     def sent(self) -> list[dict]:
         """The messages that would be sent, in order (the included ones)."""
         return [m["message"] for m in self._data.get("messages", []) if m.get("included")]
+
+
+class Compaction(Record):
+    """What a compaction did: ``session`` (the Session after it), ``compacted`` (messages folded into the
+    summary), ``kept``, ``summary``, ``pruned_fallback`` (the model failed and old tool output was pruned
+    instead, ``llm_error`` says why), ``tokens_before``, ``tokens_after``."""
+    __slots__ = ()
+    _nested = {"session": Session}
 
 
 class SessionLog(Record):

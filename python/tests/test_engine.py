@@ -192,3 +192,23 @@ def test_prompts_and_tokens(engine):
         strata.count_tokens("x", encoding="nope")
     with pytest.raises(strata.InvalidArgumentError):
         strata.decode([1 << 30])
+
+
+def test_compaction_folds_the_older_turns_into_a_summary(tmp_path):
+    e = strata.Engine.open(str(tmp_path / "data"), provider="scripted",
+                           script=script(tmp_path / "summary.json", "Kyoto week: days 1-2 planned (temples)."))
+    e.create_session("alice", "trip")
+    e.add_messages("trip", {"role": "user", "content": "Plan a week in Kyoto."})
+    for day in range(1, 5):
+        e.add_messages("trip", [{"role": "assistant", "content": f"Day {day}: temples."},
+                                {"role": "user", "content": f"And day {day + 1}?"}])
+    done = e.compact("trip")
+    assert isinstance(done, strata.Compaction) and isinstance(done.session, strata.Session)
+    assert done.session.id == "trip" and done.summary == "Kyoto week: days 1-2 planned (temples)."
+    assert done.compacted > 0 and not done.pruned_fallback
+    assert len(e.session_log("trip").rotations) == 1, "the log before compaction is kept"
+    sent = e.context("trip", max_context_tokens=4000)
+    assert sent.summary_included
+    with pytest.raises(strata.NotFoundError):
+        e.compact("nope")
+    e.close()

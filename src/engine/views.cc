@@ -222,9 +222,24 @@ Json JobView(const session::Job& job) {
   return j;
 }
 
-Json AuditEntryView(const session::AuditEntry& e) {
-  return {{"action", std::string(session::MemoryActionName(e.action))}, {"after", e.after},   {"at_ms", e.at_ms},
-          {"before", e.before}, {"reason", e.reason}, {"source", e.source}, {"uri", e.uri}};
+Json AuditEntryView(const session::AuditEntry& e, std::string_view session) {
+  return {{"action", std::string(session::MemoryActionName(e.action))},
+          {"after", e.after},
+          {"at_ms", e.at_ms},
+          {"before", e.before},
+          {"reason", e.reason},
+          {"session", std::string(session)},
+          {"source", e.source},
+          {"uri", e.uri}};
+}
+
+Json CompactionView(const SessionCompaction& done) {
+  Json out = {{"compacted", done.compacted},       {"kept", done.kept},
+              {"pruned_fallback", done.pruned_fallback}, {"session", SessionView(done.session)},
+              {"summary", done.summary},           {"tokens_after", done.tokens_after},
+              {"tokens_before", done.tokens_before}};
+  if (!done.llm_error.empty()) out["llm_error"] = done.llm_error;
+  return out;
 }
 
 Json ChangesView(const std::vector<session::MemoryChange>& changes) {

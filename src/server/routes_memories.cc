@@ -7,13 +7,12 @@ namespace strata::server {
 // An audit entry as a caller may see it: a shared memory (agent, resources) changed by another user's
 // commit does not name that user's session to a user key ("<session>#<archive>#<n>" becomes "").
 Json Server::Impl::AuditView(Call& c, const session::AuditEntry& e) {
-  Json view = views::AuditEntryView(e);
   // The source names one incarnation of a session: linked only while that very session lives (a new
   // session given a deleted one's id is not it), and shown to a user key only when the session is its own.
   Result<std::optional<session::SessionInfo>> live = c.engine->AuditSession(e);
   bool linked = live.ok() && live->has_value();
   bool from_session = e.source.rfind("remember#", 0) != 0 && e.source.rfind("consolidate#", 0) != 0;
-  view["session"] = linked ? (*live)->id : "";
+  Json view = views::AuditEntryView(e, linked ? (*live)->id : "");
   if (c.id.role == Role::kUser && from_session && !(linked && (*live)->user == c.id.user)) {
     view["source"] = "";
     view["session"] = "";

@@ -181,11 +181,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string focus, c.Arg("focus", false));
     STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(id, focus));
-    Json out = {{"session", views::SessionView(done.session)}, {"compacted", done.compacted}, {"kept", done.kept},
-                {"summary", done.summary}, {"pruned_fallback", done.pruned_fallback},
-                {"tokens_before", done.tokens_before}, {"tokens_after", done.tokens_after}};
-    if (!done.llm_error.empty()) out["llm_error"] = done.llm_error;
-    return out;
+    return views::CompactionView(done);
   }));
   Add(Route("GET", "/api/v1/sessions/{id}/context", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);

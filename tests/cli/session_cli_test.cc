@@ -78,6 +78,7 @@ TEST_F(SessionCli, NewAddCommitStatusHistory) {
       {"memory", "--data", dir_.File("data"), "history", "strata://user/alice/memories/preferences/seat"}, "");
   ASSERT_EQ(history.exit_code, 0) << history.err;
   EXPECT_EQ(Json::parse(history.out)["action"], "create");
+  EXPECT_EQ(Json::parse(history.out)["session"], "s1") << "the session it came from, as HTTP and Python show it";
   // Nothing left to commit; an unknown session is named.
   EXPECT_NE(Session({"commit", "s1"}).exit_code, 0);
   CliRun unknown = Session({"show", "nope"});
@@ -105,6 +106,7 @@ TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
   Json c = Json::parse(compact.out);
   EXPECT_GT(c["compacted"].get<int>(), 0) << compact.out;
   EXPECT_EQ(c["summary"], "Kyoto week: days 1-2 planned (temples).");
+  EXPECT_EQ(c["session"]["id"], "s1") << "the session view, as over HTTP";
   CliRun context = Session({"context", "s1", "--max-tokens", "2000", "--reserve", "100"});
   ASSERT_EQ(context.exit_code, 0) << context.err;
   Json ctx = Json::parse(context.out);

@@ -22,7 +22,10 @@
 //                     "bytes","queued"}: documents and code added as resources (Engine::AddResources)
 //   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
 //                     "session"?,"state","updated_ms"}
-//   AuditEntryView    {"action","after","at_ms","before","reason","source","uri"}
+//   AuditEntryView    {"action","after","at_ms","before","reason","session","source","uri"}: "session" the live
+//                     session the entry came from (Engine::AuditSession; "" for none), which the caller looks up
+//   CompactionView    {"compacted","kept","llm_error"?,"pruned_fallback","session":SessionView,"summary",
+//                     "tokens_after","tokens_before"}: Engine::CompactSession
 //   ChangesView       [{"action","reason","uri"}]
 //   SessionContextView  a session's assembled window: {"session","encoding","window","budget","total_tokens",
 //                     "sections":{...},"system_prompt","memories","summary_included","messages":[{"index",
@@ -54,6 +57,7 @@ struct FindAssist;
 struct ChatImportReport;
 struct CommitOutcome;
 struct SessionStatus;
+struct SessionCompaction;
 }  // namespace strata
 
 namespace strata::views {
@@ -87,7 +91,8 @@ Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& ar
 // The options of such an add: "remove_missing" and "summarize" (booleans, default false), "chunk_tokens".
 Result<ingest::AddOptions> ReadAddOptions(const nlohmann::json& args);
 Json JobView(const session::Job& job);
-Json AuditEntryView(const session::AuditEntry& entry);
+Json AuditEntryView(const session::AuditEntry& entry, std::string_view session);
+Json CompactionView(const SessionCompaction& done);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);
 Json CommitDiffView(const session::CommitDiff& diff);
 Json SessionContextView(const std::string& session, const SessionContext& context);

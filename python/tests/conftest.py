@@ -28,6 +28,18 @@ def script(path: Path, *replies: str) -> str:
     return str(path)
 
 
+KYOTO_SUMMARY = "Kyoto week: days 1-2 planned (temples)."
+
+
+def plan_kyoto(add_messages, session_id: str) -> None:
+    """Nine messages planning a week in Kyoto (enough for a compaction to fold the older turns), added
+    through `add_messages` (an Engine's or a Client's)."""
+    add_messages(session_id, {"role": "user", "content": "Plan a week in Kyoto."})
+    for day in range(1, 5):
+        add_messages(session_id, [{"role": "assistant", "content": f"Day {day}: temples."},
+                                  {"role": "user", "content": f"And day {day + 1}?"}])
+
+
 @pytest.fixture
 def engine(tmp_path):
     e = strata.Engine.open(str(tmp_path / "data"), provider="scripted",

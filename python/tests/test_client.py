@@ -166,19 +166,16 @@ def test_documents_are_added_once_in_process_and_over_http(server, tmp_path):
 
 
 def test_compaction_over_http(tmp_path):
-    from conftest import Server, script
+    from conftest import KYOTO_SUMMARY, Server, plan_kyoto, script
     served = Server(tmp_path / "compacted", "--provider", "scripted", "--script",
-                    script(tmp_path / "summary.json", "Kyoto week: days 1-2 planned (temples)."))
+                    script(tmp_path / "summary.json", KYOTO_SUMMARY))
     try:
         alice = strata.Client(served.url, served.key("alice"))
         alice.create_session(session_id="trip")
-        alice.add_messages("trip", {"role": "user", "content": "Plan a week in Kyoto."})
-        for day in range(1, 5):
-            alice.add_messages("trip", [{"role": "assistant", "content": f"Day {day}: temples."},
-                                        {"role": "user", "content": f"And day {day + 1}?"}])
+        plan_kyoto(alice.add_messages, "trip")
         done = alice.compact("trip")
         assert isinstance(done, strata.Compaction) and isinstance(done.session, strata.Session)
-        assert done.session.id == "trip" and done.summary == "Kyoto week: days 1-2 planned (temples)."
+        assert done.session.id == "trip" and done.summary == KYOTO_SUMMARY
         assert done.compacted > 0 and not done.pruned_fallback and done.tokens_after < done.tokens_before
         assert alice.context("trip", max_context_tokens=4000).summary_included
     finally:

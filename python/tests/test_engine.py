@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import strata
-from conftest import SEAT_MEMORY, script
+from conftest import KYOTO_SUMMARY, SEAT_MEMORY, plan_kyoto, script
 
 
 def test_store_round_trip(engine):
@@ -196,15 +196,12 @@ def test_prompts_and_tokens(engine):
 
 def test_compaction_folds_the_older_turns_into_a_summary(tmp_path):
     e = strata.Engine.open(str(tmp_path / "data"), provider="scripted",
-                           script=script(tmp_path / "summary.json", "Kyoto week: days 1-2 planned (temples)."))
+                           script=script(tmp_path / "summary.json", KYOTO_SUMMARY))
     e.create_session("alice", "trip")
-    e.add_messages("trip", {"role": "user", "content": "Plan a week in Kyoto."})
-    for day in range(1, 5):
-        e.add_messages("trip", [{"role": "assistant", "content": f"Day {day}: temples."},
-                                {"role": "user", "content": f"And day {day + 1}?"}])
+    plan_kyoto(e.add_messages, "trip")
     done = e.compact("trip")
     assert isinstance(done, strata.Compaction) and isinstance(done.session, strata.Session)
-    assert done.session.id == "trip" and done.summary == "Kyoto week: days 1-2 planned (temples)."
+    assert done.session.id == "trip" and done.summary == KYOTO_SUMMARY
     assert done.compacted > 0 and not done.pruned_fallback
     assert len(e.session_log("trip").rotations) == 1, "the log before compaction is kept"
     sent = e.context("trip", max_context_tokens=4000)

@@ -107,7 +107,10 @@ Status CopyLog(session::Sessions& to, const std::string& id, const session::Sess
 Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationReport* report) {
   STRATA_ASSIGN_OR_RETURN(std::vector<session::SessionInfo> sessions, from.List());
   for (const session::SessionInfo& info : sessions) {
-    STRATA_RETURN_IF_ERROR(to.Create(info.user, info.agent, info.id).status().WithContext("session " + info.id));
+    // The same incarnation: the audit entries copied below name it as their source (SessionRef), and a copy
+    // under a new one would no longer be the session they came from.
+    STRATA_RETURN_IF_ERROR(
+        to.Create(info.user, info.agent, info.id, info.incarnation).status().WithContext("session " + info.id));
     STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, from.Archives(info.id));
     for (const session::ArchiveInfo& archive : archives) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, from.ArchiveMessages(info.id, archive.number));
@@ -219,6 +222,7 @@ Status VerifySessions(session::Sessions& from, session::Sessions& to, Difference
       continue;
     }
     if (copy->user != info.user || copy->agent != info.agent) diff->Add("session owners differ: " + info.id);
+    if (copy->incarnation != info.incarnation) diff->Add("session incarnations differ: " + info.id);
     const session::SessionStats& x = info.stats;
     const session::SessionStats& y = copy->stats;
     // Revisions (reverts, compactions) are not replayed; everything else the stats count is.

@@ -58,7 +58,11 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   auto audit = e.audit();
   ASSERT_OK(audit);
   std::vector<session::AuditEntry> entries(2);
-  entries[0] = {.uri = "strata://user/alice/notes/seat", .action = session::MemoryAction::kCreate, .source = "s1#1#0",
+  auto s1 = e.GetSession("s1");
+  ASSERT_OK(s1);
+  ASSERT_FALSE(s1->incarnation.empty());
+  entries[0] = {.uri = "strata://user/alice/notes/seat", .action = session::MemoryAction::kCreate,
+                .source = session::SessionRef(*s1) + "#1#0",
                 .at_ms = 5, .reason = "new", .after = "Aisle seat, always."};
   entries[1] = {.uri = "strata://user/alice/notes/seat", .action = session::MemoryAction::kMerge, .source = "s1#1#1",
                 .at_ms = 6, .reason = "refined", .before = "x", .after = "Aisle seat, always."};
@@ -72,6 +76,14 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   EXPECT_EQ(report->messages, 4);
   EXPECT_EQ(report->relations, 1);
   EXPECT_EQ(report->audit_entries, 2);
+  // The copy is the same incarnation of s1: the audit entry its commit made still names it.
+  auto copied = to_->GetSession("s1");
+  ASSERT_OK(copied);
+  EXPECT_EQ(copied->incarnation, s1->incarnation);
+  auto linked = to_->AuditSession(entries[0]);
+  ASSERT_OK(linked);
+  ASSERT_TRUE(linked->has_value()) << "the history of a memory lost the session it came from";
+  EXPECT_EQ((*linked)->id, "s1");
   auto log = to_->GetSessionLog("s1");
   ASSERT_OK(log);
   EXPECT_EQ(log->system_prompt, std::optional<std::string>("Be brief."));

@@ -316,6 +316,10 @@ Status PlanLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const 
       return Status::FailedPrecondition(uri.str() + " is a directory; only leaves have content");
     }
     if (existing && !o.overwrite) return Status::AlreadyExists(uri.str() + " already exists");
+    if (o.expect_content && (!existing || existing->node.content != *o.expect_content)) {
+      return Status::Aborted(uri.str() + (existing ? " changed" : " was removed") +
+                             " since it was read; read it again and retry");
+    }
     if (!o.create_parents) {
       STRATA_ASSIGN_OR_RETURN(std::optional<Row> parent, FindPlannedOrStored(*plan, uri.Parent(), find));
       if (!parent && !uri.Parent().is_scope_root()) {

@@ -279,13 +279,31 @@ struct McpHandler::Impl {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
     std::string old_text = json::StringOr(args, "old_text"), new_text = json::StringOr(args, "new_text");
     if (old_text.empty()) return Status::InvalidArgument("\"old_text\" must not be empty");
-    STRATA_ASSIGN_OR_RETURN(std::string content, engine->Read(uri.str(), memory::Level::kContent));
-    size_t count = 0;
-    for (size_t at = content.find(old_text); at != std::string::npos; at = content.find(old_text, at + old_text.size())) {
-      ++count;
-    }
-    if (count == 0) return Status::NotFound("the old text does not occur in " + uri.str());
     bool all = json::BoolOr(args, "replace_all", false);
+    // Read, replace, write only if nobody wrote in between (WriteOptions::expect_content); else again, on
+    // what that writer left: two agents' edits of one memory both land.
+    for (int attempt = 0;; ++attempt) {
+      STRATA_ASSIGN_OR_RETURN(std::string content, engine->Read(uri.str(), memory::Level::kContent));
+      STRATA_ASSIGN_OR_RETURN(std::string edited, Replace(uri, content, old_text, new_text, all));
+      size_t replaced = all ? Occurrences(content, old_text) : 1;
+      Status written = engine->Write(uri.str(), edited, {.expect_content = content});
+      if (written.code() == StatusCode::kAborted && attempt < 50) continue;
+      STRATA_RETURN_IF_ERROR(written);
+      return Json{{"uri", uri.str()}, {"replaced", replaced}};
+    }
+  }
+
+  static size_t Occurrences(const std::string& content, const std::string& text) {
+    size_t count = 0;
+    for (size_t at = content.find(text); at != std::string::npos; at = content.find(text, at + text.size())) ++count;
+    return count;
+  }
+
+  // `content` with `old_text` replaced by `new_text` (once, where it occurs once, or everywhere with `all`).
+  static Result<std::string> Replace(const Uri& uri, const std::string& content, const std::string& old_text,
+                                     const std::string& new_text, bool all) {
+    size_t count = Occurrences(content, old_text);
+    if (count == 0) return Status::NotFound("the old text does not occur in " + uri.str());
     if (count > 1 && !all) {
       return Status::InvalidArgument("the old text occurs " + std::to_string(count) + " times in " + uri.str() +
                                      "; give more context to make it unique, or set replace_all");
@@ -299,8 +317,7 @@ struct McpHandler::Impl {
       if (!all) break;
     }
     out.append(content, from, std::string::npos);
-    STRATA_RETURN_IF_ERROR(engine->Write(uri.str(), out));
-    return Json{{"uri", uri.str()}, {"replaced", all ? count : 1}};
+    return out;
   }
 
   Result<Json> RunTool(const std::string& name, const Json& args, const Canceller* cancel) {

@@ -980,6 +980,22 @@ TEST_P(StoreTest, AMisspeltWordIsSearchedByTheNearestHeldSpelling) {
   EXPECT_NE((*found)[0].reason.find("pottrey ("), std::string::npos) << (*found)[0].reason;
 }
 
+// A write that expects the content it read (a read-modify-write) lands only while the leaf still holds it.
+TEST_P(StoreTest, AWriteExpectingTheContentItReadFailsOnceTheLeafChanged) {
+  const Uri note = U("strata://resources/notes/plan");
+  ASSERT_OK(store_->Write(note, "Day 1: temples."));
+  ASSERT_OK(store_->Write(note, "Day 1: temples. Day 2: gardens.", {.expect_content = "Day 1: temples."}));
+  Status stale = store_->Write(note, "Day 1: shrines.", {.expect_content = "Day 1: temples."});
+  EXPECT_EQ(stale.code(), StatusCode::kAborted) << stale.ToString();
+  EXPECT_NE(stale.message().find("strata://resources/notes/plan changed since it was read"), std::string::npos)
+      << stale.message();
+  EXPECT_EQ(*store_->Read(note, Level::kContent), "Day 1: temples. Day 2: gardens.") << "nothing was written";
+  ASSERT_OK(store_->Remove(note, false));
+  Status gone = store_->Write(note, "Day 1: shrines.", {.expect_content = "Day 1: temples. Day 2: gardens."});
+  EXPECT_EQ(gone.code(), StatusCode::kAborted) << gone.ToString();
+  EXPECT_EQ(store_->Stat(note).status().code(), StatusCode::kNotFound) << "a removed leaf is not written back";
+}
+
 // The vocabulary respelling reads is exactly what the index holds on both backends: once the last node
 // holding a word is removed, rewritten or renamed, that word is respelt again (PostgreSQL kept the lexemes
 // of removed rows and answered as if the word were still held).

@@ -11,6 +11,7 @@
 
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "server/server_fixture.h"
 #include "session/pipeline_stage.h"
@@ -561,6 +562,37 @@ TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
   EXPECT_EQ(whole.body["result"]["budget"], 32000 - 4096) << whole.raw;
   Reply small = Call("GET", "/api/v1/sessions/s/context?max_context_tokens=4000", alice);
   EXPECT_EQ(small.body["result"]["budget"], 3000) << small.raw;
+}
+
+// Agents editing one memory at once through MCP's edit: every edit lands (each writes only over the content
+// it read, and reads again when another got in first), where the last writer used to erase the others'.
+TEST_F(TrustTest, ConcurrentMcpEditsOfOneMemoryAllLand) {
+  std::string alice = Issue("alice");
+  const std::string uri = "strata://user/alice/memories/plans/week";
+  const std::vector<std::string> days = {"mon", "tue", "wed", "thu", "fri", "sat"};
+  std::string text;
+  for (const std::string& d : days) text += d + ": free. ";
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
+  std::vector<std::thread> agents;
+  std::vector<Reply> replies(days.size());
+  for (size_t i = 0; i < days.size(); ++i) {
+    agents.emplace_back([&, i] {
+      Json call = Json::parse(McpCall("edit", {{"uri", uri}, {"old_text", days[i] + ": free."}, {"new_text", days[i] + ": busy."}}));
+      call["id"] = 100 + static_cast<int>(i);  // Requests in flight at once need ids of their own.
+      replies[i] = Call("POST", "/mcp", alice, call.dump());
+    });
+  }
+  for (std::thread& t : agents) t.join();
+  for (const Reply& r : replies) {
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.raw.find("isError\":true"), std::string::npos) << r.raw;
+    EXPECT_NE(r.raw.find("\"replaced\":1"), std::string::npos) << r.raw;
+  }
+  Reply read = Call("GET", "/api/v1/fs/read?uri=" + Q(uri), alice);
+  ASSERT_EQ(read.status, 200) << read.raw;
+  std::string want;
+  for (const std::string& d : days) want += d + ": busy. ";
+  EXPECT_EQ(read.body["result"]["content"], want);
 }
 
 // Model help for find (FindAssist) is the same request through HTTP and MCP: the same searches, the same

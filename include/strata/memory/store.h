@@ -66,6 +66,10 @@ struct WriteOptions {
   std::optional<std::string> metadata;       // A JSON object; replaces the old one.
   bool create_parents = true;                // Create missing parent directories (mkdir -p).
   bool overwrite = true;                     // False: fail with kAlreadyExists if the leaf exists.
+  // Set: write only while the leaf's content is exactly this, checked under the write lock (kAborted naming
+  // the URI otherwise: it changed or went away since it was read). A read-modify-write then loses no change
+  // another writer made in between.
+  std::optional<std::string> expect_content;
 };
 
 struct ListOptions {

@@ -249,6 +249,7 @@ struct McpHandler::Impl {
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
       STRATA_RETURN_IF_ERROR(engine->AddMessages(info.id, parsed).status());
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(info.id, {.wait = false}));
+      if (who.on_commit) who.on_commit();
       return Json{{"session", info.id}, {"task_id", outcome.ticket.job_id}, {"messages", outcome.ticket.messages},
                   {"note", "committed; memories are extracted in the background"}};
     }
@@ -389,6 +390,7 @@ struct McpHandler::Impl {
       std::string sid = json::StringOr(args, "session");
       STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(sid, {.wait = false}));
+      if (who.on_commit) who.on_commit();
       return views::CommitView(sid, outcome);
     }
     if (name == "count_tokens") {

@@ -63,7 +63,10 @@ void Server::Impl::AddServiceRoutes() {
   Add(Route("POST", "/mcp", [this](Call& c) -> Result<Json> {
     c.raw = true;
     McpCaller caller{.reach = c.reach(), .user = c.id.user, .account = c.id.account,
-                     .window = options.upstream_context_tokens};
+                     .window = options.upstream_context_tokens, .on_commit = [this] {
+                       metrics.Commit("accepted");
+                       WakeWorker();
+                     }};
     std::string client = c.id.key_id + "|" + c.id.account + "|" + c.id.user;
     STRATA_ASSIGN_OR_RETURN(McpHttpReply reply,
                             mcp->Post(c.engine, caller, client, c.req.Header("mcp-protocol-version"), c.req.body));

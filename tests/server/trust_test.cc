@@ -595,6 +595,23 @@ TEST_F(TrustTest, ConcurrentMcpEditsOfOneMemoryAllLand) {
   EXPECT_EQ(read.body["result"]["content"], want);
 }
 
+// A commit through MCP is a commit like one over HTTP: counted, and the worker woken for it (its phase 2
+// runs at once, not at the worker's next 2-second round).
+TEST_F(TrustTest, AnMcpCommitIsCountedAndWakesTheWorkerAsOverHttp) {
+  std::string alice = Issue("alice");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "s"})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/s/messages", alice, R"({"role": "user", "content": "I like tea."})").status, 200);
+  Reply committed = Call("POST", "/mcp", alice, McpCall("commit_session", {{"session", "s"}}));
+  ASSERT_EQ(committed.status, 200) << committed.raw;
+  ASSERT_EQ(committed.raw.find("isError\":true"), std::string::npos) << committed.raw;
+  Reply remembered = Call("POST", "/mcp", alice,
+                          McpCall("remember", {{"messages", Json::array({{{"role", "user"}, {"content", "I like oolong."}}})}}));
+  ASSERT_EQ(remembered.status, 200) << remembered.raw;
+  Reply metrics = Call("GET", "/metrics", kRootKey);
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.raw.find("strata_commits_total{outcome=\"accepted\"} 2"), std::string::npos) << metrics.raw;
+}
+
 // Model help for find (FindAssist) is the same request through HTTP and MCP: the same searches, the same
 // reranked hits, its cost reported, and a wrongly typed member named.
 TEST_F(TrustTest, FindWithModelHelpIsTheSameOverHttpAndMcp) {

@@ -47,6 +47,8 @@ struct McpCaller {
   std::string user = "default";     // Whose memories `remember` keeps, and who owns the sessions it makes.
   std::string account = "default";  // Shown by the `health` tool.
   int64_t window = 128'000;         // get_context's window when none is given (the server's --window).
+  // Called after a commit a tool queued (the server wakes its phase-2 worker and counts it, as for HTTP).
+  std::function<void()> on_commit;
 };
 
 // One client's protocol endpoint over an engine and an identity.

@@ -110,7 +110,9 @@ Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationRep
     // The same incarnation: the audit entries copied below name it as their source (SessionRef), and a copy
     // under a new one would no longer be the session they came from.
     STRATA_RETURN_IF_ERROR(
-        to.Create(info.user, info.agent, info.id, info.incarnation).status().WithContext("session " + info.id));
+        to.Create(info.user, info.agent, info.id, std::optional<std::string_view>(info.incarnation))
+            .status()
+            .WithContext("session " + info.id));
     STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, from.Archives(info.id));
     for (const session::ArchiveInfo& archive : archives) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, from.ArchiveMessages(info.id, archive.number));

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <deque>
 #include <random>
@@ -87,7 +88,7 @@ class HttpProvider final : public ChatProvider {
   Result<std::unique_ptr<ChatStream>> Generate(std::string_view system_prompt, std::span<const ToolDeclaration> tools,
                                                std::span<const Message> history,
                                                const GenerateOptions& options) override {
-    if (!config_.missing_key.empty()) return Status::FailedPrecondition(config_.missing_key);
+    if (!config_.missing_key.empty() && !HasCredentialHeader()) return Status::FailedPrecondition(config_.missing_key);
     ChatRequest request{.model = config_.model, .system_prompt = std::string(system_prompt),
                         .tools = {tools.begin(), tools.end()}, .history = {history.begin(), history.end()},
                         .options = config_.options, .stream = config_.stream};
@@ -106,6 +107,16 @@ class HttpProvider final : public ChatProvider {
 
  private:
   HttpHeaders Headers() const { return RequestHeaders(config_, config_.stream); }
+
+  // A credential set as an extra header (ProviderConfig::headers) stands in for the key.
+  bool HasCredentialHeader() const {
+    for (const auto& [name, value] : config_.headers) {
+      std::string lower(name);
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (!value.empty() && (lower == "authorization" || lower == "x-api-key" || lower == "x-goog-api-key")) return true;
+    }
+    return false;
+  }
 
   ProviderConfig config_;
 };

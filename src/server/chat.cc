@@ -138,8 +138,12 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
       }
       request.max_context_tokens = v;
     }
-    int64_t reserve = json::IntOr(c.body, "max_completion_tokens", json::IntOr(c.body, "max_tokens", 4096));
-    request.reserve_for_reply = std::clamp<int64_t>(reserve, 0, request.max_context_tokens / 2);
+    // The reply the client asked room for (at most half the window); none asked: the engine's default.
+    const Json* asked = json::Field(c.body, "max_completion_tokens");
+    if (asked == nullptr || !asked->is_number_integer()) asked = json::Field(c.body, "max_tokens");
+    if (asked != nullptr && asked->is_number_integer()) {
+      request.reserve_for_reply = std::clamp<int64_t>(asked->get<int64_t>(), 0, request.max_context_tokens / 2);
+    }
     if (const Json* tools = json::Field(c.body, "tools"); tools != nullptr) {
       request.reserved_tokens = tokenizer::CountText(tokenizer::kDefaultEncoding, tools->dump());
     }

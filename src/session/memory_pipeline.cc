@@ -801,8 +801,17 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held,
                             LockOwners({kind + "/" + std::string(scope_uri.scope_id())}));
     std::string source = "remember#" + call + "#" + std::to_string(i);
-    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, {}));
-    out.insert(out.end(), changes.begin(), changes.end());
+    Result<std::vector<MemoryChange>> changes = Apply(candidates[i], source, {});
+    if (!changes.ok() && !out.empty()) {
+      // Part of the text is remembered already: say what, and not as the failure of a missing model (which
+      // Engine::Remember answers by keeping the whole text as written).
+      std::string made;
+      for (const MemoryChange& c : out) made += (made.empty() ? "" : ", ") + c.uri;
+      return Status::Aborted("remember: " + changes.status().message() + " (after " + std::to_string(out.size()) +
+                             " change(s) were made: " + made + ")");
+    }
+    STRATA_RETURN_IF_ERROR(changes.status());
+    out.insert(out.end(), changes->begin(), changes->end());
   }
   return out;
 }

@@ -429,10 +429,10 @@ class PgSessions final : public Sessions {
   }
 
   Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id,
-                             std::string_view incarnation) override {
+                             std::optional<std::string_view> incarnation) override {
     STRATA_RETURN_IF_ERROR(internal::ValidateOwnerId(user, "user"));
     STRATA_RETURN_IF_ERROR(internal::ValidateOwnerId(agent, "agent"));
-    STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(incarnation));
+    if (incarnation) STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(*incarnation));
     std::string sid = id.empty() ? internal::NewSessionId(NowMs()) : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
     STRATA_ASSIGN_OR_RETURN(Pool::Lease conn, pool_.Acquire());
@@ -440,7 +440,7 @@ class PgSessions final : public Sessions {
     row.info.id = sid;
     row.info.user = std::string(user);
     row.info.agent = std::string(agent);
-    row.info.incarnation = incarnation.empty() ? internal::NewIncarnation() : std::string(incarnation);
+    row.info.incarnation = incarnation ? std::string(*incarnation) : internal::NewIncarnation();
     row.info.created_ms = row.info.updated_ms = NowMs();
     STRATA_RETURN_IF_ERROR(InsertRow(*conn, row));
     return row.info;

@@ -163,10 +163,10 @@ class FileSessions final : public Sessions {
   }
 
   Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id,
-                             std::string_view incarnation) override {
+                             std::optional<std::string_view> incarnation) override {
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(user, "user"));
     STRATA_RETURN_IF_ERROR(ValidateOwnerId(agent, "agent"));
-    STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(incarnation));
+    if (incarnation) STRATA_RETURN_IF_ERROR(internal::ValidateIncarnation(*incarnation));
     std::string sid = id.empty() ? NewSessionId(NowMs()) : std::string(id);
     STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(sid, /*create=*/true));
@@ -176,7 +176,7 @@ class FileSessions final : public Sessions {
     info.id = sid;
     info.user = std::string(user);
     info.agent = std::string(agent);
-    info.incarnation = incarnation.empty() ? internal::NewIncarnation() : std::string(incarnation);
+    info.incarnation = incarnation ? std::string(*incarnation) : internal::NewIncarnation();
     info.created_ms = info.updated_ms = NowMs();
     STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(sid) + "/history"));
     STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(sid), InfoToJson(info)));

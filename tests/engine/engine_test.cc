@@ -207,6 +207,35 @@ TEST_F(EngineTest, ArchiveDiffReportsWhatCommitWaitReportedOnceTheArchiveIsDone)
       << "reading a damaged diff changes nothing stored";
 }
 
+// Remember with a model that fails: before anything was remembered the text is kept as written (the same
+// answer every front end gives); after part of it was, the error names what was made and nothing is kept
+// twice.
+TEST_F(EngineTest, RememberKeepsTheTextOnlyWhenTheModelFailedBeforeAnythingWasRemembered) {
+  llm::ScriptedReply down;
+  down.error = Status::Unavailable("the model is overloaded (HTTP 503)");
+  extraction_ = down;
+  auto kept = engine_->Remember("strata://user/alice", "Alice likes green tea.");
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ(kept->front().uri.rfind("strata://user/alice/memories/notes/note-", 0), 0u) << kept->front().uri;
+  EXPECT_NE(kept->front().reason.find("without deduplication: "), std::string::npos) << kept->front().reason;
+  EXPECT_NE(kept->front().reason.find("overloaded"), std::string::npos) << kept->front().reason;
+  // Two facts; the first is stored, the dedup of the second (similar to the first) fails.
+  extraction_ = Text(R"({"memories": [
+      {"category": "preferences", "key": "seat_preference", "abstract": "Prefers aisle seats", "content": "Alice prefers aisle seats on long flights."},
+      {"category": "preferences", "key": "seat_short", "abstract": "Prefers aisle seats", "content": "Alice prefers aisle seats on long flights too."}]})");
+  dedup_ = down;
+  auto partial = engine_->Remember("strata://user/alice", "Alice prefers aisle seats on long flights.");
+  ASSERT_FALSE(partial.ok());
+  EXPECT_EQ(partial.status().code(), StatusCode::kAborted) << partial.status().ToString();
+  EXPECT_NE(partial.status().message().find("1 change(s) were made: strata://user/alice/memories/preferences/seat_preference"),
+            std::string::npos)
+      << partial.status().message();
+  auto notes = engine_->List("strata://user/alice/memories/notes");
+  ASSERT_OK(notes);
+  EXPECT_EQ(notes->size(), 1u) << "only the first text was kept as written";
+}
+
 // A dedup reply whose fields have the wrong types must not end the process: it is read by the documented
 // rules (an unusable decision keeps the candidate as new).
 TEST_F(EngineTest, WronglyTypedDedupRepliesAreReadByTheRulesNotThrown) {
@@ -455,6 +484,16 @@ TEST(EngineProviderConfig, AHostedServiceWithoutAKeyFailsAtOnceNamingTheKey) {
   EXPECT_NE(started.status().message().find("no API key for the openai provider"), std::string::npos)
       << started.status().message();
   EXPECT_EQ(ResolveProviderConfig({}, none)->missing_key, resolved->missing_key) << "openai is the default";
+  // A credential given as an extra header stands in for the key: the request is made (here to a closed port).
+  llm::ProviderConfig with_header = *resolved;
+  with_header.headers = {{"Authorization", "Bearer sk-from-a-header"}};
+  with_header.base_url = "http://127.0.0.1:9/v1";
+  with_header.retry.max_attempts = 1;
+  auto headed = llm::NewHttpProvider(with_header);
+  ASSERT_OK(headed);
+  auto sent = (*headed)->Generate("", {}, history, {});
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.status().code(), StatusCode::kFailedPrecondition) << sent.status().ToString();
   EXPECT_EQ(ResolveProviderConfig({.provider = "openai", .base_url = "http://127.0.0.1:8080/v1"}, none)->missing_key, "");
   EXPECT_EQ(ResolveProviderConfig({.provider = "ollama"}, none)->missing_key, "");
   EXPECT_NE(ResolveProviderConfig({.provider = "anthropic"}, none)->missing_key.find("ANTHROPIC_API_KEY"),

@@ -55,9 +55,11 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   ASSERT_OK((*sessions)->Add("s1", Message::Assistant("second answer")));
   ASSERT_OK((*sessions)->Checkpoint("s1").status());
   ASSERT_OK(e.CreateSession("bob", "", "s2").status());
+  // A session made before incarnations were kept (none): copied as it is, not given one.
+  ASSERT_OK((*sessions)->Create("carol", "", "s3", std::optional<std::string_view>("")).status());
   auto audit = e.audit();
   ASSERT_OK(audit);
-  std::vector<session::AuditEntry> entries(2);
+  std::vector<session::AuditEntry> entries(3);
   auto s1 = e.GetSession("s1");
   ASSERT_OK(s1);
   ASSERT_FALSE(s1->incarnation.empty());
@@ -66,16 +68,18 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
                 .at_ms = 5, .reason = "new", .after = "Aisle seat, always."};
   entries[1] = {.uri = "strata://user/alice/notes/seat", .action = session::MemoryAction::kMerge, .source = "s1#1#1",
                 .at_ms = 6, .reason = "refined", .before = "x", .after = "Aisle seat, always."};
+  entries[2] = {.uri = "strata://user/carol/notes/tea", .action = session::MemoryAction::kCreate, .source = "s3#1#0",
+                .at_ms = 7, .reason = "new", .after = "Green tea."};
   ASSERT_OK((*audit)->Record(entries));
 
   auto report = CopyDeployment(*from_, *to_);
   ASSERT_OK(report);
   EXPECT_TRUE(report->differences.empty()) << ::testing::PrintToString(report->differences);
-  EXPECT_EQ(report->sessions, 2);
+  EXPECT_EQ(report->sessions, 3);
   EXPECT_EQ(report->archives, 1);
   EXPECT_EQ(report->messages, 4);
   EXPECT_EQ(report->relations, 1);
-  EXPECT_EQ(report->audit_entries, 2);
+  EXPECT_EQ(report->audit_entries, 3);
   // The copy is the same incarnation of s1: the audit entry its commit made still names it.
   auto copied = to_->GetSession("s1");
   ASSERT_OK(copied);
@@ -84,6 +88,10 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   ASSERT_OK(linked);
   ASSERT_TRUE(linked->has_value()) << "the history of a memory lost the session it came from";
   EXPECT_EQ((*linked)->id, "s1");
+  auto legacy = to_->AuditSession(entries[2]);
+  ASSERT_OK(legacy);
+  ASSERT_TRUE(legacy->has_value()) << "a session without an incarnation keeps none";
+  EXPECT_EQ((*legacy)->incarnation, "");
   auto log = to_->GetSessionLog("s1");
   ASSERT_OK(log);
   EXPECT_EQ(log->system_prompt, std::optional<std::string>("Be brief."));

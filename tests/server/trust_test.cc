@@ -450,6 +450,12 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
 // pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction
 // needed the model, the same text kept once — where MCP used to keep what HTTP refused.
 TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
+  // The default provider with no key, whatever this machine's environment and config file hold.
+  Stop();
+  testing::WriteFileOrDie(dir_.File("empty-config.json"), "{}");
+  engine_options_.provider = {.provider = "openai", .api_key_env = "STRATA_TEST_UNSET_KEY_VARIABLE",
+                              .config_file = dir_.File("empty-config.json")};
+  Start();
   struct Ask {
     std::string text, category;
   };
@@ -487,7 +493,7 @@ TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
     ASSERT_EQ(r.raw.find("isError\":true"), std::string::npos) << r.raw;
     over_mcp.push_back(lines_of("bob", r.body["result"]["structuredContent"]["changes"]));
   }
-  auto opened = Engine::Open({.data_dir = dir_.File("data")});
+  auto opened = Engine::Open({.data_dir = dir_.File("data"), .provider = engine_options_.provider});
   ASSERT_OK(opened);
   tools::Toolset toolset;
   ASSERT_OK(AddAgentTools(opened->get(), {.user = "carol", .files = false}, &toolset));

@@ -251,8 +251,6 @@ TEST_P(JobQueueTest, ConcurrentWorkersClaimEachJobOnce) {
   EXPECT_EQ(queue_->List(JobState::kDone)->size(), 40u);
 }
 
-// A database restart (pg_ctl restart) drops the connection: the call that finds it gone fails as
-// unavailable, the next one reconnects, and nothing acknowledged before is lost.
 // A job's id is never given again: not after the newest job was removed with its session (a client still
 // following that task must not be shown another session's job), and not after reopening.
 TEST_P(JobQueueTest, AnIdIsNeverGivenAgainAfterItsJobIsRemoved) {
@@ -316,6 +314,8 @@ TEST(SqliteJobQueue, AQueueFromBeforeAutoincrementIsRebuiltKeepingItsJobs) {
   sqlite3_close(db);
 }
 
+// A database restart (pg_ctl restart) drops the connection: the call that finds it gone fails as
+// unavailable, the next one reconnects, and nothing acknowledged before is lost.
 TEST(PgJobQueue, ReconnectsAfterADatabaseRestartWithoutLosingJobs) {
   testing::OwnPostgres server;
   ASSERT_OK(server.status());

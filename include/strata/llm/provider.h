@@ -85,7 +85,8 @@ struct ProviderConfig {
   std::string api_key;   // Sent as the format's auth header when not empty.
   // Set when the config names a hosted service but no key (ResolveProviderConfig): every request then fails
   // at once with kFailedPrecondition and this message, as the service would refuse it (HTTP 401), without
-  // the network round trip and its retries.
+  // the network round trip and its retries — unless `headers` carries a credential (Authorization,
+  // x-api-key, x-goog-api-key).
   std::string missing_key;
   HttpHeaders headers;   // Extra headers (after the defaults; same name replaces).
   std::string options = "{}";  // Per-format options (wire.h).

@@ -153,10 +153,11 @@ struct SessionsOptions {
 class Sessions {
  public:
   virtual ~Sessions() = default;
-  // Creates a session; `id` is generated (time + random) when empty, and so is its incarnation (a copy
-  // made by strata migrate passes the original's). Errors: bad id, already exists.
+  // Creates a session; `id` is generated (time + random) when empty, and so is its incarnation when none
+  // is given (a copy made by strata migrate passes the original's, "" for a session made before
+  // incarnations were kept). Errors: bad id, already exists.
   virtual Result<SessionInfo> Create(std::string_view user, std::string_view agent, std::string_view id = "",
-                                     std::string_view incarnation = "") = 0;
+                                     std::optional<std::string_view> incarnation = std::nullopt) = 0;
   virtual Result<SessionInfo> Get(std::string_view id) = 0;
   virtual Result<std::vector<SessionInfo>> List() = 0;
   // Appends one message (validated), updating stats and the live summary.

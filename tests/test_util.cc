@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <sqlite3.h>
+
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -7,7 +9,30 @@
 #include <fstream>
 #include <sstream>
 
+#include "sqlite_test_util.h"
+
 namespace strata::testing {
+
+Result<std::vector<std::string>> SqliteRows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::string> rows;
+  int rc = sqlite3_open(path.c_str(), &db);
+  char* error = nullptr;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_exec(
+        db, sql.c_str(),
+        [](void* out, int, char** values, char**) {
+          static_cast<std::vector<std::string>*>(out)->push_back(values[0] != nullptr ? values[0] : "");
+          return 0;
+        },
+        &rows, &error);
+  }
+  std::string message = error != nullptr ? error : (db != nullptr ? sqlite3_errmsg(db) : "cannot open");
+  sqlite3_free(error);
+  sqlite3_close(db);
+  if (rc != SQLITE_OK) return Status::Internal(path + ": " + message);
+  return rows;
+}
 
 TempDir::TempDir() {
   std::string templ = (std::filesystem::temp_directory_path() / "strata-test-XXXXXX").string();

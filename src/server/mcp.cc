@@ -285,8 +285,8 @@ struct McpHandler::Impl {
     // what that writer left: two agents' edits of one memory both land.
     for (int attempt = 0;; ++attempt) {
       STRATA_ASSIGN_OR_RETURN(std::string content, engine->Read(uri.str(), memory::Level::kContent));
-      STRATA_ASSIGN_OR_RETURN(std::string edited, Replace(uri, content, old_text, new_text, all));
-      size_t replaced = all ? Occurrences(content, old_text) : 1;
+      size_t replaced = 0;
+      STRATA_ASSIGN_OR_RETURN(std::string edited, Replace(uri, content, old_text, new_text, all, &replaced));
       Status written = engine->Write(uri.str(), edited, {.expect_content = content});
       if (written.code() == StatusCode::kAborted && attempt < 50) continue;
       STRATA_RETURN_IF_ERROR(written);
@@ -300,9 +300,10 @@ struct McpHandler::Impl {
     return count;
   }
 
-  // `content` with `old_text` replaced by `new_text` (once, where it occurs once, or everywhere with `all`).
+  // `content` with `old_text` replaced by `new_text` (once, where it occurs once, or everywhere with `all`);
+  // `*replaced` says how many times.
   static Result<std::string> Replace(const Uri& uri, const std::string& content, const std::string& old_text,
-                                     const std::string& new_text, bool all) {
+                                     const std::string& new_text, bool all, size_t* replaced) {
     size_t count = Occurrences(content, old_text);
     if (count == 0) return Status::NotFound("the old text does not occur in " + uri.str());
     if (count > 1 && !all) {
@@ -318,6 +319,7 @@ struct McpHandler::Impl {
       if (!all) break;
     }
     out.append(content, from, std::string::npos);
+    *replaced = all ? count : 1;
     return out;
   }
 

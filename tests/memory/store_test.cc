@@ -22,6 +22,7 @@
 #include "memory/turns.h"
 #include "pg.h"
 #include "pg_test_util.h"
+#include "sqlite_test_util.h"
 #include "test_util.h"
 
 namespace strata::memory {
@@ -232,17 +233,9 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
       for (int i = 0; r.ok() && i < r->size(); ++i) rows.push_back(*r->Text(i, 0));
       return rows;
     }
-    sqlite3 *db = nullptr;
-    EXPECT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
-    EXPECT_EQ(sqlite3_exec(
-                  db, sqlite_sql.c_str(),
-                  [](void *out, int, char **values, char **) {
-                    static_cast<std::vector<std::string> *>(out)->push_back(values[0] ? values[0] : "");
-                    return 0;
-                  },
-                  &rows, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
+    auto r = testing::SqliteRows(dir_.File("strata.db"), sqlite_sql);
+    EXPECT_OK(r);
+    if (r.ok()) rows = std::move(*r);
     return rows;
   }
   testing::TempDir dir_;
@@ -1415,17 +1408,12 @@ TEST_P(StoreTest, FullTextStemsAndCountsDerivedLayersOnce) {
 TEST_P(SqliteStoreTest, AStoreIndexedWithAnOlderFullTextLayoutIsReindexedOnOpen) {
   ASSERT_OK(store_->Write(U("strata://resources/a"), "Migrations keep their preferences."));
   store_.reset();
-  sqlite3 *db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir_.File("strata.db").c_str(), &db), SQLITE_OK);
   // What an earlier build left: no stemming, and no layout recorded.
-  ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TABLE fts; CREATE VIRTUAL TABLE fts USING fts5(name, abstract, overview, content, "
-                         "tokenize = 'unicode61'); INSERT INTO fts(rowid, name, abstract, overview, content) "
-                         "SELECT id, name, abstract, overview, content FROM nodes; "
-                         "DELETE FROM meta WHERE key = 'fts_layout'",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_OK(testing::SqliteRows(dir_.File("strata.db"),
+                                "DROP TABLE fts; CREATE VIRTUAL TABLE fts USING fts5(name, abstract, overview, content, "
+                                "tokenize = 'unicode61'); INSERT INTO fts(rowid, name, abstract, overview, content) "
+                                "SELECT id, name, abstract, overview, content FROM nodes; "
+                                "DELETE FROM meta WHERE key = 'fts_layout'"));
   Reopen();
   ExpectConsistent();
   auto hits = store_->Lexical("preference", {}, 5);

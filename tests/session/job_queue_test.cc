@@ -2,13 +2,13 @@
 #include "strata/session/job_queue.h"
 
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <map>
 #include <set>
 #include <thread>
 
 #include "pg_test_util.h"
+#include "sqlite_test_util.h"
 #include "test_util.h"
 
 namespace strata::session {
@@ -275,21 +275,14 @@ TEST_P(JobQueueTest, AnIdIsNeverGivenAgainAfterItsJobIsRemoved) {
 // A queue written before ids were AUTOINCREMENT is rebuilt on open with every job kept as it was.
 TEST(SqliteJobQueue, AQueueFromBeforeAutoincrementIsRebuiltKeepingItsJobs) {
   testing::TempDir dir;
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(dir.File("queue.db").c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db,
-                           "CREATE TABLE jobs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, payload "
-                           "TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT "
-                           "NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, "
-                           "not_before_ms INTEGER NOT NULL DEFAULT 0, lease_until_ms INTEGER NOT NULL DEFAULT 0);"
-                           "INSERT INTO jobs(id, kind, key, payload, state, attempts, last_error, created_ms, "
-                           "updated_ms) VALUES (7, 'commit', 's@1', '1', 'dead', 3, 'model down', 10, 20), "
-                           "(9, 'commit', 's@1', '2', 'pending', 0, '', 30, 30);",
-                           nullptr, nullptr, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  ASSERT_OK(testing::SqliteRows(
+      dir.File("queue.db"),
+      "CREATE TABLE jobs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, payload TEXT NOT NULL, state "
+      "TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '', created_ms INTEGER "
+      "NOT NULL, updated_ms INTEGER NOT NULL, not_before_ms INTEGER NOT NULL DEFAULT 0, lease_until_ms INTEGER NOT "
+      "NULL DEFAULT 0); INSERT INTO jobs(id, kind, key, payload, state, attempts, last_error, created_ms, "
+      "updated_ms) VALUES (7, 'commit', 's@1', '1', 'dead', 3, 'model down', 10, 20), (9, 'commit', 's@1', '2', "
+      "'pending', 0, '', 30, 30);"));
   auto queue = OpenJobQueue(dir.File("queue.db"), {});
   ASSERT_OK(queue);
   auto dead = (*queue)->Get(7);
@@ -303,15 +296,10 @@ TEST(SqliteJobQueue, AQueueFromBeforeAutoincrementIsRebuiltKeepingItsJobs) {
   ASSERT_OK(next);
   EXPECT_EQ(*next, 10) << "after the largest id the old table held, although that job is gone";
   queue->reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("queue.db").c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'jobs'", -1, &stmt, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_NE(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))).find("AUTOINCREMENT"),
-            std::string::npos);
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  auto schema = testing::SqliteRows(dir.File("queue.db"), "SELECT sql FROM sqlite_master WHERE name = 'jobs'");
+  ASSERT_OK(schema);
+  ASSERT_EQ(schema->size(), 1u);
+  EXPECT_NE((*schema)[0].find("AUTOINCREMENT"), std::string::npos) << (*schema)[0];
 }
 
 // A database restart (pg_ctl restart) drops the connection: the call that finds it gone fails as

@@ -28,7 +28,6 @@ using sqlite::Txn;
 using namespace internal;  // NOLINT: the backends' shared rules.
 
 constexpr int kSchemaVersion = 1;
-constexpr std::string_view kRootParent = "strata://";
 
 // The parent `p` of a leaf is a sequence (its metadata says "ordered": true).
 constexpr std::string_view kOrderedSql =

@@ -58,19 +58,19 @@ void Server::Impl::AddMemoryRoutes() {
     return views::ChangesView(changes);
   }));
   // ---- Skills (strata://agent/<agent>/skills/<name>) ----
-  Add(Route("GET", "/api/v1/skills", [this](Call& c) -> Result<Json> {
+  Add(Route("GET", "/api/v1/skills", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
     STRATA_ASSIGN_OR_RETURN(auto skills, c.engine->ListSkills(agent));
     Json out = Json::array();
     for (const memory::Node& n : skills) out.push_back(views::NodeView(n));
     return out;
   }));
-  Add(Route("GET", "/api/v1/skills/{name}", [this](Call& c) -> Result<Json> {
+  Add(Route("GET", "/api/v1/skills/{name}", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
     STRATA_ASSIGN_OR_RETURN(std::string md, c.engine->ShowSkill(agent, c.req.path_params.at(0)));
     return Json{{"agent", agent}, {"name", c.req.path_params.at(0)}, {"skill_md", md}};
   }));
-  Add(Route("POST", "/api/v1/skills", [this](Call& c) -> Result<Json> {
+  Add(Route("POST", "/api/v1/skills", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
     STRATA_ASSIGN_OR_RETURN(std::string md, c.Arg("skill_md"));
     STRATA_ASSIGN_OR_RETURN(std::string uri, c.engine->AddSkillText(agent, md));

@@ -24,7 +24,7 @@ Result<int64_t> PositivePathInt(const std::string& text, std::string_view what) 
 
 void Server::Impl::AddSessionRoutes() {
   // ---- Sessions ----
-  Add(Route("POST", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
+  Add(Route("POST", "/api/v1/sessions", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string user, c.Arg("user", false));
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent", false));
     STRATA_ASSIGN_OR_RETURN(std::string id, c.Arg("id", false));
@@ -39,7 +39,7 @@ void Server::Impl::AddSessionRoutes() {
   }));
   // A chat export's conversations as sessions (Engine::ImportConversations): {"format", "content" (the
   // export file's text), "name"?, "user"?, "agent"?, "commit"?}. A user key imports for its own user.
-  Add(Route("POST", "/api/v1/sessions/import", [this](Call& c) -> Result<Json> {
+  Add(Route("POST", "/api/v1/sessions/import", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string format_name, c.Arg("format"));
     STRATA_ASSIGN_OR_RETURN(session::ChatExportFormat format, session::ParseChatExportFormat(format_name));
     const Json* content = json::Field(c.body, "content");
@@ -64,7 +64,7 @@ void Server::Impl::AddSessionRoutes() {
                             c.engine->ImportConversations(exported, user, agent, commit != nullptr && commit->get<bool>()));
     return views::ChatImportView(report);
   }));
-  Add(Route("GET", "/api/v1/sessions", [this](Call& c) -> Result<Json> {
+  Add(Route("GET", "/api/v1/sessions", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(auto sessions, c.engine->ListSessions());
     Json out = Json::array();
     for (const session::SessionInfo& s : sessions) {
@@ -201,7 +201,7 @@ void Server::Impl::AddSessionRoutes() {
   }));
 
   // ---- Background tasks (phase-2 jobs) ----
-  auto task_of = [this](Call& c) -> Result<session::Job> {
+  auto task_of = [](Call& c) -> Result<session::Job> {
     STRATA_ASSIGN_OR_RETURN(int64_t task, PositivePathInt(c.req.path_params.at(0), "the task id"));
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));

@@ -24,7 +24,7 @@ struct SessionArgs {
   ProviderSettings provider;
   std::string id, user, agent, text, role = "user", message, scope, category, uri, to, focus, encoding = "o200k_base";
   bool wait = false, force = false, commit = false;
-  std::string file, format;
+  std::string file, format, tag;
   int archive = 0;
   int64_t checkpoint = -1, max_tokens = 128'000, tokens = 0;
   std::optional<int64_t> reserve;  // Unset: the engine's default (DefaultReplyReserve).
@@ -111,8 +111,8 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
     return Status::Ok();
   }
   if (cmd == "checkpoint") {
-    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, engine->Checkpoint(a.id));
-    Print({{"checkpoint", checkpoint}, {"session", a.id}});
+    STRATA_ASSIGN_OR_RETURN(session::CheckpointInfo checkpoint, engine->Checkpoint(a.id));
+    Print(views::CheckpointView(a.id, checkpoint));
     return Status::Ok();
   }
   if (cmd == "system-prompt") {
@@ -131,13 +131,17 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
     return Status::Ok();
   }
   if (cmd == "revert") {
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->Revert(a.id, a.checkpoint));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->Revert(a.id, {a.checkpoint, a.tag}));
     Print(views::SessionView(info));
     return Status::Ok();
   }
   if (cmd == "fork") {
-    std::optional<int64_t> at;
-    if (a.checkpoint >= 0) at = a.checkpoint;
+    std::optional<session::CheckpointRef> at;
+    if (a.checkpoint >= 0) {
+      at = session::CheckpointRef{a.checkpoint, a.tag};
+    } else if (!a.tag.empty()) {
+      return Status::InvalidArgument("--tag names a checkpoint: give it with --at");
+    }
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->Fork(a.id, a.to, at));
     Print(views::SessionView(info));
     return Status::Ok();
@@ -239,7 +243,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   diff->add_option("ID", a->id)->required();
   diff->add_option("ARCHIVE", a->archive, "The archive's number (a commit's \"archive\")")->required()->check(CLI::PositiveNumber);
   sub("work", "Run queued phase-2 jobs (summaries, extraction, dedup)", true);
-  sub("checkpoint", "Mark the current end of a session's messages; prints the checkpoint id", false)
+  sub("checkpoint", "Mark the current end of a session's messages; prints the checkpoint's id and tag", false)
       ->add_option("ID", a->id)->required();
   sub("log", "Print a session's current log: messages, checkpoints, usage marks, system prompt, rotations", false)
       ->add_option("ID", a->id)->required();
@@ -252,10 +256,12 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   CLI::App* revert = sub("revert", "Drop a checkpoint and every message after it (the old log is kept)", false);
   revert->add_option("ID", a->id)->required();
   revert->add_option("CHECKPOINT", a->checkpoint)->required()->check(CLI::NonNegativeNumber);
+  revert->add_option("--tag", a->tag, "Only if the checkpoint still has this tag (as `session checkpoint` printed it)");
   CLI::App* fork = sub("fork", "Copy a session (owners, system prompt, messages) into a new one", false);
   fork->add_option("ID", a->id)->required();
   fork->add_option("--to", a->to, "The new session's id (default: generated)");
   fork->add_option("--at", a->checkpoint, "Copy only the messages before this checkpoint")->check(CLI::NonNegativeNumber);
+  fork->add_option("--tag", a->tag, "With --at: only if that checkpoint still has this tag");
   CLI::App* compact = sub("compact", "Fold older messages into a summary with the model, keeping the newest turns", true);
   compact->add_option("ID", a->id)->required();
   compact->add_option("--focus", a->focus, "What the summary must keep");

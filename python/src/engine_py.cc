@@ -66,6 +66,20 @@ struct EngineHandle {
 
 std::string OptString(const std::optional<std::string>& s) { return s.value_or(""); }
 
+// A checkpoint argument: an id (an int), or the Checkpoint that checkpoint() returned, whose tag is then
+// checked unless `tag` is given.
+session::CheckpointRef CheckpointArg(py::handle checkpoint, std::optional<std::string> tag) {
+  if (!PyLong_Check(checkpoint.ptr()) || PyBool_Check(checkpoint.ptr())) {
+    throw py::type_error("checkpoint must be an int (a checkpoint id) or what checkpoint() returned");
+  }
+  session::CheckpointRef ref{checkpoint.cast<int64_t>(), tag.value_or("")};
+  if (!tag && py::hasattr(checkpoint, "tag")) {
+    py::object t = checkpoint.attr("tag");
+    if (py::isinstance<py::str>(t)) ref.tag = t.cast<std::string>();
+  }
+  return ref;
+}
+
 memory::Level LevelArg(int level) {
   if (level < 0 || level > 2) Raise(Status::InvalidArgument("level must be 0 (abstract), 1 (overview) or 2 (content)"));
   return static_cast<memory::Level>(level);
@@ -418,18 +432,29 @@ class PyEngine {
   void DeleteSession(const std::string& id, bool force) {
     Check(handle_->Call([&](Engine& e) { return e.DeleteSession(id, force); }));
   }
-  int64_t Checkpoint(const std::string& id) {
-    return Check(handle_->Call([&](Engine& e) { return e.Checkpoint(id); }));
+  py::object Checkpoint(const std::string& id) {
+    return Record("Checkpoint", Check(handle_->Call([&](Engine& e) -> Result<Json> {
+      STRATA_ASSIGN_OR_RETURN(session::CheckpointInfo checkpoint, e.Checkpoint(id));
+      return views::CheckpointView(id, checkpoint);
+    })));
   }
-  py::object Revert(const std::string& id, int64_t checkpoint) {
+  py::object Revert(const std::string& id, py::handle checkpoint, std::optional<std::string> tag) {
+    session::CheckpointRef ref = CheckpointArg(checkpoint, std::move(tag));
     return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
-      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Revert(id, checkpoint));
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Revert(id, ref));
       return views::SessionView(info);
     })));
   }
-  py::object Fork(const std::string& id, std::optional<std::string> new_id, std::optional<int64_t> checkpoint) {
+  py::object Fork(const std::string& id, std::optional<std::string> new_id, py::handle checkpoint,
+                  std::optional<std::string> tag) {
+    std::optional<session::CheckpointRef> at;
+    if (!checkpoint.is_none()) {
+      at = CheckpointArg(checkpoint, std::move(tag));
+    } else if (tag) {
+      throw py::value_error("tag names a checkpoint: give checkpoint with it");
+    }
     return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
-      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Fork(id, OptString(new_id), checkpoint));
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Fork(id, OptString(new_id), at));
       return views::SessionView(info);
     })));
   }
@@ -785,9 +810,9 @@ rewrite, rerank: let the engine's model rewrite the question into searches for i
       .def("delete_session", &PyEngine::DeleteSession, py::arg("session_id"), py::kw_only(), py::arg("force") = false,
            "Deletes a session and retires its pending work (force: even with uncommitted messages).")
       .def("checkpoint", &PyEngine::Checkpoint, py::arg("session_id"))
-      .def("revert", &PyEngine::Revert, py::arg("session_id"), py::arg("checkpoint"))
+      .def("revert", &PyEngine::Revert, py::arg("session_id"), py::arg("checkpoint"), py::arg("tag") = py::none())
       .def("fork", &PyEngine::Fork, py::arg("session_id"), py::arg("new_id") = py::none(),
-           py::arg("checkpoint") = py::none())
+           py::arg("checkpoint") = py::none(), py::arg("tag") = py::none())
       .def("session_log", &PyEngine::SessionLog, py::arg("session_id"))
       .def("set_system_prompt", &PyEngine::SetSystemPrompt, py::arg("session_id"), py::arg("prompt"))
       .def("record_usage", &PyEngine::RecordUsage, py::arg("session_id"), py::arg("tokens"),

@@ -23,7 +23,7 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError,
                      PermissionDeniedError, ResourceExhaustedError, StrataError, UnauthenticatedError,
                      UnavailableError)
-from .types import (AddReport, Archive, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, Compaction, FindResult, GrepMatch,
+from .types import (AddReport, Archive, AuditEntry, Change, ChatImportReport, Checkpoint, CommitDiff, CommitOutcome, Compaction, FindResult, GrepMatch,
                     Hit, Node, NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task,
                     TurnOutcome)
 from .tool import Tool, tool
@@ -48,7 +48,7 @@ __all__ = [
     "StrataError", "InvalidArgumentError", "NotFoundError", "FailedPreconditionError", "UnavailableError",
     "ResourceExhaustedError", "DataLossError", "CancelledError", "DeadlineExceededError", "AlreadyExistsError",
     "InternalError", "UnauthenticatedError", "PermissionDeniedError", "AbortedError",
-    "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
+    "Record", "Checkpoint", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
     "SessionStatus", "CommitOutcome", "CommitDiff", "Compaction", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
     "ChatImportReport", "AddReport",
 ]

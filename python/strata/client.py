@@ -27,7 +27,7 @@ import urllib.request
 from typing import Any, Iterator
 
 from .errors import StrataError, error_class
-from .types import (AddReport, AuditEntry, Change, ChatImportReport, CommitDiff, CommitOutcome, Compaction, FindResult,
+from .types import (AddReport, AuditEntry, Change, ChatImportReport, Checkpoint, CommitDiff, CommitOutcome, Compaction, FindResult,
                     GrepMatch, ImportReport, Node, NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
 
 __all__ = ["Client"]
@@ -35,6 +35,15 @@ __all__ = ["Client"]
 
 def _records(cls, items) -> list:
     return [cls(item) for item in items]
+
+
+def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
+    """The tag to check: the one given, else the Checkpoint's own (an id alone checks none)."""
+    if isinstance(checkpoint, bool) or not isinstance(checkpoint, int):
+        raise TypeError("checkpoint must be an int (a checkpoint id) or what checkpoint() returned")
+    if tag is not None:
+        return tag
+    return checkpoint.tag if isinstance(checkpoint, Checkpoint) else None
 
 
 class Client:
@@ -269,15 +278,20 @@ class Client:
     def delete_session(self, session_id: str, *, force: bool = False) -> None:
         self._call("DELETE", f"/api/v1/sessions/{self._id(session_id)}", {"force": force})
 
-    def checkpoint(self, session_id: str) -> int:
-        return self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/checkpoints")["checkpoint"]
+    def checkpoint(self, session_id: str) -> Checkpoint:
+        return Checkpoint(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/checkpoints"))
 
-    def revert(self, session_id: str, checkpoint: int) -> Session:
+    def revert(self, session_id: str, checkpoint: int, tag: str | None = None) -> Session:
+        body = {"checkpoint": int(checkpoint), "tag": _checkpoint_tag(checkpoint, tag)}
         return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/revert",
-                                  body={"checkpoint": checkpoint}))
+                                  body={k: v for k, v in body.items() if v is not None}))
 
-    def fork(self, session_id: str, new_id: str | None = None, checkpoint: int | None = None) -> Session:
-        body = {"id": new_id, "checkpoint": checkpoint}
+    def fork(self, session_id: str, new_id: str | None = None, checkpoint: int | None = None,
+             tag: str | None = None) -> Session:
+        if checkpoint is None and tag is not None:
+            raise ValueError("tag names a checkpoint: give checkpoint with it")
+        body = {"id": new_id, "checkpoint": None if checkpoint is None else int(checkpoint),
+                "tag": None if checkpoint is None else _checkpoint_tag(checkpoint, tag)}
         return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/fork",
                                   body={k: v for k, v in body.items() if v is not None}))
 

@@ -14,7 +14,7 @@ import copy
 from typing import Any, Iterator
 
 __all__ = [
-    "Record", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
+    "Record", "Checkpoint", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
     "SessionStatus", "CommitOutcome", "CommitDiff", "Compaction", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
     "WorkReport", "ImportReport", "ChatImportReport", "AddReport",
 ]
@@ -90,6 +90,28 @@ class Record:
 
     def __setstate__(self, state):
         object.__setattr__(self, "_data", state)
+
+
+class Checkpoint(int):
+    """A checkpoint: its id (this int, as kimi-cli numbers them: 0, 1, ... within the current messages),
+    ``messages`` (how many come before it), ``tag`` and ``session``.
+
+    An id names another checkpoint once the session is committed, reverted or compacted; the tag does not.
+    Give this object back to ``revert`` or ``fork`` and they act only while the id still names this
+    checkpoint (a ``StrataError`` with code ``failed_precondition`` otherwise)."""
+
+    def __new__(cls, data: dict[str, Any]) -> "Checkpoint":
+        self = super().__new__(cls, data["checkpoint"])
+        self.session = data.get("session", "")
+        self.messages = data.get("messages", 0)
+        self.tag = data.get("tag", "")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session": self.session, "checkpoint": int(self), "messages": self.messages, "tag": self.tag}
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({int(self)}, messages={self.messages}, tag={self.tag!r})"
 
 
 class Node(Record):

@@ -180,3 +180,39 @@ def test_compaction_over_http(tmp_path):
         assert alice.context("trip", max_context_tokens=4000).summary_included
     finally:
         served.stop()
+
+
+def test_a_checkpoint_from_before_a_commit_is_refused_alike_in_process_and_over_http(server, tmp_path, engine):
+    """A checkpoint id is reused after a commit; the Checkpoint that checkpoint() returned carries its tag,
+    and revert and fork given it refuse the checkpoint that took the id (FailedPreconditionError)."""
+    alice = strata.Client(server.url, server.key("alice"))
+    for front, session_id in [(alice, "over-http"), (engine, "in-process")]:
+        if front is alice:
+            front.create_session(session_id=session_id)
+        else:
+            front.create_session("alice", session_id=session_id)
+        front.add_messages(session_id, {"role": "user", "content": "First question."})
+        old = front.checkpoint(session_id)
+        assert isinstance(old, strata.Checkpoint) and old == 0 and old.messages == 1 and len(old.tag) == 32
+        assert [c["tag"] for c in front.session_log(session_id).checkpoints] == [old.tag]
+        front.commit(session_id)
+        front.add_messages(session_id, {"role": "user", "content": "Second question."})
+        new = front.checkpoint(session_id)
+        assert new == old and new.messages == old.messages and new.tag != old.tag
+        front.add_messages(session_id, {"role": "assistant", "content": "Second answer."})
+        with pytest.raises(strata.FailedPreconditionError, match="no longer the one tagged"):
+            front.revert(session_id, old)
+        with pytest.raises(strata.FailedPreconditionError):
+            front.revert(session_id, 0, tag=old.tag)
+        with pytest.raises(strata.FailedPreconditionError):
+            front.fork(session_id, "stale-" + session_id, checkpoint=old)
+        with pytest.raises(ValueError):
+            front.fork(session_id, "untagged-" + session_id, tag=old.tag)
+        assert len(front.messages(session_id)) == 2
+        front.revert(session_id, new)
+        assert len(front.messages(session_id)) == 1
+    # The server's own data read in process gives the tags the server gave.
+    served = alice.checkpoint("over-http")
+    local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
+    assert [c["tag"] for c in local.session_log("over-http").checkpoints] == [served.tag]
+    local.close()

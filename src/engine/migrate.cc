@@ -239,7 +239,8 @@ Status VerifySessions(session::Sessions& from, session::Sessions& to, Difference
     if (a.messages != b.messages) diff->Add("messages differ: " + info.id);
     bool checkpoints = a.checkpoints.size() == b.checkpoints.size();
     for (size_t i = 0; checkpoints && i < a.checkpoints.size(); ++i) {
-      checkpoints = a.checkpoints[i].id == b.checkpoints[i].id && a.checkpoints[i].messages == b.checkpoints[i].messages;
+      checkpoints = a.checkpoints[i].id == b.checkpoints[i].id && a.checkpoints[i].messages == b.checkpoints[i].messages &&
+                    a.checkpoints[i].tag == b.checkpoints[i].tag;
     }
     if (!checkpoints) diff->Add("checkpoints differ: " + info.id);
     bool marks = a.usage_marks.size() == b.usage_marks.size();

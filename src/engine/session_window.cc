@@ -40,18 +40,18 @@ Status Engine::DeleteSession(std::string_view id, bool force) {
   });
 }
 
-Result<int64_t> Engine::Checkpoint(std::string_view id) {
+Result<session::CheckpointInfo> Engine::Checkpoint(std::string_view id) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session checkpoint"));
   return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) { return s.Checkpoint(id); });
 }
 
-Result<session::SessionInfo> Engine::Revert(std::string_view id, int64_t checkpoint) {
+Result<session::SessionInfo> Engine::Revert(std::string_view id, const session::CheckpointRef& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session revert"));
   return WithSessions(*this, "session revert", [&](session::Sessions& s) { return s.Revert(id, checkpoint); });
 }
 
 Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view new_id,
-                                          std::optional<int64_t> checkpoint) {
+                                          const std::optional<session::CheckpointRef>& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session fork"));
   return WithSessions(*this, "session fork", [&](session::Sessions& s) { return s.Fork(id, new_id, checkpoint); });
 }

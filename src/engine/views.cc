@@ -336,10 +336,17 @@ Json SessionContextView(const std::string& session, const SessionContext& ctx) {
               {"warnings", warnings}};
 }
 
+Json CheckpointView(const std::string& session, const session::CheckpointInfo& checkpoint) {
+  return Json{{"session", session}, {"checkpoint", checkpoint.id}, {"messages", checkpoint.messages},
+              {"tag", checkpoint.tag}};
+}
+
 Json SessionLogView(const std::string& session, const session::SessionLog& log) {
   Json messages = Json::array(), checkpoints = Json::array();
   for (const Message& m : log.messages) messages.push_back(json::ParseOrDiscard<Json>(MessageToJson(m)));
-  for (const session::CheckpointInfo& cp : log.checkpoints) checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}});
+  for (const session::CheckpointInfo& cp : log.checkpoints) {
+    checkpoints.push_back({{"id", cp.id}, {"messages", cp.messages}, {"tag", cp.tag}});
+  }
   Json usage_marks = Json::array();
   for (const session::UsageMarkInfo& u : log.usage_marks) usage_marks.push_back({{"messages", u.messages}, {"tokens", u.tokens}, {"checkpoints_before", u.checkpoints}});
   return Json{{"session", session},

@@ -142,8 +142,8 @@ void Server::Impl::AddSessionRoutes() {
   Add(Route("POST", "/api/v1/sessions/{id}/checkpoints", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.engine->Checkpoint(id));
-    return Json{{"checkpoint", checkpoint}};
+    STRATA_ASSIGN_OR_RETURN(session::CheckpointInfo checkpoint, c.engine->Checkpoint(id));
+    return views::CheckpointView(id, checkpoint);
   }));
   Add(Route("GET", "/api/v1/sessions/{id}/log", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
@@ -156,7 +156,8 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
     if (checkpoint < 0) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, checkpoint));
+    STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {checkpoint, tag}));
     return views::SessionView(info);
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
@@ -164,8 +165,13 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string new_id, c.Arg("id", false));
     STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
-    std::optional<int64_t> at;
-    if (checkpoint >= 0) at = checkpoint;
+    STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
+    std::optional<session::CheckpointRef> at;
+    if (checkpoint >= 0) {
+      at = session::CheckpointRef{checkpoint, tag};
+    } else if (!tag.empty()) {
+      return Status::InvalidArgument("\"tag\" names a checkpoint: give \"checkpoint\" with it");
+    }
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(id, new_id, at));
     return views::SessionView(info);
   }));

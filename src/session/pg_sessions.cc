@@ -521,9 +521,9 @@ class PgSessions final : public Sessions {
     });
   }
 
-  Result<int64_t> Checkpoint(std::string_view id) override {
+  Result<CheckpointInfo> Checkpoint(std::string_view id) override {
     STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
-    return Write(id, Lock::kUpdate, [&](Op& op) -> Result<int64_t> {
+    return Write(id, Lock::kUpdate, [&](Op& op) -> Result<CheckpointInfo> {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       int64_t checkpoint = log->next_checkpoint;
       Record rec{"checkpoint", checkpoint, std::nullopt};
@@ -532,7 +532,8 @@ class PgSessions final : public Sessions {
       log->next_checkpoint = checkpoint + 1;
       op.row.info.stats.revisions += 1;
       STRATA_RETURN_IF_ERROR(SaveRow(op, /*refresh=*/true));
-      return checkpoint;
+      return CheckpointInfo{checkpoint, static_cast<int64_t>(log->messages.size()),
+                            internal::CheckpointTag(op.row.info, checkpoint, log->messages)};
     });
   }
 
@@ -543,7 +544,12 @@ class PgSessions final : public Sessions {
       SessionLog out;
       out.system_prompt = log.system_prompt;
       out.messages = log.messages;
-      for (const LiveLog::Mark& c : log.checkpoints) out.checkpoints.push_back({c.id, c.messages});
+      for (const LiveLog::Mark& c : log.checkpoints) {
+        out.checkpoints.push_back(
+            {c.id, c.messages,
+             internal::CheckpointTag(op.row.info, c.id,
+                                     std::span(log.messages).first(static_cast<size_t>(c.messages)))});
+      }
       out.usage_tokens = log.usage_tokens;
       for (const LiveLog::Usage& u : log.usages) out.usage_marks.push_back(u.info);
       out.rotations = log.rotations;
@@ -551,8 +557,9 @@ class PgSessions final : public Sessions {
     });
   }
 
-  Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) override {
+  Result<SessionInfo> Revert(std::string_view id, const CheckpointRef& checkpoint_ref) override {
     STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
+    const int64_t checkpoint = checkpoint_ref.id;
     return Write(id, Lock::kUpdate, [&](Op& op) -> Result<SessionInfo> {
       STRATA_ASSIGN_OR_RETURN(LiveLog * log, LoadLog(op));
       SessionInfo& info = op.row.info;
@@ -563,6 +570,8 @@ class PgSessions final : public Sessions {
                                 " in its current messages (it has " + std::to_string(log->next_checkpoint) +
                                 "; a commit archives them)");
       }
+      STRATA_RETURN_IF_ERROR(internal::CheckCheckpointTag(
+          info, checkpoint_ref, std::span(log->messages).first(static_cast<size_t>(mark->messages))));
       const LiveLog::Mark target = *mark;
       // The new version: the system prompt, then every record before the checkpoint.
       int64_t version = NewVersion(op);
@@ -641,7 +650,8 @@ class PgSessions final : public Sessions {
     });
   }
 
-  Result<SessionInfo> Fork(std::string_view id, std::string_view new_id, std::optional<int64_t> checkpoint) override {
+  Result<SessionInfo> Fork(std::string_view id, std::string_view new_id,
+                           const std::optional<CheckpointRef>& checkpoint) override {
     STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     // One transaction: the source is read under a share lock (no change to it can slip in) and the fork is
     // created whole, or not at all.
@@ -651,12 +661,14 @@ class PgSessions final : public Sessions {
       size_t end = log->messages.size();
       if (checkpoint) {
         auto mark = std::find_if(log->checkpoints.begin(), log->checkpoints.end(),
-                                 [&](const LiveLog::Mark& m) { return m.id == *checkpoint; });
+                                 [&](const LiveLog::Mark& m) { return m.id == checkpoint->id; });
         if (mark == log->checkpoints.end()) {
-          return Status::NotFound("session " + source.id + " has no checkpoint " + std::to_string(*checkpoint) +
+          return Status::NotFound("session " + source.id + " has no checkpoint " + std::to_string(checkpoint->id) +
                                   " in its current messages");
         }
         end = static_cast<size_t>(mark->messages);
+        STRATA_RETURN_IF_ERROR(
+            internal::CheckCheckpointTag(source, *checkpoint, std::span(log->messages).first(end)));
       }
       std::string sid = new_id.empty() ? internal::NewSessionId(NowMs()) : std::string(new_id);
       STRATA_RETURN_IF_ERROR(ValidateSessionId(sid));

@@ -14,6 +14,7 @@
 
 #include "strata/json/checked.h"
 #include "strata/log/context_log.h"
+#include "strata/memory/hash.h"
 #include "strata/memory/uri.h"
 #include "strata/message/message_json.h"
 #include "strata/message/part_registry.h"
@@ -238,7 +239,7 @@ class FileSessions final : public Sessions {
     return SaveInfoLocked(info, log);
   }
 
-  Result<int64_t> Checkpoint(std::string_view id) override {
+  Result<CheckpointInfo> Checkpoint(std::string_view id) override {
     STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
@@ -246,7 +247,8 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, log->Checkpoint(/*add_user_message=*/false));
     info.stats.revisions += 1;
     STRATA_RETURN_IF_ERROR(SaveInfoLocked(info, log));
-    return checkpoint;
+    const std::vector<Message>& before = log->history();
+    return CheckpointInfo{checkpoint, static_cast<int64_t>(before.size()), internal::CheckpointTag(info, checkpoint, before)};
   }
 
   Result<SessionLog> Log(std::string_view id) override {
@@ -258,7 +260,8 @@ class FileSessions final : public Sessions {
     out.system_prompt = log->system_prompt();
     out.messages = log->history();
     for (const ContextLog::CheckpointPosition& c : log->checkpoints()) {
-      out.checkpoints.push_back({c.id, static_cast<int64_t>(c.messages)});
+      out.checkpoints.push_back({c.id, static_cast<int64_t>(c.messages),
+                                 internal::CheckpointTag(info, c.id, std::span(out.messages).first(c.messages))});
     }
     out.usage_tokens = log->token_count();
     for (const ContextLog::UsagePosition& u : log->usage_marks()) {
@@ -274,12 +277,17 @@ class FileSessions final : public Sessions {
     return out;
   }
 
-  Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) override {
+  Result<SessionInfo> Revert(std::string_view id, const CheckpointRef& checkpoint_ref) override {
     STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     std::vector<Message> before = log->history();
+    const int64_t checkpoint = checkpoint_ref.id;
+    for (const ContextLog::CheckpointPosition& c : log->checkpoints()) {
+      if (c.id != checkpoint) continue;
+      STRATA_RETURN_IF_ERROR(internal::CheckCheckpointTag(info, checkpoint_ref, std::span(before).first(c.messages)));
+    }
     Status reverted = log->RevertTo(checkpoint);
     if (!reverted.ok()) {
       if (reverted.code() == StatusCode::kNotFound) {
@@ -318,7 +326,8 @@ class FileSessions final : public Sessions {
     return info;
   }
 
-  Result<SessionInfo> Fork(std::string_view id, std::string_view new_id, std::optional<int64_t> checkpoint) override {
+  Result<SessionInfo> Fork(std::string_view id, std::string_view new_id,
+                           const std::optional<CheckpointRef>& checkpoint) override {
     SessionInfo source;
     std::optional<std::string> prompt;
     std::vector<Message> messages;
@@ -331,12 +340,13 @@ class FileSessions final : public Sessions {
       if (checkpoint) {
         std::vector<ContextLog::CheckpointPosition> marks = log->checkpoints();
         auto mark = std::find_if(marks.begin(), marks.end(),
-                                 [&](const ContextLog::CheckpointPosition& m) { return m.id == *checkpoint; });
+                                 [&](const ContextLog::CheckpointPosition& m) { return m.id == checkpoint->id; });
         if (mark == marks.end()) {
-          return Status::NotFound("session " + source.id + " has no checkpoint " + std::to_string(*checkpoint) +
+          return Status::NotFound("session " + source.id + " has no checkpoint " + std::to_string(checkpoint->id) +
                                   " in its current messages");
         }
         end = mark->messages;
+        STRATA_RETURN_IF_ERROR(internal::CheckCheckpointTag(source, *checkpoint, std::span(log->history()).first(end)));
       }
       prompt = log->system_prompt();
       messages.assign(log->history().begin(), log->history().begin() + static_cast<ptrdiff_t>(end));
@@ -937,6 +947,23 @@ std::string NewIncarnation() {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
   return buf;
+}
+
+std::string CheckpointTag(const SessionInfo& info, int64_t id, std::span<const Message> before) {
+  std::string text = info.incarnation + "\n" + std::to_string(info.stats.commits) + "\n" + std::to_string(id) + "\n";
+  for (const Message& m : before) {
+    AppendMessageJson(m, &text);
+    text += '\n';
+  }
+  return memory::HashHex(text);
+}
+
+Status CheckCheckpointTag(const SessionInfo& info, const CheckpointRef& ref, std::span<const Message> before) {
+  if (ref.tag.empty() || CheckpointTag(info, ref.id, before) == ref.tag) return Status::Ok();
+  return Status::FailedPrecondition("checkpoint " + std::to_string(ref.id) + " of session " + info.id +
+                                    " is no longer the one tagged " + json::QuoteForError(ref.tag, 40) +
+                                    ": the session was committed, reverted or compacted since, and the id now "
+                                    "marks another point (its log lists the current checkpoints)");
 }
 
 Status ValidateIncarnation(std::string_view incarnation) {

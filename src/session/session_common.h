@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,14 @@ Status ValidateIncarnation(std::string_view incarnation);
 // Queues phase 2 of `archive` of `info` under the session's reference (CommitJobKey); payload
 // {"session", "archive", "incarnation"?}. Idempotent, as JobQueue::Enqueue is.
 Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int archive);
+
+// The tag of checkpoint `id` of `info`'s current messages, `before` being the messages before it
+// (CheckpointInfo): 32 hex digits of memory::HashHex over the incarnation, the commits, the id and the
+// messages as JSON. Both backends compute it alike, so a tag survives `strata migrate`.
+std::string CheckpointTag(const SessionInfo& info, int64_t id, std::span<const Message> before);
+// Ok when `ref` has no tag or checkpoint `ref.id` (with `before` before it) still has `ref.tag`;
+// kFailedPrecondition naming the session and the checkpoint otherwise.
+Status CheckCheckpointTag(const SessionInfo& info, const CheckpointRef& ref, std::span<const Message> before);
 
 // Returns the state named `s` ("archived", ..., "failed"); anything else is kDataLoss.
 Result<ArchiveState> ParseArchiveState(std::string_view s);

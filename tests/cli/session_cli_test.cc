@@ -92,6 +92,8 @@ TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
   CliRun cp = Session({"checkpoint", "s1"});
   ASSERT_EQ(cp.exit_code, 0) << cp.err;
   EXPECT_EQ(Json::parse(cp.out)["checkpoint"], 0);
+  const std::string tag = Json::parse(cp.out)["tag"];
+  EXPECT_EQ(Json::parse(Session({"log", "s1"}).out)["checkpoints"][0]["tag"], tag) << "the same tag in the log";
   for (int i = 1; i <= 4; ++i) {
     ASSERT_EQ(Session({"add", "s1", "--role", "assistant", "--text", "Day " + std::to_string(i) + ": temples."}).exit_code, 0);
     ASSERT_EQ(Session({"add", "s1", "--text", "And day " + std::to_string(i + 1) + "?"}).exit_code, 0);
@@ -119,7 +121,12 @@ TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
   EXPECT_EQ(Json::parse(small.out)["budget"], 1500) << small.out;
   Json log = Json::parse(Session({"log", "s1"}).out);
   EXPECT_EQ(log["rotations"].size(), 1u);  // The log before compaction is kept.
-  // A compaction writes checkpoint 0 before the summary (as kimi-cli does): reverting to it empties the log.
+  // A compaction writes checkpoint 0 before the summary (as kimi-cli does): the first checkpoint's tag
+  // (after the first message) is refused for it, and the log stays; the id alone empties the log.
+  CliRun stale = Session({"revert", "s1", "0", "--tag", tag});
+  EXPECT_NE(stale.exit_code, 0);
+  EXPECT_NE(stale.err.find("checkpoint 0 of session s1 is no longer the one tagged"), std::string::npos) << stale.err;
+  EXPECT_GT(Json::parse(Session({"show", "s1"}).out)["messages"].size(), 0u);
   CliRun revert = Session({"revert", "s1", "0"});
   ASSERT_EQ(revert.exit_code, 0) << revert.err;
   EXPECT_EQ(Json::parse(Session({"show", "s1"}).out)["messages"].size(), 0u);

@@ -743,7 +743,7 @@ TEST(EngineReadOnly, ReadsEverythingAndChangesNothing) {
         {"session add", e.AddMessages("trip", std::vector{Message::User("x")}).status()},
         {"session commit", e.Commit("trip").status()},
         {"session delete", e.DeleteSession("trip", true)},
-        {"session revert", e.Revert("trip", 0).status()},
+        {"session revert", e.Revert("trip", {0}).status()},
         {"remember", e.Remember("strata://user/alice", "x", "preferences").status()},
         {"phase 2 (session work)", e.Work().status()},
         {"reindex", e.Reindex()},

@@ -570,6 +570,46 @@ TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
   EXPECT_EQ(small.body["result"]["budget"], 3000) << small.raw;
 }
 
+// A client holding a checkpoint from before a commit (the server's idle commit, another client's) must not
+// revert the next conversation to the checkpoint that took its id.
+TEST_F(TrustTest, AStaleCheckpointIsRefusedOverHttpOnceItsIdMarksAnotherPoint) {
+  std::string alice = Issue("alice");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "s"})").status, 200);
+  auto add = [&](const std::string& text) {
+    return Call("POST", "/api/v1/sessions/s/messages", alice, Json{{"messages", {{{"role", "user"}, {"content", text}}}}}.dump());
+  };
+  ASSERT_EQ(add("first").status, 200);
+  Reply old = Call("POST", "/api/v1/sessions/s/checkpoints", alice, "{}");
+  ASSERT_EQ(old.status, 200) << old.raw;
+  EXPECT_EQ(old.body["result"]["checkpoint"], 0);
+  EXPECT_EQ(old.body["result"]["messages"], 1);
+  const std::string tag = old.body["result"]["tag"];
+  Reply log = Call("GET", "/api/v1/sessions/s/log", alice);
+  EXPECT_EQ(log.body["result"]["checkpoints"][0]["tag"], tag) << log.raw;
+
+  ASSERT_EQ(add("second").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/s/commit", alice, "{}").status, 200);
+  ASSERT_EQ(add("third").status, 200);
+  Reply now = Call("POST", "/api/v1/sessions/s/checkpoints", alice, "{}");
+  ASSERT_EQ(now.status, 200) << now.raw;
+  EXPECT_EQ(now.body["result"]["checkpoint"], 0);
+  EXPECT_EQ(now.body["result"]["messages"], 1);
+  EXPECT_NE(now.body["result"]["tag"], tag);
+  ASSERT_EQ(add("fourth").status, 200);
+
+  Reply stale = Call("POST", "/api/v1/sessions/s/revert", alice, Json{{"checkpoint", 0}, {"tag", tag}}.dump());
+  EXPECT_EQ(stale.status, 409) << stale.raw;
+  EXPECT_NE(stale.raw.find("checkpoint 0 of session s is no longer the one tagged"), std::string::npos) << stale.raw;
+  Reply stale_fork = Call("POST", "/api/v1/sessions/s/fork", alice, Json{{"id", "t"}, {"checkpoint", 0}, {"tag", tag}}.dump());
+  EXPECT_EQ(stale_fork.status, 409) << stale_fork.raw;
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/s/fork", alice, Json{{"id", "t"}, {"tag", tag}}.dump()).status, 400);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/t", alice).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/s/messages", alice).body["result"].size(), 2u);
+  Reply current = Call("POST", "/api/v1/sessions/s/revert", alice, Json{{"checkpoint", 0}, {"tag", now.body["result"]["tag"]}}.dump());
+  ASSERT_EQ(current.status, 200) << current.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/s/messages", alice).body["result"].size(), 1u);
+}
+
 // Agents editing one memory at once through MCP's edit: every edit lands (each writes only over the content
 // it read, and reads again when another got in first), where the last writer used to erase the others'.
 TEST_F(TrustTest, ConcurrentMcpEditsOfOneMemoryAllLand) {

@@ -253,18 +253,18 @@ TEST_P(SessionTest, RevertToACheckpointDropsWhatCameAfterAndKeepsTheOldLog) {
   ASSERT_OK(sessions_->Add("s1", Message::User("first")));
   auto cp = sessions_->Checkpoint("s1");
   ASSERT_OK(cp);
-  EXPECT_EQ(*cp, 0);
+  EXPECT_EQ(cp->id, 0);
   std::vector<Message> more = {Message::Assistant("reply"), Message::User("second")};
   ASSERT_OK(sessions_->Add("s1", std::span<const Message>(more)));
   ASSERT_EQ(sessions_->Get("s1")->stats.messages, 3);
 
   // An unknown checkpoint changes nothing.
-  auto bad = sessions_->Revert("s1", 7);
+  auto bad = sessions_->Revert("s1", {7});
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
   EXPECT_NE(bad.status().message().find("no checkpoint 7"), std::string::npos) << bad.status().ToString();
   EXPECT_EQ(sessions_->Messages("s1")->size(), 3u);
 
-  auto reverted = sessions_->Revert("s1", *cp);
+  auto reverted = sessions_->Revert("s1", {cp->id});
   ASSERT_OK(reverted);
   EXPECT_EQ(reverted->stats.messages, 1);
   EXPECT_EQ(reverted->stats.turns, 1);
@@ -297,7 +297,7 @@ TEST_P(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
   auto cp = sessions_->Checkpoint("s1");
   ASSERT_OK(cp);
   ASSERT_OK(sessions_->Add("s1", Message::User("two")));
-  auto fork = sessions_->Fork("s1", "s2", *cp);
+  auto fork = sessions_->Fork("s1", "s2", CheckpointRef{cp->id});
   ASSERT_OK(fork);
   EXPECT_EQ(fork->id, "s2");
   EXPECT_EQ(fork->user, "alice");
@@ -315,7 +315,90 @@ TEST_P(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
   EXPECT_NE(whole->id, "s1");
   EXPECT_EQ(sessions_->Messages(whole->id)->size(), 2u);
   EXPECT_EQ(sessions_->Fork("s1", "s2", std::nullopt).status().code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(sessions_->Fork("s1", "s3", 9).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Fork("s1", "s3", CheckpointRef{9}).status().code(), StatusCode::kNotFound);
+}
+
+// Checkpoint ids follow kimi-cli's log and are given again after a revert, a commit or a compaction; a
+// client holding an id from before must not cut the log at the point that now has it.
+TEST_P(SessionTest, ACheckpointsTagRefusesTheCheckpointThatReusedItsId) {
+  ASSERT_OK(sessions_->Create("alice", "coder", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("one")));
+  auto zero = sessions_->Checkpoint("s1");
+  ASSERT_OK(zero);
+  ASSERT_OK(sessions_->Add("s1", Message::User("two")));
+  auto one = sessions_->Checkpoint("s1");
+  ASSERT_OK(one);
+  EXPECT_EQ(zero->messages, 1);
+  EXPECT_EQ(one->messages, 2);
+  EXPECT_EQ(zero->tag.size(), 32u);
+  EXPECT_NE(zero->tag, one->tag);
+  // The log lists the same tags, and a reader that opens the session afresh computes them alike.
+  Reopen();
+  auto log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  ASSERT_EQ(log->checkpoints.size(), 2u);
+  EXPECT_EQ(log->checkpoints[0].tag, zero->tag);
+  EXPECT_EQ(log->checkpoints[1].tag, one->tag);
+
+  // Revert to checkpoint 0 with its tag; a new checkpoint 0 now marks a later point.
+  ASSERT_OK(sessions_->Revert("s1", {zero->id, zero->tag}));
+  ASSERT_OK(sessions_->Add("s1", Message::User("three")));
+  auto again = sessions_->Checkpoint("s1");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->id, 0);
+  EXPECT_NE(again->tag, zero->tag);
+  ASSERT_OK(sessions_->Add("s1", Message::User("four")));
+  // The old tag is refused and changes nothing; the old checkpoint 1 is gone.
+  Result<SessionInfo> stale = sessions_->Revert("s1", {zero->id, zero->tag});
+  EXPECT_EQ(stale.status().code(), StatusCode::kFailedPrecondition) << stale.status().ToString();
+  EXPECT_NE(stale.status().message().find("checkpoint 0 of session s1"), std::string::npos) << stale.status().ToString();
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 3u);
+  EXPECT_EQ(sessions_->Fork("s1", "copy", CheckpointRef{zero->id, zero->tag}).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sessions_->Get("copy").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Revert("s1", {one->id, one->tag}).status().code(), StatusCode::kNotFound);
+  // The current tag works for a fork and a revert; an id alone still means whichever checkpoint has it.
+  ASSERT_OK(sessions_->Fork("s1", "copy", CheckpointRef{again->id, again->tag}));
+  EXPECT_EQ(sessions_->Messages("copy")->size(), 2u);
+  ASSERT_OK(sessions_->Revert("s1", {again->id}));
+  EXPECT_EQ(sessions_->Messages("s1")->size(), 2u);
+
+  // A commit starts the ids again: checkpoint 0 before any message has another tag in the next log, even
+  // though the messages before it (none) are the same.
+  ASSERT_OK(sessions_->Create("alice", "coder", "s2"));
+  auto first = sessions_->Checkpoint("s2");
+  ASSERT_OK(first);
+  ASSERT_OK(sessions_->Add("s2", Message::User("before the commit")));
+  ASSERT_OK(sessions_->Commit("s2"));
+  auto next = sessions_->Checkpoint("s2");
+  ASSERT_OK(next);
+  EXPECT_EQ(next->id, first->id);
+  EXPECT_EQ(next->messages, first->messages);
+  EXPECT_NE(next->tag, first->tag);
+  ASSERT_OK(sessions_->Add("s2", Message::User("after the commit")));
+  EXPECT_EQ(sessions_->Revert("s2", {first->id, first->tag}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sessions_->Messages("s2")->size(), 1u);
+
+  // A compaction restarts the ids too. A tag stands for the messages before its checkpoint: checkpoint 0
+  // before the summary has the same (none) as before the compaction, so its tag still holds; checkpoint 1
+  // after the summary does not have checkpoint 1's messages.
+  auto one_before = sessions_->Checkpoint("s2");
+  ASSERT_OK(one_before);
+  EXPECT_EQ(one_before->id, 1);
+  ASSERT_OK(sessions_->Replace("s2", std::vector<Message>{Message::User("summary")}, std::nullopt));
+  ASSERT_OK(sessions_->Add("s2", Message::User("after the compaction")));
+  auto one_after = sessions_->Checkpoint("s2");
+  ASSERT_OK(one_after);
+  EXPECT_EQ(one_after->id, 1);
+  EXPECT_EQ(sessions_->Revert("s2", {one_before->id, one_before->tag}).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sessions_->Messages("s2")->size(), 2u);
+  auto compacted = sessions_->Log("s2");
+  ASSERT_OK(compacted);
+  ASSERT_EQ(compacted->checkpoints.size(), 2u);
+  EXPECT_EQ(compacted->checkpoints[0].tag, next->tag);
+  ASSERT_OK(sessions_->Revert("s2", {next->id, next->tag}));
+  EXPECT_TRUE(sessions_->Messages("s2")->empty());
 }
 
 TEST_P(SessionTest, ReplaceSwapsTheMessagesAtomicallyAndRecordsUsage) {
@@ -356,7 +439,7 @@ TEST_P(SessionTest, AnotherInstanceSeesRevertsEvenWhenTheCountMatches) {
   ASSERT_OK(cp);
   ASSERT_OK(sessions_->Add("s1", Message::User("b")));
   ASSERT_EQ((*other)->Messages("s1")->size(), 2u);  // `other` caches [a, b].
-  ASSERT_OK(sessions_->Revert("s1", *cp));
+  ASSERT_OK(sessions_->Revert("s1", {cp->id}));
   ASSERT_OK(sessions_->Add("s1", Message::User("c")));  // Two messages again: [a, c].
   auto seen = (*other)->Messages("s1");
   ASSERT_OK(seen);
@@ -399,10 +482,10 @@ TEST_P(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
 TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRevertAndCommit) {
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   ASSERT_OK(sessions_->Add("s1", Message::User("m1")));
-  EXPECT_EQ(*sessions_->Checkpoint("s1"), 0);
+  EXPECT_EQ(sessions_->Checkpoint("s1")->id, 0);
   ASSERT_OK(sessions_->RecordUsage("s1", 10));
   ASSERT_OK(sessions_->Add("s1", Message::Assistant("m2")));
-  EXPECT_EQ(*sessions_->Checkpoint("s1"), 1);
+  EXPECT_EQ(sessions_->Checkpoint("s1")->id, 1);
   ASSERT_OK(sessions_->SetSystemPrompt("s1", "first prompt"));
   ASSERT_OK(sessions_->RecordUsage("s1", 20));
   ASSERT_OK(sessions_->Add("s1", Message::User("m3")));
@@ -425,7 +508,7 @@ TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRever
 
   // Back to checkpoint 1: the mark after it goes, the prompt (the log's first record) stays, and the
   // next checkpoint takes the number again.
-  ASSERT_OK(sessions_->Revert("s1", 1));
+  ASSERT_OK(sessions_->Revert("s1", {1}));
   log = sessions_->Log("s1");
   ASSERT_OK(log);
   EXPECT_EQ(log->system_prompt.value_or(""), "second prompt");
@@ -434,9 +517,9 @@ TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRever
   ASSERT_EQ(log->usage_marks.size(), 1u);
   EXPECT_EQ(log->usage_tokens, 10);
   EXPECT_EQ(log->rotations, std::vector<std::string>{"messages_1.jsonl"});
-  EXPECT_EQ(*sessions_->Checkpoint("s1"), 1);
-  ASSERT_OK(sessions_->Revert("s1", 0));
-  EXPECT_EQ(*sessions_->Checkpoint("s1"), 0);
+  EXPECT_EQ(sessions_->Checkpoint("s1")->id, 1);
+  ASSERT_OK(sessions_->Revert("s1", {0}));
+  EXPECT_EQ(sessions_->Checkpoint("s1")->id, 0);
   EXPECT_EQ(sessions_->Log("s1")->rotations, (std::vector<std::string>{"messages_1.jsonl", "messages_2.jsonl"}));
 
   // A commit archives the whole log: the next one starts empty, rotations stay and go on counting.
@@ -450,9 +533,9 @@ TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRever
   EXPECT_TRUE(log->usage_marks.empty());
   EXPECT_EQ(log->usage_tokens, 0);
   EXPECT_FALSE(log->system_prompt.has_value());
-  EXPECT_EQ(*sessions_->Checkpoint("s1"), 0);
+  EXPECT_EQ(sessions_->Checkpoint("s1")->id, 0);
   ASSERT_OK(sessions_->Add("s1", Message::User("m4")));
-  ASSERT_OK(sessions_->Revert("s1", 0));
+  ASSERT_OK(sessions_->Revert("s1", {0}));
   EXPECT_EQ(sessions_->Log("s1")->rotations.size(), 3u);
   EXPECT_EQ(sessions_->Log("s1")->rotations.back(), "messages_3.jsonl");
   auto info = sessions_->Get("s1");
@@ -524,7 +607,7 @@ TEST_P(SessionTest, ImportedArchivesTakeTheNextNumberAndLeaveTheLiveLogAlone) {
   EXPECT_EQ(sessions_->Get("s1")->stats.commits, 3);
   // The live log is untouched, and what changes it next does not collide with the imported archives.
   EXPECT_EQ(sessions_->Messages("s1")->size(), 2u);
-  ASSERT_OK(sessions_->Revert("s1", *cp));
+  ASSERT_OK(sessions_->Revert("s1", {cp->id}));
   ASSERT_OK(sessions_->Replace("s1", old, 5));
   EXPECT_EQ(*sessions_->ArchiveMessages("s1", 3), std::vector<Message>{old[0]});
   auto ticket = sessions_->Commit("s1");
@@ -586,7 +669,7 @@ TEST_F(PgSessionsTest, TwoInstancesSeeEachOthersAppendsRevertsAndCommits) {
   EXPECT_EQ(Texts(log->messages), (std::vector<std::string>{"one", "two"}));
   EXPECT_EQ(log->checkpoints.size(), 1u);
   EXPECT_EQ(log->system_prompt.value_or(""), "Be brief.");
-  ASSERT_OK(a_->Revert("s1", *cp));
+  ASSERT_OK(a_->Revert("s1", {cp->id}));
   ASSERT_OK(a_->Add("s1", Message::User("three")));  // [one, three]: as many messages as b last saw.
   EXPECT_EQ(Texts(*b_->Messages("s1")), (std::vector<std::string>{"one", "three"}));
   EXPECT_EQ(b_->Log("s1")->rotations, std::vector<std::string>{"messages_1.jsonl"});

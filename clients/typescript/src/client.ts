@@ -9,7 +9,7 @@
 import { StrataError, strataError } from "./errors.js";
 import { parseSse } from "./sse.js";
 import type {
-  AddReport, ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitDiff,
+  AddReport, ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, Checkpoint, CommitDiff,
   CommitResult, CompactResult, ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message,
   MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session,
   SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, TreeFile,
@@ -168,8 +168,8 @@ export interface ContextOptions extends RequestOptions {
 export interface ForkOptions extends RequestOptions {
   /** The new session's id (default: a new one). */
   newId?: string | undefined;
-  /** Copy the messages up to this checkpoint only. */
-  checkpoint?: number | undefined;
+  /** Copy the messages up to this checkpoint only (what `checkpoint()` returned: checked by its tag). */
+  checkpoint?: number | Checkpoint | undefined;
 }
 export interface CompactOptions extends RequestOptions {
   /** What the summary should keep. */
@@ -505,10 +505,13 @@ export class StrataClient {
     return this.call("get", "/api/v1/sessions/{id}/context", { path: { id: sessionId }, query }, options);
   }
 
-  /** Marks the current end of the messages; returns the checkpoint's id (0, 1, ... until the next commit). */
-  async checkpoint(sessionId: string, options: RequestOptions = {}): Promise<number> {
-    const result = await this.call("post", "/api/v1/sessions/{id}/checkpoints", { path: { id: sessionId } }, options);
-    return result.checkpoint;
+  /**
+   * Marks the current end of the messages; returns the checkpoint: its `checkpoint` id (0, 1, ... within the
+   * current messages), `messages` before it and `tag`. Give it back to revert or fork whole: the id names
+   * another checkpoint after a commit, revert or compaction, and the tag makes them refuse then.
+   */
+  checkpoint(sessionId: string, options: RequestOptions = {}): Promise<Checkpoint> {
+    return this.call("post", "/api/v1/sessions/{id}/checkpoints", { path: { id: sessionId } }, options);
   }
 
   /** Returns the session's log: messages, checkpoints, usage marks, system prompt, rotations. */
@@ -516,16 +519,21 @@ export class StrataClient {
     return this.call("get", "/api/v1/sessions/{id}/log", { path: { id: sessionId } }, options);
   }
 
-  /** Drops a checkpoint and every message after it (the old log is kept as a rotation). */
-  revert(sessionId: string, checkpoint: number, options: RequestOptions = {}): Promise<Session> {
-    return this.call("post", "/api/v1/sessions/{id}/revert", { path: { id: sessionId }, body: { checkpoint } },
-                     options);
+  /**
+   * Drops a checkpoint and every message after it (the old log is kept as a rotation). Given what
+   * `checkpoint()` returned, only while its id still names that checkpoint (a 409 StrataError otherwise);
+   * given an id alone, whichever checkpoint has it now.
+   */
+  revert(sessionId: string, checkpoint: number | Checkpoint, options: RequestOptions = {}): Promise<Session> {
+    return this.call("post", "/api/v1/sessions/{id}/revert",
+                     { path: { id: sessionId }, body: checkpointBody(checkpoint) }, options);
   }
 
   /** Starts a new session with the same owners, system prompt and messages (up to a checkpoint). */
   fork(sessionId: string, options: ForkOptions = {}): Promise<Session> {
     const { newId, checkpoint } = options;
-    return this.call("post", "/api/v1/sessions/{id}/fork", { path: { id: sessionId }, body: { id: newId, checkpoint } },
+    const at = checkpoint === undefined ? {} : checkpointBody(checkpoint);
+    return this.call("post", "/api/v1/sessions/{id}/fork", { path: { id: sessionId }, body: { id: newId, ...at } },
                      options);
   }
 
@@ -822,6 +830,11 @@ class Deadline {
 }
 
 /** Resolves after `ms`; rejects with `cancelled` ("<what>: cancelled") as soon as `signal` fires. */
+/** A checkpoint argument as the revert and fork bodies take it: an id alone, or the id and its tag. */
+function checkpointBody(checkpoint: number | Checkpoint): { checkpoint: number; tag?: string } {
+  return typeof checkpoint === "number" ? { checkpoint } : { checkpoint: checkpoint.checkpoint, tag: checkpoint.tag };
+}
+
 function pause(ms: number, signal: AbortSignal | undefined, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const cancelled = () =>

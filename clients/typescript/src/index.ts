@@ -13,7 +13,8 @@ export {
 } from "./errors.js";
 export type { StrataErrorCode, StrataErrorInit } from "./errors.js";
 export type {
-  AddReport, ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, CommitDiff,
+  AddReport, ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, Checkpoint,
+  CommitDiff,
   CommitResult, CompactResult, ContentPart, ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey,
   MemoryChange, Message, MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation,
   ResultOf, Session, SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, ToolCall,

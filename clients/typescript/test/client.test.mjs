@@ -299,24 +299,40 @@ test("a session: messages, context, commit, phase 2 followed to the end, the mem
 test("a session's log: checkpoint, revert, fork, system prompt, compact", async () => {
   await alice.createSession({ id: "draft" });
   await alice.addMessages("draft", { role: "user", content: "First question." });
-  assert.equal(await alice.checkpoint("draft"), 0);
+  const cp = await alice.checkpoint("draft");
+  assert.deepEqual({ ...cp, tag: undefined }, { session: "draft", checkpoint: 0, messages: 1, tag: undefined });
+  assert.match(cp.tag, /^[0-9a-f]{32}$/);
   await alice.addMessages("draft", [{ role: "assistant", content: "First answer." }]);
   assert.deepEqual(await alice.setSystemPrompt("draft", "Be brief."), { session: "draft", system_prompt: "Be brief." });
 
   const log = await alice.sessionLog("draft");
   assert.equal(log.system_prompt, "Be brief.");
   assert.equal(log.messages.length, 2);
-  assert.deepEqual(log.checkpoints, [{ id: 0, messages: 1 }]);
+  assert.deepEqual(log.checkpoints, [{ id: 0, messages: 1, tag: cp.tag }]);
   assert.match((await alice.context("draft")).system_prompt, /Be brief\./);
 
-  const fork = await alice.fork("draft", { newId: "draft-copy", checkpoint: 0 });
+  const fork = await alice.fork("draft", { newId: "draft-copy", checkpoint: cp });
   assert.equal(fork.id, "draft-copy");
   assert.equal(fork.stats.messages, 1);
-  assert.equal((await alice.revert("draft", 0)).stats.messages, 1);
+  assert.equal((await alice.revert("draft", cp)).stats.messages, 1);
   const compacted = await alice.compact("draft");
   assert.equal(compacted.session.id, "draft");
   assert.equal(compacted.compacted, 0, "one message: nothing to fold");
-  await alice.deleteSession("draft");
+
+  // After a commit checkpoint 0 marks a point in the next conversation: the checkpoint from before is
+  // refused there (its tag), while an id alone would take whichever checkpoint has it now.
+  await alice.commit("draft");
+  await alice.addMessages("draft", { role: "user", content: "Second question." });
+  const again = await alice.checkpoint("draft");
+  assert.equal(again.checkpoint, cp.checkpoint);
+  assert.notEqual(again.tag, cp.tag);
+  await alice.addMessages("draft", { role: "assistant", content: "Second answer." });
+  await rejectsWith(alice.revert("draft", cp), "failed_precondition", 409);
+  await rejectsWith(alice.fork("draft", { newId: "draft-stale", checkpoint: cp }), "failed_precondition", 409);
+  assert.equal((await alice.sessionLog("draft")).messages.length, 2);
+  await alice.revert("draft", again);
+  assert.equal((await alice.sessionLog("draft")).messages.length, 1);
+  await alice.deleteSession("draft", { force: true });
   await alice.deleteSession("draft-copy", { force: true });
 });
 

@@ -325,10 +325,12 @@ class Engine {
                                                std::string_view agent = "", bool commit = false);
   // Checkpoints, revert and fork (session::Sessions has the details). A revert keeps the previous log as
   // a rotation; a fork copies the owners, system prompt and messages (up to a checkpoint) to a new session.
-  Result<int64_t> Checkpoint(std::string_view id);
-  Result<session::SessionInfo> Revert(std::string_view id, int64_t checkpoint);
+  // A checkpoint's id is reused after a commit, revert or compaction; its tag is not: pass it back to revert
+  // or fork at that checkpoint only.
+  Result<session::CheckpointInfo> Checkpoint(std::string_view id);
+  Result<session::SessionInfo> Revert(std::string_view id, const session::CheckpointRef& checkpoint);
   Result<session::SessionInfo> Fork(std::string_view id, std::string_view new_id = "",
-                                    std::optional<int64_t> checkpoint = std::nullopt);
+                                    const std::optional<session::CheckpointRef>& checkpoint = std::nullopt);
   // The current messages with checkpoints, usage mark, system prompt and rotations.
   Result<session::SessionLog> GetSessionLog(std::string_view id);
   Status SetSystemPrompt(std::string_view id, std::string_view prompt);

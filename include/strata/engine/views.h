@@ -30,8 +30,10 @@
 //   SessionContextView  a session's assembled window: {"session","encoding","window","budget","total_tokens",
 //                     "sections":{...},"system_prompt","memories","summary_included","messages":[{"index",
 //                     "tokens","included","message"}],"warnings"}
-//   SessionLogView    {"session","system_prompt","messages","checkpoints":[{"id","messages"}],"usage_tokens",
-//                     "rotations"}
+//   CheckpointView    {"session","checkpoint","messages","tag"}: Engine::Checkpoint (pass the tag back to revert
+//                     or fork at this checkpoint only)
+//   SessionLogView    {"session","system_prompt","messages","checkpoints":[{"id","messages","tag"}],
+//                     "usage_tokens","rotations"}
 //   AssemblyJson      the assembled window as `strata window assemble` prints it (a string, byte-exact)
 #pragma once
 
@@ -96,6 +98,7 @@ Json CompactionView(const SessionCompaction& done);
 Json ChangesView(const std::vector<session::MemoryChange>& changes);
 Json CommitDiffView(const session::CommitDiff& diff);
 Json SessionContextView(const std::string& session, const SessionContext& context);
+Json CheckpointView(const std::string& session, const session::CheckpointInfo& checkpoint);
 Json SessionLogView(const std::string& session, const session::SessionLog& log);
 
 // Whether a node is a memory superseded by a newer one (its metadata has "valid_to").

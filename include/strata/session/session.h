@@ -112,10 +112,23 @@ struct CommitTicket {
   int64_t messages = 0;  // How many messages were archived.
 };
 
-// A checkpoint in the current messages: `messages` of them come before it.
+// A checkpoint in the current messages: `messages` of them come before it. Ids follow kimi-cli's log
+// (numbered from 0 within the current messages), so one id names different checkpoints over a session's
+// life: a commit or a compaction starts again at 0, and a revert frees the ids it drops. `tag` is a digest
+// of the session's incarnation, its commits, the id and the messages before it: a revert given the tag
+// restores exactly the messages its holder saw before that checkpoint, or refuses.
 struct CheckpointInfo {
   int64_t id = 0;
   int64_t messages = 0;
+  std::string tag;
+};
+
+// Which checkpoint to revert or fork at: `id`, and when `tag` is given, only while that id still names the
+// checkpoint with that tag (kFailedPrecondition otherwise), so that a client holding an id from before a
+// commit, revert or compaction cannot cut the log at another point.
+struct CheckpointRef {
+  int64_t id = 0;
+  std::string tag;  // Empty: whichever checkpoint has the id now.
 };
 
 // A provider-reported context size (a usage mark) recorded after `messages` messages.
@@ -168,14 +181,15 @@ class Sessions {
   virtual Status RecordUsage(std::string_view id, int64_t tokens) = 0;
   // Makes `prompt` the session's system prompt (the log's first record).
   virtual Status SetSystemPrompt(std::string_view id, std::string_view prompt) = 0;
-  // Marks the current end of the messages as a checkpoint to revert to; returns its id (checkpoints are
+  // Marks the current end of the messages as a checkpoint to revert to; returns it (checkpoints are
   // numbered from 0 within the current messages and end at a commit, which archives them).
-  virtual Result<int64_t> Checkpoint(std::string_view id) = 0;
+  virtual Result<CheckpointInfo> Checkpoint(std::string_view id) = 0;
   // The current messages with their checkpoints, usage mark, system prompt and rotations.
   virtual Result<SessionLog> Log(std::string_view id) = 0;
   // Drops checkpoint `checkpoint` and every message after it. The previous log is kept as a rotation
-  // (`messages_N.jsonl`). Errors: unknown checkpoint (kNotFound).
-  virtual Result<SessionInfo> Revert(std::string_view id, int64_t checkpoint) = 0;
+  // (`messages_N.jsonl`). Errors: unknown checkpoint (kNotFound); a tag the checkpoint no longer has
+  // (kFailedPrecondition).
+  virtual Result<SessionInfo> Revert(std::string_view id, const CheckpointRef& checkpoint) = 0;
   // Replaces the current messages (a compaction): checkpoint 0, `messages`, and a usage mark of
   // `token_count` when given, in one atomic step; the previous log is kept as a rotation. With `expected`,
   // only if the current messages are still exactly those (kFailedPrecondition otherwise: something was
@@ -184,9 +198,9 @@ class Sessions {
                                       std::optional<int64_t> token_count,
                                       const std::vector<Message>* expected = nullptr) = 0;
   // A new session `new_id` (generated when empty) with the same owners, system prompt and current messages
-  // (those before `checkpoint` when given). The source is unchanged.
+  // (those before `checkpoint` when given, checked as Revert checks it). The source is unchanged.
   virtual Result<SessionInfo> Fork(std::string_view id, std::string_view new_id,
-                                   std::optional<int64_t> checkpoint) = 0;
+                                   const std::optional<CheckpointRef>& checkpoint) = 0;
   // The current (not yet committed) messages.
   virtual Result<std::vector<Message>> Messages(std::string_view id) = 0;
   // Deletes the session: its messages, archives, state and phase-2 jobs (memories already extracted stay;

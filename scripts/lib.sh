@@ -76,6 +76,12 @@ strata_build() {
   # With -g, ccache also hashes the working directory unless told not to: another clone (CI's) would miss
   # every object. The cost: debug info may name the directory of the clone that filled the cache.
   export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+  # A tree configured before the presets last changed (another compiler, other options) is made again:
+  # cmake does not apply a preset's new values to an existing cache by itself.
+  if [ -f "$STRATA_ROOT/$dir/CMakeCache.txt" ] && [ "$STRATA_ROOT/CMakePresets.json" -nt "$STRATA_ROOT/$dir/CMakeCache.txt" ]; then
+    strata_log "the presets changed since $dir was configured: configuring it again"
+    rm -rf "${STRATA_ROOT:?}/$dir"
+  fi
   if [ ! -f "$STRATA_ROOT/$dir/build.ninja" ]; then
     strata_log "configuring ($preset)"
     cmake --preset "$preset" -S "$STRATA_ROOT" >/dev/null

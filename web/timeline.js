@@ -103,11 +103,13 @@ function checkpointItem(id, cp, nav, reload) {
       "The old log is kept as a rotation.", "Revert");
     if (!ok) return;
     try {
-      await api("POST", `${path}/revert`, { body: { checkpoint: cp.id } });
+      // With its tag: if the session was committed, reverted or compacted since this page read the log,
+      // the checkpoint with this id now marks another point and the server refuses (409).
+      await api("POST", `${path}/revert`, { body: { checkpoint: cp.id, tag: cp.tag } });
       toast(`Reverted ${id} to checkpoint ${cp.id}.`);
       await reload();
     } catch (error) {
-      toast(`Revert failed: ${error.message}`);
+      await failed("Revert", error);
     }
   };
   const fork = async () => {
@@ -118,11 +120,21 @@ function checkpointItem(id, cp, nav, reload) {
       "Fork", input);
     if (!ok) return;
     try {
-      const made = await api("POST", `${path}/fork`, { body: { checkpoint: cp.id, id: input.value.trim() || undefined } });
+      const made = await api("POST", `${path}/fork`,
+                             { body: { checkpoint: cp.id, tag: cp.tag, id: input.value.trim() || undefined } });
       toast(`Forked into ${made.id}.`);
       nav.go("timeline", { session: made.id });
     } catch (error) {
-      toast(`Fork failed: ${error.message}`);
+      await failed("Fork", error);
+    }
+  };
+  // A checkpoint the log no longer has as this page showed it: say so and show the log as it is now.
+  const failed = async (what, error) => {
+    if (error.status === 409 || error.status === 404) {
+      toast(`${what} refused: the session changed since this page read it (${error.message}). Showing it as it is now.`);
+      await reload();
+    } else {
+      toast(`${what} failed: ${error.message}`);
     }
   };
   return h("li.event.checkpoint", { dataset: { checkpoint: cp.id } },

@@ -451,7 +451,7 @@ class PyEngine {
     if (!checkpoint.is_none()) {
       at = CheckpointArg(checkpoint, std::move(tag));
     } else if (tag) {
-      throw py::value_error("tag names a checkpoint: give checkpoint with it");
+      Raise(Status::InvalidArgument("tag names a checkpoint: give checkpoint with it"));
     }
     return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.Fork(id, OptString(new_id), at));

@@ -289,7 +289,7 @@ class Client:
     def fork(self, session_id: str, new_id: str | None = None, checkpoint: int | None = None,
              tag: str | None = None) -> Session:
         if checkpoint is None and tag is not None:
-            raise ValueError("tag names a checkpoint: give checkpoint with it")
+            raise error_class("invalid_argument")("tag names a checkpoint: give checkpoint with it")
         body = {"id": new_id, "checkpoint": None if checkpoint is None else int(checkpoint),
                 "tag": None if checkpoint is None else _checkpoint_tag(checkpoint, tag)}
         return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/fork",

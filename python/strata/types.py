@@ -96,9 +96,11 @@ class Checkpoint(int):
     """A checkpoint: its id (this int, as kimi-cli numbers them: 0, 1, ... within the current messages),
     ``messages`` (how many come before it), ``tag`` and ``session``.
 
-    An id names another checkpoint once the session is committed, reverted or compacted; the tag does not.
-    Give this object back to ``revert`` or ``fork`` and they act only while the id still names this
-    checkpoint (a ``StrataError`` with code ``failed_precondition`` otherwise)."""
+    An id names another checkpoint once the session is committed, reverted or compacted. Give this object
+    back to ``revert`` or ``fork`` and they act only while that id still has the messages this one had
+    before it, in the same conversation (since the last commit); ``FailedPreconditionError`` otherwise.
+    It compares and hashes as its id, an int; a checkpoint from ``session_log()`` is a dict: pass
+    ``revert(session, c["id"], tag=c["tag"])``."""
 
     def __new__(cls, data: dict[str, Any]) -> "Checkpoint":
         self = super().__new__(cls, data["checkpoint"])
@@ -106,6 +108,9 @@ class Checkpoint(int):
         self.messages = data.get("messages", 0)
         self.tag = data.get("tag", "")
         return self
+
+    def __getnewargs__(self) -> tuple[dict[str, Any]]:  # copy, deepcopy and pickle keep the tag.
+        return (self.to_dict(),)
 
     def to_dict(self) -> dict[str, Any]:
         return {"session": self.session, "checkpoint": int(self), "messages": self.messages, "tag": self.tag}

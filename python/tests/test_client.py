@@ -3,7 +3,9 @@ exception classes, keys and isolation, task events — and the same answers as a
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 
 import pytest
 
@@ -206,8 +208,13 @@ def test_a_checkpoint_from_before_a_commit_is_refused_alike_in_process_and_over_
             front.revert(session_id, 0, tag=old.tag)
         with pytest.raises(strata.FailedPreconditionError):
             front.fork(session_id, "stale-" + session_id, checkpoint=old)
-        with pytest.raises(ValueError):
+        with pytest.raises(strata.InvalidArgumentError):
             front.fork(session_id, "untagged-" + session_id, tag=old.tag)
+        # A copy (or a pickle sent to another process) keeps the tag, and so is refused alike.
+        for kept in (copy.deepcopy(old), pickle.loads(pickle.dumps(old))):
+            assert isinstance(kept, strata.Checkpoint) and kept.to_dict() == old.to_dict()
+            with pytest.raises(strata.FailedPreconditionError):
+                front.revert(session_id, kept)
         assert len(front.messages(session_id)) == 2
         front.revert(session_id, new)
         assert len(front.messages(session_id)) == 1

@@ -195,7 +195,9 @@ tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentTo
   Json args = Args(arguments);
   FindRequest request;
   request.query = json::StringOr(args, "query");
-  request.limit = static_cast<size_t>(std::clamp<int64_t>(json::IntOr(args, "limit", 5), 1, 50));
+  // The default is every front end's (FindRequest::limit), so that one question gets one answer.
+  request.limit = static_cast<size_t>(
+      std::clamp<int64_t>(json::IntOr(args, "limit", static_cast<int64_t>(FindRequest{}.limit)), 1, 50));
   request.token_budget = std::max<int64_t>(0, json::IntOr(args, "token_budget", 0));
   request.reach = Reach::User(options.user);  // The user's own memories and the shared scopes, ranked together.
   Result<FindResult> found = engine->Find(request);
@@ -244,7 +246,7 @@ Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::To
          "Search what is remembered about the user and the shared notes and resources. Returns URIs, scores "
          "and abstracts, best first.",
          R"J({"type":"object","properties":{"query":{"type":"string","description":"What to look for"},)J"
-         R"J("limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most results (default 5)"},)J"
+         R"J("limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most results (default 10)"},)J"
          R"J("token_budget":{"type":"integer","minimum":1,"description":"Tokens the abstracts may take in all"}},)J"
          R"J("required":["query"],"additionalProperties":false})J"},
         [engine, options](std::string_view a, const Canceller&) { return Find(engine, a, options); })));

@@ -130,7 +130,7 @@ Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationRep
     if (info.stats.memories_extracted > 0) {
       STRATA_RETURN_IF_ERROR(to.RecordExtracted(info.id, info.stats.memories_extracted));
     }
-    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, from.Log(info.id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, from.Log(info.id, /*tags=*/false));
     STRATA_RETURN_IF_ERROR(CopyLog(to, info.id, log).WithContext("session " + info.id));
     // Last, as the copy's writes moved its times: the original's times, title and source.
     STRATA_RETURN_IF_ERROR(to.SetOrigin(info.id, {.title = info.title,

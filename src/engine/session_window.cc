@@ -118,7 +118,7 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     }
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
-    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, s->Log(id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, s->Log(id, /*tags=*/false));
     std::vector<Message> history = std::move(log.messages);
     history.insert(history.end(), options.pending.begin(), options.pending.end());
 

@@ -212,7 +212,7 @@ struct McpHandler::Impl {
     FindRequest request;
     request.query = json::StringOr(args, "query");
     request.under = json::StringOr(args, "under");
-    request.limit = static_cast<size_t>(json::IntOr(args, "limit", 10));
+    request.limit = static_cast<size_t>(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
     if (session_aware) {
       request.session = json::StringOr(args, "session");
       request.token_budget = json::IntOr(args, "token_budget", 0);

@@ -164,11 +164,13 @@ void Server::Impl::AddSessionRoutes() {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string new_id, c.Arg("id", false));
-    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
+    STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
     std::optional<session::CheckpointRef> at;
-    if (checkpoint >= 0) {
-      at = session::CheckpointRef{checkpoint, tag};
+    if (checkpoint && *checkpoint < 0) {
+      return Status::InvalidArgument("\"checkpoint\" must be a checkpoint id, 0 or more");
+    } else if (checkpoint) {
+      at = session::CheckpointRef{*checkpoint, tag};
     } else if (!tag.empty()) {
       return Status::InvalidArgument("\"tag\" names a checkpoint: give \"checkpoint\" with it");
     }

@@ -150,7 +150,7 @@ void Server::Impl::AddStoreRoutes() {
     FindRequest request;
     STRATA_ASSIGN_OR_RETURN(request.query, c.Arg("query"));
     STRATA_ASSIGN_OR_RETURN(request.under, c.Arg("under", false));
-    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 10));
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", static_cast<int64_t>(request.limit)));
     if (limit < 1 || limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
     request.limit = static_cast<size_t>(limit);
     STRATA_ASSIGN_OR_RETURN(request.token_budget, c.IntArg("token_budget", 0));

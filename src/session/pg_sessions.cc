@@ -397,6 +397,7 @@ class Pool {
 
 class PgSessions final : public Sessions {
  public:
+  using Sessions::Log;
   PgSessions(const std::string& url, SessionsOptions options)
       : options_(options), pool_(url, options.pg_connections) {
     if (options_.clock == nullptr) options_.clock = SystemClock();
@@ -533,22 +534,23 @@ class PgSessions final : public Sessions {
       op.row.info.stats.revisions += 1;
       STRATA_RETURN_IF_ERROR(SaveRow(op, /*refresh=*/true));
       return CheckpointInfo{checkpoint, static_cast<int64_t>(log->messages.size()),
-                            internal::CheckpointTag(op.row.info, checkpoint, log->messages)};
+                            internal::CheckpointTag(op.row.info, checkpoint, internal::PrefixDigests(log->messages).back())};
     });
   }
 
-  Result<SessionLog> Log(std::string_view id) override {
+  Result<SessionLog> Log(std::string_view id, bool tags) override {
     STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     return Read(id, /*need_log=*/true, [&](Op& op) -> Result<SessionLog> {
       const LiveLog& log = *op.log;
       SessionLog out;
       out.system_prompt = log.system_prompt;
       out.messages = log.messages;
+      std::vector<uint64_t> digests;
+      if (tags && !log.checkpoints.empty()) digests = internal::PrefixDigests(log.messages);
       for (const LiveLog::Mark& c : log.checkpoints) {
         out.checkpoints.push_back(
             {c.id, c.messages,
-             internal::CheckpointTag(op.row.info, c.id,
-                                     std::span(log.messages).first(static_cast<size_t>(c.messages)))});
+             tags ? internal::CheckpointTag(op.row.info, c.id, digests[static_cast<size_t>(c.messages)]) : ""});
       }
       out.usage_tokens = log.usage_tokens;
       for (const LiveLog::Usage& u : log.usages) out.usage_marks.push_back(u.info);

@@ -139,6 +139,7 @@ using internal::ValidateOwnerId;
 
 class FileSessions final : public Sessions {
  public:
+  using Sessions::Log;
   FileSessions(std::string root, SessionsOptions options) : root_(std::move(root)), options_(options) {
     if (options_.fs == nullptr) options_.fs = PosixFileSystem();
     if (options_.clock == nullptr) options_.clock = SystemClock();
@@ -248,10 +249,11 @@ class FileSessions final : public Sessions {
     info.stats.revisions += 1;
     STRATA_RETURN_IF_ERROR(SaveInfoLocked(info, log));
     const std::vector<Message>& before = log->history();
-    return CheckpointInfo{checkpoint, static_cast<int64_t>(before.size()), internal::CheckpointTag(info, checkpoint, before)};
+    return CheckpointInfo{checkpoint, static_cast<int64_t>(before.size()),
+                          internal::CheckpointTag(info, checkpoint, internal::PrefixDigests(before).back())};
   }
 
-  Result<SessionLog> Log(std::string_view id) override {
+  Result<SessionLog> Log(std::string_view id, bool tags) override {
     STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
@@ -259,9 +261,11 @@ class FileSessions final : public Sessions {
     SessionLog out;
     out.system_prompt = log->system_prompt();
     out.messages = log->history();
+    std::vector<uint64_t> digests;
+    if (tags && !log->checkpoints().empty()) digests = internal::PrefixDigests(out.messages);
     for (const ContextLog::CheckpointPosition& c : log->checkpoints()) {
       out.checkpoints.push_back({c.id, static_cast<int64_t>(c.messages),
-                                 internal::CheckpointTag(info, c.id, std::span(out.messages).first(c.messages))});
+                                 tags ? internal::CheckpointTag(info, c.id, digests[c.messages]) : ""});
     }
     out.usage_tokens = log->token_count();
     for (const ContextLog::UsagePosition& u : log->usage_marks()) {
@@ -742,11 +746,13 @@ class FileSessions final : public Sessions {
   Status RecoverLocked(const std::string& id) {
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ParsedSessionRef{id, "", false}));
     STRATA_ASSIGN_OR_RETURN(std::vector<int> numbers, ArchiveNumbers(id));
+    int64_t commits = 0;
     for (int n : numbers) {
       std::string dir = ArchiveDir(id, n);
       STRATA_ASSIGN_OR_RETURN(bool has_state, fs().FileExists(dir + "/state.json"));
       STRATA_ASSIGN_OR_RETURN(bool has_messages, fs().FileExists(dir + "/messages.jsonl"));
       if (!has_messages) continue;  // Created, but the crash came before the rename: nothing was moved.
+      ++commits;
       if (!has_state) {
         STRATA_ASSIGN_OR_RETURN(std::vector<Message> archived, ReadArchivedMessages(dir + "/messages.jsonl"));
         int64_t count = static_cast<int64_t>(archived.size());
@@ -756,6 +762,12 @@ class FileSessions final : public Sessions {
       if (a.state != ArchiveState::kDone && a.state != ArchiveState::kFailed) {
         STRATA_RETURN_IF_ERROR(Enqueue(info, n).status());
       }
+    }
+    // A crash after the rename and before session.json was written left the count one short (checkpoint
+    // tags count commits: the next log's checkpoints must not take the last log's tags).
+    if (info.stats.commits < commits) {
+      info.stats.commits = commits;
+      STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(id), InfoToJson(info)));
     }
     return Status::Ok();
   }
@@ -949,17 +961,26 @@ std::string NewIncarnation() {
   return buf;
 }
 
-std::string CheckpointTag(const SessionInfo& info, int64_t id, std::span<const Message> before) {
-  std::string text = info.incarnation + "\n" + std::to_string(info.stats.commits) + "\n" + std::to_string(id) + "\n";
-  for (const Message& m : before) {
-    AppendMessageJson(m, &text);
-    text += '\n';
+std::vector<uint64_t> PrefixDigests(std::span<const Message> messages) {
+  std::vector<uint64_t> out;
+  out.reserve(messages.size() + 1);
+  out.push_back(memory::Hash64(""));
+  std::string json;
+  for (const Message& m : messages) {
+    json.clear();
+    AppendMessageJson(m, &json);
+    out.push_back(memory::Hash64(json, out.back()));
   }
-  return memory::HashHex(text);
+  return out;
+}
+
+std::string CheckpointTag(const SessionInfo& info, int64_t id, uint64_t digest_before) {
+  return memory::HashHex(info.incarnation + "\n" + std::to_string(info.stats.commits) + "\n" + std::to_string(id) +
+                         "\n" + std::to_string(digest_before));
 }
 
 Status CheckCheckpointTag(const SessionInfo& info, const CheckpointRef& ref, std::span<const Message> before) {
-  if (ref.tag.empty() || CheckpointTag(info, ref.id, before) == ref.tag) return Status::Ok();
+  if (ref.tag.empty() || CheckpointTag(info, ref.id, PrefixDigests(before).back()) == ref.tag) return Status::Ok();
   return Status::FailedPrecondition("checkpoint " + std::to_string(ref.id) + " of session " + info.id +
                                     " is no longer the one tagged " + json::QuoteForError(ref.tag, 40) +
                                     ": the session was committed, reverted or compacted since, and the id now "

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "strata/message/message.h"
 #include "strata/session/session.h"
@@ -36,10 +37,13 @@ Status ValidateIncarnation(std::string_view incarnation);
 // {"session", "archive", "incarnation"?}. Idempotent, as JobQueue::Enqueue is.
 Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int archive);
 
-// The tag of checkpoint `id` of `info`'s current messages, `before` being the messages before it
-// (CheckpointInfo): 32 hex digits of memory::HashHex over the incarnation, the commits, the id and the
-// messages as JSON. Both backends compute it alike, so a tag survives `strata migrate`.
-std::string CheckpointTag(const SessionInfo& info, int64_t id, std::span<const Message> before);
+// Checkpoint tags (CheckpointInfo). The digest of a run of messages chains each message's JSON into the
+// digest of those before it, so that every prefix's digest comes from one pass: PrefixDigests(m)[i] is
+// the digest of m[0, i). The tag of checkpoint `id` of `info`'s current messages is 32 hex digits of
+// memory::HashHex over the incarnation, the commits, the id and the digest of the messages before it.
+// Both backends compute it alike, so a tag survives `strata migrate`.
+std::vector<uint64_t> PrefixDigests(std::span<const Message> messages);
+std::string CheckpointTag(const SessionInfo& info, int64_t id, uint64_t digest_before);
 // Ok when `ref` has no tag or checkpoint `ref.id` (with `before` before it) still has `ref.tag`;
 // kFailedPrecondition naming the session and the checkpoint otherwise.
 Status CheckCheckpointTag(const SessionInfo& info, const CheckpointRef& ref, std::span<const Message> before);

@@ -388,6 +388,12 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
   for (const auto& [uri, text] : notes) {
     ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
   }
+  // More than any front end's default limit matches "editor settings".
+  for (int i = 0; i < 12; ++i) {
+    Json note = {{"uri", "strata://resources/tips/editor-" + std::to_string(i)},
+                 {"content", "Editor settings tip " + std::to_string(i) + ": keep one setting per line."}};
+    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, note.dump()).status, 200);
+  }
   // A coding agent writes a note to the shared resources through MCP, then finds it (issue 29's example).
   Reply wrote = Call("POST", "/mcp", alice,
                      McpCall("write", {{"uri", "strata://resources/notes/deploy"},
@@ -404,32 +410,37 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
   for (const std::string query : {"which editor does alice use", "deploys on tuesday", "how do I test a bug fix",
                                   "editor settings"}) {
     for (int64_t budget : {0, 12, 30}) {
-      SCOPED_TRACE(query + ", budget " + std::to_string(budget));
-      Json args = {{"query", query}, {"limit", 10}};
-      if (budget > 0) args["token_budget"] = budget;
-      Reply http = Call("POST", "/api/v1/search/find", alice, args.dump());
-      ASSERT_EQ(http.status, 200) << http.raw;
-      Reply mcp = Call("POST", "/mcp", alice, McpCall("search", args));
-      ASSERT_EQ(mcp.status, 200) << mcp.raw;
-      Json structured = mcp.body["result"]["structuredContent"];
-      Canceller never;
-      tools::ToolOutput out = const_cast<tools::Tool*>(toolset.Find("find"))->Call(args.dump(), never);
-      std::string tool_text;
-      for (const ContentPart& part : out.content) {
-        if (const auto* t = std::get_if<TextPart>(&part)) tool_text += t->text;
+      for (bool default_limit : {false, true}) {
+        SCOPED_TRACE(query + ", budget " + std::to_string(budget) + (default_limit ? ", the default limit" : ""));
+        Json args = {{"query", query}};
+        if (!default_limit) args["limit"] = 7;
+        if (budget > 0) args["token_budget"] = budget;
+        Reply http = Call("POST", "/api/v1/search/find", alice, args.dump());
+        ASSERT_EQ(http.status, 200) << http.raw;
+        Reply mcp = Call("POST", "/mcp", alice, McpCall("search", args));
+        ASSERT_EQ(mcp.status, 200) << mcp.raw;
+        Json structured = mcp.body["result"]["structuredContent"];
+        Canceller never;
+        tools::ToolOutput out = const_cast<tools::Tool*>(toolset.Find("find"))->Call(args.dump(), never);
+        std::string tool_text;
+        for (const ContentPart& part : out.content) {
+          if (const auto* t = std::get_if<TextPart>(&part)) tool_text += t->text;
+        }
+        std::vector<std::string> over_http = HitUris(http.body["result"]["hits"]);
+        EXPECT_EQ(HitUris(structured["hits"]), over_http);
+        EXPECT_EQ(ToolUris(tool_text), over_http) << tool_text;
+        EXPECT_EQ(structured["tokens"], http.body["result"]["tokens"]);
+        for (const std::string& uri : over_http) EXPECT_EQ(uri.find("/user/bob"), std::string::npos) << uri;
+        if (budget > 0) {
+          EXPECT_LE(http.body["result"]["tokens"].get<int64_t>(), budget);
+        } else if (query == "editor settings") {
+          EXPECT_EQ(over_http.size(), default_limit ? FindRequest{}.limit : 7u);
+        }
+        ++compared;
       }
-      std::vector<std::string> over_http = HitUris(http.body["result"]["hits"]);
-      EXPECT_EQ(HitUris(structured["hits"]), over_http);
-      EXPECT_EQ(ToolUris(tool_text), over_http) << tool_text;
-      EXPECT_EQ(structured["tokens"], http.body["result"]["tokens"]);
-      for (const std::string& uri : over_http) EXPECT_EQ(uri.find("/user/bob"), std::string::npos) << uri;
-      if (budget > 0) {
-        EXPECT_LE(http.body["result"]["tokens"].get<int64_t>(), budget);
-      }
-      ++compared;
     }
   }
-  EXPECT_EQ(compared, 12);
+  EXPECT_EQ(compared, 24);
   // The note written through MCP is found by a find without `under`: the user's find reaches the shared
   // resources, not only its own scope.
   Reply deploy = Call("POST", "/mcp", alice, McpCall("find", {{"query", "when do deploys go out"}}));
@@ -603,6 +614,7 @@ TEST_F(TrustTest, AStaleCheckpointIsRefusedOverHttpOnceItsIdMarksAnotherPoint) {
   Reply stale_fork = Call("POST", "/api/v1/sessions/s/fork", alice, Json{{"id", "t"}, {"checkpoint", 0}, {"tag", tag}}.dump());
   EXPECT_EQ(stale_fork.status, 409) << stale_fork.raw;
   EXPECT_EQ(Call("POST", "/api/v1/sessions/s/fork", alice, Json{{"id", "t"}, {"tag", tag}}.dump()).status, 400);
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/s/fork", alice, Json{{"id", "t"}, {"checkpoint", -1}}.dump()).status, 400);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/t", alice).status, 404);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/s/messages", alice).body["result"].size(), 2u);
   Reply current = Call("POST", "/api/v1/sessions/s/revert", alice, Json{{"checkpoint", 0}, {"tag", now.body["result"]["tag"]}}.dump());

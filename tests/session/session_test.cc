@@ -236,6 +236,7 @@ TEST_P(SessionTest, ACrashInsidePhaseOneIsFinishedOnOpen) {
   EXPECT_EQ(jobs[0].key, "s@" + incarnation);
   EXPECT_EQ(jobs[0].payload, R"({"archive":1,"incarnation":")" + incarnation + R"(","session":"s"})");
   EXPECT_TRUE(sessions_->Messages("s")->empty());
+  EXPECT_EQ(sessions_->Get("s")->stats.commits, 1) << "the commit the crash cut short is counted";
   // Opening again does not enqueue twice; a finished archive is not enqueued at all.
   Reopen();
   EXPECT_EQ(Jobs().size(), 1u);

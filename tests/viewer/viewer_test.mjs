@@ -201,6 +201,22 @@ test("the timeline shows checkpoints and usage marks, and a revert from the page
   assert.ok(after.rotations.length > log.rotations.length, "the old log is kept as a rotation");
   await until((n) => document.querySelectorAll("#tl-rotations li").length === n, after.rotations.length);
 
+  // The page asks to revert to checkpoint 0 while another client reverts there first and makes a new
+  // checkpoint 0 at a later point: the page's revert carries the tag it was shown, the server refuses
+  // it, and nothing the other client wrote is lost.
+  await click('li.checkpoint[data-checkpoint="0"] button[data-action="revert"]');
+  await until(() => document.getElementById("confirm-dialog").open);
+  await api("POST", "/api/v1/sessions/kyoto-trip/revert", { checkpoint: 0 });
+  await api("POST", "/api/v1/sessions/kyoto-trip/messages", { messages: [{ role: "user", content: "Add a day in Nara." }] });
+  const moved = await api("POST", "/api/v1/sessions/kyoto-trip/checkpoints", {});
+  assert.equal(moved.checkpoint, 0);
+  assert.notEqual(moved.tag, after.checkpoints[0].tag);
+  await api("POST", "/api/v1/sessions/kyoto-trip/messages", { messages: [{ role: "assistant", content: "Nara it is." }] });
+  const before = await api("GET", "/api/v1/sessions/kyoto-trip/log");
+  await page.click("#confirm-ok");
+  await until(() => document.getElementById("toast").textContent.includes("Revert refused"));
+  assert.deepEqual(await api("GET", "/api/v1/sessions/kyoto-trip/log"), before);
+
 });
 
 test("the store shows a node's layers, metadata and relations, and search hits with their reasons, as the API has them", async () => {

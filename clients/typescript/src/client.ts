@@ -829,12 +829,12 @@ class Deadline {
   }
 }
 
-/** Resolves after `ms`; rejects with `cancelled` ("<what>: cancelled") as soon as `signal` fires. */
 /** A checkpoint argument as the revert and fork bodies take it: an id alone, or the id and its tag. */
 function checkpointBody(checkpoint: number | Checkpoint): { checkpoint: number; tag?: string } {
   return typeof checkpoint === "number" ? { checkpoint } : { checkpoint: checkpoint.checkpoint, tag: checkpoint.tag };
 }
 
+/** Resolves after `ms`; rejects with `cancelled` ("<what>: cancelled") as soon as `signal` fires. */
 function pause(ms: number, signal: AbortSignal | undefined, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const cancelled = () =>

@@ -101,7 +101,7 @@ export type ToolCall = Schemas["ToolCall"];
 export type Session = Schemas["Session"];
 /** A session's window as a model would get it, with exact tokens per section and per message. */
 export type SessionContext = Schemas["SessionContext"];
-/** A checkpoint: `session`, `checkpoint` (its id), `messages` (how many precede it), `tag` (names this one only). */
+/** A checkpoint: `session`, `checkpoint` (its id), `messages` (how many precede it), `tag` (a digest of the conversation up to it). */
 export type Checkpoint = ResultOf<"/api/v1/sessions/{id}/checkpoints", "post">;
 /** A session's current log: messages, checkpoints, usage marks, system prompt, rotations. */
 export type SessionLog = Schemas["SessionLog"];

@@ -325,8 +325,8 @@ class Engine {
                                                std::string_view agent = "", bool commit = false);
   // Checkpoints, revert and fork (session::Sessions has the details). A revert keeps the previous log as
   // a rotation; a fork copies the owners, system prompt and messages (up to a checkpoint) to a new session.
-  // A checkpoint's id is reused after a commit, revert or compaction; its tag is not: pass it back to revert
-  // or fork at that checkpoint only.
+  // A checkpoint's id is reused after a commit, revert or compaction; pass its tag back too, and revert and
+  // fork act only while that id still has the same messages before it since the last commit.
   Result<session::CheckpointInfo> Checkpoint(std::string_view id);
   Result<session::SessionInfo> Revert(std::string_view id, const session::CheckpointRef& checkpoint);
   Result<session::SessionInfo> Fork(std::string_view id, std::string_view new_id = "",

@@ -184,8 +184,10 @@ class Sessions {
   // Marks the current end of the messages as a checkpoint to revert to; returns it (checkpoints are
   // numbered from 0 within the current messages and end at a commit, which archives them).
   virtual Result<CheckpointInfo> Checkpoint(std::string_view id) = 0;
-  // The current messages with their checkpoints, usage mark, system prompt and rotations.
-  virtual Result<SessionLog> Log(std::string_view id) = 0;
+  // The current messages with their checkpoints, usage mark, system prompt and rotations; the checkpoints'
+  // tags only with `tags` (they cost a pass over the messages as JSON).
+  virtual Result<SessionLog> Log(std::string_view id, bool tags) = 0;
+  Result<SessionLog> Log(std::string_view id) { return Log(id, /*tags=*/true); }
   // Drops checkpoint `checkpoint` and every message after it. The previous log is kept as a rotation
   // (`messages_N.jsonl`). Errors: unknown checkpoint (kNotFound); a tag the checkpoint no longer has
   // (kFailedPrecondition).

@@ -32,7 +32,7 @@ export async function render(main, params, nav) {
 async function loadFind(el, q, under, select) {
   let hits;
   try {
-    ({ hits } = await api("POST", "api/v1/search/find", { body: { query: q, under: under || undefined, limit: 10 } }));
+    ({ hits } = await api("POST", "api/v1/search/find", { body: { query: q, under: under || undefined } }));
   } catch (error) {
     clear(el).append(errorBox(error));
     return;

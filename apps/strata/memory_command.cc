@@ -23,7 +23,7 @@ struct MemoryArgs {
   std::string agent = "default";
   std::string uri, uri2, file, abstract_text, overview, reason, query, dir, under = "strata://", type, category;
   int level = 2;
-  size_t limit = 10;
+  size_t limit = FindRequest{}.limit;  // find --limit: the engine checks its bounds.
   bool recursive = false, json = false, ignore_case = false, read_only = false, ordered = false;
   std::vector<std::string> paths;
   FindAssist assist;        // find --rewrite/--rerank.

@@ -317,17 +317,17 @@ class PyEngine {
   py::object Find(const std::string& query, int64_t limit, std::optional<std::string> under,
                   std::optional<std::string> session, std::optional<int64_t> token_budget,
                   std::optional<std::string> user, bool rewrite, bool rerank, size_t max_queries,
-                  size_t rerank_candidates) {
-    if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("limit must be between 1 and 1000"));
+                  size_t rerank_candidates, std::optional<std::string> type) {
     FindRequest request;
     request.query = query;
     request.under = OptString(under);
-    request.limit = static_cast<size_t>(limit);
+    request.limit = Check(FindLimitArg(limit));
     request.session = OptString(session);
     request.token_budget = token_budget.value_or(0);
     request.reach = ReachOf(user);
     request.assist = {.rewrite = rewrite, .rerank = rerank, .max_queries = max_queries,
                       .rerank_candidates = rerank_candidates};
+    if (type) request.tuning.type = Check(memory::ParseContextType(*type));
     return Record("FindResult", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(request));
       return views::FindResultView(found);
@@ -473,11 +473,10 @@ class PyEngine {
   py::object Context(const std::string& id, int64_t max_context_tokens, std::optional<int64_t> reserve_for_reply,
                      int64_t memory_limit, std::optional<std::string> query, std::optional<std::string> system_prompt,
                      const std::string& encoding) {
-    if (memory_limit < 0 || memory_limit > 100) Raise(Status::InvalidArgument("memory_limit must be between 0 and 100"));
     SessionContextOptions o;
     o.max_context_tokens = max_context_tokens;
     o.reserve_for_reply = reserve_for_reply;
-    o.memory_limit = static_cast<size_t>(memory_limit);
+    o.memory_limit = Check(MemoryLimitArg(memory_limit));
     o.query = OptString(query);
     o.system_prompt = std::move(system_prompt);
     o.encoding = encoding;
@@ -567,7 +566,7 @@ class PyEngine {
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < n; ++i) {
         if (op == "find") {
-          STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(FindRequest{.query = arg, .limit = 10}));
+          STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(FindRequest{.query = arg}));
           Json view = views::FindResultView(found);
         } else {
           std::string uri = arg + std::to_string(i);
@@ -762,16 +761,18 @@ overwrite=False raises AlreadyExistsError when the leaf exists.
            "caller may read (with `user`, that user's reach).")
       .def("grep", &PyEngine::Grep, py::arg("pattern"), py::arg("under") = py::none(), py::kw_only(),
            py::arg("ignore_case") = false, py::arg("user") = py::none(), "Lines containing `pattern` (list of GrepMatch).")
-      .def("find", &PyEngine::Find, py::arg("query"), py::arg("limit") = 10, py::arg("under") = py::none(),
+      .def("find", &PyEngine::Find, py::arg("query"), py::arg("limit") = FindRequest{}.limit, py::arg("under") = py::none(),
            py::arg("session") = py::none(), py::arg("token_budget") = py::none(), py::kw_only(),
            py::arg("user") = py::none(), py::arg("rewrite") = false, py::arg("rerank") = false,
-           py::arg("max_queries") = 3, py::arg("rerank_candidates") = 20, R"doc(
+           py::arg("max_queries") = FindAssist{}.max_queries, py::arg("rerank_candidates") = FindAssist{}.rerank_candidates,
+           py::arg("type") = py::none(), R"doc(
 Hybrid (full text + vector), hierarchical retrieval. Returns a FindResult: iterate it for Hits (uri,
 score, abstract, reason, tokens), best first.
 
 under: search below this URI only (default: everything the caller may read, ranked together).
 session: a session whose newest request is searched with a short follow-up ("and the second one?").
 token_budget: stop adding hits once their tokens would pass it.
+type: "resource", "memory" or "skill": only nodes of that type (default: all).
 user: search as that user (their scope, the account's agents and shared resources); default: everything.
 rewrite, rerank: let the engine's model rewrite the question into searches for its parts, and order the
   best rerank_candidates hits; the result's `queries` and `model` (calls, tokens, ms, error) show it.
@@ -818,9 +819,9 @@ rewrite, rerank: let the engine's model rewrite the question into searches for i
       .def("record_usage", &PyEngine::RecordUsage, py::arg("session_id"), py::arg("tokens"),
            "Records the provider-reported size of the session's context.")
       .def("context", &PyEngine::Context, py::arg("session_id"), py::kw_only(),
-           py::arg("max_context_tokens") = 128'000, py::arg("reserve_for_reply") = py::none(),
-           py::arg("memory_limit") = 5, py::arg("query") = py::none(), py::arg("system_prompt") = py::none(),
-           py::arg("encoding") = "o200k_base",
+           py::arg("max_context_tokens") = SessionContextOptions{}.max_context_tokens, py::arg("reserve_for_reply") = py::none(),
+           py::arg("memory_limit") = SessionContextOptions{}.memory_limit, py::arg("query") = py::none(), py::arg("system_prompt") = py::none(),
+           py::arg("encoding") = SessionContextOptions{}.encoding,
            "The session's window as it would be sent (SessionContext), with recalled memories and tokens per section.")
       .def("commit", &PyEngine::Commit, py::arg("session_id"), py::kw_only(), py::arg("wait") = false, R"doc(
 Archives the session's messages and queues phase 2 (summary, memory extraction, dedup). With wait=True,
@@ -837,9 +838,9 @@ phase 2 runs now and the outcome has its state and diff (or an error when it did
       .def("work", &PyEngine::Work, "Runs pending phase-2 work now (WorkReport).")
       .def("task", &PyEngine::Task, py::arg("task_id"), "A phase-2 task by id (Task).")
       .def("begin_turn", &PyEngine::BeginTurn, py::arg("session_id"), py::arg("messages"), py::kw_only(),
-           py::arg("system") = py::none(), py::arg("max_context_tokens") = 128'000,
-           py::arg("reserve_for_reply") = py::none(), py::arg("reserved_tokens") = 0, py::arg("memory_limit") = 5,
-           py::arg("encoding") = "o200k_base", py::arg("user") = py::none(), py::arg("agent") = py::none(),
+           py::arg("system") = py::none(), py::arg("max_context_tokens") = SessionContextOptions{}.max_context_tokens,
+           py::arg("reserve_for_reply") = py::none(), py::arg("reserved_tokens") = 0, py::arg("memory_limit") = SessionContextOptions{}.memory_limit,
+           py::arg("encoding") = SessionContextOptions{}.encoding, py::arg("user") = py::none(), py::arg("agent") = py::none(),
            py::arg("create") = true, R"doc(
 Begins a memory-managed turn of a session (created when new): the session's history plus `messages`,
 assembled within the window with the memories recalled for it. One turn per session at a time

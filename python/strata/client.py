@@ -193,13 +193,15 @@ class Client:
         return _records(GrepMatch, self._call("GET", "/api/v1/fs/grep", {"pattern": pattern, "under": under,
                                                                          "ignore_case": ignore_case}))
 
-    def find(self, query: str, limit: int = 10, under: str | None = None, session: str | None = None,
+    def find(self, query: str, limit: int | None = None, under: str | None = None, session: str | None = None,
              token_budget: int | None = None, *, rewrite: bool | None = None, rerank: bool | None = None,
-             max_queries: int | None = None, rerank_candidates: int | None = None) -> FindResult:
-        """``rewrite``/``rerank`` ask the server's model for help (its cost is the result's ``model``)."""
+             max_queries: int | None = None, rerank_candidates: int | None = None,
+             type: str | None = None) -> FindResult:
+        """``rewrite``/``rerank`` ask the server's model for help (its cost is the result's ``model``). An argument
+        left None takes the server's default (the engine's, as Engine.find has it)."""
         body = {"query": query, "limit": limit, "under": under, "session": session, "token_budget": token_budget,
                 "rewrite": rewrite, "rerank": rerank, "max_queries": max_queries,
-                "rerank_candidates": rerank_candidates}
+                "rerank_candidates": rerank_candidates, "type": type}
         return FindResult(self._call("POST", "/api/v1/search/find",
                                      body={k: v for k, v in body.items() if v is not None}))
 
@@ -222,7 +224,7 @@ class Client:
     def history(self, uri: str) -> list[AuditEntry]:
         return _records(AuditEntry, self._call("GET", "/api/v1/memories/history", {"uri": uri}))
 
-    def changes(self, under: str | None = None, limit: int = 50) -> list[AuditEntry]:
+    def changes(self, under: str | None = None, limit: int | None = None) -> list[AuditEntry]:
         return _records(AuditEntry, self._call("GET", "/api/v1/memories/changes", {"under": under, "limit": limit}))
 
     def consolidate(self, under: str) -> list[Change]:
@@ -302,8 +304,8 @@ class Client:
         self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/system-prompt", body={"prompt": prompt})
 
     def context(self, session_id: str, *, max_context_tokens: int | None = None,
-                reserve_for_reply: int | None = None, memory_limit: int = 5, query: str | None = None,
-                system_prompt: str | None = None, encoding: str = "o200k_base") -> SessionContext:
+                reserve_for_reply: int | None = None, memory_limit: int | None = None, query: str | None = None,
+                system_prompt: str | None = None, encoding: str | None = None) -> SessionContext:
         return SessionContext(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/context", {
             "max_context_tokens": max_context_tokens, "reserve_for_reply": reserve_for_reply,
             "memory_limit": memory_limit, "query": query, "system_prompt": system_prompt, "encoding": encoding}))

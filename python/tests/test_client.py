@@ -113,6 +113,34 @@ def test_the_same_question_gets_the_same_answer_in_process_and_over_http(server,
     local.close()
 
 
+def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(server, tmp_path):
+    admin = strata.Client(server.url, server.key("ops", role="admin"))
+    admin.write("strata://resources/ops/tea", "Green tea is brewed at 80 degrees.")
+    admin.write("strata://user/alice/memories/preferences/tea", "Alice drinks green tea.")
+    local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
+    # The defaults are the engine's on both sides (the client leaves them to the server).
+    for kwargs in [{}, {"limit": 1000}, {"token_budget": 0}, {"type": "memory"}, {"type": "resource"}]:
+        over_http = admin.find("green tea", **kwargs)
+        in_process = local.find("green tea", **kwargs)
+        assert [h.uri for h in over_http] == [h.uri for h in in_process], kwargs
+        assert over_http, kwargs
+        if "type" in kwargs:
+            kind = "/memories/" if kwargs["type"] == "memory" else "strata://resources/"
+            assert all(kind in h.uri for h in over_http), kwargs
+    # The same refusals, the same class, the same words.
+    for kwargs, names in [({"limit": 0}, '"limit" must be between 1 and 1000, not 0'),
+                          ({"limit": 1001}, '"limit" must be between 1 and 1000, not 1001'),
+                          ({"type": "memories"}, 'unknown context type "memories"'),
+                          ({"max_queries": 9}, '"max_queries" must be between 1 and 8, not 9')]:
+        with pytest.raises(strata.InvalidArgumentError) as http_error:
+            admin.find("green tea", **kwargs)
+        with pytest.raises(strata.InvalidArgumentError) as local_error:
+            local.find("green tea", **kwargs)
+        assert names in str(http_error.value) and names in str(local_error.value), (kwargs, http_error.value,
+                                                                                     local_error.value)
+    local.close()
+
+
 CHATGPT_EXPORT = json.dumps([{
     "id": "c1", "title": "Pasta", "create_time": 1768425500.5, "update_time": 1768425600.0, "current_node": "a",
     "mapping": {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "strata/engine/views.h"
 #include "strata/json/checked.h"
 #include "strata/memory/uri.h"
 #include "strata/util/utf8.h"
@@ -180,7 +181,6 @@ tools::ToolOutput Remember(Engine* engine, std::string_view arguments, const Age
                            const Canceller& cancel) {
   Json args = Args(arguments);
   std::string text = json::StringOr(args, "text");
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return tools::ToolOutput::Error("Error: \"text\" is empty.");
   auto done = engine->Remember("strata://user/" + options.user, text, json::StringOr(args, "category"), &cancel);
   if (!done.ok()) return tools::ToolOutput::Error("Error: could not remember it: " + done.status().message());
   if (done->empty()) return tools::ToolOutput::Text("Already known; nothing changed.");
@@ -194,11 +194,15 @@ tools::ToolOutput Remember(Engine* engine, std::string_view arguments, const Age
 tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentToolsOptions& options) {
   Json args = Args(arguments);
   FindRequest request;
+  // The arguments were checked against views::FindArgumentsSchema, MCP's as well: the engine's defaults and
+  // bounds, so that one question gets one answer (and one refusal) from every front end.
   request.query = json::StringOr(args, "query");
-  // The default is every front end's (FindRequest::limit), so that one question gets one answer.
-  request.limit = static_cast<size_t>(
-      std::clamp<int64_t>(json::IntOr(args, "limit", static_cast<int64_t>(FindRequest{}.limit)), 1, 50));
-  request.token_budget = std::max<int64_t>(0, json::IntOr(args, "token_budget", 0));
+  request.under = json::StringOr(args, "under");
+  request.limit = static_cast<size_t>(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
+  request.token_budget = json::IntOr(args, "token_budget", 0);
+  if (Status read = views::ReadFindOptions(args, &request); !read.ok()) {
+    return tools::ToolOutput::Error("Error: " + read.message());
+  }
   request.reach = Reach::User(options.user);  // The user's own memories and the shared scopes, ranked together.
   Result<FindResult> found = engine->Find(request);
   if (!found.ok()) return tools::ToolOutput::Error("Error: the search failed: " + found.status().message());
@@ -245,10 +249,7 @@ Status AddAgentTools(Engine* engine, const AgentToolsOptions& options, tools::To
         {"find",
          "Search what is remembered about the user and the shared notes and resources. Returns URIs, scores "
          "and abstracts, best first.",
-         R"J({"type":"object","properties":{"query":{"type":"string","description":"What to look for"},)J"
-         R"J("limit":{"type":"integer","minimum":1,"maximum":50,"description":"Most results (default 10)"},)J"
-         R"J("token_budget":{"type":"integer","minimum":1,"description":"Tokens the abstracts may take in all"}},)J"
-         R"J("required":["query"],"additionalProperties":false})J"},
+         views::FindArgumentsSchema(/*session=*/false, /*model_help=*/false).dump()},
         [engine, options](std::string_view a, const Canceller&) { return Find(engine, a, options); })));
   }
   return Status::Ok();

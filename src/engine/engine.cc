@@ -477,6 +477,10 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
                                                            std::string_view category, const Canceller* cancel) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "remember"));
   return Guard("remember", [&]() -> Result<std::vector<session::MemoryChange>> {
+    // Refused before any model sees it, with or without one: every front end gives this answer.
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+      return Status::InvalidArgument("remember: the text is empty");
+    }
     Status why;
     if (Result<session::MemoryPipeline*> p = impl_->Pipeline(); p.ok()) {
       Result<std::vector<session::MemoryChange>> changes = (*p)->Remember(scope, text, category, cancel);
@@ -492,9 +496,6 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
     if ((scope_uri.kind() != "user" && scope_uri.kind() != "agent") || !scope_uri.is_scope_root()) {
       return Status::InvalidArgument("remember: '" + std::string(scope) +
                                      "' is not a user or agent scope (strata://user/<id> or strata://agent/<id>)");
-    }
-    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-      return Status::InvalidArgument("remember: the text is empty");
     }
     std::string cat = category.empty() ? "notes" : std::string(category);
     if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";

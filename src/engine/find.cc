@@ -227,6 +227,22 @@ Status Engine::CheckWholeScope(const Reach& reach, std::string_view text) {
 
 // ---- Find, glob and grep ----
 
+namespace {
+Result<size_t> BoundedArg(std::string_view name, int64_t value, int64_t low, size_t high) {
+  if (value < low || static_cast<uint64_t>(value) > high) {
+    return Status::InvalidArgument("\"" + std::string(name) + "\" must be between " + std::to_string(low) + " and " +
+                                   std::to_string(high) + ", not " + std::to_string(value));
+  }
+  return static_cast<size_t>(value);
+}
+int64_t AsInt(size_t value) { return static_cast<int64_t>(std::min<size_t>(value, INT64_MAX)); }
+}  // namespace
+
+Result<size_t> FindLimitArg(int64_t value) { return BoundedArg("limit", value, 1, FindRequest::kMaxLimit); }
+Result<size_t> MemoryLimitArg(int64_t value) {
+  return BoundedArg("memory_limit", value, 0, SessionContextOptions::kMaxMemoryLimit);
+}
+
 Result<std::vector<memory::Hit>> Engine::Find(std::string_view query, const memory::FindOptions& options) {
   return Guard("find", [&]() -> Result<std::vector<memory::Hit>> {
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * s, store());
@@ -238,7 +254,7 @@ Result<std::vector<memory::Hit>> Engine::Find(std::string_view query, const memo
 
 Result<FindResult> Engine::Find(const FindRequest& request) {
   return Guard("find", [&]() -> Result<FindResult> {
-    if (request.limit < 1 || request.limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
+    STRATA_RETURN_IF_ERROR(FindLimitArg(AsInt(request.limit)).status());
     if (request.token_budget < 0) return Status::InvalidArgument("\"token_budget\" must not be negative");
     STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(request.encoding));
     memory::FindOptions options = request.tuning;
@@ -264,13 +280,11 @@ Result<FindResult> Engine::Find(const FindRequest& request) {
     std::vector<std::string> queries = {searched};
     llm::ChatProvider* helper = nullptr;
     prompt::PromptLibrary* library = nullptr;
+    // Checked whether or not help is asked for: a value is refused alike by every front end and its schema.
+    STRATA_RETURN_IF_ERROR(BoundedArg("max_queries", AsInt(assist.max_queries), 1, FindAssist::kMaxQueries).status());
+    STRATA_RETURN_IF_ERROR(BoundedArg("rerank_candidates", AsInt(assist.rerank_candidates),
+                                      FindAssist::kMinRerankCandidates, FindAssist::kMaxRerankCandidates).status());
     if (assist.rewrite || assist.rerank) {
-      if (assist.max_queries < 1 || assist.max_queries > 8) {
-        return Status::InvalidArgument("\"max_queries\" must be between 1 and 8");
-      }
-      if (assist.rerank_candidates < 2 || assist.rerank_candidates > 100) {
-        return Status::InvalidArgument("\"rerank_candidates\" must be between 2 and 100");
-      }
       Result<llm::ChatProvider*> m = model();
       if (!m.ok()) {
         return Status::FailedPrecondition("find: rewrite and rerank need a model, and this engine has none (" +

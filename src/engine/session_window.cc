@@ -110,6 +110,7 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
   return Guard("session context", [&]() -> Result<SessionContext> {
     STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(options.encoding));
     if (options.max_context_tokens <= 0) return Status::InvalidArgument("the window must be a positive number of tokens");
+    STRATA_RETURN_IF_ERROR(MemoryLimitArg(static_cast<int64_t>(std::min<size_t>(options.memory_limit, INT64_MAX))).status());
     const int64_t reserve = options.reserve_for_reply.value_or(DefaultReplyReserve(options.max_context_tokens));
     if (reserve < 0 || reserve >= options.max_context_tokens) {
       return Status::InvalidArgument("the reply reserve (" + std::to_string(reserve) +

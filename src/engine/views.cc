@@ -85,8 +85,13 @@ Status ReadFlag(const nlohmann::json& args, const char* name, bool* out) {
 
 }  // namespace
 
-Status ReadFindAssist(const nlohmann::json& args, FindAssist* out) {
+Status ReadFindOptions(const nlohmann::json& args, FindRequest* request) {
   if (!args.is_object()) return Status::Ok();
+  if (const nlohmann::json* type = json::Field(args, "type"); type != nullptr && !type->is_null()) {
+    if (!type->is_string()) return Status::InvalidArgument("\"type\" must be \"resource\", \"memory\" or \"skill\"");
+    STRATA_ASSIGN_OR_RETURN(request->tuning.type, memory::ParseContextType(type->get<std::string>()));
+  }
+  FindAssist* out = &request->assist;
   STRATA_RETURN_IF_ERROR(ReadFlag(args, "rewrite", &out->rewrite));
   STRATA_RETURN_IF_ERROR(ReadFlag(args, "rerank", &out->rerank));
   for (auto [name, count] : {std::pair{"max_queries", &out->max_queries},
@@ -99,6 +104,45 @@ Status ReadFindAssist(const nlohmann::json& args, FindAssist* out) {
     *count = it->get<size_t>();
   }
   return Status::Ok();
+}
+
+Json FindArgumentsSchema(bool session, bool model_help) {
+  auto integer = [](int64_t low, std::optional<size_t> high, const std::string& description) {
+    Json j = {{"type", "integer"}, {"minimum", low}};
+    if (high) j["maximum"] = *high;
+    j["description"] = description;
+    return j;
+  };
+  auto text = [](const char* description) { return Json{{"type", "string"}, {"description", description}}; };
+  auto flag = [](const char* description) { return Json{{"type", "boolean"}, {"description", description}}; };
+  const FindRequest defaults;
+  Json p = {{"query", text("What to look for, in natural language")},
+            {"under", text("Only below this URI (default: everything you can reach)")},
+            {"limit", integer(1, FindRequest::kMaxLimit,
+                              "At most this many results (default " + std::to_string(defaults.limit) + ")")},
+            {"token_budget", integer(0, std::nullopt, "Tokens the returned abstracts may take in all (0: no budget)")},
+            {"type", {{"type", "string"},
+                      {"enum", {memory::ContextTypeName(memory::ContextType::kResource),
+                                memory::ContextTypeName(memory::ContextType::kMemory),
+                                memory::ContextTypeName(memory::ContextType::kSkill)}},
+                      {"description", "Only nodes of this type (default: all)"}}}};
+  if (session) {
+    p["session"] = text("A session id of yours: a short follow-up is searched with the session's newest request");
+  }
+  if (model_help) {
+    p["rewrite"] = flag("Let the server's model rewrite the question into the searches that find its parts "
+                        "(needs a configured model; off by default)");
+    p["rerank"] = flag("Let the server's model order the best candidates by how well they answer "
+                       "(needs a configured model; off by default)");
+    p["max_queries"] = integer(1, FindAssist::kMaxQueries,
+                               "With rewrite: at most this many searches (default " +
+                                   std::to_string(defaults.assist.max_queries) + ")");
+    p["rerank_candidates"] = integer(static_cast<int64_t>(FindAssist::kMinRerankCandidates),
+                                     FindAssist::kMaxRerankCandidates,
+                                     "With rerank: how many of the best candidates the model orders (default " +
+                                         std::to_string(defaults.assist.rerank_candidates) + ")");
+  }
+  return Json{{"type", "object"}, {"properties", std::move(p)}, {"required", {"query"}}, {"additionalProperties", false}};
 }
 
 // Members in alphabetical order: the order these views have always been printed in.

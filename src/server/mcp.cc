@@ -51,6 +51,13 @@ Json ErrorResponse(const Json& id, int code, const std::string& message) {
   return Json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
 }
 
+// A tools/call result that reports a failure: "CODE: message" as its text, isError set.
+Json ToolError(const Status& status) {
+  return Json{{"content", Json::array({{{"type", "text"},
+                                         {"text", std::string(StatusCodeName(status.code())) + ": " + status.message()}}})},
+              {"isError", true}};
+}
+
 // ---- Tools ----
 
 struct Tool {
@@ -73,29 +80,21 @@ Json Object(Json properties, std::vector<std::string> required = {}) {
 std::vector<Tool> MakeTools() {
   Json uri = Prop("string", "A Strata URI, e.g. strata://user/alice/memories/preferences/editor");
   Json under = Prop("string", "Only below this URI (default: everything you can reach)");
-  Json limit = {{"type", "integer"}, {"minimum", 1}, {"maximum", 1000}, {"description", "At most this many results"}};
+  Json limit = {{"type", "integer"}, {"minimum", 1}, {"maximum", 1000},
+                {"description", "At most this many nodes (default 200; the result says \"truncated\" when more were left)"}};
   Json level = {{"type", "integer"}, {"minimum", 0}, {"maximum", 2},
                 {"description", "0: the one-line abstract (L0), 1: the overview (L1), 2: the full content (L2, default)"}};
   Json session = Prop("string", "A session id of yours");
-  Json rewrite = {{"type", "boolean"},
-                  {"description", "Let the server's model rewrite the question into the searches that find its parts "
-                                  "(needs a configured model; off by default)"}};
-  Json rerank = {{"type", "boolean"},
-                 {"description", "Let the server's model order the best candidates by how well they answer "
-                                 "(needs a configured model; off by default)"}};
+  Json encodings = Json::array();
+  for (std::string_view name : tokenizer::CounterNames()) encodings.push_back(std::string(name));
   std::vector<Tool> out = {
       {"find", "Find", "Hybrid (full-text + vector), hierarchical retrieval over memories, resources and skills. Returns "
                        "the best URIs with scores, one-line abstracts and why each matched; read a hit for more.",
-       Object({{"query", Prop("string", "What to look for, in natural language")}, {"under", under}, {"limit", limit},
-               {"rewrite", rewrite}, {"rerank", rerank}},
-              {"query"})},
+       views::FindArgumentsSchema(/*session=*/false, /*model_help=*/true)},
       {"search", "Search with context", "Like find, but aware of a session (a short follow-up is searched together with "
                                         "the session's newest request) and with a token budget: the best hits whose "
                                         "abstracts fit it.",
-       Object({{"query", Prop("string", "What to look for")}, {"session", session}, {"under", under}, {"limit", limit},
-               {"token_budget", {{"type", "integer"}, {"minimum", 1}, {"description", "Tokens the returned abstracts may take"}}},
-               {"rewrite", rewrite}, {"rerank", rerank}},
-              {"query"})},
+       views::FindArgumentsSchema(/*session=*/true, /*model_help=*/true)},
       {"read", "Read", "Read one or more URIs at a level of detail (L0 abstract, L1 overview, L2 content).",
        Object({{"uri", uri}, {"uris", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 50},
                                        {"description", "Several URIs at once"}}},
@@ -106,7 +105,7 @@ std::vector<Tool> MakeTools() {
        Object({{"pattern", Prop("string", "The text to look for")}, {"under", under},
                {"ignore_case", Prop("boolean", "Match regardless of case")}},
               {"pattern"})},
-      {"glob", "Glob", "URIs matching a glob pattern below a URI (`*`, `?` in a segment, `**` across, `[abc]`).",
+      {"glob", "Glob", "The nodes whose URIs match a glob pattern below a URI (`*`, `?` in a segment, `**` across, `[abc]`).",
        Object({{"pattern", Prop("string", "e.g. memories/**/editor*")}, {"under", under}}, {"pattern"})},
       {"write", "Write", "Create or replace the content at a URI (directories are created as needed).",
        Object({{"uri", uri}, {"content", Prop("string", "The full content (L2)")},
@@ -144,14 +143,15 @@ std::vector<Tool> MakeTools() {
                                      "with recalled memories, the summary and the newest history that fits, with tokens "
                                      "per section.",
        Object({{"session", session},
-               {"max_context_tokens", {{"type", "integer"}, {"minimum", 256}, {"description", "The window (default: the server's, 128000 unless set)"}}},
+               {"max_context_tokens", {{"type", "integer"}, {"minimum", 1}, {"description", "The window (default: the server's, 128000 unless set)"}}},
                {"reserve_for_reply", {{"type", "integer"}, {"minimum", 0}, {"description", "Tokens kept for the reply (default 4096, at most a quarter of the window)"}}}},
               {"session"})},
       {"commit_session", "Commit session", "Archive a session's messages and extract memories from them in the background.",
        Object({{"session", session}}, {"session"})},
       {"count_tokens", "Count tokens", "Exact token count of a text (tiktoken-compatible).",
        Object({{"text", Prop("string", "The text")},
-               {"encoding", {{"type", "string"}, {"enum", {"o200k_base", "cl100k_base"}}, {"description", "Default o200k_base"}}}},
+               {"encoding", {{"type", "string"}, {"enum", encodings},
+                             {"description", "Default " + std::string(tokenizer::kDefaultEncoding)}}}},
               {"text"})},
       {"health", "Health", "Whether Strata is up, and who you are to it.", Object(Json::object())},
   };
@@ -212,12 +212,11 @@ struct McpHandler::Impl {
     FindRequest request;
     request.query = json::StringOr(args, "query");
     request.under = json::StringOr(args, "under");
+    // Types and bounds were checked against FindArgumentsSchema; the engine checks the bounds again.
     request.limit = static_cast<size_t>(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
-    if (session_aware) {
-      request.session = json::StringOr(args, "session");
-      request.token_budget = json::IntOr(args, "token_budget", 0);
-    }
-    STRATA_RETURN_IF_ERROR(views::ReadFindAssist(args, &request.assist));
+    request.token_budget = json::IntOr(args, "token_budget", 0);
+    if (session_aware) request.session = json::StringOr(args, "session");
+    STRATA_RETURN_IF_ERROR(views::ReadFindOptions(args, &request));
     request.reach = who.reach;
     STRATA_ASSIGN_OR_RETURN(FindResult found, engine->Find(request));
     return views::FindResultView(found);
@@ -353,9 +352,10 @@ struct McpHandler::Impl {
     if (name == "glob") {
       STRATA_ASSIGN_OR_RETURN(auto nodes,
                               engine->Glob(json::StringOr(args, "pattern"), json::StringOr(args, "under"), who.reach));
+      // The node records HTTP's glob returns (MCP's structured content must be an object).
       Json out = Json::array();
-      for (const memory::Node& n : nodes) out.push_back(n.uri.str());
-      return Json{{"uris", out}};
+      for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
+      return Json{{"nodes", out}};
     }
     if (name == "write") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
@@ -526,20 +526,17 @@ struct McpHandler::Impl {
       if (tool == Tools().end()) return RpcError{kInvalidParams, "unknown tool " + json::QuoteForError(name, 80)};
       Json args = Json::object();
       if (const Json* a = json::Field(params, "arguments"); a != nullptr && !a->is_null()) args = *a;
+      // Arguments the schema refuses are the tool's error, which the model can read and correct (SEP-1303,
+      // MCP 2025-11-25), as are those the engine refuses below: one kind of answer for one kind of mistake.
       if (Status valid = tool->validator.Validate(args.dump()); !valid.ok()) {
-        return RpcError{kInvalidParams, "invalid arguments for " + name + ": " + valid.message()};
+        return ToolError(Status::InvalidArgument("invalid arguments for " + name + ": " + valid.message()));
       }
       if (progress) progress(0, "running " + name);
       Result<Json> result = RunTool(name, args, cancel);
       if (progress) progress(1, "done");
       if (cancel != nullptr && cancel->cancelled()) return RpcError{kInternalError, "cancelled"};
-      if (!result.ok()) {
-        // A failure of the tool itself is a result the model can read and act on.
-        return Json{{"content", Json::array({{{"type", "text"},
-                                               {"text", std::string(StatusCodeName(result.status().code())) + ": " +
-                                                            result.status().message()}}})},
-                    {"isError", true}};
-      }
+      // A failure of the tool itself is a result the model can read and act on.
+      if (!result.ok()) return ToolError(result.status());
       // structuredContent must be an object: a list is wrapped as {"result": [...]}.
       Json structured = result->is_object() ? *result : Json{{"result", *result}};
       return Json{{"content", Json::array({{{"type", "text"}, {"text", views::Dump(*result, 2)}}})},

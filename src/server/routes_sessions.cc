@@ -197,9 +197,8 @@ void Server::Impl::AddSessionRoutes() {
     SessionContextOptions o;
     STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, c.IntArg("max_context_tokens", options.upstream_context_tokens));
     STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, c.OptIntArg("reserve_for_reply"));
-    STRATA_ASSIGN_OR_RETURN(int64_t memory_limit, c.IntArg("memory_limit", 5));
-    if (memory_limit < 0 || memory_limit > 100) return Status::InvalidArgument("\"memory_limit\" must be between 0 and 100");
-    o.memory_limit = static_cast<size_t>(memory_limit);
+    STRATA_ASSIGN_OR_RETURN(int64_t memory_limit, c.IntArg("memory_limit", static_cast<int64_t>(o.memory_limit)));
+    STRATA_ASSIGN_OR_RETURN(o.memory_limit, MemoryLimitArg(memory_limit));
     STRATA_ASSIGN_OR_RETURN(o.query, c.Arg("query", false));
     STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
     if (!encoding.empty()) o.encoding = encoding;

@@ -42,9 +42,9 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(std::string content, c.Arg("content"));
     memory::WriteOptions o;
-    o.abstract_text = c.OptString("abstract");
-    o.overview = c.OptString("overview");
-    o.category = c.OptString("category");
+    STRATA_ASSIGN_OR_RETURN(o.abstract_text, c.OptString("abstract"));
+    STRATA_ASSIGN_OR_RETURN(o.overview, c.OptString("overview"));
+    STRATA_ASSIGN_OR_RETURN(o.category, c.OptString("category"));
     if (const Json* m = json::Field(c.body, "metadata"); m != nullptr && !m->is_null()) {
       if (!m->is_object()) return Status::InvalidArgument("\"metadata\" must be an object");
       o.metadata = m->dump();
@@ -57,8 +57,8 @@ void Server::Impl::AddStoreRoutes() {
   Add(Route("POST", "/api/v1/fs/mkdir", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     memory::WriteOptions o;
-    o.abstract_text = c.OptString("abstract");
-    o.overview = c.OptString("overview");
+    STRATA_ASSIGN_OR_RETURN(o.abstract_text, c.OptString("abstract"));
+    STRATA_ASSIGN_OR_RETURN(o.overview, c.OptString("overview"));
     // "ordered": its children form a sequence (a conversation, a document's chunks): neighbours count.
     if (c.BoolArg("ordered")) o.metadata = std::string(memory::kOrderedMetadata);
     STRATA_RETURN_IF_ERROR(c.engine->Mkdir(uri.str(), o));
@@ -151,11 +151,10 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_ASSIGN_OR_RETURN(request.query, c.Arg("query"));
     STRATA_ASSIGN_OR_RETURN(request.under, c.Arg("under", false));
     STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", static_cast<int64_t>(request.limit)));
-    if (limit < 1 || limit > 1000) return Status::InvalidArgument("\"limit\" must be between 1 and 1000");
-    request.limit = static_cast<size_t>(limit);
+    STRATA_ASSIGN_OR_RETURN(request.limit, FindLimitArg(limit));
     STRATA_ASSIGN_OR_RETURN(request.token_budget, c.IntArg("token_budget", 0));
     STRATA_ASSIGN_OR_RETURN(request.session, c.Arg("session", false));
-    STRATA_RETURN_IF_ERROR(views::ReadFindAssist(c.body, &request.assist));
+    STRATA_RETURN_IF_ERROR(views::ReadFindOptions(c.body, &request));
     request.reach = ReachOf(c.id);
     STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
     return views::FindResultView(found);

@@ -92,9 +92,11 @@ bool Call::BoolArg(std::string_view name) const {
   if (auto q = req.Query(name)) return *q == "true" || *q == "1";
   return json::BoolOr(body, name, false);
 }
-std::optional<std::string> Call::OptString(std::string_view name) const {
+Result<std::optional<std::string>> Call::OptString(std::string_view name) const {
   const Json* f = json::Field(body, name);
-  return f != nullptr && f->is_string() ? std::optional<std::string>(f->get<std::string>()) : std::nullopt;
+  if (f == nullptr || f->is_null()) return std::optional<std::string>();
+  if (!f->is_string()) return Status::InvalidArgument("\"" + std::string(name) + "\" must be a string");
+  return std::optional<std::string>(f->get<std::string>());
 }
 
 // ---- Accounts and identity ----

@@ -63,7 +63,8 @@ struct Call {
   Result<int64_t> IntArg(std::string_view name, int64_t fallback) const;
   Result<std::optional<int64_t>> OptIntArg(std::string_view name) const;  // nullopt when absent or null.
   bool BoolArg(std::string_view name) const;
-  std::optional<std::string> OptString(std::string_view name) const;
+  // A string member of the body: absent or null is nullopt, another type an error naming it.
+  Result<std::optional<std::string>> OptString(std::string_view name) const;
   Reach reach() const { return ReachOf(id); }
 };
 

@@ -179,16 +179,20 @@ TEST_F(FindAssistTest, HelpNeedsAModelAndSaneSizes) {
 }
 
 TEST_F(FindAssistTest, TheRequestMembersAreReadStrictly) {
-  FindAssist assist;
-  ASSERT_OK(views::ReadFindAssist(nlohmann::json{{"rewrite", true}, {"rerank_candidates", 30}}, &assist));
-  EXPECT_TRUE(assist.rewrite);
-  EXPECT_FALSE(assist.rerank);
-  EXPECT_EQ(assist.rerank_candidates, 30u);
-  Status wrong = views::ReadFindAssist(nlohmann::json{{"rerank", "yes"}}, &assist);
+  FindRequest request;
+  ASSERT_OK(views::ReadFindOptions(nlohmann::json{{"rewrite", true}, {"rerank_candidates", 30}, {"type", "skill"}},
+                                   &request));
+  EXPECT_TRUE(request.assist.rewrite);
+  EXPECT_FALSE(request.assist.rerank);
+  EXPECT_EQ(request.assist.rerank_candidates, 30u);
+  EXPECT_EQ(request.tuning.type, memory::ContextType::kSkill);
+  Status wrong = views::ReadFindOptions(nlohmann::json{{"rerank", "yes"}}, &request);
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(wrong.message().find("\"rerank\""), std::string::npos);
-  EXPECT_FALSE(views::ReadFindAssist(nlohmann::json{{"max_queries", -2}}, &assist).ok());
-  EXPECT_FALSE(views::ReadFindAssist(nlohmann::json{{"max_queries", 2.5}}, &assist).ok());
+  EXPECT_FALSE(views::ReadFindOptions(nlohmann::json{{"max_queries", -2}}, &request).ok());
+  EXPECT_FALSE(views::ReadFindOptions(nlohmann::json{{"max_queries", 2.5}}, &request).ok());
+  EXPECT_FALSE(views::ReadFindOptions(nlohmann::json{{"type", "memories"}}, &request).ok());
+  EXPECT_FALSE(views::ReadFindOptions(nlohmann::json{{"type", 1}}, &request).ok());
 }
 
 }  // namespace

@@ -80,7 +80,13 @@ test("remember → find → read, and every other tool", async () => {
   assert.equal(cut.truncated, true, "a listing cut at its limit says so");
   assert.ok((await call("tree")).nodes.some((n) => n.uri.endsWith("/travel/kyoto")));
   assert.equal((await call("grep", { pattern: "gion", ignore_case: true })).matches.length, 1);
-  assert.deepEqual((await call("glob", { pattern: "memories/travel/*" })).uris, ["strata://user/alice/memories/travel/kyoto"]);
+  // Glob gives the node records HTTP's glob gives.
+  const globbed = (await call("glob", { pattern: "memories/travel/*" })).nodes;
+  assert.deepEqual(globbed.map((n) => n.uri), ["strata://user/alice/memories/travel/kyoto"]);
+  assert.equal(globbed[0].is_dir, false);
+  assert.equal(typeof globbed[0].abstract, "string");
+  assert.equal((await call("find", { query: "Kyoto trip", type: "skill" })).hits.length, 0, "find filters by type");
+  assert.equal((await call("count_tokens", { text: "hello world", encoding: "chars" })).encoding, "chars");
   assert.equal((await call("edit", { uri: "strata://user/alice/memories/travel/kyoto", old_text: "April", new_text: "May" })).replaced, 1);
   assert.match((await call("read", { uri: "strata://user/alice/memories/travel/kyoto" })).results[0].content, /in May/);
   assert.equal((await call("count_tokens", { text: "hello world" })).tokens, 2);
@@ -138,10 +144,17 @@ test("progress and cancellation", async () => {
 test("bad requests are JSON-RPC errors and never kill the server", async () => {
   await assert.rejects(client.callTool({ name: "no_such_tool", arguments: {} }),
                        (e) => e instanceof McpError && e.code === -32602 && /unknown tool/.test(e.message));
-  await assert.rejects(client.callTool({ name: "find", arguments: { query: 42 } }),
-                       (e) => e instanceof McpError && e.code === -32602 && /\$\.query: expected string/.test(e.message));
-  await assert.rejects(client.callTool({ name: "find", arguments: { query: "x", extra: 1 } }),
-                       (e) => e instanceof McpError && e.code === -32602);
+  // A known tool's bad arguments are its result, which a model reads and corrects (SEP-1303, MCP
+  // 2025-11-25), whether the schema or the engine refuses them.
+  const wrongType = await client.callTool({ name: "find", arguments: { query: 42 } });
+  assert.equal(wrongType.isError, true);
+  assert.match(wrongType.content[0].text, /^invalid_argument: invalid arguments for find: \$\.query: expected string/);
+  const extra = await client.callTool({ name: "find", arguments: { query: "x", extra: 1 } });
+  assert.equal(extra.isError, true);
+  assert.match(extra.content[0].text, /extra/);
+  const overLimit = await client.callTool({ name: "find", arguments: { query: "x", limit: 1001 } });
+  assert.equal(overLimit.isError, true);
+  assert.match(overLimit.content[0].text, /limit/);
   // Raw lines no SDK would send, to a second server process.
   const raw = spawn(strataBin, ["mcp", "--data", data, "--user", "alice"], { stdio: ["pipe", "pipe", "ignore"] });
   let out = "";

@@ -456,6 +456,89 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
   EXPECT_FALSE(grepped.count("strata://user/bob/memories/preferences/editor"));
 }
 
+// What one front end takes every other takes, and what one refuses every other refuses: a find's bounds and
+// defaults are the engine's (FindRequest, FindAssist), and MCP's and the agent tool's schemas are built
+// from them (views::FindArgumentsSchema). The agent tool refused a limit over 50 and a token budget of 0,
+// MCP's search a budget of 0, and only the CLI could filter by type (HTTP dropped "type" unread).
+TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
+  std::string alice = Issue("alice");
+  for (const auto& [uri, text] : std::vector<std::pair<std::string, std::string>>{
+           {"strata://user/alice/memories/preferences/tea", "Alice drinks green tea in the morning."},
+           {"strata://resources/guides/tea", "Brewing green tea: water at 80 degrees, two minutes."},
+           {"strata://user/bob/memories/preferences/tea", "Bob drinks black tea."}}) {
+    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
+  }
+  auto opened = Engine::Open({.data_dir = dir_.File("data")});
+  ASSERT_OK(opened);
+  tools::Toolset toolset;
+  ASSERT_OK(AddAgentTools(opened->get(), {.user = "alice", .files = false}, &toolset));
+
+  struct Case {
+    Json args;
+    bool taken;
+    const char* names;  // What a refusal must name.
+  };
+  const int64_t max = static_cast<int64_t>(FindRequest::kMaxLimit);
+  const std::vector<Case> cases = {
+      {{{"query", "green tea"}}, true, ""},
+      {{{"query", "green tea"}, {"limit", 51}}, true, ""},
+      {{{"query", "green tea"}, {"limit", max}}, true, ""},
+      {{{"query", "green tea"}, {"token_budget", 0}}, true, ""},
+      {{{"query", "green tea"}, {"type", "memory"}}, true, ""},
+      {{{"query", "green tea"}, {"type", "resource"}}, true, ""},
+      {{{"query", "green tea"}, {"under", "strata://resources"}}, true, ""},
+      {{{"query", "green tea"}, {"limit", 0}}, false, "limit"},
+      {{{"query", "green tea"}, {"limit", max + 1}}, false, "limit"},
+      {{{"query", "green tea"}, {"token_budget", -1}}, false, "token_budget"},
+      {{{"query", "green tea"}, {"type", "memories"}}, false, "memories"},
+      {{{"query", "green tea"}, {"under", "strata://user/bob"}}, false, "strata://user/bob"},
+      {{{"query", 42}}, false, "query"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args.dump());
+    Reply http = Call("POST", "/api/v1/search/find", alice, c.args.dump());
+    Reply mcp = Call("POST", "/mcp", alice, McpCall("search", c.args));
+    ASSERT_EQ(mcp.status, 200) << mcp.raw;
+    ASSERT_TRUE(mcp.body.contains("result")) << "a tool's bad arguments are its result, not a JSON-RPC error: " << mcp.raw;
+    tools::ToolResult tool = toolset.Handle({.id = "c1", .function = {.name = "find", .arguments = c.args.dump()}},
+                                            Canceller{});
+    std::string tool_text;
+    for (const ContentPart& part : tool.message.content) {
+      if (const auto* t = std::get_if<TextPart>(&part)) tool_text += t->text;
+    }
+    const Json& result = mcp.body["result"];
+    if (c.taken) {
+      ASSERT_EQ(http.status, 200) << http.raw;
+      EXPECT_FALSE(result["isError"].get<bool>()) << mcp.raw;
+      EXPECT_FALSE(tool.is_error) << tool_text;
+      std::vector<std::string> over_http = HitUris(http.body["result"]["hits"]);
+      EXPECT_FALSE(over_http.empty());
+      EXPECT_EQ(HitUris(result["structuredContent"]["hits"]), over_http);
+      EXPECT_EQ(ToolUris(tool_text), over_http) << tool_text;
+      if (c.args.contains("type")) {
+        const std::string kind = c.args["type"] == "memory" ? "/memories/" : "strata://resources/";
+        for (const std::string& uri : over_http) EXPECT_NE(uri.find(kind), std::string::npos) << uri;
+      }
+    } else {
+      EXPECT_TRUE(http.status == 400 || http.status == 403) << http.raw;
+      std::string http_message = http.body["error"]["message"].get<std::string>();
+      EXPECT_NE(http_message.find(c.names), std::string::npos) << http_message;
+      EXPECT_TRUE(result["isError"].get<bool>()) << mcp.raw;
+      std::string mcp_message = result["content"][0]["text"].get<std::string>();
+      EXPECT_NE(mcp_message.find(c.names), std::string::npos) << mcp_message;
+      EXPECT_TRUE(tool.is_error) << tool_text;
+      EXPECT_NE(tool_text.find(c.names), std::string::npos) << tool_text;
+    }
+  }
+  // Glob answers with the same node records over HTTP and MCP (MCP gave bare URIs).
+  Reply http_glob = Call("GET", "/api/v1/fs/glob?pattern=**/tea", alice);
+  ASSERT_EQ(http_glob.status, 200) << http_glob.raw;
+  Reply mcp_glob = Call("POST", "/mcp", alice, McpCall("glob", {{"pattern", "**/tea"}}));
+  ASSERT_EQ(mcp_glob.status, 200) << mcp_glob.raw;
+  EXPECT_EQ(mcp_glob.body["result"]["structuredContent"]["nodes"], http_glob.body["result"]);
+  EXPECT_EQ(http_glob.body["result"].size(), 2u) << http_glob.raw;
+}
+
 // Remember on a server with no usable model (its default provider has no key): the same four calls by
 // three users through HTTP, MCP and the agent's tool get the same changes — the first stored through the
 // pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction

@@ -120,6 +120,8 @@ export interface FindOptions extends RequestOptions {
   session?: string | undefined;
   /** > 0: only the best hits whose abstracts fit in this many tokens together (see each hit's `tokens`). */
   tokenBudget?: number | undefined;
+  /** Only nodes of this type (default: all). */
+  type?: "resource" | "memory" | "skill" | undefined;
   /**
    * Let the server's model rewrite the question into the searches that find its parts (the result's
    * `queries`); needs a model configured on the server. Its cost is in the result's `model`.
@@ -372,9 +374,9 @@ export class StrataClient {
    * first, each with its `uri`, `score`, `abstract`, `reason` and `tokens`.
    */
   find(query: string, options: FindOptions = {}): Promise<FindResult> {
-    const { limit, under, session, tokenBudget, rewrite, rerank, maxQueries, rerankCandidates } = options;
+    const { limit, under, session, tokenBudget, type, rewrite, rerank, maxQueries, rerankCandidates } = options;
     return this.call("post", "/api/v1/search/find",
-                     { body: { query, limit, under, session, token_budget: tokenBudget, rewrite, rerank,
+                     { body: { query, limit, under, session, token_budget: tokenBudget, type, rewrite, rerank,
                                max_queries: maxQueries, rerank_candidates: rerankCandidates } }, options);
   }
 

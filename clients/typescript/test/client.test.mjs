@@ -390,7 +390,7 @@ test("the server's errors: code, HTTP status, its message and request id", async
   await rejectsWith(alice.read("strata://user/bob/memories"), "permission_denied", 403, /strata:\/\/user\/bob\/memories/);
   await rejectsWith(alice.issueKey({ user: "mallory" }), "permission_denied", 403, /root key/);
   await rejectsWith(alice.metrics(), "permission_denied", 403);
-  await rejectsWith(alice.find("x", { limit: 0 }), "invalid_argument", 400, /^"limit" must be between 1 and 1000$/);
+  await rejectsWith(alice.find("x", { limit: 0 }), "invalid_argument", 400, /^"limit" must be between 1 and 1000, not 0$/);
   await rejectsWith(alice.read("kyoto"), "invalid_argument", 400, /must start with strata:\/\//);
   await alice.write("strata://user/alice/once", "first");
   await rejectsWith(alice.write("strata://user/alice/once", "second", { overwrite: false }), "already_exists", 409);

@@ -108,8 +108,9 @@ struct FindAssist {
   // The model orders the best `rerank_candidates` hits by how well they answer; those it names come first,
   // in its order, the others after them in their own.
   bool rerank = false;
-  size_t max_queries = 3;         // 1-8.
-  size_t rerank_candidates = 20;  // 2-100.
+  static constexpr size_t kMaxQueries = 8, kMinRerankCandidates = 2, kMaxRerankCandidates = 100;
+  size_t max_queries = 3;         // 1-kMaxQueries.
+  size_t rerank_candidates = 20;  // kMinRerankCandidates-kMaxRerankCandidates.
 };
 
 // What the model help of one find cost.
@@ -127,7 +128,8 @@ struct FindRequest {
   std::string query;
   // Below this URI only; "" (the default): everything the caller may reach, ranked together.
   std::string under;
-  size_t limit = 10;  // 1-1000.
+  static constexpr size_t kMaxLimit = 1000;
+  size_t limit = 10;  // 1-kMaxLimit: every front end's default and bounds (their schemas are built from these).
   // A session of the caller's: a short follow-up (under eight words, "and the second one?") is searched
   // together with the session's newest user message before it.
   std::string session;
@@ -139,6 +141,11 @@ struct FindRequest {
   memory::FindOptions tuning;
   FindAssist assist;
 };
+
+// A find's `limit` and a context's `memory_limit` as a front end reads them (an integer of any sign), refused
+// outside their bounds with the one message every front end gives (and the engine, for a C++ caller's value).
+Result<size_t> FindLimitArg(int64_t value);
+Result<size_t> MemoryLimitArg(int64_t value);
 
 struct FindResult {
   std::vector<memory::Hit> hits;  // Best first, each with its tokens (Hit::tokens).
@@ -196,7 +203,8 @@ struct SessionContextOptions {
   std::vector<Message> pending;          // A new turn not yet in the session, assembled as its newest messages.
   // What to recall memories for (the owner's user scope): default the newest user message's text.
   std::string query;
-  size_t memory_limit = 5;               // 0: recall nothing.
+  static constexpr size_t kMaxMemoryLimit = 100;
+  size_t memory_limit = 5;               // 0: recall nothing; at most kMaxMemoryLimit.
   std::string encoding = "o200k_base";   // Engine::Counter's names.
 };
 
@@ -269,9 +277,9 @@ class Engine {
   Result<std::vector<memory::Node>> List(std::string_view uri, const memory::ListOptions& options = {});
   // Glob and grep below `under`; "" means everything `reach` may read (for a user: its scope and the shared
   // ones, in that order).
-  Result<std::vector<memory::Node>> Glob(std::string_view pattern, std::string_view under = "strata://",
+  Result<std::vector<memory::Node>> Glob(std::string_view pattern, std::string_view under = "",
                                          const Reach& reach = {});
-  Result<std::vector<memory::GrepMatch>> Grep(std::string_view needle, std::string_view under = "strata://",
+  Result<std::vector<memory::GrepMatch>> Grep(std::string_view needle, std::string_view under = "",
                                               bool ignore_case = false, const Reach& reach = {});
   // Hybrid, hierarchical retrieval (memory/retrieval.h) over the whole store; each hit with its tokens.
   Result<std::vector<memory::Hit>> Find(std::string_view query, const memory::FindOptions& options = {});

@@ -55,7 +55,7 @@
 namespace strata {
 struct SessionContext;
 struct FindResult;
-struct FindAssist;
+struct FindRequest;
 struct ChatImportReport;
 struct CommitOutcome;
 struct SessionStatus;
@@ -74,10 +74,17 @@ Json NodeView(const memory::Node& node);
 Json NodeDetailView(const memory::Node& node, const std::vector<memory::Relation>& relations);
 Json HitView(const memory::Hit& hit);
 Json FindResultView(const FindResult& result);
-// The reverse for a find's model help: "rewrite" and "rerank" (booleans), "max_queries" and
-// "rerank_candidates" (integers) from HTTP's body or MCP's arguments; a member of the wrong type is an error
-// naming it. Absent members keep `out`'s values.
-Status ReadFindAssist(const nlohmann::json& args, FindAssist* out);
+// The reverse for a find's filter and model help, from HTTP's body or MCP's arguments: "type" ("resource",
+// "memory" or "skill": only nodes of that type), "rewrite" and "rerank" (booleans), "max_queries" and
+// "rerank_candidates" (integers); a member of the wrong type is an error naming it. Absent members keep
+// `out`'s values.
+Status ReadFindOptions(const nlohmann::json& args, FindRequest* out);
+// The JSON Schema (an object, no other members) of a find's arguments as MCP's find and search and the agent
+// tool's find announce them: "query" (required), "under", "limit" (1-FindRequest::kMaxLimit, default
+// FindRequest's), "token_budget" (0 or more, 0 no budget), "type"; with `session` also "session"; with
+// `model_help` "rewrite", "rerank", "max_queries" and "rerank_candidates" (FindAssist's bounds). Every bound
+// and default is the engine's, so that no front end refuses what another takes.
+Json FindArgumentsSchema(bool session, bool model_help);
 Json GrepMatchView(const memory::GrepMatch& match);
 // With `messages`, the session's current messages are included (kosong JSON).
 Json SessionView(const session::SessionInfo& info, const std::vector<Message>* messages = nullptr);

@@ -110,7 +110,10 @@ std::vector<Tool> MakeTools() {
       {"write", "Write", "Create or replace the content at a URI (directories are created as needed).",
        Object({{"uri", uri}, {"content", Prop("string", "The full content (L2)")},
                {"abstract", Prop("string", "A one-line abstract (L0); derived when absent")},
-               {"overview", Prop("string", "An overview (L1); derived when absent")}},
+               {"overview", Prop("string", "An overview (L1); derived when absent")},
+               {"category", Prop("string", "A memory's category, e.g. preferences (default: from the URI)")},
+               {"metadata", {{"type", "object"}, {"description", "Metadata kept with the node"}}},
+               {"overwrite", Prop("boolean", "Replace an existing node (default true; false refuses to)")}},
               {"uri", "content"})},
       {"edit", "Edit", "Replace an exact piece of text in the content at a URI. The old text must occur exactly once "
                        "unless replace_all is set.",
@@ -144,7 +147,14 @@ std::vector<Tool> MakeTools() {
                                      "per section.",
        Object({{"session", session},
                {"max_context_tokens", {{"type", "integer"}, {"minimum", 1}, {"description", "The window (default: the server's, 128000 unless set)"}}},
-               {"reserve_for_reply", {{"type", "integer"}, {"minimum", 0}, {"description", "Tokens kept for the reply (default 4096, at most a quarter of the window)"}}}},
+               {"reserve_for_reply", {{"type", "integer"}, {"minimum", 0}, {"description", "Tokens kept for the reply (default 4096, at most a quarter of the window)"}}},
+               {"memory_limit", {{"type", "integer"}, {"minimum", 0},
+                                 {"maximum", SessionContextOptions::kMaxMemoryLimit},
+                                 {"description", "Memories to recall (default " +
+                                                     std::to_string(SessionContextOptions{}.memory_limit) + ", 0: none)"}}},
+               {"query", Prop("string", "What to recall memories for (default: the newest user message)")},
+               {"system_prompt", Prop("string", "The system prompt to assemble with (default: the session's own)")},
+               {"encoding", {{"type", "string"}, {"enum", encodings}, {"description", "How tokens are counted (default o200k_base)"}}}},
               {"session"})},
       {"commit_session", "Commit session", "Archive a session's messages and extract memories from them in the background.",
        Object({{"session", session}}, {"session"})},
@@ -271,6 +281,11 @@ struct McpHandler::Impl {
     if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr && r->is_number_integer()) {
       o.reserve_for_reply = r->get<int64_t>();
     }
+    STRATA_ASSIGN_OR_RETURN(o.memory_limit,
+                            MemoryLimitArg(json::IntOr(args, "memory_limit", static_cast<int64_t>(o.memory_limit))));
+    o.query = json::StringOr(args, "query");
+    if (const Json* p = json::Field(args, "system_prompt"); p != nullptr && p->is_string()) o.system_prompt = p->get<std::string>();
+    o.encoding = json::StringOr(args, "encoding", o.encoding);
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(sid, o));
     return views::SessionContextView(sid, ctx);
   }
@@ -360,7 +375,10 @@ struct McpHandler::Impl {
     if (name == "write") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", true));
       memory::WriteOptions o;
-      for (auto [key, slot] : {std::pair{"abstract", &o.abstract_text}, std::pair{"overview", &o.overview}}) {
+      if (const Json* m = json::Field(args, "metadata"); m != nullptr && m->is_object()) o.metadata = m->dump();
+      o.overwrite = json::BoolOr(args, "overwrite", true);
+      for (auto [key, slot] : {std::pair{"abstract", &o.abstract_text}, std::pair{"overview", &o.overview},
+                               std::pair{"category", &o.category}}) {
         const Json* v = json::Field(args, key);
         if (v == nullptr || v->is_null()) continue;
         if (!v->is_string()) return Status::InvalidArgument(std::string("\"") + key + "\" must be a string");

@@ -67,6 +67,15 @@ test("remember → find → read, and every other tool", async () => {
   const remembered = await call("remember", { text: "Alice prefers green tea in the afternoon.", category: "preferences" });
   assert.ok(remembered.uri.startsWith("strata://user/alice/memories/preferences/"), JSON.stringify(remembered));
   await call("write", { uri: "strata://user/alice/memories/travel/kyoto", content: "Alice flies to Kyoto in April.\nShe stays near Gion." });
+  // What HTTP's fs/write takes: a category, metadata, and overwrite false to refuse replacing a node.
+  const noted = await call("write", { uri: "strata://user/alice/memories/notes/seat", content: "Aisle seats.",
+                                      category: "preferences", metadata: { source: "test" } });
+  assert.equal(noted.category, "preferences");
+  const kept = await client.callTool({ name: "write", arguments: { uri: "strata://user/alice/memories/notes/seat",
+                                                                   content: "Window seats.", overwrite: false } });
+  assert.equal(kept.isError, true);
+  assert.match(kept.content[0].text, /^already_exists/);
+  await call("forget", { uri: "strata://user/alice/memories/notes/seat" });
   const found = await call("find", { query: "what does Alice like to drink", limit: 3 });
   assert.equal(found.hits[0].uri, remembered.uri);
   const read = await call("read", { uris: [found.hits[0].uri, "strata://user/alice/memories/travel/kyoto"], level: 2 });

@@ -684,11 +684,23 @@ TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
                  R"({"messages": [{"role": "user", "content": "Plan a trip to Kyoto."}, {"role": "assistant", "content": "Sure."}]})")
                 .status,
             200);
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey,
+                 Json{{"uri", "strata://user/alice/memories/travel/kyoto"}, {"content", "Alice loves temples in Kyoto."}}.dump())
+                .status,
+            200);
+  // MCP's get_context takes what HTTP's context route takes (it had no memory_limit, query, encoding or
+  // system prompt, and refused a window under 256 that HTTP assembled).
   for (const Json& args : {Json::object(), Json{{"max_context_tokens", 4000}},
-                           Json{{"max_context_tokens", 4000}, {"reserve_for_reply", 100}}}) {
+                           Json{{"max_context_tokens", 4000}, {"reserve_for_reply", 100}},
+                           Json{{"max_context_tokens", 200}}, Json{{"memory_limit", 0}},
+                           Json{{"memory_limit", 2}, {"query", "temples"}}, Json{{"encoding", "cl100k_base"}},
+                           Json{{"system_prompt", "Be brief."}}}) {
     SCOPED_TRACE(args.dump());
     std::string query;
-    for (const auto& [k, v] : args.items()) query += "&" + k + "=" + std::to_string(v.get<int64_t>());
+    for (const auto& [k, v] : args.items()) {
+      query += "&" + k + "=" + (v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
+    }
+    for (size_t at = query.find(' '); at != std::string::npos; at = query.find(' ')) query.replace(at, 1, "%20");
     Reply http = Call("GET", "/api/v1/sessions/s/context?" + query.substr(query.empty() ? 0 : 1), alice);
     ASSERT_EQ(http.status, 200) << http.raw;
     Json mcp_args = args;
@@ -696,7 +708,16 @@ TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
     Reply mcp = Call("POST", "/mcp", alice, McpCall("get_context", mcp_args));
     ASSERT_EQ(mcp.status, 200) << mcp.raw;
     EXPECT_EQ(mcp.body["result"]["structuredContent"], http.body["result"]) << mcp.raw;
+    if (args.contains("query")) {
+      EXPECT_EQ(http.body["result"]["memories"].size(), 1u) << http.raw;
+    }
   }
+  // The same refusal of a memory limit over the engine's bound.
+  Reply too_many = Call("GET", "/api/v1/sessions/s/context?memory_limit=101", alice);
+  EXPECT_EQ(too_many.status, 400) << too_many.raw;
+  Reply mcp_too_many = Call("POST", "/mcp", alice, McpCall("get_context", {{"session", "s"}, {"memory_limit", 101}}));
+  EXPECT_TRUE(mcp_too_many.body["result"]["isError"].get<bool>()) << mcp_too_many.raw;
+  EXPECT_NE(mcp_too_many.raw.find("memory_limit"), std::string::npos) << mcp_too_many.raw;
   Reply whole = Call("GET", "/api/v1/sessions/s/context", alice);
   EXPECT_EQ(whole.body["result"]["window"], 32000) << whole.raw;
   EXPECT_EQ(whole.body["result"]["budget"], 32000 - 4096) << whole.raw;

@@ -236,6 +236,20 @@ TEST_F(EngineTest, RememberKeepsTheTextOnlyWhenTheModelFailedBeforeAnythingWasRe
   EXPECT_EQ(notes->size(), 1u) << "only the first text was kept as written";
 }
 
+// A blank text is refused before any model sees it, with a model as without one (the model's extraction
+// of nothing was kept before, or its failure, depending on the model).
+TEST_F(EngineTest, RememberRefusesABlankTextWithOrWithoutAModel) {
+  for (const char* blank : {"", "   ", "\n\t "}) {
+    auto refused = engine_->Remember("strata://user/alice", blank);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("the text is empty"), std::string::npos) << refused.status().message();
+  }
+  auto memories = engine_->List("strata://user/alice/memories", {.recursive = true});
+  EXPECT_TRUE(!memories.ok() || std::none_of(memories->begin(), memories->end(),
+                                              [](const memory::Node& n) { return !n.is_dir; }));
+}
+
 // A dedup reply whose fields have the wrong types must not end the process: it is read by the documented
 // rules (an unusable decision keeps the candidate as new).
 TEST_F(EngineTest, WronglyTypedDedupRepliesAreReadByTheRulesNotThrown) {

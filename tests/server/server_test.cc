@@ -38,6 +38,15 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   EXPECT_EQ(bad_json.status, 400);
   EXPECT_EQ(bad_json.body["error"]["code"], "invalid_argument");
   EXPECT_NE(bad_json.body["error"]["message"].get<std::string>().find("request body: invalid JSON"), std::string::npos);
+  // A member of the wrong type is refused, naming it, and writes nothing (an abstract of 7 was dropped).
+  for (const char* member : {"abstract", "overview", "category"}) {
+    Json body = {{"uri", "strata://resources/typed"}, {"content", "text"}, {member, 7}};
+    Reply typed = Call("POST", "/api/v1/fs/write", kRootKey, body.dump());
+    EXPECT_EQ(typed.status, 400) << typed.raw;
+    EXPECT_NE(typed.body["error"]["message"].get<std::string>().find(std::string("\"") + member + "\" must be a string"),
+              std::string::npos) << typed.raw;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=strata://resources/typed", kRootKey).status, 404);
   EXPECT_EQ(bad_json.body["error"]["request_id"], bad_json.request_id);
 
   std::string deep(100000, '[');

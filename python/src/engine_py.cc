@@ -769,8 +769,7 @@ overwrite=False raises AlreadyExistsError when the leaf exists.
 Hybrid (full text + vector), hierarchical retrieval. Returns a FindResult: iterate it for Hits (uri,
 score, abstract, reason, tokens), best first.
 
-under: search below this URI only (default: the user scopes the caller reads, strata://resources and
-  strata://agent, ranked together; a session's archives only when named here).
+under: search below this URI only (default: everything the caller may read, ranked together).
 session: a session whose newest request is searched with a short follow-up ("and the second one?").
 token_budget: stop adding hits once their tokens would pass it.
 type: "resource", "memory" or "skill": only nodes of that type (default: all).

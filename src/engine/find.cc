@@ -156,9 +156,9 @@ Status RerankHits(llm::ChatProvider& model, prompt::PromptLibrary& prompts, memo
 // ---- Who may reach what ----
 
 std::vector<Uri> Engine::ReachRoots(const Reach& reach) {
+  if (reach.everything()) return {};
   std::vector<Uri> out;
-  const std::string users = reach.everything() ? std::string("strata://user") : "strata://user/" + reach.user;
-  for (const std::string& text : {users, std::string("strata://resources"), std::string("strata://agent")}) {
+  for (std::string text : {"strata://user/" + reach.user, std::string("strata://resources"), std::string("strata://agent")}) {
     Result<Uri> uri = Uri::Parse(text);
     if (uri.ok()) out.push_back(*uri);
   }

@@ -91,7 +91,7 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->Unlink(from.str(), to.str()));
     return Json{{"from", from.str()}, {"to", to.str()}};
   }));
-  // Without `under`: where a find without it looks (Engine::ReachRoots).
+  // Without `under`: everything the caller may read (a user: its scope and the shared ones).
   Add(Route("GET", "/api/v1/fs/glob", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
     STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));

@@ -539,46 +539,6 @@ TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
   EXPECT_EQ(http_glob.body["result"].size(), 2u) << http_glob.raw;
 }
 
-// An admin's find without `under` searched every session's archives as well, a user's find never its own:
-// the same question over the same data of one user answered two ways by the key that asked (and by the
-// unkeyed local server, an admin, against `strata mcp`, a user). Now both search the user scopes and the
-// shared ones, and a session's archives when `under` names them.
-TEST_F(TrustTest, AnAdminsFindAndAUsersFindOfOneUsersDataAgree) {
-  std::string alice = Issue("alice");
-  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "tea-talk"})").status, 200);
-  for (const auto& [uri, text] : std::vector<std::pair<std::string, std::string>>{
-           {"strata://user/alice/memories/preferences/tea", "Alice drinks green tea in the morning."},
-           {"strata://resources/guides/tea", "Brewing green tea: water at 80 degrees, two minutes."},
-           {"strata://session/tea-talk/history/archive-1/summary", "Alice asked how to brew green tea."}}) {
-    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
-  }
-  auto uris = [&](const std::string& key, const Json& args) {
-    Reply http = Call("POST", "/api/v1/search/find", key, args.dump());
-    EXPECT_EQ(http.status, 200) << http.raw;
-    Reply mcp = Call("POST", "/mcp", key, McpCall("find", args));
-    std::vector<std::string> out = HitUris(http.body["result"]["hits"]);
-    EXPECT_EQ(HitUris(mcp.body["result"]["structuredContent"]["hits"]), out) << mcp.raw;
-    return out;
-  };
-  std::vector<std::string> admin = uris(kRootKey, {{"query", "green tea"}});
-  EXPECT_EQ(admin, uris(alice, {{"query", "green tea"}}));
-  EXPECT_EQ(admin.size(), 2u);
-  for (const std::string& uri : admin) EXPECT_EQ(uri.find("strata://session/"), std::string::npos) << uri;
-  // Named, the session's archives are searched for both (alice's own session).
-  Json in_session = {{"query", "green tea"}, {"under", "strata://session/tea-talk"}};
-  std::vector<std::string> archived = uris(kRootKey, in_session);
-  EXPECT_EQ(archived, uris(alice, in_session));
-  EXPECT_EQ(archived, std::vector<std::string>{"strata://session/tea-talk/history/archive-1/summary"});
-  // Glob and grep without `under` cover the same places for both.
-  for (const std::string route : {"/api/v1/fs/glob?pattern=**/tea*", "/api/v1/fs/grep?pattern=green"}) {
-    Reply by_admin = Call("GET", route, kRootKey);
-    Reply by_alice = Call("GET", route, alice);
-    ASSERT_EQ(by_admin.status, 200) << by_admin.raw;
-    EXPECT_EQ(by_admin.body["result"], by_alice.body["result"]) << route;
-    EXPECT_EQ(by_admin.body["result"].size(), 2u) << by_admin.raw;
-  }
-}
-
 // Remember on a server with no usable model (its default provider has no key): the same four calls by
 // three users through HTTP, MCP and the agent's tool get the same changes — the first stored through the
 // pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction

@@ -111,7 +111,7 @@ export interface ImportSessionsOptions extends RequestOptions {
 export interface FindOptions extends RequestOptions {
   /** At most this many hits (1-1000, default 10). */
   limit?: number | undefined;
-  /** Below this URI only (default: the user scopes the key reads, strata://resources and strata://agent, ranked together; a session's archives only when named here). */
+  /** Below this URI only (default: everything the key reaches, ranked together). */
   under?: string | undefined;
   /**
    * One of the caller's sessions: a short query (under eight words, "and the second one?") is searched

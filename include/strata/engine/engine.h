@@ -126,8 +126,7 @@ struct FindModelCost {
 // A find for a caller: what HTTP's search/find, MCP's find and search, the agent tools and the CLI ask.
 struct FindRequest {
   std::string query;
-  // Below this URI only; "" (the default): the scopes the caller may read ranked together (ReachRoots: its
-  // user scope or every user's, the shared resources and agents; sessions' archives only when named here).
+  // Below this URI only; "" (the default): everything the caller may reach, ranked together.
   std::string under;
   static constexpr size_t kMaxLimit = 1000;
   size_t limit = 10;  // 1-kMaxLimit: every front end's default and bounds (their schemas are built from these).
@@ -276,8 +275,8 @@ class Engine {
   Result<memory::Node> Stat(std::string_view uri);
   Result<std::vector<memory::Relation>> Relations(std::string_view uri);
   Result<std::vector<memory::Node>> List(std::string_view uri, const memory::ListOptions& options = {});
-  // Glob and grep below `under`; "" means the places a find without `under` searches (ReachRoots, in that
-  // order).
+  // Glob and grep below `under`; "" means everything `reach` may read (for a user: its scope and the shared
+  // ones, in that order).
   Result<std::vector<memory::Node>> Glob(std::string_view pattern, std::string_view under = "",
                                          const Reach& reach = {});
   Result<std::vector<memory::GrepMatch>> Grep(std::string_view needle, std::string_view under = "",
@@ -402,9 +401,7 @@ class Engine {
   Status CheckRefs(const Reach& reach, std::span<const Message> messages);
   // A user may not remove or move a scope root or kind directory as a whole.
   static Status CheckWholeScope(const Reach& reach, std::string_view uri);
-  // Where a search without `under` looks for `reach`: the user scopes (every user's for an admin, its own for
-  // a user), strata://resources and strata://agent. Sessions' archives are searched only when named by
-  // `under`, for every caller alike: an admin's find and a user's find of the same data give the same hits.
+  // Where a search without `under` looks for `reach`: nothing (everything) or its readable scopes.
   static std::vector<memory::Uri> ReachRoots(const Reach& reach);
 
   // ---- Prompts, tokens, conversations ----

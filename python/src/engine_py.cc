@@ -316,8 +316,8 @@ class PyEngine {
 
   py::object Find(const std::string& query, int64_t limit, std::optional<std::string> under,
                   std::optional<std::string> session, std::optional<int64_t> token_budget,
-                  std::optional<std::string> user, bool rewrite, bool rerank, size_t max_queries,
-                  size_t rerank_candidates, std::optional<std::string> type) {
+                  std::optional<std::string> user, bool rewrite, bool rerank, int64_t max_queries,
+                  int64_t rerank_candidates, std::optional<std::string> type) {
     FindRequest request;
     request.query = query;
     request.under = OptString(under);
@@ -325,8 +325,8 @@ class PyEngine {
     request.session = OptString(session);
     request.token_budget = token_budget.value_or(0);
     request.reach = ReachOf(user);
-    request.assist = {.rewrite = rewrite, .rerank = rerank, .max_queries = max_queries,
-                      .rerank_candidates = rerank_candidates};
+    request.assist = {.rewrite = rewrite, .rerank = rerank, .max_queries = Check(MaxQueriesArg(max_queries)),
+                      .rerank_candidates = Check(RerankCandidatesArg(rerank_candidates))};
     if (type) request.tuning.type = Check(memory::ParseContextType(*type));
     return Record("FindResult", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(FindResult found, e.Find(request));
@@ -530,7 +530,7 @@ class PyEngine {
   // ---- The memory-managed turn ----
   PyTurn BeginTurn(const std::string& session, py::handle messages, std::optional<std::string> system,
                    int64_t max_context_tokens, std::optional<int64_t> reserve_for_reply, int64_t reserved_tokens,
-                   size_t memory_limit,
+                   int64_t memory_limit,
                    const std::string& encoding, std::optional<std::string> user, std::optional<std::string> agent,
                    bool create) {
     TurnRequest request;
@@ -539,7 +539,7 @@ class PyEngine {
     request.max_context_tokens = max_context_tokens;
     request.reserve_for_reply = reserve_for_reply;
     request.reserved_tokens = reserved_tokens;
-    request.memory_limit = memory_limit;
+    request.memory_limit = Check(MemoryLimitArg(memory_limit));
     request.encoding = encoding;
     request.reach = ReachOf(user);
     request.user = OptString(user);

@@ -131,7 +131,9 @@ def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(serv
     for kwargs, names in [({"limit": 0}, '"limit" must be between 1 and 1000, not 0'),
                           ({"limit": 1001}, '"limit" must be between 1 and 1000, not 1001'),
                           ({"type": "memories"}, 'unknown context type "memories"'),
-                          ({"max_queries": 9}, '"max_queries" must be between 1 and 8, not 9')]:
+                          ({"max_queries": 9}, '"max_queries" must be between 1 and 8, not 9'),
+                          ({"max_queries": -1}, '"max_queries" must be between 1 and 8, not -1'),
+                          ({"rerank_candidates": 1}, '"rerank_candidates" must be between 2 and 100, not 1')]:
         with pytest.raises(strata.InvalidArgumentError) as http_error:
             admin.find("green tea", **kwargs)
         with pytest.raises(strata.InvalidArgumentError) as local_error:

@@ -198,7 +198,9 @@ tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentTo
   // bounds, so that one question gets one answer (and one refusal) from every front end.
   request.query = json::StringOr(args, "query");
   request.under = json::StringOr(args, "under");
-  request.limit = static_cast<size_t>(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
+  Result<size_t> limit = FindLimitArg(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
+  if (!limit.ok()) return tools::ToolOutput::Error("Error: " + limit.status().message());
+  request.limit = *limit;
   request.token_budget = json::IntOr(args, "token_budget", 0);
   if (Status read = views::ReadFindOptions(args, &request); !read.ok()) {
     return tools::ToolOutput::Error("Error: " + read.message());

@@ -239,6 +239,10 @@ int64_t AsInt(size_t value) { return static_cast<int64_t>(std::min<size_t>(value
 }  // namespace
 
 Result<size_t> FindLimitArg(int64_t value) { return BoundedArg("limit", value, 1, FindRequest::kMaxLimit); }
+Result<size_t> MaxQueriesArg(int64_t value) { return BoundedArg("max_queries", value, 1, FindAssist::kMaxQueries); }
+Result<size_t> RerankCandidatesArg(int64_t value) {
+  return BoundedArg("rerank_candidates", value, FindAssist::kMinRerankCandidates, FindAssist::kMaxRerankCandidates);
+}
 Result<size_t> MemoryLimitArg(int64_t value) {
   return BoundedArg("memory_limit", value, 0, SessionContextOptions::kMaxMemoryLimit);
 }
@@ -281,9 +285,8 @@ Result<FindResult> Engine::Find(const FindRequest& request) {
     llm::ChatProvider* helper = nullptr;
     prompt::PromptLibrary* library = nullptr;
     // Checked whether or not help is asked for: a value is refused alike by every front end and its schema.
-    STRATA_RETURN_IF_ERROR(BoundedArg("max_queries", AsInt(assist.max_queries), 1, FindAssist::kMaxQueries).status());
-    STRATA_RETURN_IF_ERROR(BoundedArg("rerank_candidates", AsInt(assist.rerank_candidates),
-                                      FindAssist::kMinRerankCandidates, FindAssist::kMaxRerankCandidates).status());
+    STRATA_RETURN_IF_ERROR(MaxQueriesArg(AsInt(assist.max_queries)).status());
+    STRATA_RETURN_IF_ERROR(RerankCandidatesArg(AsInt(assist.rerank_candidates)).status());
     if (assist.rewrite || assist.rerank) {
       Result<llm::ChatProvider*> m = model();
       if (!m.ok()) {

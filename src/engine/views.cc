@@ -1,5 +1,7 @@
 #include "strata/engine/views.h"
 
+#include <tuple>
+
 #include "strata/engine/engine.h"
 #include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
@@ -94,14 +96,14 @@ Status ReadFindOptions(const nlohmann::json& args, FindRequest* request) {
   FindAssist* out = &request->assist;
   STRATA_RETURN_IF_ERROR(ReadFlag(args, "rewrite", &out->rewrite));
   STRATA_RETURN_IF_ERROR(ReadFlag(args, "rerank", &out->rerank));
-  for (auto [name, count] : {std::pair{"max_queries", &out->max_queries},
-                             std::pair{"rerank_candidates", &out->rerank_candidates}}) {
-    auto it = args.find(name);
-    if (it == args.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-      return Status::InvalidArgument(std::string("\"") + name + "\" must be a whole number");
-    }
-    *count = it->get<size_t>();
+  using Bound = Result<size_t> (*)(int64_t);
+  for (auto [name, count, bound] : {std::tuple{"max_queries", &out->max_queries, Bound{&MaxQueriesArg}},
+                                    std::tuple{"rerank_candidates", &out->rerank_candidates, Bound{&RerankCandidatesArg}}}) {
+    const nlohmann::json* f = json::Field(args, name);
+    if (f == nullptr || f->is_null()) continue;
+    std::optional<int64_t> v = json::WholeNumber(*f);
+    if (!v) return Status::InvalidArgument(std::string("\"") + name + "\" must be a whole number");
+    STRATA_ASSIGN_OR_RETURN(*count, bound(*v));
   }
   return Status::Ok();
 }

@@ -223,7 +223,7 @@ struct McpHandler::Impl {
     request.query = json::StringOr(args, "query");
     request.under = json::StringOr(args, "under");
     // Types and bounds were checked against FindArgumentsSchema; the engine checks the bounds again.
-    request.limit = static_cast<size_t>(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
+    STRATA_ASSIGN_OR_RETURN(request.limit, FindLimitArg(json::IntOr(args, "limit", static_cast<int64_t>(request.limit))));
     request.token_budget = json::IntOr(args, "token_budget", 0);
     if (session_aware) request.session = json::StringOr(args, "session");
     STRATA_RETURN_IF_ERROR(views::ReadFindOptions(args, &request));

@@ -155,6 +155,10 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_ASSIGN_OR_RETURN(request.token_budget, c.IntArg("token_budget", 0));
     STRATA_ASSIGN_OR_RETURN(request.session, c.Arg("session", false));
     STRATA_RETURN_IF_ERROR(views::ReadFindOptions(c.body, &request));
+    // "type" may come in the query string as query and limit may (the body's is read above).
+    if (auto type = c.req.Query("type")) {
+      STRATA_ASSIGN_OR_RETURN(request.tuning.type, memory::ParseContextType(*type));
+    }
     request.reach = ReachOf(c.id);
     STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
     return views::FindResultView(found);

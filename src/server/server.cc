@@ -78,9 +78,9 @@ Result<std::optional<int64_t>> Call::OptIntArg(std::string_view name) const {
     return std::optional<int64_t>(v);
   }
   if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {
-    if (!f->is_number_integer()) return not_an_integer();
-    if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return not_an_integer();
-    return std::optional<int64_t>(f->get<int64_t>());
+    std::optional<int64_t> v = json::WholeNumber(*f);
+    if (!v) return not_an_integer();
+    return v;
   }
   return std::optional<int64_t>();
 }

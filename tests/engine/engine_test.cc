@@ -236,9 +236,12 @@ TEST_F(EngineTest, RememberKeepsTheTextOnlyWhenTheModelFailedBeforeAnythingWasRe
   EXPECT_EQ(notes->size(), 1u) << "only the first text was kept as written";
 }
 
-// A blank text is refused before any model sees it, with a model as without one (the model's extraction
-// of nothing was kept before, or its failure, depending on the model).
+// A blank text is refused before any model sees it (the model here would extract a memory from anything),
+// and before the scope is looked at: one answer for it from every path through Remember.
 TEST_F(EngineTest, RememberRefusesABlankTextWithOrWithoutAModel) {
+  auto shared = engine_->Remember("strata://resources", " ");
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.status().message().find("the text is empty"), std::string::npos) << shared.status().message();
   for (const char* blank : {"", "   ", "\n\t "}) {
     auto refused = engine_->Remember("strata://user/alice", blank);
     ASSERT_FALSE(refused.ok());

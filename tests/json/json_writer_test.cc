@@ -1,4 +1,5 @@
 #include "strata/json/json_writer.h"
+#include "strata/json/checked.h"
 
 #include <gtest/gtest.h>
 
@@ -97,6 +98,24 @@ TEST(JsonWriterTest, Utf8Validation) {
   EXPECT_EQ(bad, 2u);
   EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));  // A UTF-16 surrogate encoded in UTF-8.
   EXPECT_EQ(ReplaceInvalidUtf8("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+}
+
+// A whole number is what JSON Schema's "integer" takes: 5 and 5.0, not 5.5, nor what int64_t cannot hold.
+TEST(CheckedJsonTest, WholeNumbersAreIntegersAndFloatsWithoutAFraction) {
+  using J = nlohmann::json;
+  EXPECT_EQ(WholeNumber(J(5)), 5);
+  EXPECT_EQ(WholeNumber(J(-7)), -7);
+  EXPECT_EQ(WholeNumber(J(5.0)), 5);
+  EXPECT_EQ(WholeNumber(J(-0.0)), 0);
+  EXPECT_EQ(WholeNumber(J(-9223372036854775808.0)), INT64_MIN);
+  EXPECT_EQ(WholeNumber(J(5.5)), std::nullopt);
+  EXPECT_EQ(WholeNumber(J(9223372036854775808.0)), std::nullopt);
+  EXPECT_EQ(WholeNumber(J(1e300)), std::nullopt);
+  EXPECT_EQ(WholeNumber(J(uint64_t{1} << 63)), std::nullopt);
+  EXPECT_EQ(WholeNumber(J("5")), std::nullopt);
+  EXPECT_EQ(WholeNumber(J(true)), std::nullopt);
+  EXPECT_EQ(IntOr(J{{"n", 3.0}}, "n", 9), 3);
+  EXPECT_EQ(IntOr(J{{"n", 3.5}}, "n", 9), 9);
 }
 
 }  // namespace

@@ -487,6 +487,8 @@ TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
       {{{"query", "green tea"}, {"type", "memory"}}, true, ""},
       {{{"query", "green tea"}, {"type", "resource"}}, true, ""},
       {{{"query", "green tea"}, {"under", "strata://resources"}}, true, ""},
+      {{{"query", "green tea"}, {"limit", 1.0}}, true, ""},  // JSON Schema's integer takes 1.0, so does everyone.
+      {{{"query", "green tea"}, {"limit", 2.5}}, false, "limit"},
       {{{"query", "green tea"}, {"limit", 0}}, false, "limit"},
       {{{"query", "green tea"}, {"limit", max + 1}}, false, "limit"},
       {{{"query", "green tea"}, {"token_budget", -1}}, false, "token_budget"},
@@ -515,6 +517,9 @@ TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
       EXPECT_FALSE(over_http.empty());
       EXPECT_EQ(HitUris(result["structuredContent"]["hits"]), over_http);
       EXPECT_EQ(ToolUris(tool_text), over_http) << tool_text;
+      if (c.args.contains("limit")) {
+        EXPECT_EQ(over_http.size(), std::min<size_t>(2, static_cast<size_t>(c.args["limit"].get<double>())));
+      }
       if (c.args.contains("type")) {
         const std::string kind = c.args["type"] == "memory" ? "/memories/" : "strata://resources/";
         for (const std::string& uri : over_http) EXPECT_NE(uri.find(kind), std::string::npos) << uri;

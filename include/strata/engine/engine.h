@@ -142,9 +142,12 @@ struct FindRequest {
   FindAssist assist;
 };
 
-// A find's `limit` and a context's `memory_limit` as a front end reads them (an integer of any sign), refused
-// outside their bounds with the one message every front end gives (and the engine, for a C++ caller's value).
+// A find's `limit`, its model help's `max_queries` and `rerank_candidates`, and a context's `memory_limit` as a
+// front end reads them (an integer of any sign), refused outside their bounds with the one message HTTP,
+// Python and the engine give (MCP's and the agent tool's schemas hold the same bounds).
 Result<size_t> FindLimitArg(int64_t value);
+Result<size_t> MaxQueriesArg(int64_t value);
+Result<size_t> RerankCandidatesArg(int64_t value);
 Result<size_t> MemoryLimitArg(int64_t value);
 
 struct FindResult {

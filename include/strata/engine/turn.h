@@ -50,7 +50,7 @@ struct TurnRequest {
   int64_t max_context_tokens = 128'000;  // The model's window.
   std::optional<int64_t> reserve_for_reply;  // Kept free for the answer (unset: DefaultReplyReserve).
   int64_t reserved_tokens = 0;           // Sent beside the messages (the tools' schemas and the like).
-  size_t memory_limit = 5;               // Memories recalled into the system prompt (0: none).
+  size_t memory_limit = 5;  // Memories recalled into the system prompt (0: none; at most SessionContextOptions::kMaxMemoryLimit).
   std::string encoding = "o200k_base";   // tokenizer/registry.h's names.
   // Who asks: another user's session is not found (as if it did not exist), and a session this turn
   // creates is theirs.

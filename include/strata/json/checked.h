@@ -13,8 +13,10 @@
 // Include only from .cc files that already use nlohmann-json (this header pulls it in).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,12 +50,30 @@ std::string StringOr(const J& j, std::string_view key, std::string_view fallback
   return f != nullptr && f->is_string() ? f->template get_ref<const std::string&>() : std::string(fallback);
 }
 
+// `j` as a whole number: an integer that fits int64_t, or a float with no fraction in its range (JSON Schema's
+// "integer" takes 5.0, so every reader of an integer member does too); nullopt otherwise.
+template <typename J>
+std::optional<int64_t> WholeNumber(const J& j) {
+  if (j.is_number_unsigned()) {
+    const auto v = j.template get<uint64_t>();
+    return v <= static_cast<uint64_t>(INT64_MAX) ? std::optional<int64_t>(static_cast<int64_t>(v)) : std::nullopt;
+  }
+  if (j.is_number_integer()) return j.template get<int64_t>();
+  if (j.is_number_float()) {
+    const double v = j.template get<double>();
+    // 2^63 is exact as a double; every double in [-2^63, 2^63) with no fraction converts exactly.
+    if (std::isfinite(v) && v == std::trunc(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0) {
+      return static_cast<int64_t>(v);
+    }
+  }
+  return std::nullopt;
+}
+
 template <typename J>
 int64_t IntOr(const J& j, std::string_view key, int64_t fallback) {
   const J* f = Field(j, key);
   if (f == nullptr) return fallback;
-  if (f->is_number_integer()) return f->template get<int64_t>();
-  return fallback;
+  return WholeNumber(*f).value_or(fallback);
 }
 
 template <typename J>

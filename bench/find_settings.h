@@ -36,6 +36,8 @@ inline Status ApplyFindSetting(memory::FindOptions& o, const std::string& settin
     o.speaker_weight = v;
   } else if (name == "question_penalty") {
     o.question_penalty = v;
+  } else if (name == "answer_kind_weight") {
+    o.answer_kind_weight = v;
   } else if (name == "long_turn_weight") {
     o.long_turn_weight = v;
   } else if (name == "long_turn_words") {

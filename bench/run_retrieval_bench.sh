@@ -68,7 +68,8 @@ fi
 steps=("vector side:vector_weight=0" "directories opened:beam=0" "neighbours:neighbour_weight=0"
        "directory evidence:directory_weight=0" "neighbours and directories:neighbour_weight=0,directory_weight=0"
        "speaker named:speaker_weight=0" "questions lowered:question_penalty=0"
-       "question and reply one step:step_over_questions=0" "long turns:long_turn_weight=0")
+       "question and reply one step:step_over_questions=0" "long turns:long_turn_weight=0"
+       "answer kind:answer_kind_weight=0")
 for step in "${steps[@]}"; do
   "$root/build/bin/strata_retrieval_bench" "$data" "$work/store" "$@" --set "${step#*:}" | sed -n 1p >"$work/off-${step%%:*}.json"
 done

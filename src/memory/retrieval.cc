@@ -93,6 +93,94 @@ size_t TurnWords(std::string_view text) {
 
 namespace {
 
+// ASCII words of a text, lower-cased, in order.
+std::vector<std::string> LowerWordList(std::string_view text) {
+  std::vector<std::string> out;
+  std::string w;
+  for (char ch : text) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) != 0) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (!w.empty()) {
+      out.push_back(std::move(w));
+      w.clear();
+    }
+  }
+  if (!w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
+// Nouns whose answer is a named thing or a place: "which city", "what books", "what authors".
+bool NamesANamedThing(const std::string& w) {
+  static const std::set<std::string> kNouns = {
+      "state", "states", "city", "cities", "country", "countries", "place", "places", "park", "parks", "beach",
+      "beaches", "restaurant", "restaurants", "location", "locations", "destination", "destinations", "author",
+      "authors", "artist", "artists", "band", "bands", "singer", "singers", "name", "names", "book", "books",
+      "movie", "movies", "film", "films", "show", "shows", "game", "games", "song", "songs", "novel", "novels",
+      "series", "brand", "brands", "company", "companies", "team", "teams", "person", "people", "musician",
+      "musicians", "composer", "composers", "title", "titles"};
+  return kNouns.contains(w);
+}
+
+}  // namespace
+
+AnswerKind AnswerKindOf(std::string_view question) {
+  const std::vector<std::string> w = LowerWordList(question);
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == "how" && i + 1 < w.size() &&
+        (w[i + 1] == "many" || w[i + 1] == "much" || w[i + 1] == "long" || w[i + 1] == "old")) {
+      return AnswerKind::kNumber;
+    }
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == "who" || w[i] == "whose" || w[i] == "where") return AnswerKind::kName;
+    if (w[i] == "what" || w[i] == "which") {
+      for (size_t k = i + 1; k < w.size() && k <= i + 2; ++k) {
+        if (NamesANamedThing(w[k])) return AnswerKind::kName;
+      }
+    }
+  }
+  return AnswerKind::kNone;
+}
+
+AnswerCues AnswerCuesOf(std::string_view text) {
+  static const std::set<std::string> kNumberWords = {"one",    "two",    "three",   "four",   "five",     "six",
+                                                     "seven",  "eight",  "nine",    "ten",    "eleven",   "twelve",
+                                                     "twenty", "thirty", "hundred", "thousand", "couple", "few",
+                                                     "several"};
+  AnswerCues out;
+  const Label label = ParseLabel(text);
+  const std::vector<std::string> own = LowerWordList(label.name);
+  bool opens_sentence = true;  // At the start of the text after the label, and after . ! ? and a space.
+  size_t i = label.text_start;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (std::isalnum(c) == 0) {
+      if (c == '.' || c == '!' || c == '?' || c == '\n') opens_sentence = true;
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) != 0)) ++i;
+    std::string_view word = text.substr(start, i - start);
+    if (std::isdigit(c) != 0) out.number = true;
+    std::string lower;
+    for (char ch : word) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (kNumberWords.contains(lower)) out.number = true;
+    const bool capitalised = std::isupper(c) != 0 && word.size() >= 2 &&
+                             std::all_of(word.begin() + 1, word.end(), [](char ch) {
+                               return std::isalpha(static_cast<unsigned char>(ch)) != 0;
+                             });
+    if (capitalised && !opens_sentence && std::find(own.begin(), own.end(), lower) == own.end() &&
+        std::find(out.names.begin(), out.names.end(), lower) == out.names.end()) {
+      out.names.push_back(std::move(lower));
+    }
+    opens_sentence = false;
+  }
+  return out;
+}
+
+namespace {
+
 // What find needs of a node it read (steps 2 and 5), kept instead of the node: a session archive's content
 // can be a whole transcript, and a find may look at hundreds of nodes.
 struct NodeFacts {
@@ -102,6 +190,7 @@ struct NodeFacts {
   std::string speaker;      // A transcript turn's (SpeakerOf); empty when the leaf is not a turn.
   bool asks = false;        // A turn that ends with a question.
   size_t words = 0;         // A turn's words after its label (TurnWords).
+  AnswerCues cues;          // A turn's names and numbers (AnswerCuesOf).
 };
 
 // The nodes one find reads, each once, in batches: one ContextStore::StatMany per batch of at most kBatch (on
@@ -146,6 +235,7 @@ class NodeReader {
     if (!f.speaker.empty()) {
       f.asks = EndsWithQuestion(text);
       f.words = TurnWords(text);
+      f.cues = AnswerCuesOf(text);
     }
     return f;
   }
@@ -498,8 +588,8 @@ bool NamesSpeaker(const std::set<std::string>& query_words, std::string_view spe
 constexpr size_t kMostReadPerHit = 6;
 
 // Step 5: reads the best nodes, best first, de-duplicating leaves and scoring transcript turns, until none left
-// could reach the first `limit` (a final score is at most (1 + speaker_weight) * (1 + long_turn_weight) times
-// the score so far), and at most kMostReadPerHit * limit of them (where scores are close, the bound alone reads
+// could reach the first `limit` (a final score is at most (1 + speaker_weight) * (1 + long_turn_weight) *
+// (1 + answer_kind_weight) times the score so far), and at most kMostReadPerHit * limit of them (where scores are close, the bound alone reads
 // far more, for no recall). When none of the first `limit` is a transcript
 // turn, no more are read: a store without transcripts pays nothing for this step. Returns the first `limit`,
 // best first.
@@ -507,7 +597,9 @@ Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pai
                                   const std::map<std::string, Candidate>& merged, std::span<const std::string> queries,
                                   const FindOptions& options) {
   const std::set<std::string> query_words = LowerWords(queries);
-  const double most_gain = (1 + std::max(0.0, options.speaker_weight)) * (1 + std::max(0.0, options.long_turn_weight));
+  const AnswerKind asked = queries.empty() ? AnswerKind::kNone : AnswerKindOf(queries.front());
+  const double most_gain = (1 + std::max(0.0, options.speaker_weight)) * (1 + std::max(0.0, options.long_turn_weight)) *
+                           (1 + (asked == AnswerKind::kNone ? 0.0 : std::max(0.0, options.answer_kind_weight)));
   std::vector<Hit> hits;
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
@@ -556,6 +648,16 @@ Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pai
         if (gain > 0) {
           final_score *= 1 + gain;
           reason += "; a long turn +" + Fixed(gain);
+        }
+      }
+      if (options.answer_kind_weight > 0 && !speaker.empty() && asked != AnswerKind::kNone) {
+        const bool holds = asked == AnswerKind::kNumber
+                               ? node->cues.number
+                               : std::any_of(node->cues.names.begin(), node->cues.names.end(),
+                                             [&](const std::string& n) { return !query_words.contains(n); });
+        if (holds) {
+          final_score *= 1 + options.answer_kind_weight;
+          reason += asked == AnswerKind::kNumber ? "; holds a number, as the query asks" : "; holds a name, as the query asks";
         }
       }
       if (options.question_penalty > 0 && !speaker.empty() && node->asks) {

@@ -2,7 +2,9 @@
 // a turn, and whether it hands the word on with a question. Both read untrusted text and never fail.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata::memory {
 
@@ -21,5 +23,20 @@ bool EndsWithQuestion(std::string_view text);
 // counts: it says what was shown. A long turn tells more: it says what happened and why, where a short one
 // reacts ("Take care, Maria!").
 size_t TurnWords(std::string_view text);
+
+// What kind of answer a question asks for, read from its (English) words: a name or a place ("who", "whose",
+// "where", "which city", "what books", "which author": what or which, at most one word, then a noun for a
+// named thing), a number ("how many", "how much", "how long", "how old"), or nothing in particular.
+enum class AnswerKind { kNone, kName, kNumber };
+AnswerKind AnswerKindOf(std::string_view question);
+
+// What a turn holds that could answer such a question, read once per turn (after its speaker's label):
+// its names — capitalised words of two or more letters that do not open a sentence, lower-cased, other than
+// the words of the speaker's label — and whether it holds a number (digits or a number word).
+struct AnswerCues {
+  std::vector<std::string> names;
+  bool number = false;
+};
+AnswerCues AnswerCuesOf(std::string_view text);
 
 }  // namespace strata::memory

@@ -1034,6 +1034,64 @@ TEST_P(StoreTest, AWordNoNodeHoldsAnyMoreIsRespeltAgainOnBothBackends) {
 
 // PostgreSQL indexes LexemeText; SQLite its own tokenizer (`porter unicode61 remove_diacritics 2`). The two
 // must make the same lexemes of the same text, or a word is found on one backend and not the other.
+TEST(TurnsTest, TheKindOfAnswerAQuestionAsksForAndWhatATurnHolds) {
+  EXPECT_EQ(AnswerKindOf("Who did Anna meet?"), AnswerKind::kName);
+  EXPECT_EQ(AnswerKindOf("Where did Nate go last week?"), AnswerKind::kName);
+  EXPECT_EQ(AnswerKindOf("What state did Nate visit?"), AnswerKind::kName);
+  EXPECT_EQ(AnswerKindOf("Which fantasy books has Tim read?"), AnswerKind::kName);  // One word between.
+  EXPECT_EQ(AnswerKindOf("How many children does Melanie have?"), AnswerKind::kNumber);
+  EXPECT_EQ(AnswerKindOf("HOW LONG was the trip"), AnswerKind::kNumber);
+  EXPECT_EQ(AnswerKindOf("What does Anna like about books?"), AnswerKind::kNone);  // Books too far from what.
+  EXPECT_EQ(AnswerKindOf("What did Anna cook?"), AnswerKind::kNone);
+  EXPECT_EQ(AnswerKindOf(""), AnswerKind::kNone);
+  EXPECT_EQ(AnswerKindOf("how"), AnswerKind::kNone);
+
+  AnswerCues cues = AnswerCuesOf("Nate (8 May, 2023): I took my turtles to the beach in Tampa. Loved it, Joanna!");
+  EXPECT_EQ(cues.names, (std::vector<std::string>{"tampa", "joanna"}))
+      << "the label's date and sentence openings are not names";
+  EXPECT_FALSE(cues.number);
+  cues = AnswerCuesOf("Nate: We adopted three turtles. I named them; I love them");
+  EXPECT_TRUE(cues.names.empty()) << "I is not a name, nor is a word that opens a sentence";
+  EXPECT_TRUE(cues.number);
+  EXPECT_TRUE(AnswerCuesOf("Anna: the 2nd one").number);
+  EXPECT_EQ(AnswerCuesOf("Anna Lee: I told Anna and Lee about Kyoto").names, std::vector<std::string>{"kyoto"})
+      << "the speaker's own names are not what the turn answers";
+  EXPECT_EQ(AnswerCuesOf("Anna: we saw The Hobbit, LOTR and X").names, (std::vector<std::string>{"the", "hobbit", "lotr"}));
+  for (std::string_view text : {"", ":", "Anna:", "\xff\xfe", "Anna (x):", "...", "A"}) {
+    AnswerCues none = AnswerCuesOf(text);
+    EXPECT_TRUE(none.names.empty()) << text;
+    EXPECT_FALSE(none.number) << text;
+  }
+}
+
+// A question for a name ranks the turn that holds one (other than the speaker's and the question's own words)
+// above one that only repeats the question's words: the answer to "which city" names a city.
+TEST_P(StoreTest, ATurnHoldingTheKindOfAnswerAskedForGains) {
+  const char* turns[] = {
+      "Ana: I love to visit a new city.",
+      "Ana: Last spring I visited Porto, a city by the sea.",
+  };
+  ASSERT_NO_FATAL_FAILURE(WriteConversation("strata://resources/chat/s1", turns));
+  FindOptions options{.under = U("strata://resources/chat"), .limit = 1, .vector_weight = 0};
+  options.neighbour_weight = 0;
+  options.directory_weight = 0;
+  FindOptions without = options;
+  without.answer_kind_weight = 0;
+  auto by_words = Find(*store_, "Which city did Ana visit?", without);
+  ASSERT_OK(by_words);
+  ASSERT_EQ(by_words->size(), 1u);
+  EXPECT_EQ((*by_words)[0].uri.str(), "strata://resources/chat/s1/turn-1") << (*by_words)[0].reason;
+  auto hits = Find(*store_, "Which city did Ana visit?", options);
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/chat/s1/turn-2") << (*hits)[0].reason;
+  EXPECT_NE((*hits)[0].reason.find("holds a name, as the query asks"), std::string::npos) << (*hits)[0].reason;
+  // A question that asks for no name leaves the ranking to the words.
+  auto plain = Find(*store_, "Did Ana visit a city?", options);
+  ASSERT_OK(plain);
+  EXPECT_EQ((*plain)[0].uri.str(), "strata://resources/chat/s1/turn-1") << (*plain)[0].reason;
+}
+
 TEST(LexemeTextTest, MakesTheLexemesOfTheEmbeddedIndexsTokenizer) {
   const char* texts[] = {
       "Edit config.yaml to move the port; mail ops@example.com or read docs/CHANGES.md.",

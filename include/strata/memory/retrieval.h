@@ -32,9 +32,12 @@
 //      the speaker, the turn is about them, and its score gains speaker_weight of itself. A turn that ends
 //      with a question seldom holds the answer, and loses question_penalty of its score. A long turn tells
 //      more than a short reaction: one of more than long_turn_words words (after its label) gains up to
-//      long_turn_weight of its score, all of it at twice as many. The best nodes are read for this: past
-//      `limit` only when one read is a turn, only those that could still reach the first `limit`, at most
-//      2 * limit reads.
+//      long_turn_weight of its score, all of it at twice as many. A question that asks for a name or a place
+//      ("who", "where", "which city", "what books") or a number ("how many") is answered by a turn that holds
+//      one — a capitalised word not opening a sentence, other than the speaker's and the query's own words,
+//      or a number — and such a turn gains answer_kind_weight of its score (turns.h, AnswerKindOf). The best
+//      nodes are read for this: past `limit` only when one read is a turn, only those that could still reach
+//      the first `limit`, at most 6 * limit reads.
 // The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,
 // "Retrieval"); each step's reason is in Hit::reason.
 //
@@ -80,6 +83,7 @@ struct FindOptions {
   double question_penalty = 0.15;       // Step 5: loss of a leaf that ends with a question.
   double long_turn_weight = 0.2;        // Step 5: the most a long turn gains (at 2 * long_turn_words words).
   size_t long_turn_words = 20;          // Step 5: a turn of this many words or fewer gains nothing.
+  double answer_kind_weight = 0.3;      // Step 5: gain of a turn holding the kind of answer the query asks for.
 };
 
 struct Hit {

@@ -142,41 +142,45 @@ AnswerKind AnswerKindOf(std::string_view question) {
   return AnswerKind::kNone;
 }
 
-AnswerCues AnswerCuesOf(std::string_view text) {
-  static const std::set<std::string> kNumberWords = {"one",    "two",    "three",   "four",   "five",     "six",
-                                                     "seven",  "eight",  "nine",    "ten",    "eleven",   "twelve",
-                                                     "twenty", "thirty", "hundred", "thousand", "couple", "few",
-                                                     "several"};
-  AnswerCues out;
+bool HoldsAnswer(std::string_view text, AnswerKind kind, const std::set<std::string>& query_words) {
+  // "one" is left out: "the one", "one of" say no number.
+  static const std::set<std::string> kNumberWords = {"two",     "three",    "four",   "five",   "six",    "seven",
+                                                     "eight",   "nine",     "ten",    "eleven", "twelve", "twenty",
+                                                     "thirty",  "hundred",  "thousand", "couple", "few",  "several"};
+  if (kind == AnswerKind::kNone) return false;
   const Label label = ParseLabel(text);
   const std::vector<std::string> own = LowerWordList(label.name);
-  bool opens_sentence = true;  // At the start of the text after the label, and after . ! ? and a space.
+  auto word_char = [](unsigned char c) { return std::isalnum(c) != 0 || c >= 0x80; };
+  bool opens_sentence = true;  // At the start of the text after the label, and after . ! ? or a line break.
   size_t i = label.text_start;
+  std::string lower;
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (std::isalnum(c) == 0) {
+    if (!word_char(c)) {
       if (c == '.' || c == '!' || c == '?' || c == '\n') opens_sentence = true;
       ++i;
       continue;
     }
-    size_t start = i;
-    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) != 0)) ++i;
-    std::string_view word = text.substr(start, i - start);
-    if (std::isdigit(c) != 0) out.number = true;
-    std::string lower;
-    for (char ch : word) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (kNumberWords.contains(lower)) out.number = true;
-    const bool capitalised = std::isupper(c) != 0 && word.size() >= 2 &&
-                             std::all_of(word.begin() + 1, word.end(), [](char ch) {
-                               return std::isalpha(static_cast<unsigned char>(ch)) != 0;
-                             });
-    if (capitalised && !opens_sentence && std::find(own.begin(), own.end(), lower) == own.end() &&
-        std::find(out.names.begin(), out.names.end(), lower) == out.names.end()) {
-      out.names.push_back(std::move(lower));
-    }
+    const size_t start = i;
+    while (i < text.size() && word_char(static_cast<unsigned char>(text[i]))) ++i;
+    const std::string_view word = text.substr(start, i - start);
+    const bool opened = opens_sentence;
     opens_sentence = false;
+    if (kind == AnswerKind::kNumber) {
+      if (std::isdigit(c) != 0) return true;
+      if (word.size() > 8) continue;  // Longer than any number word.
+    } else if (opened || std::isupper(c) == 0 || word.size() < 2) {
+      continue;
+    }
+    lower.assign(word);
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (kind == AnswerKind::kNumber) {
+      if (kNumberWords.contains(lower)) return true;
+      continue;
+    }
+    if (!query_words.contains(lower) && std::find(own.begin(), own.end(), lower) == own.end()) return true;
   }
-  return out;
+  return false;
 }
 
 namespace {
@@ -190,14 +194,16 @@ struct NodeFacts {
   std::string speaker;      // A transcript turn's (SpeakerOf); empty when the leaf is not a turn.
   bool asks = false;        // A turn that ends with a question.
   size_t words = 0;         // A turn's words after its label (TurnWords).
-  AnswerCues cues;          // A turn's names and numbers (AnswerCuesOf).
+  bool holds_answer = false;  // A turn holding the kind of answer the query asks for (HoldsAnswer).
 };
 
 // The nodes one find reads, each once, in batches: one ContextStore::StatMany per batch of at most kBatch (on
 // PostgreSQL one round trip, where one Stat per node cost up to 30 round trips per find).
 class NodeReader {
  public:
-  explicit NodeReader(ContextStore& store) : store_(store) {}
+  // `asked` and `query_words`: what the query asks for and its words (HoldsAnswer), read once per turn.
+  NodeReader(ContextStore& store, AnswerKind asked, const std::set<std::string>& query_words)
+      : store_(store), asked_(asked), query_words_(query_words) {}
 
   // Reads those of `uris` not read yet.
   Status Load(std::span<const Uri> uris) {
@@ -225,7 +231,7 @@ class NodeReader {
   }
 
  private:
-  static NodeFacts FactsOf(const Node& node) {
+  NodeFacts FactsOf(const Node& node) const {
     NodeFacts f{.is_dir = node.is_dir, .abstract_text = node.abstract_text};
     if (node.is_dir) return f;
     f.content_key = HashHex(node.abstract_text + '\0' + node.content);
@@ -235,12 +241,14 @@ class NodeReader {
     if (!f.speaker.empty()) {
       f.asks = EndsWithQuestion(text);
       f.words = TurnWords(text);
-      f.cues = AnswerCuesOf(text);
+      f.holds_answer = HoldsAnswer(text, asked_, query_words_);
     }
     return f;
   }
 
   ContextStore& store_;
+  const AnswerKind asked_;
+  const std::set<std::string>& query_words_;
   std::map<std::string, std::optional<NodeFacts>> facts_;
 };
 
@@ -594,12 +602,10 @@ constexpr size_t kMostReadPerHit = 6;
 // turn, no more are read: a store without transcripts pays nothing for this step. Returns the first `limit`,
 // best first.
 Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pair<double, std::string>>& ranked,
-                                  const std::map<std::string, Candidate>& merged, std::span<const std::string> queries,
-                                  const FindOptions& options) {
-  const std::set<std::string> query_words = LowerWords(queries);
-  const AnswerKind asked = queries.empty() ? AnswerKind::kNone : AnswerKindOf(queries.front());
+                                  const std::map<std::string, Candidate>& merged, const std::set<std::string>& query_words,
+                                  AnswerKind asked, const FindOptions& options) {
   const double most_gain = (1 + std::max(0.0, options.speaker_weight)) * (1 + std::max(0.0, options.long_turn_weight)) *
-                           (1 + (asked == AnswerKind::kNone ? 0.0 : std::max(0.0, options.answer_kind_weight)));
+                           (1 + (asked == AnswerKind::kNone ? 0.0 : options.answer_kind_weight));
   std::vector<Hit> hits;
   std::vector<double> best_scores;  // A min-heap of the best `limit` final scores.
   std::set<std::string> seen_content;
@@ -651,11 +657,7 @@ Result<std::vector<Hit>> ReadBest(NodeReader& reader, const std::vector<std::pai
         }
       }
       if (options.answer_kind_weight > 0 && !speaker.empty() && asked != AnswerKind::kNone) {
-        const bool holds = asked == AnswerKind::kNumber
-                               ? node->cues.number
-                               : std::any_of(node->cues.names.begin(), node->cues.names.end(),
-                                             [&](const std::string& n) { return !query_words.contains(n); });
-        if (holds) {
+        if (node->holds_answer) {
           final_score *= 1 + options.answer_kind_weight;
           reason += asked == AnswerKind::kNumber ? "; holds a number, as the query asks" : "; holds a name, as the query asks";
         }
@@ -696,7 +698,12 @@ Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> 
     }
     if (!under.ok()) return under.status();
   }
-  NodeReader reader(store);
+  // What the question asks for is read from the first query (the question, with the session's newest request
+  // when a short follow-up is searched with it); every query's words are the query's own.
+  const std::set<std::string> query_words = LowerWords(queries);
+  const AnswerKind asked =
+      queries.empty() || options.answer_kind_weight <= 0 ? AnswerKind::kNone : AnswerKindOf(queries.front());
+  NodeReader reader(store, asked, query_words);
   std::map<std::string, Candidate> merged;
   for (const std::string& query : queries) {
     if (query.find_first_not_of(" \t\r\n") == std::string::npos) return Status::InvalidArgument("find: empty query");
@@ -719,7 +726,7 @@ Result<std::vector<Hit>> Find(ContextStore& store, std::span<const std::string> 
   }
   std::sort(ranked.begin(), ranked.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  return ReadBest(reader, ranked, merged, queries, options);
+  return ReadBest(reader, ranked, merged, query_words, asked, options);
 }
 
 Result<std::vector<Hit>> Find(ContextStore& store, const std::string& query, const FindOptions& options) {

@@ -2,9 +2,9 @@
 // a turn, and whether it hands the word on with a question. Both read untrusted text and never fail.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace strata::memory {
 
@@ -24,19 +24,18 @@ bool EndsWithQuestion(std::string_view text);
 // reacts ("Take care, Maria!").
 size_t TurnWords(std::string_view text);
 
-// What kind of answer a question asks for, read from its (English) words: a name or a place ("who", "whose",
-// "where", "which city", "what books", "which author": what or which, at most one word, then a noun for a
-// named thing), a number ("how many", "how much", "how long", "how old"), or nothing in particular.
+// What kind of answer a question asks for, read from its (English) words: a name or a place (a question word
+// "who", "whose" or "where" anywhere in it, or "what"/"which" followed within two words by a noun for a named
+// thing: "which city", "what books", "which author"), a number ("how many", "how much", "how long", "how
+// old"), or nothing in particular.
 enum class AnswerKind { kNone, kName, kNumber };
 AnswerKind AnswerKindOf(std::string_view question);
 
-// What a turn holds that could answer such a question, read once per turn (after its speaker's label):
-// its names — capitalised words of two or more letters that do not open a sentence, lower-cased, other than
-// the words of the speaker's label — and whether it holds a number (digits or a number word).
-struct AnswerCues {
-  std::vector<std::string> names;
-  bool number = false;
-};
-AnswerCues AnswerCuesOf(std::string_view text);
+// Whether a turn holds what a question of `kind` asks for, in its text after the speaker's label. kName: a name,
+// a word (letters, digits and bytes outside ASCII, as find splits a query) of two or more characters that opens
+// with an ASCII capital, does not open a sentence, and is neither a word of the speaker's label nor one of
+// `query_words` (lower-cased in ASCII). kNumber: digits or a number word ("three", "twenty", "several"). kNone
+// holds nothing. Stops at the first it finds; linear in the text.
+bool HoldsAnswer(std::string_view text, AnswerKind kind, const std::set<std::string>& query_words);
 
 }  // namespace strata::memory

@@ -107,7 +107,9 @@ TEST(CheckedJsonTest, WholeNumbersAreIntegersAndFloatsWithoutAFraction) {
   EXPECT_EQ(WholeNumber(J(-7)), -7);
   EXPECT_EQ(WholeNumber(J(5.0)), 5);
   EXPECT_EQ(WholeNumber(J(-0.0)), 0);
-  EXPECT_EQ(WholeNumber(J(-9223372036854775808.0)), INT64_MIN);
+  EXPECT_EQ(WholeNumber(J(9007199254740992.0)), int64_t{1} << 53);
+  EXPECT_EQ(WholeNumber(J(-9223372036854775808.0)), std::nullopt) << "past 2^53 a float does not say which";
+  EXPECT_EQ(WholeNumber(J(INT64_MIN)), INT64_MIN);
   EXPECT_EQ(WholeNumber(J(5.5)), std::nullopt);
   EXPECT_EQ(WholeNumber(J(9223372036854775808.0)), std::nullopt);
   EXPECT_EQ(WholeNumber(J(1e300)), std::nullopt);

@@ -535,6 +535,10 @@ TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
       EXPECT_NE(tool_text.find(c.names), std::string::npos) << tool_text;
     }
   }
+  // "type" in HTTP's query string, as query and limit may be.
+  Reply typed = Call("POST", "/api/v1/search/find?type=memory", alice, Json{{"query", "green tea"}}.dump());
+  ASSERT_EQ(typed.status, 200) << typed.raw;
+  EXPECT_EQ(HitUris(typed.body["result"]["hits"]), std::vector<std::string>{"strata://user/alice/memories/preferences/tea"});
   // Glob answers with the same node records over HTTP and MCP (MCP gave bare URIs).
   Reply http_glob = Call("GET", "/api/v1/fs/glob?pattern=**/tea", alice);
   ASSERT_EQ(http_glob.status, 200) << http_glob.raw;

@@ -155,6 +155,11 @@ test("find: hits with their tokens, under, limit, a token budget, a session's fo
   const under = await alice.find("Kyoto", { under: "strata://resources" });
   assert.ok(under.hits.length > 0 && under.hits.every((h) => h.uri.startsWith("strata://resources/")), JSON.stringify(under));
   assert.equal((await alice.find("Kyoto", { limit: 1 })).hits.length, 1);
+  // The type filter every front end takes: resources only (no memory or skill), then none (no skill mentions Kyoto).
+  const resources = await alice.find("Kyoto", { type: "resource" });
+  assert.ok(resources.hits.some((h) => h.uri === "strata://resources/guides/kyoto"), JSON.stringify(resources));
+  assert.ok(resources.hits.every((h) => !/\/(memories|skills)\//.test(h.uri)), JSON.stringify(resources));
+  assert.deepEqual((await alice.find("Kyoto", { type: "skill" })).hits, []);
 
   assert.deepEqual((await alice.find("Kyoto hotel", { tokenBudget: 1 })).hits, [], "nothing fits one token");
   const budgeted = await alice.find("Kyoto hotel", { tokenBudget: best.tokens });

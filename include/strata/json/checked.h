@@ -50,8 +50,9 @@ std::string StringOr(const J& j, std::string_view key, std::string_view fallback
   return f != nullptr && f->is_string() ? f->template get_ref<const std::string&>() : std::string(fallback);
 }
 
-// `j` as a whole number: an integer that fits int64_t, or a float with no fraction in its range (JSON Schema's
-// "integer" takes 5.0, so every reader of an integer member does too); nullopt otherwise.
+// `j` as a whole number: an integer that fits int64_t, or a float with no fraction of at most 2^53 either way
+// (JSON Schema's "integer" takes 5.0, so every reader of an integer member does too; past 2^53 a float no
+// longer says which integer was written); nullopt otherwise.
 template <typename J>
 std::optional<int64_t> WholeNumber(const J& j) {
   if (j.is_number_unsigned()) {
@@ -61,8 +62,8 @@ std::optional<int64_t> WholeNumber(const J& j) {
   if (j.is_number_integer()) return j.template get<int64_t>();
   if (j.is_number_float()) {
     const double v = j.template get<double>();
-    // 2^63 is exact as a double; every double in [-2^63, 2^63) with no fraction converts exactly.
-    if (std::isfinite(v) && v == std::trunc(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0) {
+    constexpr double kExact = 9007199254740992.0;  // 2^53.
+    if (std::isfinite(v) && v == std::trunc(v) && v >= -kExact && v <= kExact) {
       return static_cast<int64_t>(v);
     }
   }

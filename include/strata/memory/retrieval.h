@@ -35,7 +35,8 @@
 //      long_turn_weight of its score, all of it at twice as many. A question that asks for a name or a place
 //      ("who", "where", "which city", "what books") or a number ("how many") is answered by a turn that holds
 //      one — a capitalised word not opening a sentence, other than the speaker's and the query's own words,
-//      or a number — and such a turn gains answer_kind_weight of its score (turns.h, AnswerKindOf). The best
+//      or a number — and such a turn gains answer_kind_weight of its score (turns.h: AnswerKindOf of the first
+//      query, HoldsAnswer). The best
 //      nodes are read for this: past `limit` only when one read is a turn, only those that could still reach
 //      the first `limit`, at most 6 * limit reads.
 // The weights were chosen on LoCoMo's development conversations and the synthetic set (docs/PERFORMANCE.md,

@@ -91,9 +91,8 @@ std::vector<Tool> MakeTools() {
       {"find", "Find", "Hybrid (full-text + vector), hierarchical retrieval over memories, resources and skills. Returns "
                        "the best URIs with scores, one-line abstracts and why each matched; read a hit for more.",
        views::FindArgumentsSchema(/*session=*/false, /*model_help=*/true)},
-      {"search", "Search with context", "Like find, but aware of a session (a short follow-up is searched together with "
-                                        "the session's newest request) and with a token budget: the best hits whose "
-                                        "abstracts fit it.",
+      {"search", "Search with context", "Like find, but aware of a session: a short follow-up is searched together with "
+                                        "the session's newest request.",
        views::FindArgumentsSchema(/*session=*/true, /*model_help=*/true)},
       {"read", "Read", "Read one or more URIs at a level of detail (L0 abstract, L1 overview, L2 content).",
        Object({{"uri", uri}, {"uris", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 50},
@@ -278,9 +277,7 @@ struct McpHandler::Impl {
     // reply reserve, the same view.
     SessionContextOptions o;
     o.max_context_tokens = json::IntOr(args, "max_context_tokens", who.window);
-    if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr && r->is_number_integer()) {
-      o.reserve_for_reply = r->get<int64_t>();
-    }
+    if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr) o.reserve_for_reply = json::WholeNumber(*r);
     STRATA_ASSIGN_OR_RETURN(o.memory_limit,
                             MemoryLimitArg(json::IntOr(args, "memory_limit", static_cast<int64_t>(o.memory_limit))));
     o.query = json::StringOr(args, "query");

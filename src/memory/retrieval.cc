@@ -93,12 +93,13 @@ size_t TurnWords(std::string_view text) {
 
 namespace {
 
-// ASCII words of a text, lower-cased, in order.
+// The words of a text (letters and digits; bytes outside ASCII are letters), ASCII lower-cased, in order: how
+// find splits a query, a speaker's label and a turn alike.
 std::vector<std::string> LowerWordList(std::string_view text) {
   std::vector<std::string> out;
   std::string w;
   for (char ch : text) {
-    if (std::isalnum(static_cast<unsigned char>(ch)) != 0) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) != 0 || static_cast<unsigned char>(ch) >= 0x80) {
       w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     } else if (!w.empty()) {
       out.push_back(std::move(w));
@@ -567,15 +568,7 @@ Result<std::map<std::string, Candidate>> FindOne(ContextStore& store, NodeReader
 std::set<std::string> LowerWords(std::span<const std::string> texts) {
   std::set<std::string> words;
   for (const std::string& text : texts) {
-    std::string w;
-    for (char ch : text + " ") {
-      if (std::isalnum(static_cast<unsigned char>(ch)) != 0 || static_cast<unsigned char>(ch) >= 0x80) {
-        w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      } else if (!w.empty()) {
-        words.insert(std::move(w));
-        w.clear();
-      }
-    }
+    for (std::string& w : LowerWordList(text)) words.insert(std::move(w));
   }
   return words;
 }

@@ -1053,6 +1053,8 @@ TEST(TurnsTest, TheKindOfAnswerAQuestionAsksForAndWhatATurnHolds) {
       << "I is not a name";
   EXPECT_FALSE(HoldsAnswer("Nate: What a visit that was, said Nate", name, asked)) << "the query's own words";
   EXPECT_FALSE(HoldsAnswer("Nate Lee: I told Lee about it", name, {})) << "the speaker's own names";
+  EXPECT_FALSE(HoldsAnswer("Zo\xc3\xab: I told Zo\xc3\xab about it", name, {}))
+      << "a label's word with bytes outside ASCII is whole, as in the text";
   EXPECT_TRUE(HoldsAnswer("Anna: we met Zo\xc3\xab there", name, {}));
   EXPECT_FALSE(HoldsAnswer("Anna: we met Zo\xc3\xab there", name, {"zo\xc3\xab"}))
       << "a word with bytes outside ASCII is one word, as in the query";

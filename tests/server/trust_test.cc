@@ -36,6 +36,14 @@ std::string McpCall(const std::string& tool, const Json& arguments) {
 
 class TrustTest : public ServerTest {
  protected:
+  // Writes each {uri, content} with the root key.
+  void WriteNotes(const std::vector<std::pair<std::string, std::string>>& notes) {
+    for (const auto& [uri, text] : notes) {
+      ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200)
+          << uri;
+    }
+  }
+
   // Session `id` of `user` committed twice before the server starts: the first commit's phase 2 ran (a
   // memory of the user and one of the shared agent scope), the second's failed for good (a dead job whose
   // error the model gave).
@@ -385,9 +393,7 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
       {"strata://agent/coder/memories/patterns/review", "Reviewers ask for a test with every bug fix."},
       {"strata://user/bob/memories/preferences/editor", "Bob edits code in Emacs with evil mode."},
   };
-  for (const auto& [uri, text] : notes) {
-    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteNotes(notes));
   // More than any front end's default limit matches "editor settings".
   for (int i = 0; i < 12; ++i) {
     Json note = {{"uri", "strata://resources/tips/editor-" + std::to_string(i)},
@@ -462,12 +468,10 @@ TEST_F(TrustTest, FindGivesTheSameHitsOverHttpMcpAndTheAgentTool) {
 // MCP's search a budget of 0, and only the CLI could filter by type (HTTP dropped "type" unread).
 TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
   std::string alice = Issue("alice");
-  for (const auto& [uri, text] : std::vector<std::pair<std::string, std::string>>{
-           {"strata://user/alice/memories/preferences/tea", "Alice drinks green tea in the morning."},
-           {"strata://resources/guides/tea", "Brewing green tea: water at 80 degrees, two minutes."},
-           {"strata://user/bob/memories/preferences/tea", "Bob drinks black tea."}}) {
-    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteNotes({
+      {"strata://user/alice/memories/preferences/tea", "Alice drinks green tea in the morning."},
+      {"strata://resources/guides/tea", "Brewing green tea: water at 80 degrees, two minutes."},
+      {"strata://user/bob/memories/preferences/tea", "Bob drinks black tea."}}));
   auto opened = Engine::Open({.data_dir = dir_.File("data")});
   ASSERT_OK(opened);
   tools::Toolset toolset;
@@ -796,12 +800,10 @@ TEST_F(TrustTest, FindWithModelHelpIsTheSameOverHttpAndMcp) {
   engine_options_.model = &model;
   Start();
   std::string alice = Issue("alice");
-  for (const auto& [uri, text] : std::vector<std::pair<std::string, std::string>>{
-           {"strata://user/alice/memories/events/train", "Alice took the night train to Vienna in March."},
-           {"strata://user/alice/memories/events/flight", "Alice flew to Lisbon for a conference in May."},
-           {"strata://user/alice/memories/preferences/seat", "Alice books aisle seats when she travels."}}) {
-    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", text}}.dump()).status, 200);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteNotes({
+      {"strata://user/alice/memories/events/train", "Alice took the night train to Vienna in March."},
+      {"strata://user/alice/memories/events/flight", "Alice flew to Lisbon for a conference in May."},
+      {"strata://user/alice/memories/preferences/seat", "Alice books aisle seats when she travels."}}));
   Json args = {{"query", "How did Alice travel to Austria?"}, {"rewrite", true}, {"rerank", true}, {"limit", 3}};
   Reply http = Call("POST", "/api/v1/search/find", alice, args.dump());
   ASSERT_EQ(http.status, 200) << http.raw;

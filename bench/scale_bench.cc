@@ -89,8 +89,14 @@ double CpuSeconds() {
 }
 
 // In-process Find (limit 10) of 1000 fact queries, after 100 to warm the caches.
-Result<FindFigures> MeasureFind(ContextStore& store, const std::vector<bench::StoreFact>& facts) {
+Result<FindFigures> MeasureFind(ContextStore& store, const std::vector<bench::StoreFact>& facts, bool as_user) {
   FindOptions find{.limit = 10};
+  // A user's find (Engine::ReachRoots): its own scope and the shared ones, ranked together.
+  if (as_user) {
+    for (const char* root : {"strata://user/bench", "strata://resources", "strata://agent"}) {
+      find.roots.push_back(*Uri::Parse(root));
+    }
+  }
   for (size_t i = 0; i < 100; ++i) {
     STRATA_RETURN_IF_ERROR(Find(store, bench::StoreCorpus::ExactQuery(facts[(i * 104729) % facts.size()]), find).status());
   }
@@ -104,7 +110,7 @@ Result<FindFigures> MeasureFind(ContextStore& store, const std::vector<bench::St
   }
   const double cpu_ms = (CpuSeconds() - cpu0) * 1000 / 1000;
   // The two global lists alone, on the same queries (the rest of a find is the difference).
-  SearchFilter filter{.current_only = true};
+  SearchFilter filter{.current_only = true, .roots = find.roots};
   double lexical_ms = 0, vector_ms = 0;
   for (size_t i = 0; i < 1000; ++i) {
     std::string query = bench::StoreCorpus::ExactQuery(facts[(i * 7919) % facts.size()]);
@@ -160,6 +166,7 @@ int main(int argc, char** argv) {
   const std::string dir = argv[2];
   int threads = 0;
   bool reuse = false;
+  bool as_user = false;   // --as-user: find as a user does (its scope and the shared ones as roots).
   bool find_only = false;  // --find-only: an earlier run's store and index, only the find loop (for profiling).
   std::vector<int> sweep;  // --sweep-ef A,B,...: an earlier run's store and index searched with each ef.
   bool no_cold = false;    // --no-cold: PostgreSQL, no instance that builds its index from the table.
@@ -171,6 +178,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--ef-construction") == 0 && i + 1 < argc) ef_construction = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--ef-search") == 0 && i + 1 < argc) ef_search = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--no-cold") == 0) no_cold = true;
+    if (std::strcmp(argv[i], "--as-user") == 0) as_user = true;
     if (std::strcmp(argv[i], "--reuse") == 0) reuse = std::filesystem::exists(dir + "/strata.db");
     if (std::strcmp(argv[i], "--find-only") == 0) find_only = reuse = std::filesystem::exists(dir + "/strata.db");
     if (std::strcmp(argv[i], "--sweep-ef") == 0 && i + 1 < argc) {
@@ -255,7 +263,7 @@ int main(int argc, char** argv) {
       }
       auto recall = IndexRecall(**store, queries, kth);
       if (!recall.ok()) return Fail(recall.status());
-      auto find = MeasureFind(**store, facts);
+      auto find = MeasureFind(**store, facts, as_user);
       if (!find.ok()) return Fail(find.status());
       std::printf("{\"nodes\": %d, \"ef_search\": %d, \"index_recall_at_10\": %.3f, \"find_p50_ms\": %.2f, "
                   "\"find_p99_ms\": %.2f, \"find_cpu_ms\": %.2f}\n",
@@ -265,7 +273,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (find_only) {
-    auto find = MeasureFind(**opened, facts);
+    auto find = MeasureFind(**opened, facts, as_user);
     if (!find.ok()) return Fail(find.status());
     std::printf("{\"nodes\": %d, \"find_p50_ms\": %.2f, \"find_p99_ms\": %.2f, \"find_cpu_ms\": %.2f}\n", n,
                 find->p50_ms, find->p99_ms, find->cpu_ms);
@@ -320,7 +328,7 @@ int main(int argc, char** argv) {
     recall = *measured;
   }
 
-  auto find = MeasureFind(store, facts);
+  auto find = MeasureFind(store, facts, as_user);
   if (!find.ok()) return Fail(find.status());
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

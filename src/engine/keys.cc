@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "sqlite_db.h"
 
@@ -116,14 +117,8 @@ class KeyTable final : public KeyStore {
       opened = store->db_.Exec(kSchema);
     }
     STRATA_RETURN_IF_ERROR(opened.WithContext("API keys"));
-    sqlite::Stmt all(store->db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
-    while (true) {
-      STRATA_ASSIGN_OR_RETURN(bool row, all.Step());
-      if (!row) break;
-      auto role = ParseKeyRole(all.Text(4));
-      if (!role.ok()) return Status::DataLoss("API keys: key " + all.Text(0) + " has an unknown role");
-      store->cache_[all.Text(1)] = KeyInfo{all.Text(0), all.Text(2), all.Text(3), *role, all.Int(5)};
-    }
+    std::lock_guard lock(store->mu_);
+    STRATA_RETURN_IF_ERROR(store->RefreshLocked());
     return std::unique_ptr<KeyStore>(std::move(store));
   }
 
@@ -145,6 +140,7 @@ class KeyTable final : public KeyStore {
       STRATA_ASSIGN_OR_RETURN(KeyInfo info, ReadKey(r, 0));
       return std::optional<KeyInfo>(std::move(info));
     }
+    STRATA_RETURN_IF_ERROR(RefreshLocked());
     auto it = cache_.find(hash);
     if (it == cache_.end()) return std::optional<KeyInfo>();
     return std::optional<KeyInfo>(it->second);
@@ -187,6 +183,7 @@ class KeyTable final : public KeyStore {
       }
       return out;
     }
+    STRATA_RETURN_IF_ERROR(RefreshLocked());
     for (const auto& [hash, info] : cache_) {
       if (account.empty() || info.account == account) out.push_back(info);
     }
@@ -205,21 +202,44 @@ class KeyTable final : public KeyStore {
     sqlite::Stmt del(db_, "DELETE FROM api_keys WHERE id = ?");
     del.Bind(1, id);
     STRATA_RETURN_IF_ERROR(del.Run());
-    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (it->second.id == id) {
-        cache_.erase(it);
-        return Status::Ok();
-      }
-    }
-    return Status::NotFound("no API key " + id);
+    // Another process may have issued the key: the row deleted is what says whether it existed.
+    const bool deleted = sqlite3_changes(db_.get()) > 0;
+    std::erase_if(cache_, [&](const auto& entry) { return entry.second.id == id; });
+    if (!deleted) return Status::NotFound("no API key " + id);
+    return Status::Ok();
   }
 
  private:
   KeyTable() = default;
-  std::mutex mu_;  // Guards db_, pg_ and cache_.
+
+  // Reads every key again when the file changed since the cache was filled: another process on the same
+  // data directory (a second `strata serve`, `strata keys` from a shell) issued or revoked one. SQLite's
+  // data_version changes with every commit of another connection, and reading it costs no I/O; without
+  // this, a key revoked by one process stayed valid in the other until it restarted.
+  Status RefreshLocked() {
+    sqlite::Stmt version(db_, "PRAGMA data_version");
+    STRATA_ASSIGN_OR_RETURN(bool has, version.Step());
+    const int64_t now = has ? version.Int(0) : -1;
+    if (cache_version_ && *cache_version_ == now) return Status::Ok();
+    std::map<std::string, KeyInfo> fresh;
+    sqlite::Stmt all(db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, all.Step());
+      if (!row) break;
+      auto role = ParseKeyRole(all.Text(4));
+      if (!role.ok()) return Status::DataLoss("API keys: key " + all.Text(0) + " has an unknown role");
+      fresh[all.Text(1)] = KeyInfo{all.Text(0), all.Text(2), all.Text(3), *role, all.Int(5)};
+    }
+    cache_ = std::move(fresh);
+    cache_version_ = now;
+    return Status::Ok();
+  }
+
+  std::mutex mu_;  // Guards db_, pg_, cache_ and cache_version_.
   sqlite::Db db_;
   std::unique_ptr<pg::Conn> pg_;          // Set: the keys live in PostgreSQL and cache_ is unused.
   std::map<std::string, KeyInfo> cache_;  // SHA-256 of the secret → key; all keys (few).
+  std::optional<int64_t> cache_version_;  // PRAGMA data_version when cache_ was read.
   bool read_only_ = false;
 };
 

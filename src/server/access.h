@@ -7,8 +7,11 @@
 //          strata://resources and strata://agent scopes.
 #pragma once
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "strata/engine/engine.h"
 #include "strata/engine/keys.h"
@@ -28,6 +31,38 @@ struct Identity {
 
 inline Reach ReachOf(const Identity& who) {
   return who.role == Role::kUser ? Reach::User(who.user) : Reach::Everything();
+}
+
+// `message` without the server's data directory in it: "/srv/strata/sessions/a/messages.jsonl" becomes
+// "sessions/a/messages.jsonl". Every error a client sees passes through this (HTTP's envelope, MCP's
+// results), so no response names where the server keeps its files, whichever layer wrote the message.
+inline std::string WithoutDataDir(std::string message, const std::string& data_dir) {
+  if (data_dir.empty() || data_dir.starts_with("postgres")) return message;
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(data_dir, ec).lexically_normal();
+  std::vector<std::string> prefixes;
+  for (const std::filesystem::path& p : {std::filesystem::weakly_canonical(absolute, ec), absolute,
+                                         std::filesystem::path(data_dir)}) {
+    std::string text = p.string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    if (!text.empty() && text != "/") prefixes.push_back(text + "/");
+  }
+  // The longest first: the directory as given ("strata-data/") is also the tail of its absolute form.
+  std::sort(prefixes.begin(), prefixes.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  // Only where a path starts (not "strata://resources/strata-data/x", nor "my-strata-data/x").
+  auto starts_path = [&](size_t at) {
+    return at == 0 || std::string_view(" \t\n\"'(=:,[").find(message[at - 1]) != std::string_view::npos;
+  };
+  for (const std::string& prefix : prefixes) {
+    for (size_t at = message.find(prefix); at != std::string::npos; at = message.find(prefix, at)) {
+      if (starts_path(at)) {
+        message.erase(at, prefix.size());
+      } else {
+        ++at;
+      }
+    }
+  }
+  return message;
 }
 
 }  // namespace strata::server

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "access.h"
 #include "strata/engine/views.h"
 #include "strata/engine/agent_tools.h"
 #include "strata/json/checked.h"
@@ -503,11 +504,11 @@ struct McpHandler::Impl {
   // The result of request `method`, or an RpcError.
   std::variant<Json, RpcError> Dispatch(const std::string& method, const Json& params, const Canceller* cancel,
                                         const std::function<void(double, const std::string&)>& progress) {
-    auto failed = [](const Status& s) -> std::variant<Json, RpcError> {
+    auto failed = [this](const Status& s) -> std::variant<Json, RpcError> {
       int code = s.code() == StatusCode::kInvalidArgument ? kInvalidParams
                  : s.code() == StatusCode::kNotFound      ? kResourceNotFound
                                                           : kInternalError;
-      return RpcError{code, s.message()};
+      return RpcError{code, WithoutDataDir(s.message(), engine->options().data_dir)};
     };
     if (method == "initialize") {
       std::string asked = json::StringOr(params, "protocolVersion");
@@ -551,7 +552,10 @@ struct McpHandler::Impl {
       if (progress) progress(1, "done");
       if (cancel != nullptr && cancel->cancelled()) return RpcError{kInternalError, "cancelled"};
       // A failure of the tool itself is a result the model can read and act on.
-      if (!result.ok()) return ToolError(result.status());
+      if (!result.ok()) {
+        return ToolError(Status(result.status().code(),
+                                WithoutDataDir(result.status().message(), engine->options().data_dir)));
+      }
       // structuredContent must be an object: a list is wrapped as {"result": [...]}.
       Json structured = result->is_object() ? *result : Json{{"result", *result}};
       return Json{{"content", Json::array({{{"type", "text"}, {"text", views::Dump(*result, 2)}}})},

@@ -129,7 +129,8 @@ void Server::Impl::AddSessionRoutes() {
   Add(Route("DELETE", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, c.BoolArg("force")));
+    STRATA_ASSIGN_OR_RETURN(bool force, c.BoolArg("force"));
+    STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, force));
     return Json{{"deleted", id}};
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/retry", [this](Call& c) -> Result<Json> {

@@ -11,7 +11,8 @@ void Server::Impl::AddStoreRoutes() {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri", false));
       STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 0));
       if (limit < 0) return Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit));
-      STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || c.BoolArg("recursive"),
+      STRATA_ASSIGN_OR_RETURN(bool asked_recursive, c.BoolArg("recursive"));
+      STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || asked_recursive,
                                                                      .limit = static_cast<size_t>(limit)}));
       Json out = Json::array();
       for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
@@ -49,7 +50,7 @@ void Server::Impl::AddStoreRoutes() {
       if (!m->is_object()) return Status::InvalidArgument("\"metadata\" must be an object");
       o.metadata = m->dump();
     }
-    o.overwrite = json::BoolOr(c.body, "overwrite", true);
+    STRATA_ASSIGN_OR_RETURN(o.overwrite, c.BoolArg("overwrite", true));
     STRATA_RETURN_IF_ERROR(c.engine->Write(uri.str(), content, o));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
     return views::NodeView(node);
@@ -60,7 +61,8 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_ASSIGN_OR_RETURN(o.abstract_text, c.OptString("abstract"));
     STRATA_ASSIGN_OR_RETURN(o.overview, c.OptString("overview"));
     // "ordered": its children form a sequence (a conversation, a document's chunks): neighbours count.
-    if (c.BoolArg("ordered")) o.metadata = std::string(memory::kOrderedMetadata);
+    STRATA_ASSIGN_OR_RETURN(bool ordered, c.BoolArg("ordered"));
+    if (ordered) o.metadata = std::string(memory::kOrderedMetadata);
     STRATA_RETURN_IF_ERROR(c.engine->Mkdir(uri.str(), o));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
     return views::NodeView(node);
@@ -75,7 +77,8 @@ void Server::Impl::AddStoreRoutes() {
   Add(Route("DELETE", "/api/v1/fs", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_RETURN_IF_ERROR(CheckWholeScope(c, uri));
-    STRATA_ASSIGN_OR_RETURN(int64_t removed, c.engine->Remove(uri.str(), c.BoolArg("recursive")));
+    STRATA_ASSIGN_OR_RETURN(bool recursive, c.BoolArg("recursive"));
+    STRATA_ASSIGN_OR_RETURN(int64_t removed, c.engine->Remove(uri.str(), recursive));
     return Json{{"removed", removed}};
   }));
   Add(Route("POST", "/api/v1/fs/link", [this](Call& c) -> Result<Json> {
@@ -103,7 +106,8 @@ void Server::Impl::AddStoreRoutes() {
   Add(Route("GET", "/api/v1/fs/grep", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
     STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));
-    STRATA_ASSIGN_OR_RETURN(auto matches, c.engine->Grep(pattern, under, c.BoolArg("ignore_case"), ReachOf(c.id)));
+    STRATA_ASSIGN_OR_RETURN(bool ignore_case, c.BoolArg("ignore_case"));
+    STRATA_ASSIGN_OR_RETURN(auto matches, c.engine->Grep(pattern, under, ignore_case, ReachOf(c.id)));
     Json out = Json::array();
     for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
     return out;

@@ -88,9 +88,19 @@ Result<int64_t> Call::IntArg(std::string_view name, int64_t fallback) const {
   STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptIntArg(name));
   return v.value_or(fallback);
 }
-bool Call::BoolArg(std::string_view name) const {
-  if (auto q = req.Query(name)) return *q == "true" || *q == "1";
-  return json::BoolOr(body, name, false);
+Result<bool> Call::BoolArg(std::string_view name, bool fallback) const {
+  if (auto q = req.Query(name)) {
+    if (*q == "true" || *q == "1") return true;
+    if (*q == "false" || *q == "0") return false;
+    return Status::InvalidArgument("\"" + std::string(name) + "\" must be true or false, not " + json::QuoteForError(*q, 40));
+  }
+  const Json* f = json::Field(body, name);
+  if (f == nullptr || f->is_null()) return fallback;
+  if (!f->is_boolean()) {
+    return Status::InvalidArgument("\"" + std::string(name) + "\" must be true or false, not " +
+                                   std::string(json::TypeName(*f)));
+  }
+  return f->get<bool>();
 }
 Result<std::optional<std::string>> Call::OptString(std::string_view name) const {
   const Json* f = json::Field(body, name);
@@ -231,7 +241,7 @@ void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, Http
     Json envelope = {{"status", "ok"}, {"result", std::move(*result)}};
     res.body = views::Dump(envelope);
   } else {
-    const Status& s = result.status();
+    const Status s(result.status().code(), WithoutDataDir(result.status().message(), engine_options.data_dir));
     res.content_type = "application/json";
     res.stream = nullptr;
     res.status = HttpStatusFor(s.code());

@@ -595,9 +595,16 @@ class FileSessions final : public Sessions {
   }
 
   // What session.json says about the log: another process that appended or committed changed it, and a
-  // log this process keeps open is then stale (or, after a commit, an archive).
-  static std::array<int64_t, 3> LogSignature(const SessionInfo& info) {
-    return {info.stats.commits, info.stats.messages, info.stats.revisions};
+  // log this process keeps open is then stale (or, after a commit, an archive). The incarnation too: a
+  // session deleted and created again by another process may have the same counts, and the log this
+  // process kept open is the first incarnation's (its messages served to the second's owner).
+  struct LogSignatureOf {
+    std::string incarnation;
+    std::array<int64_t, 3> counts;
+    bool operator==(const LogSignatureOf&) const = default;
+  };
+  static LogSignatureOf LogSignature(const SessionInfo& info) {
+    return {info.incarnation, {info.stats.commits, info.stats.messages, info.stats.revisions}};
   }
 
   // The open message storage of a session, as `info` (just loaded) describes it; the caller holds the
@@ -805,7 +812,7 @@ class FileSessions final : public Sessions {
   std::map<std::string, std::shared_ptr<std::mutex>> locks_;
   struct OpenLog {
     std::unique_ptr<ContextLog> storage;
-    std::array<int64_t, 3> signature;  // LogSignature of the session when last read or written here.
+    LogSignatureOf signature;  // LogSignature of the session when last read or written here.
   };
   std::map<std::string, OpenLog> open_;
 };

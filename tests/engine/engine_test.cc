@@ -2,6 +2,7 @@
 // conversation turn loop, the JSON views, provider resolution, and untrusted input (wrongly typed model
 // replies, damaged session files) that must come back as errors, never as a dead process.
 #include "strata/engine/engine.h"
+#include "strata/engine/keys.h"
 
 #include <gtest/gtest.h>
 
@@ -106,6 +107,38 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<llm::ScriptedProvider> model_;
   std::unique_ptr<Engine> engine_;
 };
+
+// Two processes on one data directory (two `strata serve`, or a server and `strata keys` in a shell) share
+// its keys file: a key one issues is accepted by the other at once, and a key one revokes is refused by the
+// other at once. (Each read the file once when it opened: a revoked key stayed valid in the other process
+// until it restarted, and revoking there a key issued here answered "no API key".)
+TEST(KeyStoreTest, TwoProcessesOnOneFileSeeEachOthersIssuesAndRevocations) {
+  testing::TempDir dir;
+  auto a = OpenKeyStore(dir.File("keys.db"));
+  auto b = OpenKeyStore(dir.File("keys.db"));
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  auto issued = (*a)->Issue("default", "zed", KeyRole::kUser);
+  ASSERT_OK(issued);
+  auto found = (*b)->Find(issued->second);
+  ASSERT_OK(found);
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->user, "zed");
+  EXPECT_EQ((*b)->List("default")->size(), 1u);
+  ASSERT_OK((*b)->Revoke(issued->first.id));
+  found = (*a)->Find(issued->second);
+  ASSERT_OK(found);
+  EXPECT_FALSE(found->has_value());
+  EXPECT_TRUE((*a)->List("default")->empty());
+  EXPECT_EQ((*a)->Revoke(issued->first.id).code(), StatusCode::kNotFound);
+  // A key the other issued is revoked here.
+  auto second = (*b)->Issue("default", "amy", KeyRole::kAdmin);
+  ASSERT_OK(second);
+  ASSERT_OK((*a)->Revoke(second->first.id));
+  found = (*b)->Find(second->second);
+  ASSERT_OK(found);
+  EXPECT_FALSE(found->has_value());
+}
 
 TEST_F(EngineTest, StoreOperationsWorkThroughUriStrings) {
   ASSERT_OK(engine_->Write("strata://resources/notes/build", "Run scripts/test before pushing.\n\nIt builds all."));

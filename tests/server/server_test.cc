@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "server/access.h"
 #include "server/server_fixture.h"
 #include "test_util.h"
 
@@ -48,6 +49,24 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   }
   EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=strata://resources/typed", kRootKey).status, 404);
   EXPECT_EQ(bad_json.body["error"]["request_id"], bad_json.request_id);
+  // A true or false of the wrong type is refused, naming it: "overwrite": "false" overwrote the node.
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, R"({"uri": "strata://resources/kept", "content": "ORIGINAL"})").status,
+            200);
+  for (const char* value : {R"("false")", "0", "null"}) {
+    Reply typed = Call("POST", "/api/v1/fs/write", kRootKey,
+                       std::string(R"({"uri": "strata://resources/kept", "content": "CLOBBERED", "overwrite": )") + value + "}");
+    if (std::string(value) == "null") {  // Absent: the default (overwrite).
+      EXPECT_EQ(typed.status, 200) << typed.raw;
+      continue;
+    }
+    EXPECT_EQ(typed.status, 400) << typed.raw;
+    EXPECT_NE(typed.raw.find("\\\"overwrite\\\" must be true or false"), std::string::npos) << typed.raw;
+  }
+  Reply kept = Call("GET", "/api/v1/fs/read?uri=strata://resources/kept", kRootKey);
+  EXPECT_EQ(kept.body["result"]["content"], "CLOBBERED") << kept.raw;  // Only the null one wrote.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls?uri=strata://resources&recursive=yes", kRootKey).status, 400);
+  EXPECT_EQ(Call("DELETE", "/api/v1/fs?uri=strata://resources/kept&recursive=maybe", kRootKey).status, 400);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=strata://resources/kept", kRootKey).status, 200);
 
   std::string deep(100000, '[');
   Reply too_deep = Call("POST", "/api/v1/fs/write", kRootKey, deep);
@@ -71,6 +90,22 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
                           "application/x-www-form-urlencoded");
   ASSERT_TRUE(form);
   EXPECT_EQ(form->status, 200) << form->body;
+}
+
+// No response names where the server keeps its files: a message from any layer loses the data directory,
+// absolute or as given.
+TEST(WithoutDataDirTest, ErrorsNameFilesWithinTheDataDirectoryOnly) {
+  EXPECT_EQ(server::WithoutDataDir("context /srv/strata/sessions/a/messages.jsonl was changed by another writer",
+                                   "/srv/strata"),
+            "context sessions/a/messages.jsonl was changed by another writer");
+  EXPECT_EQ(server::WithoutDataDir("/srv/strata/x and /srv/strata/y", "/srv/strata/"), "x and y");
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(server::WithoutDataDir("open " + cwd + "/strata-data/keys.db: locked", "strata-data"), "open keys.db: locked");
+  EXPECT_EQ(server::WithoutDataDir("open strata-data/keys.db: locked", "strata-data"), "open keys.db: locked");
+  EXPECT_EQ(server::WithoutDataDir("/srv/strata-other/a", "/srv/strata"), "/srv/strata-other/a");
+  EXPECT_EQ(server::WithoutDataDir("no strata://resources/strata-data/x or my-strata-data/y", "strata-data"),
+            "no strata://resources/strata-data/x or my-strata-data/y");
+  EXPECT_EQ(server::WithoutDataDir("postgresql:///strata/x", "postgresql:///strata"), "postgresql:///strata/x");
 }
 
 // A chat export posted as text becomes the caller's sessions, once; a user key imports for its own user only.

@@ -128,6 +128,30 @@ TEST_P(SessionTest, MessagesStatsAndLiveSummary) {
   EXPECT_EQ((*messages)[1], answer);
 }
 
+// Another process deletes a session and creates one with the same id (another incarnation), with as many
+// messages as the first had: this process, which kept the first's log open, serves the second's messages
+// only, and appends to them. (It served the first owner's messages to the second and refused every append.)
+TEST_P(SessionTest, ASessionCreatedAgainByAnotherProcessShowsOnlyItsOwnMessages) {
+  auto other = Open();
+  ASSERT_OK(other);
+  ASSERT_OK(sessions_->Create("alice", "", "w2"));
+  ASSERT_OK(sessions_->Add("w2", Message::User("alice secret: my PIN is 4321")));
+  ASSERT_EQ(sessions_->Messages("w2")->size(), 1u);  // This process now holds the log open.
+  ASSERT_OK((*other)->Delete("w2", /*force=*/true));
+  ASSERT_OK((*other)->Create("zed", "", "w2"));
+  ASSERT_OK((*other)->Add("w2", Message::User("zed hello")));
+  auto seen = sessions_->Messages("w2");
+  ASSERT_OK(seen);
+  ASSERT_EQ(seen->size(), 1u);
+  EXPECT_EQ((*seen)[0].ExtractText(), "zed hello");
+  EXPECT_EQ(sessions_->Get("w2")->user, "zed");
+  ASSERT_OK(sessions_->Add("w2", Message::Assistant("hi zed")));
+  auto both = (*other)->Messages("w2");
+  ASSERT_OK(both);
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_EQ((*both)[1].ExtractText(), "hi zed");
+}
+
 TEST_P(SessionTest, BadInputIsRejectedByName) {
   EXPECT_EQ(sessions_->Create("bob", "", "../etc").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(sessions_->Create("bob", "", ".hidden").status().code(), StatusCode::kInvalidArgument);

@@ -53,7 +53,9 @@ class KeyStore {
 };
 
 // The key store in the SQLite database at `path` (created unless `read_only`: then a missing file has no
-// keys, and issuing or revoking fails naming the mode).
+// keys, and issuing or revoking fails naming the mode). Its keys are kept in memory and read again when
+// another process (a second server, `strata keys`) changed the file: an issue or a revocation holds in every
+// process on the directory at once.
 Result<std::unique_ptr<KeyStore>> OpenKeyStore(const std::string& path, bool read_only = false);
 // The key store in the PostgreSQL database at `url` (table api_keys; nothing cached, so a key issued or
 // revoked through one instance holds on all at once).

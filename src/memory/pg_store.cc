@@ -568,7 +568,12 @@ class PgStore final : public ContextStore {
       if (scoped) {
         std::vector<pg::Param> params;
         std::string where = FilterSql(filter, &params);
-        STRATA_ASSIGN_OR_RETURN(pg::Rows count, c->Exec("SELECT count(*) FROM store_nodes n WHERE TRUE" + where, params));
+        // Counted only as far as the threshold: a scope as large as the store (a user's find: its scope and
+        // the shared ones) was counted whole on every search.
+        STRATA_ASSIGN_OR_RETURN(pg::Rows count, c->Exec("SELECT count(*) FROM (SELECT 1 FROM store_nodes n WHERE TRUE" +
+                                                            where + " LIMIT " +
+                                                            std::to_string(options_.exact_search_below + 1) + ") s",
+                                                        params));
         STRATA_ASSIGN_OR_RETURN(int64_t candidates, count.Int(0, 0));
         if (candidates <= options_.exact_search_below) {
           bool stale = false;

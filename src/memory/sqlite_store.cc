@@ -567,7 +567,10 @@ class SqliteStore final : public ContextStore {
     bool scoped = !filter.under.is_root() || filter.type || filter.category || filter.leaves_only || filter.parent ||
                   !filter.roots.empty();
     if (scoped) {
-      Stmt count(Conn(), "SELECT count(*) FROM nodes n WHERE 1" + FilterSql(filter));
+      // Counted only as far as the threshold: a scope as large as the store (a user's find: its scope and the
+      // shared ones) was counted whole on every search, 80 ms at 100k nodes.
+      Stmt count(Conn(), "SELECT count(*) FROM (SELECT 1 FROM nodes n WHERE 1" + FilterSql(filter) + " LIMIT " +
+                             std::to_string(options_.exact_search_below + 1) + ")");
       BindFilter(count, filter);
       STRATA_ASSIGN_OR_RETURN(bool row, count.Step());
       int64_t candidates = row ? count.Int(0) : 0;

@@ -231,12 +231,18 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
   auto read_meta = [&](const fs::path& d) {
     auto text = ReadSidecar(d / ".meta.json", top, &report.skipped);
     if (!text) return Json::object();
-    Json meta = strata::json::ParseOrDiscard<Json>(*text);
-    if (meta.is_discarded() || !meta.is_object()) {
+    // Deeper than a request may be: what an export wrote (metadata of up to 64 levels, two levels down)
+    // reads back, and so does a store's older, deeper metadata.
+    Result<Json> meta = strata::json::ParseUntrusted<Json>(*text, shown(d / ".meta.json"), 2 * json::kMaxJsonDepth);
+    if (!meta.ok()) {
+      report.skipped.push_back(meta.status().message() + " (ignored)");
+      return Json::object();
+    }
+    if (!meta->is_object()) {
       report.skipped.push_back(shown(d / ".meta.json") + ": not a JSON object (ignored)");
       return Json::object();
     }
-    return meta;
+    return *meta;
   };
   auto apply_meta = [](const Json& meta, WriteOptions* o) {
     if (!meta.is_object()) return;

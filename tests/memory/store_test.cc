@@ -1558,6 +1558,38 @@ TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   ExpectConsistent();
 }
 
+// Metadata that is written reads back through an export and an import, however deep the store allows, with
+// its siblings'; deeper metadata is refused when written, naming the depth. (Metadata 254 levels deep was
+// taken, and its directory's .meta.json was then skipped whole on import as "not a JSON object".)
+TEST_P(StoreTest, MetadataAsDeepAsAWriteTakesSurvivesExportAndImport) {
+  auto nested = [](int levels) {
+    std::string text;
+    for (int i = 0; i < levels - 1; ++i) text += "{\"a\":";
+    text += "{\"a\":1}";
+    for (int i = 0; i < levels - 1; ++i) text += "}";
+    return text;
+  };
+  Status too_deep = store_->Write(U("strata://resources/deep/x"), "x", {.metadata = nested(65)});
+  EXPECT_EQ(too_deep.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_deep.message().find("nested deeper than 64 levels"), std::string::npos) << too_deep.ToString();
+  EXPECT_EQ(store_->Stat(U("strata://resources/deep/x")).status().code(), StatusCode::kNotFound);
+  ASSERT_OK(store_->Write(U("strata://resources/deep/x"), "x", {.metadata = nested(64)}));
+  ASSERT_OK(store_->Write(U("strata://resources/deep/plain"), "p", {.metadata = std::string(R"({"owner":"team-x"})")}));
+  testing::TempDir out;
+  ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/deep"), out.path()));
+  auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/deep-copy"));
+  ASSERT_OK(imported);
+  EXPECT_TRUE(imported->skipped.empty()) << imported->skipped[0];
+  EXPECT_EQ(store_->Stat(U("strata://resources/deep-copy/plain"))->metadata, R"({"owner":"team-x"})");
+  EXPECT_EQ(store_->Stat(U("strata://resources/deep-copy/x"))->metadata, nested(64));
+  // A .meta.json that is not JSON is named with what is wrong with it.
+  testing::WriteFileOrDie(out.File(".meta.json"), "{\"self\": ");
+  imported = ImportMarkdown(*store_, out.path(), U("strata://resources/deep-broken"));
+  ASSERT_OK(imported);
+  ASSERT_EQ(imported->skipped.size(), 1u);
+  EXPECT_NE(imported->skipped[0].find(".meta.json: invalid JSON"), std::string::npos) << imported->skipped[0];
+}
+
 // Kills a process that is writing, moving and removing at random moments, many
 // times over; after each kill the reopened store must pass Check() (content,
 // full-text rows, vectors, relations and the vector index agree) and hold every

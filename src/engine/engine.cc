@@ -336,7 +336,14 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
   return Guard("session commit", [&]() -> Result<CommitOutcome> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     CommitOutcome out;
-    STRATA_ASSIGN_OR_RETURN(out.ticket, s->Commit(id));
+    {
+      // Not in the middle of a turn (here or in another instance): its request would be archived and its
+      // reply left alone in the live log. No turn begins while phase 1 runs.
+      STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldSession(id, "session " + std::string(id) +
+                                                                    " has a turn in progress; commit when its reply "
+                                                                    "has ended"));
+      STRATA_ASSIGN_OR_RETURN(out.ticket, s->Commit(id));
+    }
     if (!options.wait) return out;
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * pipeline, impl_->Pipeline());
     auto worker = impl_->BecomeWorker();

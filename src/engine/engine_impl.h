@@ -82,6 +82,7 @@ struct Engine::Impl {
   std::unique_ptr<llm::ChatProvider> owned_model;
   llm::ChatProvider* model = nullptr;
   std::unique_ptr<session::OwnerLocks> owner_locks;  // Across processes (flock) or instances (PostgreSQL).
+  std::unique_ptr<session::OwnerLocks> turn_locks;   // "turn/<session>", the same way: see HoldSession.
   std::unique_ptr<session::MemoryPipeline> pipeline;
 
   std::mutex worker_mu;
@@ -209,6 +210,33 @@ struct Engine::Impl {
       pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
     }
     return pipeline.get();
+  }
+
+  // Holds session `id`'s turn lock without waiting for it: one turn (BeginTurn to its end) or one commit
+  // of a session at a time, in this process and in every other on the data directory or database (a flock,
+  // or an advisory lock released if the instance dies). kFailedPrecondition saying `busy` when another turn
+  // or commit holds it: two instances let turns interleave (U1 U2 A1 A2), and a commit in the middle of a
+  // turn archived its request and left the reply alone in the live log.
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldSession(std::string_view ref, const std::string& busy) {
+    session::OwnerLocks* locks = nullptr;
+    {
+      std::lock_guard lock(open_mu);
+      if (!turn_locks) {
+        if (postgres) {
+          STRATA_ASSIGN_OR_RETURN(turn_locks, session::OpenPgOwnerLocks(options.data_dir));
+        } else {
+          STRATA_ASSIGN_OR_RETURN(turn_locks, session::OpenFileOwnerLocks(Path("locks")));
+        }
+      }
+      locks = turn_locks.get();
+    }
+    Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref);
+    const std::string id = parsed.ok() ? parsed->id : std::string(ref);
+    Canceller no_wait;  // Cancelled already: the lock is taken if free, refused if held.
+    no_wait.Cancel();
+    Result<std::unique_ptr<session::OwnerLocks::Held>> held = locks->Lock({"turn/" + id}, &no_wait);
+    if (!held.ok() && held.status().code() == StatusCode::kCancelled) return Status::FailedPrecondition(busy);
+    return held;
   }
 
   // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones

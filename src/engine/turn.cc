@@ -17,8 +17,12 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     if (request.turn.empty()) return Status::InvalidArgument("a turn needs at least one new message");
     STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(request.encoding));
     std::string id(session);
-    // One turn at a time per session; released by the Turn (Finish, Release or its destructor).
-    STRATA_RETURN_IF_ERROR(impl_->turns.Begin(id));
+    // One turn at a time per session, in every instance; released by the Turn (Finish, Release or its
+    // destructor).
+    const std::string busy = "session " + id + " already has a turn in progress (here or in another instance) or "
+                             "is being committed; send the next turn when its reply has ended";
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldSession(id, busy));
+    STRATA_RETURN_IF_ERROR(impl_->turns.Begin(id, std::move(held)));
     auto turn = std::unique_ptr<Turn>(new Turn());
     turn->engine_ = this;
     turn->session_ = id;

@@ -6,10 +6,11 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <set>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "strata/session/owner_locks.h"
 #include "strata/util/status.h"
 
 namespace strata::engine_internal {
@@ -18,20 +19,26 @@ class TurnBook {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Marks `session` busy; kFailedPrecondition when a turn of it is in progress already.
-  Status Begin(const std::string& session) {
+  // Marks `session` busy, keeping `held` (its turn lock across instances) until End; kFailedPrecondition
+  // when a turn of it is in progress already.
+  Status Begin(const std::string& session, std::unique_ptr<session::OwnerLocks::Held> held = nullptr) {
     std::lock_guard lock(mu_);
-    if (!busy_.insert(session).second) {
+    if (!busy_.emplace(session, std::move(held)).second) {
       return Status::FailedPrecondition("session " + session + " already has a turn in progress; send the next "
                                         "turn when its reply has ended");
     }
     idle_.erase(session);  // A session with a turn in progress is not idle.
     return Status::Ok();
   }
-  // Ends the turn; with `idle_since`, the session is quiet from then on (a commit may wait for it).
+  // Ends the turn and releases its lock; with `idle`, the session is quiet from then on (a commit may wait
+  // for it).
   void End(const std::string& session, bool idle) {
+    std::unique_ptr<session::OwnerLocks::Held> released;  // Released after mu_ (an unlock may do I/O).
     std::lock_guard lock(mu_);
-    busy_.erase(session);
+    if (auto it = busy_.find(session); it != busy_.end()) {
+      released = std::move(it->second);
+      busy_.erase(it);
+    }
     if (idle) {
       idle_[session] = Clock::now();
     } else {
@@ -44,7 +51,7 @@ class TurnBook {
     std::vector<std::string> out;
     auto now = Clock::now();
     for (auto it = idle_.begin(); it != idle_.end();) {
-      if (now - it->second >= after && !busy_.count(it->first)) {
+      if (now - it->second >= after && !busy_.contains(it->first)) {
         out.push_back(it->first);
         it = idle_.erase(it);
       } else {
@@ -56,7 +63,7 @@ class TurnBook {
 
  private:
   std::mutex mu_;
-  std::set<std::string> busy_;                     // Guarded by mu_.
+  std::map<std::string, std::unique_ptr<session::OwnerLocks::Held>> busy_;  // Guarded by mu_.
   std::map<std::string, Clock::time_point> idle_;  // Guarded by mu_.
 };
 

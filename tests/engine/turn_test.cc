@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "strata/engine/engine.h"
+#include "pg_test_util.h"
 #include "strata/session/session.h"
 #include "test_util.h"
 
@@ -120,6 +121,69 @@ TEST_F(TurnTest, OneTurnPerSessionAtATime) {
   (*first)->Release();
   (*first)->Release();  // Idempotent.
   EXPECT_OK(engine_->BeginTurn("chat-1", Ask("two")));
+}
+
+// Two instances on the same data (two `strata serve` on one directory or one PostgreSQL database): a turn
+// in one makes the other refuse a turn and a commit of that session until it ends, and a commit in the
+// middle of a turn is refused in its own instance too. (Each instance checked only its own turns: two
+// turns interleaved as U1 U2 A1 A2, and an idle commit in one archived the other's request and left its
+// reply alone in the live log.)
+void ExpectOneTurnOrCommitOfASessionAtATime(Engine& a, Engine& b) {
+  auto ask = [](const std::string& text) {
+    TurnRequest r;
+    r.turn = {Message::User(text)};
+    r.reach = Reach::User("alice");
+    r.max_context_tokens = 8'000;
+    r.reserve_for_reply = 1'000;
+    return r;
+  };
+  auto first = a.BeginTurn("shared", ask("U1 via A"));
+  ASSERT_OK(first);
+  ASSERT_OK((*first)->Accept());  // The request is logged while the model answers.
+  auto second = b.BeginTurn("shared", ask("U2 via B"));
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("already has a turn in progress"), std::string::npos)
+      << second.status().ToString();
+  for (Engine* engine : {&b, &a}) {
+    auto commit = engine->Commit("shared", {.wait = false});
+    EXPECT_EQ(commit.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(commit.status().message().find("has a turn in progress; commit when its reply has ended"),
+              std::string::npos) << commit.status().ToString();
+  }
+  EXPECT_OK(b.BeginTurn("other", ask("another session is free")));
+  ASSERT_OK((*first)->Finish(Message::Assistant("A1")));
+  auto messages = b.SessionMessages("shared");
+  ASSERT_OK(messages);
+  ASSERT_EQ(messages->size(), 2u);
+  EXPECT_EQ((*messages)[1].ExtractText(""), "A1");
+  // Ended: the other instance takes the next turn, and a commit archives whole turns.
+  auto next = b.BeginTurn("shared", ask("U2 via B"));
+  ASSERT_OK(next);
+  ASSERT_OK((*next)->Finish(Message::Assistant("A2")));
+  ASSERT_OK(a.Commit("shared", {.wait = false}));
+  auto sessions = b.sessions();
+  ASSERT_OK(sessions);
+  auto archived = (*sessions)->ArchiveMessages("shared", 1);
+  ASSERT_OK(archived);
+  ASSERT_EQ(archived->size(), 4u);
+  EXPECT_EQ((*archived)[3].ExtractText(""), "A2");
+  EXPECT_TRUE(b.SessionMessages("shared")->empty());
+}
+
+TEST_F(TurnTest, OneTurnOrCommitOfASessionAtATimeAcrossProcessesOnOneDirectory) {
+  auto other = Engine::Open({.data_dir = dir_.path()});
+  ASSERT_OK(other);
+  ExpectOneTurnOrCommitOfASessionAtATime(*engine_, **other);
+}
+
+TEST(TurnFleetTest, OneTurnOrCommitOfASessionAtATimeAcrossInstancesOnOneDatabase) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto a = Engine::Open({.data_dir = *url});
+  auto b = Engine::Open({.data_dir = *url});
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  ExpectOneTurnOrCommitOfASessionAtATime(**a, **b);
 }
 
 TEST_F(TurnTest, ATurnThatDoesNotFitIsRefusedAndNamesTheWindow) {

@@ -127,6 +127,7 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   }
   if (cmd == "log") {
     STRATA_ASSIGN_OR_RETURN(session::SessionLog log, engine->GetSessionLog(a.id));
+    for (const std::string& damaged : log.damage) std::fprintf(stderr, "warning: %s\n", damaged.c_str());
     Print(views::SessionLogView(a.id, log));
     return Status::Ok();
   }

@@ -403,7 +403,8 @@ Json SessionLogView(const std::string& session, const session::SessionLog& log) 
               {"usage_marks", usage_marks},
               // The first message is a compaction's summary of the turns before it.
               {"summary", !log.messages.empty() && window::SummaryOf(log.messages.front()).has_value()},
-              {"rotations", log.rotations}};
+              {"rotations", log.rotations},
+              {"damage", log.damage}};
 }
 
 }  // namespace strata::views

@@ -278,6 +278,9 @@ class FileSessions final : public Sessions {
     }
     std::sort(rotations.begin(), rotations.end());
     for (auto& [n, name] : rotations) out.rotations.push_back(std::move(name));
+    for (const Damage& d : log->restore_report().scan.damage) {
+      out.damage.push_back(Shown(MessagesPath(info.id)) + " " + d.ToString() + "; skipped");
+    }
     return out;
   }
 
@@ -615,10 +618,15 @@ class FileSessions final : public Sessions {
       std::lock_guard map_lock(map_mu_);
       if (auto it = open_.find(id); it != open_.end()) (void)it->second.storage->Close();
     });
+    // The file itself replaced (an edit by hand, a tool that rewrites it) also makes the kept log stale: it
+    // would refuse every append as "changed by another writer" until the process restarted.
+    const auto file_id = FileIdOf(id);
     {
       std::lock_guard map_lock(map_mu_);
       auto it = open_.find(id);
-      if (it != open_.end() && it->second.signature == LogSignature(info)) return it->second.storage.get();
+      if (it != open_.end() && it->second.signature == LogSignature(info) && it->second.file_id == file_id) {
+        return it->second.storage.get();
+      }
     }
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
     std::unique_ptr<ContextLog> storage = ContextLog::Open(
@@ -626,14 +634,28 @@ class FileSessions final : public Sessions {
     STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(MessagesPath(id))));
     ContextLog* raw = storage.get();
     std::lock_guard map_lock(map_mu_);
-    open_[id] = OpenLog{std::move(storage), LogSignature(info)};
+    open_[id] = OpenLog{std::move(storage), LogSignature(info), file_id};
     return raw;
   }
 
-  // Records that this process changed the log to what `info` now says (after an append).
+  // The identity and size of the session's messages file (nullopt when there is none yet): a file written
+  // anew may get the inode of the one it replaced, a file edited in place keeps it.
+  std::optional<std::pair<uint64_t, uint64_t>> FileIdOf(const std::string& id) {
+    Result<uint64_t> file = fs().GetFileId(MessagesPath(id));
+    Result<uint64_t> size = fs().GetFileSize(MessagesPath(id));
+    if (!file.ok() || !size.ok()) return std::nullopt;
+    return std::make_pair(*file, *size);
+  }
+
+  // Records that this process changed the log to what `info` now says (after an append, a revert, a
+  // compaction: the file may be a new one).
   void NoteLogSignatureLocked(const SessionInfo& info) {
+    const auto file_id = FileIdOf(info.id);
     std::lock_guard map_lock(map_mu_);
-    if (auto it = open_.find(info.id); it != open_.end()) it->second.signature = LogSignature(info);
+    if (auto it = open_.find(info.id); it != open_.end()) {
+      it->second.signature = LogSignature(info);
+      it->second.file_id = file_id;
+    }
   }
 
   // Saves `info` after a change to the log this process holds open (`log`).
@@ -813,6 +835,7 @@ class FileSessions final : public Sessions {
   struct OpenLog {
     std::unique_ptr<ContextLog> storage;
     LogSignatureOf signature;  // LogSignature of the session when last read or written here.
+    std::optional<std::pair<uint64_t, uint64_t>> file_id;  // FileIdOf the messages file then.
   };
   std::map<std::string, OpenLog> open_;
 };

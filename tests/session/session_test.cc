@@ -152,6 +152,43 @@ TEST_P(SessionTest, ASessionCreatedAgainByAnotherProcessShowsOnlyItsOwnMessages)
   EXPECT_EQ((*both)[1].ExtractText(), "hi zed");
 }
 
+// A line of messages.jsonl damaged on disk (by hand, by a tool that rewrites the file) is skipped and
+// reported, naming the file within the data directory and the line; the process that kept the log open
+// reads the new file rather than refusing every append until it restarts. (The line vanished silently,
+// and every append was refused as "changed by another writer", naming the server's absolute path.)
+TEST(FileSessionsTest, ADamagedLineIsSkippedAndReportedAndAppendsGoOn) {
+  testing::TempDir dir;
+  ManualClock clock;
+  auto queue = OpenJobQueue(dir.File("queue.db"), {.clock = &clock});
+  ASSERT_OK(queue);
+  auto sessions = OpenSessions(dir.path(), {.clock = &clock, .queue = queue->get()});
+  ASSERT_OK(sessions);
+  ASSERT_OK((*sessions)->Create("alice", "", "kk"));
+  for (const char* text : {"k1", "k2", "k3", "k4"}) ASSERT_OK((*sessions)->Add("kk", Message::User(text)));
+  ASSERT_EQ((*sessions)->Messages("kk")->size(), 4u);
+  // Line 3 cut short, written as a new file (what sed -i does).
+  const std::string path = dir.File("sessions/kk/messages.jsonl");
+  std::string text = testing::ReadFileOrDie(path);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  ASSERT_EQ(lines.size(), 4u);
+  lines[2] = lines[2].substr(0, lines[2].size() / 2);
+  testing::WriteFileOrDie(path + ".tmp", lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[3] + "\n");
+  std::filesystem::rename(path + ".tmp", path);
+  auto log = (*sessions)->Log("kk", false);
+  ASSERT_OK(log);
+  ASSERT_EQ(log->messages.size(), 3u);
+  EXPECT_EQ(log->messages[2].ExtractText(), "k4");
+  ASSERT_EQ(log->damage.size(), 1u);
+  EXPECT_EQ(log->damage[0].rfind("sessions/kk/messages.jsonl line 3 (byte ", 0), 0u) << log->damage[0];
+  ASSERT_OK((*sessions)->Add("kk", Message::Assistant("k5")));
+  EXPECT_EQ((*sessions)->Messages("kk")->back().ExtractText(), "k5");
+}
+
 TEST_P(SessionTest, BadInputIsRejectedByName) {
   EXPECT_EQ(sessions_->Create("bob", "", "../etc").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(sessions_->Create("bob", "", ".hidden").status().code(), StatusCode::kInvalidArgument);

@@ -33,7 +33,7 @@
 //   CheckpointView    {"session","checkpoint","messages","tag"}: Engine::Checkpoint (pass the tag back to revert
 //                     or fork at this checkpoint only)
 //   SessionLogView    {"session","system_prompt","messages","checkpoints":[{"id","messages","tag"}],
-//                     "usage_tokens","rotations"}
+//                     "usage_tokens","usage_marks","summary","rotations","damage"}
 //   AssemblyJson      the assembled window as `strata window assemble` prints it (a string, byte-exact)
 #pragma once
 

@@ -146,6 +146,9 @@ struct SessionLog {
   int64_t usage_tokens = 0;                 // The last provider-reported context size (0: none).
   std::vector<UsageMarkInfo> usage_marks;   // Every live usage mark, in order.
   std::vector<std::string> rotations;       // Earlier versions of the log kept by reverts and compactions.
+  // Lines of the log that could not be read and were skipped, "FILE line L (byte O): reason" (FILE relative
+  // to the data directory); empty when none (always on PostgreSQL, where a damaged row is kDataLoss).
+  std::vector<std::string> damage;
 };
 
 struct SessionsOptions {

@@ -198,10 +198,14 @@ tools::ToolOutput Find(Engine* engine, std::string_view arguments, const AgentTo
   // bounds, so that one question gets one answer (and one refusal) from every front end.
   request.query = json::StringOr(args, "query");
   request.under = json::StringOr(args, "under");
-  Result<size_t> limit = FindLimitArg(json::IntOr(args, "limit", static_cast<int64_t>(request.limit)));
+  Result<int64_t> asked = json::CheckedIntOr(args, "limit", static_cast<int64_t>(request.limit));
+  if (!asked.ok()) return tools::ToolOutput::Error("Error: " + asked.status().message());
+  Result<size_t> limit = FindLimitArg(*asked);
   if (!limit.ok()) return tools::ToolOutput::Error("Error: " + limit.status().message());
   request.limit = *limit;
-  request.token_budget = json::IntOr(args, "token_budget", 0);
+  Result<int64_t> budget = json::CheckedIntOr(args, "token_budget", 0);
+  if (!budget.ok()) return tools::ToolOutput::Error("Error: " + budget.status().message());
+  request.token_budget = *budget;
   if (Status read = views::ReadFindOptions(args, &request); !read.ok()) {
     return tools::ToolOutput::Error("Error: " + read.message());
   }

@@ -223,8 +223,9 @@ struct McpHandler::Impl {
     request.query = json::StringOr(args, "query");
     request.under = json::StringOr(args, "under");
     // Types and bounds were checked against FindArgumentsSchema; the engine checks the bounds again.
-    STRATA_ASSIGN_OR_RETURN(request.limit, FindLimitArg(json::IntOr(args, "limit", static_cast<int64_t>(request.limit))));
-    request.token_budget = json::IntOr(args, "token_budget", 0);
+    STRATA_ASSIGN_OR_RETURN(int64_t limit, json::CheckedIntOr(args, "limit", static_cast<int64_t>(request.limit)));
+    STRATA_ASSIGN_OR_RETURN(request.limit, FindLimitArg(limit));
+    STRATA_ASSIGN_OR_RETURN(request.token_budget, json::CheckedIntOr(args, "token_budget", 0));
     if (session_aware) request.session = json::StringOr(args, "session");
     STRATA_RETURN_IF_ERROR(views::ReadFindOptions(args, &request));
     request.reach = who.reach;
@@ -239,7 +240,8 @@ struct McpHandler::Impl {
       for (const Json& u : *many) uris.push_back(u.get<std::string>());
     }
     if (uris.empty()) return Status::InvalidArgument("give \"uri\" or \"uris\"");
-    auto level = static_cast<memory::Level>(json::IntOr(args, "level", 2));
+    STRATA_ASSIGN_OR_RETURN(int64_t level_number, json::CheckedIntOr(args, "level", 2));
+    auto level = static_cast<memory::Level>(level_number);
     Json out = Json::array();
     for (const std::string& text : uris) {
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
@@ -252,7 +254,12 @@ struct McpHandler::Impl {
 
   Result<Json> Remember(const Json& args, const Canceller* cancel) {
     Uri scope = *Uri::Parse("strata://user/" + who.user);
-    if (const Json* messages = json::Field(args, "messages"); messages != nullptr) {
+    const Json* messages = json::Field(args, "messages");
+    if (messages != nullptr && json::Field(args, "text") != nullptr) {
+      // One of them: committing the messages dropped the text without a word.
+      return Status::InvalidArgument("give \"text\" or \"messages\", not both");
+    }
+    if (messages != nullptr) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
       STRATA_RETURN_IF_ERROR(engine->CheckRefs(who.reach, parsed));
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
@@ -277,10 +284,13 @@ struct McpHandler::Impl {
     // The defaults and the answer of GET /api/v1/sessions/{id}/context: the server's window, the engine's
     // reply reserve, the same view.
     SessionContextOptions o;
-    o.max_context_tokens = json::IntOr(args, "max_context_tokens", who.window);
-    if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr) o.reserve_for_reply = json::WholeNumber(*r);
-    STRATA_ASSIGN_OR_RETURN(o.memory_limit,
-                            MemoryLimitArg(json::IntOr(args, "memory_limit", static_cast<int64_t>(o.memory_limit))));
+    STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, json::CheckedIntOr(args, "max_context_tokens", who.window));
+    if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr && !r->is_null()) {
+      STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, json::CheckedIntOr(args, "reserve_for_reply", 0));
+    }
+    STRATA_ASSIGN_OR_RETURN(int64_t memory_limit,
+                            json::CheckedIntOr(args, "memory_limit", static_cast<int64_t>(o.memory_limit)));
+    STRATA_ASSIGN_OR_RETURN(o.memory_limit, MemoryLimitArg(memory_limit));
     o.query = json::StringOr(args, "query");
     if (const Json* p = json::Field(args, "system_prompt"); p != nullptr && p->is_string()) o.system_prompt = p->get<std::string>();
     o.encoding = json::StringOr(args, "encoding", o.encoding);
@@ -345,7 +355,8 @@ struct McpHandler::Impl {
     if (name == "list" || name == "tree") {
       STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(args, "uri", false));
       // A model's listing is bounded (200 by default); one more is asked for, to say when it was cut.
-      const size_t limit = static_cast<size_t>(json::IntOr(args, "limit", 200));
+      STRATA_ASSIGN_OR_RETURN(int64_t asked, json::CheckedIntOr(args, "limit", 200));
+      const size_t limit = static_cast<size_t>(std::max<int64_t>(asked, 0));
       STRATA_ASSIGN_OR_RETURN(auto nodes, engine->List(uri.str(), {.recursive = name == "tree", .limit = limit + 1}));
       const bool truncated = nodes.size() > limit;
       if (truncated) nodes.resize(limit);

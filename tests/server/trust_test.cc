@@ -496,6 +496,9 @@ TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
       {{{"query", "green tea"}, {"limit", 0}}, false, "limit"},
       {{{"query", "green tea"}, {"limit", max + 1}}, false, "limit"},
       {{{"query", "green tea"}, {"token_budget", -1}}, false, "token_budget"},
+      // Out of an integer's range: MCP and the agent tool used their defaults (no budget, 10 hits).
+      {{{"query", "green tea"}, {"token_budget", 1e300}}, false, "token_budget"},
+      {{{"query", "green tea"}, {"limit", 1e300}}, false, "limit"},
       {{{"query", "green tea"}, {"type", "memories"}}, false, "memories"},
       {{{"query", "green tea"}, {"under", "strata://user/bob"}}, false, "strata://user/bob"},
       {{{"query", 42}}, false, "query"},
@@ -691,6 +694,21 @@ TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
   Reply mcp_too_many = Call("POST", "/mcp", alice, McpCall("get_context", {{"session", "s"}, {"memory_limit", 101}}));
   EXPECT_TRUE(mcp_too_many.body["result"]["isError"].get<bool>()) << mcp_too_many.raw;
   EXPECT_NE(mcp_too_many.raw.find("memory_limit"), std::string::npos) << mcp_too_many.raw;
+  // A window or reserve out of an integer's range is refused by both, naming it (MCP assembled the default).
+  for (const std::string member : {"max_context_tokens", "reserve_for_reply"}) {
+    Reply http = Call("GET", "/api/v1/sessions/s/context?" + member + "=1e300", alice);
+    EXPECT_EQ(http.status, 400) << http.raw;
+    EXPECT_NE(http.raw.find(member), std::string::npos) << http.raw;
+    Reply mcp = Call("POST", "/mcp", alice, McpCall("get_context", {{"session", "s"}, {member, 1e300}}));
+    EXPECT_TRUE(mcp.body["result"]["isError"].get<bool>()) << mcp.raw;
+    EXPECT_NE(mcp.raw.find("\\\"" + member + "\\\" must be an integer"), std::string::npos) << mcp.raw;
+  }
+  // remember takes a text or messages: both was the messages alone, the text dropped without a word.
+  Reply both = Call("POST", "/mcp", alice,
+                    McpCall("remember", {{"text", "I prefer aisle seats"},
+                                         {"messages", Json::array({{{"role", "user"}, {"content", "hi"}}})}}));
+  EXPECT_TRUE(both.body["result"]["isError"].get<bool>()) << both.raw;
+  EXPECT_NE(both.raw.find("not both"), std::string::npos) << both.raw;
   Reply whole = Call("GET", "/api/v1/sessions/s/context", alice);
   EXPECT_EQ(whole.body["result"]["window"], 32000) << whole.raw;
   EXPECT_EQ(whole.body["result"]["budget"], 32000 - 4096) << whole.raw;

@@ -5,6 +5,7 @@
 //
 //   StringOr(j, "key", "fallback")   the string, or the fallback when the key is absent, null or not a string
 //   IntOr / BoolOr / DoubleOr        likewise
+//   CheckedIntOr(j, "key", fallback) an integer argument: the fallback when absent, an error when not one
 //   Field(j, "key")                  a pointer to the member (nullptr when j is not an object or lacks it)
 //   RequireString(j, "key", where)   kInvalidArgument naming `where.key` and what was found instead
 //   RequireInt(j, "key", where)
@@ -75,6 +76,17 @@ int64_t IntOr(const J& j, std::string_view key, int64_t fallback) {
   const J* f = Field(j, key);
   if (f == nullptr) return fallback;
   return WholeNumber(*f).value_or(fallback);
+}
+
+// IntOr for arguments a caller sent: `fallback` when absent or null, kInvalidArgument naming `key` when it
+// is there but not a whole number an int64 holds (1e300, 2^63, 5.5, "5"), where IntOr quietly uses the
+// fallback. The words are HTTP's for the same member.
+template <typename J>
+Result<int64_t> CheckedIntOr(const J& j, std::string_view key, int64_t fallback) {
+  const J* f = Field(j, key);
+  if (f == nullptr || f->is_null()) return fallback;
+  if (std::optional<int64_t> v = WholeNumber(*f)) return *v;
+  return Status::InvalidArgument("\"" + std::string(key) + "\" must be an integer");
 }
 
 template <typename J>

@@ -31,11 +31,54 @@ std::optional<std::string> HttpRequest::Query(std::string_view name) const {
 
 namespace {
 
+// %XX and '+' (a space, as in forms) decoded; a '%' not followed by two hex digits is kept as it is.
+std::string DecodeQueryPart(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out.push_back(' ');
+    } else if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+// The query string's parameters in their order, each split at its first '=': RFC 3986 allows '=' in a
+// value, and httplib's own reading split "pattern=x=5" at the last one (a grep for "x=5" searched "5").
+std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view target) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t start = target.find('?');
+  if (start == std::string_view::npos) return out;
+  std::string_view query = target.substr(start + 1);
+  if (size_t hash = query.find('#'); hash != std::string_view::npos) query = query.substr(0, hash);
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    out.emplace_back(DecodeQueryPart(pair.substr(0, eq)),
+                     eq == std::string_view::npos ? std::string() : DecodeQueryPart(pair.substr(eq + 1)));
+  }
+  return out;
+}
+
 HttpRequest Convert(const httplib::Request& in) {
   HttpRequest out;
   out.method = in.method;
   out.path = in.path;
-  for (const auto& [k, v] : in.params) out.query.emplace_back(k, v);
+  out.query = ParseQuery(in.target);
   for (const auto& [k, v] : in.headers) {
     std::string name = k;
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -108,6 +108,28 @@ TEST(WithoutDataDirTest, ErrorsNameFilesWithinTheDataDirectoryOnly) {
   EXPECT_EQ(server::WithoutDataDir("postgresql:///strata/x", "postgresql:///strata"), "postgresql:///strata/x");
 }
 
+// A query-string value may hold '=' (RFC 3986): it is split at the first one. (A grep for "x=5" searched for
+// "5", and a read of .../a=b read the URI "b".) Percent-encoding still decodes.
+TEST_F(ServerTest, QueryStringValuesMayHoldEqualsSigns) {
+  for (const auto& [uri, content] : std::vector<std::pair<std::string, std::string>>{
+           {"strata://resources/t3/a=b", "the node named a=b"},
+           {"strata://resources/t3/one", "retries: x=5 here"},
+           {"strata://resources/t3/two", "retries: 5 there"}}) {
+    ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", uri}, {"content", content}}.dump()).status, 200);
+  }
+  Reply read = Call("GET", "/api/v1/fs/read?uri=strata://resources/t3/a=b", kRootKey);
+  EXPECT_EQ(read.status, 200) << read.raw;
+  EXPECT_EQ(read.body["result"]["content"], "the node named a=b") << read.raw;
+  Reply grep = Call("GET", "/api/v1/fs/grep?pattern=x=5&under=strata://resources/t3", kRootKey);
+  ASSERT_EQ(grep.status, 200) << grep.raw;
+  ASSERT_EQ(grep.body["result"].size(), 1u) << grep.raw;
+  EXPECT_EQ(grep.body["result"][0]["uri"], "strata://resources/t3/one");
+  // (The test client sends a '+' as %2B; curl's + for a space decodes too, by hand.)
+  Reply encoded = Call("GET", "/api/v1/fs/grep?pattern=x%3D5%20here&under=strata%3A%2F%2Fresources%2Ft3", kRootKey);
+  ASSERT_EQ(encoded.status, 200) << encoded.raw;
+  EXPECT_EQ(encoded.body["result"].size(), 1u) << encoded.raw;
+}
+
 // A chat export posted as text becomes the caller's sessions, once; a user key imports for its own user only.
 TEST_F(ServerTest, AChatExportBecomesTheCallersSessionsOnce) {
   std::string alice = Issue("alice");

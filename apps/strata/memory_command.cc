@@ -23,7 +23,8 @@ struct MemoryArgs {
   std::string agent = "default";
   std::string uri, uri2, file, abstract_text, overview, reason, query, dir, under = "strata://", type, category;
   int level = 2;
-  size_t limit = FindRequest{}.limit;  // find --limit: the engine checks its bounds.
+  // find --limit: the engine checks its bounds (signed, so that -1 is refused as -1, not as 2^64 - 1).
+  int64_t limit = static_cast<int64_t>(FindRequest{}.limit);
   bool recursive = false, json = false, ignore_case = false, read_only = false, ordered = false;
   std::vector<std::string> paths;
   FindAssist assist;        // find --rewrite/--rerank.
@@ -121,7 +122,8 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   }
   if (cmd == "find") {
     // As every front end asks it (Engine::Find for a caller), with the CLI's own reach: everything.
-    FindRequest request{.query = a.query, .under = a.under == "strata://" ? "" : a.under, .limit = a.limit};
+    STRATA_ASSIGN_OR_RETURN(size_t limit, FindLimitArg(a.limit));
+    FindRequest request{.query = a.query, .under = a.under == "strata://" ? "" : a.under, .limit = limit};
     if (!a.type.empty()) {
       STRATA_ASSIGN_OR_RETURN(request.tuning.type, memory::ParseContextType(a.type));
     }

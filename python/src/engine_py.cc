@@ -267,9 +267,13 @@ class PyEngine {
     return Check(handle_->Call([&](Engine& e) { return e.Read(uri, l); }));
   }
 
-  py::list List(const std::string& uri, bool recursive, size_t limit) {
+  // Integers arrive signed, so that a negative one is the InvalidArgumentError HTTP's Client raises (with
+  // HTTP's words), not pybind's TypeError.
+  py::list List(const std::string& uri, bool recursive, int64_t limit) {
+    if (limit < 0) Raise(Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit)));
     return Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
-      STRATA_ASSIGN_OR_RETURN(auto nodes, e.List(uri, {.recursive = recursive, .limit = limit}));
+      STRATA_ASSIGN_OR_RETURN(auto nodes,
+                              e.List(uri, {.recursive = recursive, .limit = static_cast<size_t>(limit)}));
       return NodeViews(nodes);
     })));
   }
@@ -357,10 +361,10 @@ class PyEngine {
       return AuditViews(e, entries);
     })));
   }
-  py::list Changes(const std::string& under, size_t limit) {
-    if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("limit must be between 1 and 1000"));
+  py::list Changes(const std::string& under, int64_t limit) {
+    if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("\"limit\" must be between 1 and 1000"));
     return Records("AuditEntry", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
-      STRATA_ASSIGN_OR_RETURN(auto entries, e.RecentMemoryChanges(under, limit));
+      STRATA_ASSIGN_OR_RETURN(auto entries, e.RecentMemoryChanges(under, static_cast<size_t>(limit)));
       return AuditViews(e, entries);
     })));
   }
@@ -747,7 +751,7 @@ overwrite=False raises AlreadyExistsError when the leaf exists.
            "The text of one layer of `uri`: 0 abstract, 1 overview, 2 content (default).")
       .def("ls", &PyEngine::List, py::arg("uri") = "strata://", py::kw_only(), py::arg("recursive") = false,
            py::arg("limit") = 0, "The children of `uri` (list of Node); recursive for the whole subtree.")
-      .def("tree", [](PyEngine& e, const std::string& uri, size_t limit) { return e.List(uri, true, limit); },
+      .def("tree", [](PyEngine& e, const std::string& uri, int64_t limit) { return e.List(uri, true, limit); },
            py::arg("uri") = "strata://", py::kw_only(), py::arg("limit") = 0, "The whole subtree below `uri`.")
       .def("stat", &PyEngine::Stat, py::arg("uri"), "A NodeDetail: the node, its overview, metadata and relations.")
       .def("rm", &PyEngine::Remove, py::arg("uri"), py::kw_only(), py::arg("recursive") = false,

@@ -140,6 +140,14 @@ def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(serv
             local.find("green tea", **kwargs)
         assert names in str(http_error.value) and names in str(local_error.value), (kwargs, http_error.value,
                                                                                      local_error.value)
+    # A negative limit of a listing is the same InvalidArgumentError, not a TypeError in process.
+    for call, names in [(lambda api: api.ls("strata://resources", limit=-1), '"limit" must be 0 (no limit) or more, not -1'),
+                        (lambda api: api.tree("strata://resources", limit=-1), '"limit" must be 0 (no limit) or more, not -1'),
+                        (lambda api: api.changes(limit=-1), '"limit" must be between 1 and 1000')]:
+        for api in (admin, local):
+            with pytest.raises(strata.InvalidArgumentError) as error:
+                call(api)
+            assert names in str(error.value), (api, error.value)
     local.close()
 
 

@@ -115,12 +115,20 @@ Status Engine::Mkdir(std::string_view uri, const memory::WriteOptions& options) 
   return WithUri(*impl_, "mkdir", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Mkdir(u, options); });
 }
 
+// The root (strata://) is the directory every listing starts from: it exists, holds the scopes, and has no
+// layers of its own. (A listing of it answered while stat and read said it did not exist.)
 Result<std::string> Engine::Read(std::string_view uri, memory::Level level) {
-  return WithUri(*impl_, "read", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Read(u, level); });
+  return WithUri(*impl_, "read", uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<std::string> {
+    if (u.is_root()) return std::string();
+    return s.Read(u, level);
+  });
 }
 
 Result<memory::Node> Engine::Stat(std::string_view uri) {
-  return WithUri(*impl_, "stat", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Stat(u); });
+  return WithUri(*impl_, "stat", uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<memory::Node> {
+    if (u.is_root()) return memory::Node{.uri = u, .is_dir = true};
+    return s.Stat(u);
+  });
 }
 
 Result<std::vector<memory::Relation>> Engine::Relations(std::string_view uri) {

@@ -202,8 +202,19 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
                              "with its results or not at all");
     }
     if (!rest.empty() && (a.included.empty() || a.included.back() != rest.size() - 1)) {
-      out.warnings.push_back("the newest message does not fit in the " + std::to_string(a.budget) +
-                             "-token budget after the system prompt, memories and summary");
+      // The assembler says why when the newest was left out for what it is (a tool result that answers no
+      // call, calls without their results) or for its size: the budget is named only when nothing else is
+      // (the system prompt and memories took it all). It blamed the budget for an orphan result of 26 tokens.
+      const bool explained = std::any_of(a.warnings.begin(), a.warnings.end(), [&](const window::AssemblyWarning& w) {
+        using Code = window::AssemblyWarning::Code;
+        return (w.code == Code::kNewestOverBudget || w.code == Code::kOrphanToolResult ||
+                w.code == Code::kIncompleteToolGroup) &&
+               w.index && (a.included.empty() || *w.index > a.included.back());
+      });
+      if (!explained) {
+        out.warnings.push_back("the newest message does not fit in the " + std::to_string(a.budget) +
+                               "-token budget after the system prompt, memories and summary");
+      }
     }
     out.system_prompt = std::move(sent_system);
     out.messages = window::AssembledMessages(rest, a, ao);

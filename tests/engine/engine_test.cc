@@ -140,6 +140,35 @@ TEST(KeyStoreTest, TwoProcessesOnOneFileSeeEachOthersIssuesAndRevocations) {
   EXPECT_FALSE(found->has_value());
 }
 
+// The newest message left out of a session's window is explained by what it is: a tool result that answers
+// no call is named as such, not as a message over the budget (26 tokens of 123,904 were "over budget").
+TEST_F(EngineTest, TheNewestMessageLeftOutIsExplainedByWhatItIs) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "orphan"));
+  ASSERT_OK(engine_->AddMessages("orphan", std::vector{Message::User("What is the weather?"),
+                                                       Message::ToolResult("call-9", "sunny")}));
+  auto ctx = engine_->AssembleSession("orphan", {.max_context_tokens = 8000});
+  ASSERT_OK(ctx);
+  std::string warnings;
+  for (const std::string& w : ctx->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("answers no call"), std::string::npos) << warnings;
+  EXPECT_EQ(warnings.find("does not fit"), std::string::npos) << warnings;
+}
+
+// The root exists for every operation that names it: it is listed, so it is a directory to stat and read
+// (empty layers), not "strata:// does not exist".
+TEST_F(EngineTest, TheRootIsADirectoryForStatAndReadAsForList) {
+  ASSERT_OK(engine_->Write("strata://resources/a", "x"));
+  ASSERT_FALSE(engine_->List("strata://")->empty());
+  auto root = engine_->Stat("strata://");
+  ASSERT_OK(root);
+  EXPECT_TRUE(root->is_dir);
+  EXPECT_TRUE(root->uri.is_root());
+  auto text = engine_->Read("strata://", memory::Level::kOverview);
+  ASSERT_OK(text);
+  EXPECT_EQ(*text, "");
+  EXPECT_EQ(engine_->Stat("strata://resources/nowhere").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(EngineTest, StoreOperationsWorkThroughUriStrings) {
   ASSERT_OK(engine_->Write("strata://resources/notes/build", "Run scripts/test before pushing.\n\nIt builds all."));
   auto text = engine_->Read("strata://resources/notes/build");

@@ -56,7 +56,7 @@ struct TurnRequest {
   // creates is theirs.
   Reach reach;
   bool create = true;  // A session that does not exist yet is created, owned by `user` (a user reach's own).
-  std::string user, agent;
+  std::string user, agent;  // An admin's turn that names neither: the user "default" (phase 2 needs an owner).
 };
 
 struct TurnOutcome {

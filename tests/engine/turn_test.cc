@@ -170,6 +170,23 @@ void ExpectOneTurnOrCommitOfASessionAtATime(Engine& a, Engine& b) {
   EXPECT_TRUE(b.SessionMessages("shared")->empty());
 }
 
+// An admin's turn (the root key, a server without keys) that names neither a user nor an agent creates a
+// session of the user "default": a session of nobody failed every phase 2 ("has neither a user nor an agent").
+TEST_F(TurnTest, AnAdminsTurnThatNamesNoOwnerBelongsToTheDefaultUser) {
+  TurnRequest request = Ask("hello");
+  request.reach = Reach::Everything();
+  auto turn = engine_->BeginTurn("by-admin", std::move(request));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Finish(Message::Assistant("hi")));
+  EXPECT_EQ(engine_->GetSession("by-admin")->user, "default");
+  request = Ask("hello");
+  request.reach = Reach::Everything();
+  request.agent = "helper";  // Named: the agent's, and no user.
+  ASSERT_OK(engine_->BeginTurn("by-agent", std::move(request)));
+  EXPECT_EQ(engine_->GetSession("by-agent")->user, "");
+  EXPECT_EQ(engine_->GetSession("by-agent")->agent, "helper");
+}
+
 TEST_F(TurnTest, OneTurnOrCommitOfASessionAtATimeAcrossProcessesOnOneDirectory) {
   auto other = Engine::Open({.data_dir = dir_.path()});
   ASSERT_OK(other);

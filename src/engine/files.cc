@@ -340,6 +340,24 @@ Result<std::unique_ptr<Engine>> Engine::OpenAccount(std::string_view account) co
   });
 }
 
+Result<bool> Engine::AccountExists(std::string_view account) {
+  return Guard("account", [&]() -> Result<bool> {
+    STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(account, "account"));
+    if (account == "default") return true;
+    STRATA_ASSIGN_OR_RETURN(KeyStore * keys, this->keys());
+    STRATA_ASSIGN_OR_RETURN(std::vector<KeyInfo> issued, keys->List(std::string(account)));
+    if (!issued.empty()) return true;
+    if (impl_->postgres) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<pg::Conn> conn, pg::Conn::Connect(impl_->options.data_dir));
+      STRATA_ASSIGN_OR_RETURN(pg::Rows rows, conn->Exec("SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                                                         {pg::SchemaFor(account)}));
+      return rows.size() > 0;
+    }
+    std::error_code ec;
+    return fs::is_directory(impl_->options.data_dir + "/accounts/" + std::string(account), ec);
+  });
+}
+
 Result<KeyStore*> Engine::keys() {
   std::lock_guard lock(impl_->open_mu);
   if (!impl_->keys) {

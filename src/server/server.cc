@@ -129,6 +129,11 @@ Result<Engine*> Server::Impl::EngineFor(const std::string& account) {
   return raw;
 }
 
+bool Server::Impl::EngineOpen(const std::string& account) {
+  std::lock_guard lock(engines_mu);
+  return engines.contains(account);
+}
+
 std::vector<Engine*> Server::Impl::OpenEngines() {
   std::lock_guard lock(engines_mu);
   std::vector<Engine*> out;
@@ -265,6 +270,16 @@ Result<Json> Server::Impl::Run(const RouteSpec& route, const HttpRequest& req, H
   Call c{req, res, false, Identity{}, nullptr, Json::object()};
   if (route.needs_key) {
     STRATA_ASSIGN_OR_RETURN(c.id, Authenticate(req));
+    if (route.read_only && c.id.role == Role::kRoot && c.id.account != "default" && !EngineOpen(c.id.account)) {
+      // The root key's X-Strata-Account on a read: an account with no data and no key is a typo, not a new
+      // account (opening it would create it, and answer an empty one).
+      STRATA_ASSIGN_OR_RETURN(Engine * main, EngineFor("default"));
+      STRATA_ASSIGN_OR_RETURN(bool exists, main->AccountExists(c.id.account));
+      if (!exists) {
+        return Status::NotFound("no account " + json::QuoteForError(c.id.account, 64) +
+                                ": an account begins with its first write or key");
+      }
+    }
     STRATA_ASSIGN_OR_RETURN(c.engine, EngineFor(c.id.account));
   }
   if (route.parse_body && !req.body.empty() && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||

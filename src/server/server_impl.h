@@ -133,6 +133,7 @@ struct Server::Impl {
   // ---- Accounts and identity (server.cc) ----
   // The account's engine, opened on first use (Engine::OpenAccount decides where its data lives).
   Result<Engine*> EngineFor(const std::string& account);
+  bool EngineOpen(const std::string& account);  // Whether EngineFor(account) has opened it already.
   std::vector<Engine*> OpenEngines();
   bool has_keys() const { return !root_key_hash.empty(); }
   Result<Identity> Authenticate(const HttpRequest& req);

@@ -570,6 +570,16 @@ TEST_F(ServerTest, AccountsKeepTheirDataApart) {
   EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/plans"), kRootKey, "",
                  {{"X-Strata-Account", "acme"}}).status, 200);
   EXPECT_TRUE(std::filesystem::exists(dir_.File("data/accounts/acme")));
+  // A read in an account nobody made (a typo) is 404 and makes nothing; a write makes it, and a key alone
+  // is enough for a read (globex has a key).
+  Reply typo = Call("GET", "/api/v1/fs/ls", kRootKey, "", {{"X-Strata-Account", "acmee"}});
+  EXPECT_EQ(typo.status, 404) << typo.raw;
+  EXPECT_NE(typo.raw.find("no account"), std::string::npos) << typo.raw;
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("data/accounts/acmee")));
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls", kRootKey, "", {{"X-Strata-Account", "globex"}}).status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", "strata://resources/x"}, {"content", "x"}}.dump(),
+                 {{"X-Strata-Account", "initech"}}).status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls", kRootKey, "", {{"X-Strata-Account", "initech"}}).status, 200);
 }
 
 TEST_F(ServerTest, ShutdownAnswersRequestsInFlightAndLosesNoAcknowledgedWrite) {

@@ -431,6 +431,9 @@ class Engine {
   // another account's is <data>/accounts/<account>, or a schema of its own on PostgreSQL. Nothing above the
   // engine needs to know which.
   Result<std::unique_ptr<Engine>> OpenAccount(std::string_view account) const;
+  // Whether `account` has data on this engine's backend (its directory or schema) or an API key: what a
+  // read for it may open (opening creates it).
+  Result<bool> AccountExists(std::string_view account);
 
   // The prompt directories in search order (the shipped ones last).
   std::vector<std::string> PromptSearchPath() const;

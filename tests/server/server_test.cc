@@ -73,6 +73,11 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   EXPECT_EQ(too_deep.status, 400);
   EXPECT_NE(too_deep.raw.find("nested deeper"), std::string::npos) << too_deep.raw;
 
+  for (const char* body : {R"("strata://resources/a")", "null", "42"}) {
+    Reply scalar = Call("POST", "/api/v1/fs/write", kRootKey, body);
+    EXPECT_EQ(scalar.status, 400) << scalar.raw;
+    EXPECT_NE(scalar.raw.find("request body: must be a JSON object"), std::string::npos) << scalar.raw;
+  }
   Reply missing = Call("POST", "/api/v1/fs/write", kRootKey, R"({"uri": "strata://resources/a"})");
   EXPECT_EQ(missing.status, 400);
   EXPECT_NE(missing.raw.find("\\\"content\\\" is required"), std::string::npos) << missing.raw;

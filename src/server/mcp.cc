@@ -209,6 +209,10 @@ struct McpHandler::Impl {
   Result<Uri> UriArg(const Json& args, const char* name, bool required) {
     std::string text = json::StringOr(args, name);
     if (text.empty()) {
+      // HTTP's words: absent is "required", present and empty "must not be empty".
+      if (required && json::Field(args, name) != nullptr) {
+        return Status::InvalidArgument(std::string("\"") + name + "\" must not be empty");
+      }
       if (required) return Status::InvalidArgument(std::string("\"") + name + "\" is required");
       return !who.reach.everything() ? Uri::Parse("strata://user/" + who.user) : Uri::Root();
     }
@@ -235,7 +239,10 @@ struct McpHandler::Impl {
 
   Result<Json> Read(const Json& args) {
     std::vector<std::string> uris;
-    if (std::string one = json::StringOr(args, "uri"); !one.empty()) uris.push_back(one);
+    if (const Json* one = json::Field(args, "uri"); one != nullptr && one->is_string()) {
+      if (one->get<std::string>().empty()) return Status::InvalidArgument("\"uri\" must not be empty");
+      uris.push_back(one->get<std::string>());
+    }
     if (const Json* many = json::Field(args, "uris"); many != nullptr) {
       for (const Json& u : *many) uris.push_back(u.get<std::string>());
     }

@@ -650,6 +650,23 @@ TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
 
 // A session's context through HTTP and MCP: the same window by default (the server's --window), the same
 // reply reserve by default (the engine's: 4,096, at most a quarter of a small window), the same view.
+// An empty URI where one is required gets the same words over HTTP and MCP ("must not be empty"; MCP said
+// it was missing), and an absent one the same "is required".
+TEST_F(TrustTest, AnEmptyOrMissingUriIsRefusedInTheSameWordsOverHttpAndMcp) {
+  std::string alice = Issue("alice");
+  Reply http_empty = Call("GET", "/api/v1/fs/read?uri=", alice);
+  Reply mcp_empty = Call("POST", "/mcp", alice, McpCall("read", {{"uri", ""}}));
+  EXPECT_EQ(http_empty.status, 400) << http_empty.raw;
+  EXPECT_NE(http_empty.raw.find("must not be empty"), std::string::npos) << http_empty.raw;
+  EXPECT_TRUE(mcp_empty.body["result"]["isError"].get<bool>()) << mcp_empty.raw;
+  EXPECT_NE(mcp_empty.raw.find("must not be empty"), std::string::npos) << mcp_empty.raw;
+  Reply http_missing = Call("POST", "/api/v1/fs/write", alice, R"({"content": "x"})");
+  Reply mcp_missing = Call("POST", "/mcp", alice, McpCall("write", {{"content", "x"}}));
+  EXPECT_NE(http_missing.raw.find("is required"), std::string::npos) << http_missing.raw;
+  EXPECT_TRUE(mcp_missing.body["result"]["isError"].get<bool>()) << mcp_missing.raw;
+  EXPECT_NE(mcp_missing.raw.find("uri"), std::string::npos) << mcp_missing.raw;
+}
+
 TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {
   Stop();
   server_options_.upstream_context_tokens = 32'000;

@@ -51,7 +51,13 @@ Result<std::string> ReadInput(const std::string &file) {
 }
 
 Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
-  std::string uri = a.uri.empty() ? std::string("strata://") : a.uri;
+  // Unset: the whole store for a listing and an export (as HTTP's listing without a uri). A node's own
+  // operations need it named: `rm -r ""` or `read ""` meant the root.
+  std::string uri = a.uri;
+  if (uri.empty() && (cmd == "ls" || cmd == "tree" || cmd == "export")) uri = "strata://";
+  const bool named = cmd == "write" || cmd == "mkdir" || cmd == "read" || cmd == "stat" || cmd == "rm" || cmd == "mv" ||
+                     cmd == "link" || cmd == "unlink";
+  if (uri.empty() && named) return Status::InvalidArgument("the URI must not be empty");
   if (cmd == "write") {
     STRATA_ASSIGN_OR_RETURN(std::string content, ReadInput(a.file));
     memory::WriteOptions o;

@@ -523,6 +523,8 @@ class PyEngine {
     })));
   }
   py::object Task(int64_t id) {
+    // HTTP's words for the same path segment (a task id is 1 or more).
+    if (id <= 0) Raise(Status::InvalidArgument("the task id \"" + std::to_string(id) + "\" is not a positive integer"));
     return Record("Task", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, e.queue());
       STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(id));

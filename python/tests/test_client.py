@@ -254,6 +254,16 @@ def test_a_checkpoint_from_before_a_commit_is_refused_alike_in_process_and_over_
             with pytest.raises(strata.FailedPreconditionError):
                 front.revert(session_id, kept)
         assert len(front.messages(session_id)) == 2
+        # Ids that cannot be are the same mistake on both sides, in the same words (in process they were
+        # "no checkpoint -1", NotFound, and the task and archive ones NotFound too).
+        for call, words in [(lambda: front.revert(session_id, -1), '"checkpoint" must be a checkpoint id, 0 or more, not -1'),
+                            (lambda: front.fork(session_id, "neg-" + session_id, checkpoint=-1),
+                             '"checkpoint" must be a checkpoint id, 0 or more, not -1'),
+                            (lambda: front.task(-1), 'the task id "-1" is not a positive integer'),
+                            (lambda: front.archive_diff(session_id, 0), 'the archive number "0" is not a positive integer')]:
+            with pytest.raises(strata.InvalidArgumentError) as error:
+                call()
+            assert words in str(error.value), (front, error.value)
         front.revert(session_id, new)
         assert len(front.messages(session_id)) == 1
     # The server's own data read in process gives the tags the server gave.

@@ -404,6 +404,10 @@ Result<SessionStatus> Engine::GetSessionStatus(std::string_view id) {
 
 Result<session::CommitDiff> Engine::ArchiveDiff(std::string_view id, int archive) {
   return Guard("session archive diff", [&]() -> Result<session::CommitDiff> {
+    if (archive <= 0) {  // HTTP's words for the same path segment.
+      return Status::InvalidArgument("the archive number " + json::QuoteForError(std::to_string(archive), 40) +
+                                     " is not a positive integer");
+    }
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     return session::ReadCommitDiff(*s, id, archive);
   });

@@ -45,14 +45,27 @@ Result<session::CheckpointInfo> Engine::Checkpoint(std::string_view id) {
   return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) { return s.Checkpoint(id); });
 }
 
+namespace {
+
+// Checkpoint ids are 0 or more: a negative one is a mistake in the request (every front end's words), not a
+// checkpoint that does not exist.
+Status CheckCheckpointId(int64_t id) {
+  if (id >= 0) return Status::Ok();
+  return Status::InvalidArgument("\"checkpoint\" must be a checkpoint id, 0 or more, not " + std::to_string(id));
+}
+
+}  // namespace
+
 Result<session::SessionInfo> Engine::Revert(std::string_view id, const session::CheckpointRef& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session revert"));
+  STRATA_RETURN_IF_ERROR(CheckCheckpointId(checkpoint.id));
   return WithSessions(*this, "session revert", [&](session::Sessions& s) { return s.Revert(id, checkpoint); });
 }
 
 Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view new_id,
                                           const std::optional<session::CheckpointRef>& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session fork"));
+  if (checkpoint) STRATA_RETURN_IF_ERROR(CheckCheckpointId(checkpoint->id));
   return WithSessions(*this, "session fork", [&](session::Sessions& s) { return s.Fork(id, new_id, checkpoint); });
 }
 

@@ -155,10 +155,10 @@ void Server::Impl::AddSessionRoutes() {
   Add(Route("POST", "/api/v1/sessions/{id}/revert", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(int64_t checkpoint, c.IntArg("checkpoint", -1));
-    if (checkpoint < 0) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
+    STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
+    if (!checkpoint) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {checkpoint, tag}));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {*checkpoint, tag}));
     return views::SessionView(info);
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
@@ -168,9 +168,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
     std::optional<session::CheckpointRef> at;
-    if (checkpoint && *checkpoint < 0) {
-      return Status::InvalidArgument("\"checkpoint\" must be a checkpoint id, 0 or more");
-    } else if (checkpoint) {
+    if (checkpoint) {  // The engine refuses a negative one.
       at = session::CheckpointRef{*checkpoint, tag};
     } else if (!tag.empty()) {
       return Status::InvalidArgument("\"tag\" names a checkpoint: give \"checkpoint\" with it");

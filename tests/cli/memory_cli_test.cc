@@ -72,6 +72,13 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("unknown scope \"people\""), std::string::npos) << bad.err;
   EXPECT_NE(Memory({"read", "strata://resources/missing"}).err.find("does not exist"), std::string::npos);
+  // An empty URI is refused for a node's own operations (it meant the root); a listing without one lists it.
+  for (std::vector<std::string> args : {std::vector<std::string>{"read", ""}, {"stat", ""}, {"rm", "-r", ""}}) {
+    CliRun empty = Memory(args);
+    EXPECT_EQ(empty.exit_code, 2) << args[0];
+    EXPECT_NE(empty.err.find("the URI must not be empty"), std::string::npos) << empty.err;
+  }
+  EXPECT_NE(Memory({"ls", ""}).out.find("user/"), std::string::npos);
 }
 
 TEST_F(MemoryCli, ExportEditImport) {

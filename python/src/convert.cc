@@ -176,8 +176,12 @@ py::list Records(const char* type, const std::vector<OrderedJson>& views) {
 
 Message MessageFromPy(py::handle value, std::string_view where) {
   if (PyUnicode_Check(value.ptr())) {
+    // A str is a message's JSON text (a context.jsonl line); plain words are a mistake said as such.
     Result<Message> m = ParseMessage(value.cast<std::string>());
-    if (!m.ok()) Raise(Status::InvalidArgument(std::string(where) + ": " + m.status().message()));
+    if (!m.ok()) {
+      Raise(Status::InvalidArgument(std::string(where) + ": a message is a dict like {\"role\": \"user\", \"content\": "
+                                    "\"...\"} or its JSON text, and this str is not one (" + m.status().message() + ")"));
+    }
     return std::move(*m);
   }
   if (!PyDict_Check(value.ptr()) && !py::hasattr(value, "to_dict") && !py::hasattr(value, "model_dump")) {

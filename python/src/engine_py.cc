@@ -81,7 +81,7 @@ session::CheckpointRef CheckpointArg(py::handle checkpoint, std::optional<std::s
 }
 
 memory::Level LevelArg(int level) {
-  if (level < 0 || level > 2) Raise(Status::InvalidArgument("level must be 0 (abstract), 1 (overview) or 2 (content)"));
+  if (level < 0 || level > 2) Raise(Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)"));
   return static_cast<memory::Level>(level);
 }
 
@@ -238,7 +238,7 @@ class PyEngine {
     o.overview = std::move(overview);
     o.category = std::move(category);
     if (!metadata.is_none()) {
-      if (!PyDict_Check(metadata.ptr())) Raise(Status::InvalidArgument("metadata must be a dict"));
+      if (!PyDict_Check(metadata.ptr())) Raise(Status::InvalidArgument("\"metadata\" must be an object (a dict)"));
       o.metadata = ToJsonText(metadata, "metadata");
     }
     o.overwrite = overwrite;

@@ -80,6 +80,11 @@ def test_errors_are_the_status_classes(engine):
     with pytest.raises(strata.InvalidArgumentError, match=r"messages\[1\]"):
         engine.create_session("alice", "s")
         engine.add_messages("s", [{"role": "user", "content": "ok"}, {"role": "nobody", "content": 1}])
+    # Plain words where a message goes are said to be that, not "invalid JSON at byte 0".
+    with pytest.raises(strata.InvalidArgumentError, match=r"messages\[0\]: a message is a dict .* this str is not one"):
+        engine.add_messages("s", ["hello"])
+    with pytest.raises(strata.InvalidArgumentError, match=r'"metadata" must be an object'):
+        engine.write("strata://resources/y", "x", metadata=["not", "a", "dict"])
     with pytest.raises(strata.InvalidArgumentError, match="JSON cannot hold"):
         engine.write("strata://resources/y", "x", metadata={"when": object()})
     with pytest.raises(strata.InvalidArgumentError, match="unknown option"):

@@ -103,8 +103,28 @@ auto WithUri(Engine::Impl& impl, std::string_view what, std::string_view text, F
 }
 }  // namespace
 
+namespace {
+
+// Metadata a caller writes is nested at most this deep: an export puts it in a directory's .meta.json, two
+// levels down, and what was written must read back (metadata 254 levels deep was taken over HTTP, and its
+// directory's .meta.json was then skipped whole on import, with every sibling's metadata). The store itself
+// takes any depth, so that an import or a migration of older, deeper metadata still copies it.
+constexpr size_t kMaxMetadataDepth = 64;
+
+Status CheckMetadataDepth(const memory::WriteOptions& options) {
+  if (!options.metadata) return Status::Ok();
+  if (size_t deep = json::FindTooDeep(*options.metadata, kMaxMetadataDepth); deep != std::string_view::npos) {
+    return Status::InvalidArgument("metadata is nested deeper than " + std::to_string(kMaxMetadataDepth) +
+                                   " levels (at byte " + std::to_string(deep) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Engine::Write(std::string_view uri, std::string_view content, const memory::WriteOptions& options) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "write"));
+  STRATA_RETURN_IF_ERROR(CheckMetadataDepth(options));
   return WithUri(*impl_, "write", uri, [&](memory::ContextStore& s, const memory::Uri& u) {
     return s.Write(u, content, options);
   });
@@ -112,6 +132,7 @@ Status Engine::Write(std::string_view uri, std::string_view content, const memor
 
 Status Engine::Mkdir(std::string_view uri, const memory::WriteOptions& options) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "mkdir"));
+  STRATA_RETURN_IF_ERROR(CheckMetadataDepth(options));
   return WithUri(*impl_, "mkdir", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.Mkdir(u, options); });
 }
 
@@ -348,8 +369,8 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
       // Not in the middle of a turn (here or in another instance): its request would be archived and its
       // reply left alone in the live log. No turn begins while phase 1 runs.
       STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldSession(id, "session " + std::string(id) +
-                                                                    " has a turn in progress; commit when its reply "
-                                                                    "has ended"));
+                                                                    " has a turn or a commit in progress; commit "
+                                                                    "when it has ended"));
       STRATA_ASSIGN_OR_RETURN(out.ticket, s->Commit(id));
     }
     if (!options.wait) return out;

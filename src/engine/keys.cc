@@ -140,7 +140,9 @@ class KeyTable final : public KeyStore {
       STRATA_ASSIGN_OR_RETURN(KeyInfo info, ReadKey(r, 0));
       return std::optional<KeyInfo>(std::move(info));
     }
-    STRATA_RETURN_IF_ERROR(RefreshLocked());
+    // A refresh that fails (the file busy or unreadable for a moment) leaves the keys last read: a key
+    // check must not fail for it.
+    (void)RefreshLocked();
     auto it = cache_.find(hash);
     if (it == cache_.end()) return std::optional<KeyInfo>();
     return std::optional<KeyInfo>(it->second);

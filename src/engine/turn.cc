@@ -17,6 +17,12 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     if (request.turn.empty()) return Status::InvalidArgument("a turn needs at least one new message");
     STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(request.encoding));
     std::string id(session);
+    // Another user's session is not there, busy or not: checked before the lock, so that a user can neither
+    // learn that it is busy nor hold it (and again below, once held).
+    if (Result<session::SessionInfo> seen = GetSession(id);
+        seen.ok() && !request.reach.everything() && seen->user != request.reach.user) {
+      return session::NoSuchSession(id);
+    }
     // One turn at a time per session, in every instance; released by the Turn (Finish, Release or its
     // destructor).
     const std::string busy = "session " + id + " already has a turn in progress (here or in another instance) or "
@@ -37,6 +43,7 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     }
     if (!info.ok()) return info.status();
     if (!request.reach.everything() && info->user != request.reach.user) return session::NoSuchSession(id);
+    turn->ref_ = session::SessionRef(*info);
     STRATA_RETURN_IF_ERROR(CheckRefs(request.reach, request.turn));
     SessionContextOptions o;
     o.max_context_tokens = request.max_context_tokens;
@@ -66,7 +73,7 @@ Turn::~Turn() { Release(); }
 
 Status Turn::Accept() {
   if (accepted_) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(engine_->AddMessages(session_, turn_).status());
+  STRATA_RETURN_IF_ERROR(engine_->AddMessages(ref_, turn_).status());
   accepted_ = true;
   return Status::Ok();
 }
@@ -78,12 +85,12 @@ Result<TurnOutcome> Turn::Finish(const Message& reply, std::optional<TokenUsage>
     Release();
     return accepted;
   }
-  Status added = engine_->AddMessages(session_, std::vector<Message>{reply}).status();
+  Status added = engine_->AddMessages(ref_, std::vector<Message>{reply}).status();
   if (!added.ok()) {
     Release();
     return added;
   }
-  if (usage) (void)engine_->RecordUsage(session_, usage->total());
+  if (usage) (void)engine_->RecordUsage(ref_, usage->total());
   TurnOutcome out;
   out.uncommitted_tokens = tokens_ + tokenizer::CounterFor(encoding_).CountMessages({&reply, 1});
   out.uncommitted_turns = turns_;
@@ -96,7 +103,7 @@ Result<TurnOutcome> Turn::Finish(const Message& reply, std::optional<TokenUsage>
   released_ = true;
   engine_->impl_->turns.End(session_, /*idle=*/!calls && !due && policy.after_idle.count() > 0);
   if (due) {
-    Result<CommitOutcome> committed = engine_->Commit(session_, {.wait = false});
+    Result<CommitOutcome> committed = engine_->Commit(ref_, {.wait = false});
     if (committed.ok()) {
       out.committed = true;
       out.job_id = committed->ticket.job_id;

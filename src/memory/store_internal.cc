@@ -23,17 +23,8 @@ std::string_view KindDirAbstract(std::string_view kind) {
   return "";
 }
 
-// Metadata nested deeper than this is refused: an export writes it inside a directory's .meta.json, two
-// levels down, and what is written must read back (at 254 levels the whole .meta.json was skipped on import,
-// with every sibling's metadata).
-constexpr size_t kMaxMetadataDepth = 64;
-
 Status CheckMetadata(const std::optional<std::string>& metadata) {
   if (!metadata) return Status::Ok();
-  if (size_t deep = json::FindTooDeep(*metadata, kMaxMetadataDepth); deep != std::string_view::npos) {
-    return Status::InvalidArgument("metadata is nested deeper than " + std::to_string(kMaxMetadataDepth) +
-                                   " levels (at byte " + std::to_string(deep) + ")");
-  }
   auto parsed = strata::json::ParseOrDiscard<nlohmann::json>(*metadata);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return Status::InvalidArgument("metadata must be a JSON object, got " + json::QuoteForError(*metadata, 80));

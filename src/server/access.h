@@ -65,4 +65,23 @@ inline std::string WithoutDataDir(std::string message, const std::string& data_d
   return message;
 }
 
+// A view with WithoutDataDir applied to its error members ("error", "last_error": a phase-2 failure kept in
+// the queue or an archive, a commit's phase 2), at any depth. Only those members: stored text is the
+// caller's and is never rewritten.
+template <typename J>
+J WithoutDataDirInErrors(J view, const std::string& data_dir) {
+  if (view.is_object()) {
+    for (auto it = view.begin(); it != view.end(); ++it) {
+      if ((it.key() == "error" || it.key() == "last_error") && it.value().is_string()) {
+        it.value() = WithoutDataDir(it.value().template get<std::string>(), data_dir);
+      } else if (it.value().is_structured()) {
+        it.value() = WithoutDataDirInErrors(std::move(it.value()), data_dir);
+      }
+    }
+  } else if (view.is_array()) {
+    for (auto& item : view) item = WithoutDataDirInErrors(std::move(item), data_dir);
+  }
+  return view;
+}
+
 }  // namespace strata::server

@@ -107,13 +107,13 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, c.engine->Commit(id, {.wait = false}));
     metrics.Commit("accepted");
     WakeWorker();
-    return views::CommitView(id, outcome);
+    return WithoutDataDirInErrors(views::CommitView(id, outcome), engine_options.data_dir);
   }));
   Add(Route("GET", "/api/v1/sessions/{id}/status", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(SessionStatus status, c.engine->GetSessionStatus(id));
-    return views::SessionStatusView(status);
+    return WithoutDataDirInErrors(views::SessionStatusView(status), engine_options.data_dir);
   }));
 
   // What phase 2 changed for one archive (Engine::ArchiveDiff): what Commit with wait returns in process.
@@ -242,11 +242,11 @@ void Server::Impl::AddSessionRoutes() {
       if (!c.engine->CheckJobAccess(ReachOf(c.id), job).ok()) continue;
       out.push_back(views::JobView(job));
     }
-    return out;
+    return WithoutDataDirInErrors(std::move(out), engine_options.data_dir);
   }));
-  Add(Route("GET", "/api/v1/tasks/{id}", [task_of](Call& c) -> Result<Json> {
+  Add(Route("GET", "/api/v1/tasks/{id}", [this, task_of](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(session::Job job, task_of(c));
-    return views::JobView(job);
+    return WithoutDataDirInErrors(views::JobView(job), engine_options.data_dir);
   }));
   Add(Route("GET", "/api/v1/tasks/{id}/events", [this, task_of](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(session::Job first, task_of(c));
@@ -264,7 +264,7 @@ void Server::Impl::AddSessionRoutes() {
         auto job = (*queue)->Get(task);
         if (!job.ok() || !*job) break;
         std::string state(session::JobStateName((*job)->state));
-        std::string view = views::Dump(views::JobView(**job));
+        std::string view = views::Dump(WithoutDataDirInErrors(views::JobView(**job), engine_options.data_dir));
         if (view != last) {
           if (!write("event: task\ndata: " + view + "\n\n")) break;
           last = view;

@@ -90,7 +90,7 @@ Result<int64_t> Call::IntArg(std::string_view name, int64_t fallback) const {
 }
 Result<bool> Call::BoolArg(std::string_view name, bool fallback) const {
   if (auto q = req.Query(name)) {
-    if (*q == "true" || *q == "1") return true;
+    if (*q == "true" || *q == "1" || q->empty()) return true;  // A bare ?recursive says it.
     if (*q == "false" || *q == "0") return false;
     return Status::InvalidArgument("\"" + std::string(name) + "\" must be true or false, not " + json::QuoteForError(*q, 40));
   }
@@ -270,9 +270,9 @@ Result<Json> Server::Impl::Run(const RouteSpec& route, const HttpRequest& req, H
   Call c{req, res, false, Identity{}, nullptr, Json::object()};
   if (route.needs_key) {
     STRATA_ASSIGN_OR_RETURN(c.id, Authenticate(req));
-    if (route.read_only && c.id.role == Role::kRoot && c.id.account != "default" && !EngineOpen(c.id.account)) {
-      // The root key's X-Strata-Account on a read: an account with no data and no key is a typo, not a new
-      // account (opening it would create it, and answer an empty one).
+    if (req.method == "GET" && c.id.role == Role::kRoot && c.id.account != "default" && !EngineOpen(c.id.account)) {
+      // The root key's X-Strata-Account on a GET: an account with no data and no key is a typo, not a new
+      // account (opening it would create it, and answer an empty one). Other requests may begin one.
       STRATA_ASSIGN_OR_RETURN(Engine * main, EngineFor("default"));
       STRATA_ASSIGN_OR_RETURN(bool exists, main->AccountExists(c.id.account));
       if (!exists) {

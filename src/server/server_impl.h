@@ -62,7 +62,7 @@ struct Call {
   Result<std::string> Arg(std::string_view name, bool required = true) const;
   Result<int64_t> IntArg(std::string_view name, int64_t fallback) const;
   Result<std::optional<int64_t>> OptIntArg(std::string_view name) const;  // nullopt when absent or null.
-  // true/false (query string: true, false, 1, 0); `fallback` when absent or null; any other value is
+  // true/false (query string: true, false, 1, 0, or the bare name for true); `fallback` when absent or null; any other value is
   // refused naming it (a "false" string must not count as true, nor "yes" as false).
   Result<bool> BoolArg(std::string_view name, bool fallback = false) const;
   // A string member of the body: absent or null is nullopt, another type an error naming it.

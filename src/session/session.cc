@@ -278,8 +278,15 @@ class FileSessions final : public Sessions {
     }
     std::sort(rotations.begin(), rotations.end());
     for (auto& [n, name] : rotations) out.rotations.push_back(std::move(name));
-    for (const Damage& d : log->restore_report().scan.damage) {
-      out.damage.push_back(Shown(MessagesPath(info.id)) + " " + d.ToString() + "; skipped");
+    // What the log was read from: after a revert or a compaction replaced the file, the lines reported are
+    // in the rotation it kept, not in the live file, and are not reported again.
+    if (LiveFileIsTheOneRestored(info.id)) {
+      for (const Damage& d : log->restore_report().scan.damage) {
+        const char* what = d.kind == DamageKind::kInvalidUtf8 ? "; kept, invalid bytes replaced"
+                           : d.kind == DamageKind::kTornTail  ? "; an interrupted write, cut before the next append"
+                                                              : "; skipped";
+        out.damage.push_back(Shown(MessagesPath(info.id)) + " " + d.ToString() + what);
+      }
     }
     return out;
   }
@@ -634,8 +641,16 @@ class FileSessions final : public Sessions {
     STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(MessagesPath(id))));
     ContextLog* raw = storage.get();
     std::lock_guard map_lock(map_mu_);
-    open_[id] = OpenLog{std::move(storage), LogSignature(info), file_id};
+    open_[id] = OpenLog{std::move(storage), LogSignature(info), file_id, file_id};
     return raw;
+  }
+
+  // Whether the session's messages file is still the one its open log was restored from (same identity).
+  bool LiveFileIsTheOneRestored(const std::string& id) {
+    const auto now = FileIdOf(id);
+    std::lock_guard map_lock(map_mu_);
+    auto it = open_.find(id);
+    return it != open_.end() && now && it->second.restored_from && it->second.restored_from->first == now->first;
   }
 
   // The identity and size of the session's messages file (nullopt when there is none yet): a file written
@@ -836,6 +851,7 @@ class FileSessions final : public Sessions {
     std::unique_ptr<ContextLog> storage;
     LogSignatureOf signature;  // LogSignature of the session when last read or written here.
     std::optional<std::pair<uint64_t, uint64_t>> file_id;  // FileIdOf the messages file then.
+    std::optional<std::pair<uint64_t, uint64_t>> restored_from;  // FileIdOf it when the log was restored.
   };
   std::map<std::string, OpenLog> open_;
 };

@@ -154,6 +154,19 @@ TEST_F(EngineTest, TheNewestMessageLeftOutIsExplainedByWhatItIs) {
   EXPECT_EQ(warnings.find("does not fit"), std::string::npos) << warnings;
 }
 
+// A caller's metadata is nested at most 64 levels (an export puts it two levels deeper, and it must read
+// back); the refusal names the depth and writes nothing.
+TEST_F(EngineTest, MetadataDeeperThanSixtyFourLevelsIsRefusedNamingTheDepth) {
+  auto nested = [](int levels) { return std::string(levels, '[') + "1" + std::string(levels, ']'); };
+  std::string deep = "{\"a\": " + nested(64) + "}";  // 65 levels.
+  Status refused = engine_->Write("strata://resources/deep", "x", {.metadata = deep});
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("nested deeper than 64 levels"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(engine_->Mkdir("strata://resources/deeper", {.metadata = deep}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_->Stat("strata://resources/deep").status().code(), StatusCode::kNotFound);
+  ASSERT_OK(engine_->Write("strata://resources/deep", "x", {.metadata = "{\"a\": " + nested(63) + "}"}));
+}
+
 // The root exists for every operation that names it: it is listed, so it is a directory to stat and read
 // (empty layers), not "strata:// does not exist".
 TEST_F(EngineTest, TheRootIsADirectoryForStatAndReadAsForList) {

@@ -147,7 +147,7 @@ void ExpectOneTurnOrCommitOfASessionAtATime(Engine& a, Engine& b) {
   for (Engine* engine : {&b, &a}) {
     auto commit = engine->Commit("shared", {.wait = false});
     EXPECT_EQ(commit.status().code(), StatusCode::kFailedPrecondition);
-    EXPECT_NE(commit.status().message().find("has a turn in progress; commit when its reply has ended"),
+    EXPECT_NE(commit.status().message().find("has a turn or a commit in progress; commit when it has ended"),
               std::string::npos) << commit.status().ToString();
   }
   EXPECT_OK(b.BeginTurn("other", ask("another session is free")));
@@ -185,6 +185,23 @@ TEST_F(TurnTest, AnAdminsTurnThatNamesNoOwnerBelongsToTheDefaultUser) {
   ASSERT_OK(engine_->BeginTurn("by-agent", std::move(request)));
   EXPECT_EQ(engine_->GetSession("by-agent")->user, "");
   EXPECT_EQ(engine_->GetSession("by-agent")->agent, "helper");
+}
+
+// A session deleted and created again by another process while a turn of it is in flight is another
+// session: the turn's reply is refused, not appended to the new owner's messages.
+TEST_F(TurnTest, ATurnNeverWritesIntoTheSessionThatReplacedItsOwn) {
+  auto other = Engine::Open({.data_dir = dir_.path()});
+  ASSERT_OK(other);
+  auto turn = engine_->BeginTurn("swap", Ask("alice asks"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Accept());
+  ASSERT_OK((*other)->DeleteSession("swap", /*force=*/true));
+  ASSERT_OK((*other)->CreateSession("bob", "", "swap"));
+  auto finished = (*turn)->Finish(Message::Assistant("the reply to alice"));
+  EXPECT_EQ(finished.status().code(), StatusCode::kNotFound) << finished.status().ToString();
+  auto bobs = (*other)->SessionMessages("swap");
+  ASSERT_OK(bobs);
+  EXPECT_TRUE(bobs->empty());
 }
 
 TEST_F(TurnTest, OneTurnOrCommitOfASessionAtATimeAcrossProcessesOnOneDirectory) {

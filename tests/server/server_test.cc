@@ -111,6 +111,14 @@ TEST(WithoutDataDirTest, ErrorsNameFilesWithinTheDataDirectoryOnly) {
   EXPECT_EQ(server::WithoutDataDir("no strata://resources/strata-data/x or my-strata-data/y", "strata-data"),
             "no strata://resources/strata-data/x or my-strata-data/y");
   EXPECT_EQ(server::WithoutDataDir("postgresql:///strata/x", "postgresql:///strata"), "postgresql:///strata/x");
+  // In a view, only the error members: a task's last_error, an archive's error; stored text stays as written.
+  Json view = {{"last_error", "cannot write /srv/strata/sessions/a/history/archive_001/summary.md"},
+               {"content", "notes on /srv/strata/x"},
+               {"archives", Json::array({{{"error", "open /srv/strata/y failed"}}})}};
+  Json shown = server::WithoutDataDirInErrors(view, "/srv/strata");
+  EXPECT_EQ(shown["last_error"], "cannot write sessions/a/history/archive_001/summary.md");
+  EXPECT_EQ(shown["content"], "notes on /srv/strata/x");
+  EXPECT_EQ(shown["archives"][0]["error"], "open y failed");
 }
 
 // A query-string value may hold '=' (RFC 3986): it is split at the first one. (A grep for "x=5" searched for
@@ -585,6 +593,9 @@ TEST_F(ServerTest, AccountsKeepTheirDataApart) {
   ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, Json{{"uri", "strata://resources/x"}, {"content", "x"}}.dump(),
                  {{"X-Strata-Account", "initech"}}).status, 200);
   EXPECT_EQ(Call("GET", "/api/v1/fs/ls", kRootKey, "", {{"X-Strata-Account", "initech"}}).status, 200);
+  // Only a GET: a POST that changes nothing (find) or a turn through the model endpoints may begin one.
+  EXPECT_EQ(Call("POST", "/api/v1/search/find", kRootKey, R"({"query": "x"})", {{"X-Strata-Account", "hooli"}}).status,
+            200);
 }
 
 TEST_F(ServerTest, ShutdownAnswersRequestsInFlightAndLosesNoAcknowledgedWrite) {

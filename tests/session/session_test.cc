@@ -187,6 +187,16 @@ TEST(FileSessionsTest, ADamagedLineIsSkippedAndReportedAndAppendsGoOn) {
   EXPECT_EQ(log->damage[0].rfind("sessions/kk/messages.jsonl line 3 (byte ", 0), 0u) << log->damage[0];
   ASSERT_OK((*sessions)->Add("kk", Message::Assistant("k5")));
   EXPECT_EQ((*sessions)->Messages("kk")->back().ExtractText(), "k5");
+  EXPECT_EQ((*sessions)->Log("kk", false)->damage.size(), 1u);  // The line is still in the file.
+  // A revert writes a new file (the damaged one kept as a rotation): nothing damaged is live any more.
+  auto checkpoint = (*sessions)->Checkpoint("kk");
+  ASSERT_OK(checkpoint);
+  ASSERT_OK((*sessions)->Add("kk", Message::User("k6")));
+  ASSERT_OK((*sessions)->Revert("kk", {checkpoint->id, checkpoint->tag}));
+  auto reverted = (*sessions)->Log("kk", false);
+  ASSERT_OK(reverted);
+  EXPECT_EQ(reverted->messages.size(), 4u);
+  EXPECT_TRUE(reverted->damage.empty()) << reverted->damage[0];
 }
 
 TEST_P(SessionTest, BadInputIsRejectedByName) {

@@ -91,6 +91,9 @@ class Turn {
   Turn() = default;
   Engine* engine_ = nullptr;
   std::string session_;
+  // The session's incarnation ("id@incarnation"): what the turn appends to and commits. A session deleted
+  // and created again meanwhile (another process, another user) is not this one, and refuses them.
+  std::string ref_;
   std::unique_ptr<SessionContext> context_;
   std::vector<Message> turn_;
   std::string encoding_;

@@ -195,11 +195,7 @@ struct Engine::Impl {
       STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * m, ModelLocked());
       // Memories of one owner are decided by one writer at a time across every process on the data
       // directory, or every instance on the database.
-      if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(owner_locks, session::OpenPgOwnerLocks(options.data_dir));
-      } else {
-        STRATA_ASSIGN_OR_RETURN(owner_locks, session::OpenFileOwnerLocks(Path("locks")));
-      }
+      STRATA_ASSIGN_OR_RETURN(owner_locks, OpenOwnerLocks());
       session::PipelineOptions pipeline_options = options.pipeline;
       if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
       prompt::PromptLibrary* library = PromptsLocked();
@@ -212,6 +208,13 @@ struct Engine::Impl {
     return pipeline.get();
   }
 
+  // Locks by name across every process on the data directory (a flock under <data>/locks) or every
+  // instance on the database (advisory locks).
+  Result<std::unique_ptr<session::OwnerLocks>> OpenOwnerLocks() {
+    if (postgres) return session::OpenPgOwnerLocks(options.data_dir);
+    return session::OpenFileOwnerLocks(Path("locks"));
+  }
+
   // Holds session `id`'s turn lock without waiting for it: one turn (BeginTurn to its end) or one commit
   // of a session at a time, in this process and in every other on the data directory or database (a flock,
   // or an advisory lock released if the instance dies). kFailedPrecondition saying `busy` when another turn
@@ -222,11 +225,7 @@ struct Engine::Impl {
     {
       std::lock_guard lock(open_mu);
       if (!turn_locks) {
-        if (postgres) {
-          STRATA_ASSIGN_OR_RETURN(turn_locks, session::OpenPgOwnerLocks(options.data_dir));
-        } else {
-          STRATA_ASSIGN_OR_RETURN(turn_locks, session::OpenFileOwnerLocks(Path("locks")));
-        }
+        STRATA_ASSIGN_OR_RETURN(turn_locks, OpenOwnerLocks());
       }
       locks = turn_locks.get();
     }

@@ -19,9 +19,10 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     std::string id(session);
     // Another user's session is not there, busy or not: checked before the lock, so that a user can neither
     // learn that it is busy nor hold it (and again below, once held).
-    if (Result<session::SessionInfo> seen = GetSession(id);
-        seen.ok() && !request.reach.everything() && seen->user != request.reach.user) {
-      return session::NoSuchSession(id);
+    if (!request.reach.everything()) {
+      if (Result<session::SessionInfo> seen = GetSession(id); seen.ok() && seen->user != request.reach.user) {
+        return session::NoSuchSession(id);
+      }
     }
     // One turn at a time per session, in every instance; released by the Turn (Finish, Release or its
     // destructor).

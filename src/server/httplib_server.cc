@@ -31,29 +31,6 @@ std::optional<std::string> HttpRequest::Query(std::string_view name) const {
 
 namespace {
 
-// %XX and '+' (a space, as in forms) decoded; a '%' not followed by two hex digits is kept as it is.
-std::string DecodeQueryPart(std::string_view text) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
-      out.push_back(' ');
-    } else if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
-
 // The query string's parameters in their order, each split at its first '=': RFC 3986 allows '=' in a
 // value, and httplib's own reading split "pattern=x=5" at the last one (a grep for "x=5" searched "5").
 std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view target) {
@@ -68,8 +45,9 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view tar
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     if (pair.empty()) continue;
     size_t eq = pair.find('=');
-    out.emplace_back(DecodeQueryPart(pair.substr(0, eq)),
-                     eq == std::string_view::npos ? std::string() : DecodeQueryPart(pair.substr(eq + 1)));
+    // httplib's own decoding (%XX, %uXXXX, '+' as a space), as it decoded the parameters before.
+    auto decode = [](std::string_view part) { return httplib::detail::decode_url(std::string(part), true); };
+    out.emplace_back(decode(pair.substr(0, eq)), eq == std::string_view::npos ? std::string() : decode(pair.substr(eq + 1)));
   }
   return out;
 }

@@ -646,11 +646,12 @@ class FileSessions final : public Sessions {
   }
 
   // Whether the session's messages file is still the one its open log was restored from (same identity).
+  // StorageLocked, which the caller ran just before, checked `file_id` against the file itself.
   bool LiveFileIsTheOneRestored(const std::string& id) {
-    const auto now = FileIdOf(id);
     std::lock_guard map_lock(map_mu_);
     auto it = open_.find(id);
-    return it != open_.end() && now && it->second.restored_from && it->second.restored_from->first == now->first;
+    return it != open_.end() && it->second.file_id && it->second.restored_from &&
+           it->second.restored_from->first == it->second.file_id->first;
   }
 
   // The identity and size of the session's messages file (nullopt when there is none yet): a file written

@@ -28,7 +28,7 @@ void Server::Impl::AddMemoryRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::string category, c.Arg("category", false));
     STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Remember(scope.str(), text, category));
     return views::ChangesView(changes);
-  }));
+  }).Takes("text scope category"));
   // The newest memory changes at or below `under` (default: all the caller can reach), newest first.
   Add(Route("GET", "/api/v1/memories/changes", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under", false));
@@ -44,19 +44,19 @@ void Server::Impl::AddMemoryRoutes() {
       out.push_back(AuditView(c, e));
     }
     return out;
-  }));
+  }).Takes("under limit"));
   Add(Route("GET", "/api/v1/memories/history", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(auto entries, c.engine->MemoryHistory(uri.str()));
     Json out = Json::array();
     for (const auto& e : entries) out.push_back(AuditView(c, e));
     return out;
-  }));
+  }).Takes("uri"));
   Add(Route("POST", "/api/v1/memories/consolidate", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under"));
     STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Consolidate(under.str()));
     return views::ChangesView(changes);
-  }));
+  }).Takes("under"));
   // ---- Skills (strata://agent/<agent>/skills/<name>) ----
   Add(Route("GET", "/api/v1/skills", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
@@ -64,18 +64,18 @@ void Server::Impl::AddMemoryRoutes() {
     Json out = Json::array();
     for (const memory::Node& n : skills) out.push_back(views::NodeView(n));
     return out;
-  }));
+  }).Takes("agent"));
   Add(Route("GET", "/api/v1/skills/{name}", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
     STRATA_ASSIGN_OR_RETURN(std::string md, c.engine->ShowSkill(agent, c.req.path_params.at(0)));
     return Json{{"agent", agent}, {"name", c.req.path_params.at(0)}, {"skill_md", md}};
-  }));
+  }).Takes("agent"));
   Add(Route("POST", "/api/v1/skills", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string agent, c.Arg("agent"));
     STRATA_ASSIGN_OR_RETURN(std::string md, c.Arg("skill_md"));
     STRATA_ASSIGN_OR_RETURN(std::string uri, c.engine->AddSkillText(agent, md));
     return Json{{"uri", uri}};
-  }));
+  }).Takes("agent skill_md"));
 }
 
 }  // namespace strata::server

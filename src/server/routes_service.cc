@@ -38,7 +38,7 @@ void Server::Impl::AddServiceRoutes() {
     STRATA_ASSIGN_OR_RETURN(prompt::Value values, prompt::Value::FromJson(vars == nullptr ? "{}" : vars->dump()));
     STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->RenderPrompt(id, values));
     return Json{{"id", id}, {"text", text}};
-  }).ReadOnly());
+  }).Takes("id vars").ReadOnly());
   Add(Route("POST", "/api/v1/tokens/count", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
     if (encoding.empty()) encoding = tokenizer::kDefaultEncoding;
@@ -56,7 +56,7 @@ void Server::Impl::AddServiceRoutes() {
     (void)counter;
     if (!warning.empty()) out["warning"] = warning;
     return out;
-  }).ReadOnly());
+  }).Takes("text messages encoding").ReadOnly());
 
 
   // ---- MCP, Streamable HTTP (McpHttpTransport, include/strata/server/mcp.h) ----
@@ -97,7 +97,7 @@ void Server::Impl::AddServiceRoutes() {
     STRATA_ASSIGN_OR_RETURN(auto issued, keys->Issue(account.empty() ? "default" : account, user, role));
     return Json{{"id", issued.first.id}, {"account", issued.first.account}, {"user", issued.first.user},
                 {"role", std::string(RoleName(issued.first.role))}, {"key", issued.second}};
-  }));
+  }).Takes("account user role"));
   Add(Route("GET", "/api/v1/admin/keys", [this, root_only](Call& c) -> Result<Json> {
     STRATA_RETURN_IF_ERROR(root_only(c));
     STRATA_ASSIGN_OR_RETURN(auto issued_keys, keys->List());

@@ -36,7 +36,7 @@ void Server::Impl::AddSessionRoutes() {
     }
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->CreateSession(user, agent, id));
     return views::SessionView(info);
-  }));
+  }).Takes("id user agent"));
   // A chat export's conversations as sessions (Engine::ImportConversations): {"format", "content" (the
   // export file's text), "name"?, "user"?, "agent"?, "commit"?}. A user key imports for its own user.
   Add(Route("POST", "/api/v1/sessions/import", [](Call& c) -> Result<Json> {
@@ -63,7 +63,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(ChatImportReport report,
                             c.engine->ImportConversations(exported, user, agent, commit != nullptr && commit->get<bool>()));
     return views::ChatImportView(report);
-  }));
+  }).Takes("format content name user agent commit"));
   Add(Route("GET", "/api/v1/sessions", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(auto sessions, c.engine->ListSessions());
     Json out = Json::array();
@@ -92,7 +92,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
     return views::SessionView(info);
-  }));
+  }).Takes("messages message role content name tool_calls tool_call_id partial"));
   Add(Route("GET", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
@@ -132,7 +132,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(bool force, c.BoolArg("force"));
     STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, force));
     return Json{{"deleted", id}};
-  }));
+  }).Takes("force"));
   Add(Route("POST", "/api/v1/sessions/{id}/retry", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
@@ -160,7 +160,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {*checkpoint, tag}));
     return views::SessionView(info);
-  }));
+  }).Takes("checkpoint tag"));
   Add(Route("POST", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
@@ -175,21 +175,21 @@ void Server::Impl::AddSessionRoutes() {
     }
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(id, new_id, at));
     return views::SessionView(info);
-  }));
+  }).Takes("id checkpoint tag"));
   Add(Route("POST", "/api/v1/sessions/{id}/system-prompt", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string prompt, c.Arg("prompt"));
     STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(id, prompt));
     return Json{{"session", id}, {"system_prompt", prompt}};
-  }));
+  }).Takes("prompt"));
   Add(Route("POST", "/api/v1/sessions/{id}/compact", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string focus, c.Arg("focus", false));
     STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(id, focus));
     return views::CompactionView(done);
-  }));
+  }).Takes("focus"));
   Add(Route("GET", "/api/v1/sessions/{id}/context", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
@@ -204,7 +204,7 @@ void Server::Impl::AddSessionRoutes() {
     if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
     return views::SessionContextView(id, ctx);
-  }));
+  }).Takes("max_context_tokens reserve_for_reply encoding query memory_limit system_prompt"));
 
   // ---- Background tasks (phase-2 jobs) ----
   auto task_of = [](Call& c) -> Result<session::Job> {
@@ -243,7 +243,7 @@ void Server::Impl::AddSessionRoutes() {
       out.push_back(views::JobView(job));
     }
     return WithoutDataDirInErrors(std::move(out), engine_options.data_dir);
-  }));
+  }).Takes("session state limit"));
   Add(Route("GET", "/api/v1/tasks/{id}", [this, task_of](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(session::Job job, task_of(c));
     return WithoutDataDirInErrors(views::JobView(job), engine_options.data_dir);

@@ -19,8 +19,8 @@ void Server::Impl::AddStoreRoutes() {
       return out;
     };
   };
-  Add(Route("GET", "/api/v1/fs/ls", list(false)));
-  Add(Route("GET", "/api/v1/fs/tree", list(true)));
+  Add(Route("GET", "/api/v1/fs/ls", list(false)).Takes("uri recursive limit"));
+  Add(Route("GET", "/api/v1/fs/tree", list(true)).Takes("uri limit"));
   Add(Route("GET", "/api/v1/fs/stat", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
@@ -31,14 +31,14 @@ void Server::Impl::AddStoreRoutes() {
       return !CheckUri(c, r.from).ok() || !CheckUri(c, r.to).ok();
     });
     return views::NodeDetailView(node, relations);
-  }));
+  }).Takes("uri"));
   Add(Route("GET", "/api/v1/fs/read", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(int64_t level, c.IntArg("level", 2));
     if (level < 0 || level > 2) return Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)");
     STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->Read(uri.str(), static_cast<memory::Level>(level)));
     return Json{{"uri", uri.str()}, {"level", level}, {"content", text}};
-  }));
+  }).Takes("uri level"));
   Add(Route("POST", "/api/v1/fs/write", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(std::string content, c.Arg("content"));
@@ -54,7 +54,7 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->Write(uri.str(), content, o));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
     return views::NodeView(node);
-  }));
+  }).Takes("uri content abstract overview category metadata overwrite"));
   Add(Route("POST", "/api/v1/fs/mkdir", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     memory::WriteOptions o;
@@ -66,34 +66,34 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->Mkdir(uri.str(), o));
     STRATA_ASSIGN_OR_RETURN(memory::Node node, c.engine->Stat(uri.str()));
     return views::NodeView(node);
-  }));
+  }).Takes("uri abstract overview ordered"));
   Add(Route("POST", "/api/v1/fs/mv", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from"));
     STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to"));
     STRATA_RETURN_IF_ERROR(CheckWholeScope(c, from));
     STRATA_RETURN_IF_ERROR(c.engine->Move(from.str(), to.str()));
     return Json{{"from", from.str()}, {"to", to.str()}};
-  }));
+  }).Takes("from to"));
   Add(Route("DELETE", "/api/v1/fs", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_RETURN_IF_ERROR(CheckWholeScope(c, uri));
     STRATA_ASSIGN_OR_RETURN(bool recursive, c.BoolArg("recursive"));
     STRATA_ASSIGN_OR_RETURN(int64_t removed, c.engine->Remove(uri.str(), recursive));
     return Json{{"removed", removed}};
-  }));
+  }).Takes("uri recursive"));
   Add(Route("POST", "/api/v1/fs/link", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from"));
     STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to"));
     STRATA_ASSIGN_OR_RETURN(std::string reason, c.Arg("reason", false));
     STRATA_RETURN_IF_ERROR(c.engine->Link(from.str(), to.str(), reason));
     return Json{{"from", from.str()}, {"to", to.str()}, {"reason", reason}};
-  }));
+  }).Takes("from to reason"));
   Add(Route("POST", "/api/v1/fs/unlink", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri from, UriArg(c, "from"));
     STRATA_ASSIGN_OR_RETURN(Uri to, UriArg(c, "to"));
     STRATA_RETURN_IF_ERROR(c.engine->Unlink(from.str(), to.str()));
     return Json{{"from", from.str()}, {"to", to.str()}};
-  }));
+  }).Takes("from to"));
   // Without `under`: everything the caller may read (a user: its scope and the shared ones).
   Add(Route("GET", "/api/v1/fs/glob", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
@@ -102,7 +102,7 @@ void Server::Impl::AddStoreRoutes() {
     Json out = Json::array();
     for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
     return out;
-  }));
+  }).Takes("pattern under"));
   Add(Route("GET", "/api/v1/fs/grep", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string pattern, c.Arg("pattern"));
     STRATA_ASSIGN_OR_RETURN(std::string under, c.Arg("under", false));
@@ -111,7 +111,7 @@ void Server::Impl::AddStoreRoutes() {
     Json out = Json::array();
     for (const memory::GrepMatch& m : matches) out.push_back(views::GrepMatchView(m));
     return out;
-  }));
+  }).Takes("pattern under ignore_case"));
   // Export and import carry the Markdown tree in the request and the response (never a path on the server):
   // {"files": [{"path": "relative/path", "content": "..."}]}.
   Add(Route("GET", "/api/v1/fs/export", [this](Call& c) -> Result<Json> {
@@ -121,7 +121,7 @@ void Server::Impl::AddStoreRoutes() {
     for (TreeFile& f : tree.files) files.push_back({{"path", std::move(f.path)}, {"content", std::move(f.content)}});
     return Json{{"uri", uri.str()}, {"directories", tree.report.directories}, {"leaves", tree.report.leaves},
                 {"relations", tree.report.relations}, {"files", std::move(files)}};
-  }));
+  }).Takes("uri"));
   // Documents and code as resources (Engine::AddResourceFiles): {"uri", "files": [{"path", "content",
   // "encoding"?}], "remove_missing"?, "chunk_tokens"?}.
   Add(Route("POST", "/api/v1/resources", [this](Call& c) -> Result<Json> {
@@ -132,7 +132,7 @@ void Server::Impl::AddStoreRoutes() {
     Json out = views::AddReportView(report);
     out["uri"] = uri.str();
     return out;
-  }));
+  }).Takes("uri files chunk_tokens remove_missing summarize"));
   Add(Route("POST", "/api/v1/fs/import", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     const Json* files = json::Field(c.body, "files");
@@ -149,7 +149,7 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_ASSIGN_OR_RETURN(memory::ImportReport report, c.engine->ImportFiles(tree, uri.str()));
     return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
                 {"relations", report.relations}, {"skipped", report.skipped}};
-  }));
+  }).Takes("uri files"));
   Add(Route("POST", "/api/v1/search/find", [](Call& c) -> Result<Json> {
     FindRequest request;
     STRATA_ASSIGN_OR_RETURN(request.query, c.Arg("query"));
@@ -166,7 +166,7 @@ void Server::Impl::AddStoreRoutes() {
     request.reach = ReachOf(c.id);
     STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
     return views::FindResultView(found);
-  }).ReadOnly());
+  }).Takes("query type under limit token_budget session rewrite rerank max_queries rerank_candidates").ReadOnly());
 }
 
 }  // namespace strata::server

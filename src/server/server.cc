@@ -53,6 +53,39 @@ RouteSpec Route(std::string method, std::string name, Api api) {
   return spec;
 }
 
+RouteSpec RouteSpec::Takes(std::string_view names) && {
+  for (size_t i = 0; i < names.size();) {
+    size_t end = std::min(names.find(' ', i), names.size());
+    if (end > i) takes.emplace_back(names.substr(i, end - i));
+    i = end + 1;
+  }
+  return std::move(*this);
+}
+
+namespace {
+
+// kInvalidArgument for the first query parameter or body member `route` does not take, naming it and them.
+Status CheckNames(const RouteSpec& route, const HttpRequest& req, const Json& body) {
+  auto taken = [&](std::string_view name) { return std::find(route.takes.begin(), route.takes.end(), name) != route.takes.end(); };
+  auto refuse = [&](std::string_view what, std::string_view name) {
+    std::string list;
+    for (const std::string& t : route.takes) list += (list.empty() ? "" : ", ") + t;
+    return Status::InvalidArgument("unknown " + std::string(what) + " " + json::QuoteForError(name, 64) + ": " +
+                                   route.method + " " + route.name + " takes " + (list.empty() ? "none" : list));
+  };
+  for (const auto& [name, value] : req.query) {
+    if (!taken(name)) return refuse("query parameter", name);
+  }
+  if (body.is_object()) {
+    for (const auto& [name, value] : body.items()) {
+      if (!taken(name)) return refuse("body member", name);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 // ---- Call ----
 
 // The query parameter or body member `name` as a string; kInvalidArgument naming it when required.
@@ -292,6 +325,7 @@ Result<Json> Server::Impl::Run(const RouteSpec& route, const HttpRequest& req, H
     }
     c.body = std::move(body);
   }
+  if (route.ChecksNames()) STRATA_RETURN_IF_ERROR(CheckNames(route, req, c.body));
   Result<Json> result = route.api(c);
   *raw = c.raw;
   if (result.ok() && c.engine != nullptr && !route.read_only) BumpRevision(c.engine);
@@ -460,9 +494,11 @@ Status Server::Serve() {
   return served;
 }
 
-std::vector<std::pair<std::string, std::string>> Server::Routes() const {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const RouteSpec& r : impl_->routes) out.emplace_back(r.method, r.name);
+std::vector<Server::RouteInfo> Server::Routes() const {
+  std::vector<RouteInfo> out;
+  for (const RouteSpec& r : impl_->routes) {
+    out.push_back({r.method, r.name, r.ChecksNames() ? std::optional(r.takes) : std::nullopt});
+  }
   return out;
 }
 

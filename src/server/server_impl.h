@@ -88,11 +88,20 @@ struct RouteSpec {
   // True: a request that changes nothing (a GET, find, token counting), so it does not bump the account's
   // revision; a handler that changes data only sometimes bumps it itself.
   bool read_only = false;
+  // The query parameters and body members the route takes (docs/api/openapi.yaml lists the same, checked by
+  // ServerTest.EachRouteTakesWhatTheOpenApiDocumentLists); any other is refused naming it, as MCP refuses an
+  // unknown argument: a misspelt "overwite" must not be ignored. Not checked on routes that answer a model
+  // API's dialect (its SDKs send members of their own), read their raw body, or need no key.
+  std::vector<std::string> takes;
 
   RouteSpec NoKey() && { needs_key = false; return std::move(*this); }
   RouteSpec ReadOnly() && { read_only = true; return std::move(*this); }
   RouteSpec RawBody() && { parse_body = false; return std::move(*this); }
   RouteSpec Errors(Dialect dialect) && { errors = dialect; return std::move(*this); }
+  // Names separated by spaces: Takes("uri limit recursive").
+  RouteSpec Takes(std::string_view names) &&;
+  // Whether the request's names are checked against `takes`.
+  bool ChecksNames() const { return needs_key && parse_body && !errors; }
 };
 
 // A route whose OpenAPI path template is `name`; {id}, {name} and {file} match one path segment

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -397,7 +398,9 @@ TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {
            {"POST", "/api/v1/sessions/trip/fork"}, {"POST", "/api/v1/sessions/trip/compact"},
            {"POST", "/api/v1/sessions/trip/system-prompt"}, {"GET", "/api/v1/sessions/trip/context"},
            {"GET", "/api/v1/sessions/trip/archives/1/diff"}, {"DELETE", "/api/v1/sessions/trip"}}) {
-    Reply r = Call(method, path, bob, R"({"role": "user", "content": "hijack", "checkpoint": 0, "prompt": "x"})");
+    std::string templ = std::regex_replace(std::regex_replace(path, std::regex("/trip"), "/{id}"), std::regex("/1/"), "/{archive}/");
+    Reply r = Call(method, path, bob,
+                   OnlyTaken(method, templ, R"({"role": "user", "content": "hijack", "checkpoint": 0, "prompt": "x"})"));
     EXPECT_EQ(r.status, 404) << method << " " << path << " " << r.raw;
   }
   Reply listed = Call("GET", "/api/v1/sessions", bob);
@@ -791,9 +794,74 @@ TEST_F(ServerTest, TheOpenApiDocumentListsExactlyTheRoutesServed) {
     }
   }
   std::set<std::pair<std::string, std::string>> served;
-  for (const auto& r : server_->Routes()) served.insert(r);
+  for (const auto& r : server_->Routes()) served.insert({r.method, r.name});
   for (const auto& r : served) EXPECT_TRUE(documented.count(r)) << "undocumented: " << r.first << " " << r.second;
   for (const auto& r : documented) EXPECT_TRUE(served.count(r)) << "documented, not served: " << r.first << " " << r.second;
+}
+
+// The names a route takes (its query parameters and the members of its body) are the ones the OpenAPI
+// document lists for it: the server refuses any other, so a member missing from the document would be
+// refused to a client that read it there.
+TEST_F(ServerTest, EachRouteTakesWhatTheOpenApiDocumentLists) {
+  YAML::Node doc = YAML::LoadFile(std::string(STRATA_SOURCE_DIR) + "/docs/api/openapi.yaml");
+  // The property names of a schema, through $ref and allOf/oneOf/anyOf.
+  std::function<void(const YAML::Node&, std::set<std::string>*)> properties = [&](const YAML::Node& schema,
+                                                                                    std::set<std::string>* out) {
+    if (!schema) return;
+    if (schema["$ref"]) {
+      std::string ref = schema["$ref"].as<std::string>();
+      properties(doc["components"]["schemas"][ref.substr(ref.rfind('/') + 1)], out);
+      return;
+    }
+    for (const char* k : {"allOf", "oneOf", "anyOf"}) {
+      for (const auto& sub : schema[k]) properties(sub, out);
+    }
+    for (const auto& p : schema["properties"]) out->insert(p.first.as<std::string>());
+  };
+  size_t checked = 0;
+  for (const Server::RouteInfo& r : server_->Routes()) {
+    if (!r.takes) continue;
+    ++checked;
+    std::string method = r.method;
+    for (char& ch : method) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    YAML::Node op = doc["paths"][r.name][method];
+    ASSERT_TRUE(op) << r.method << " " << r.name;
+    std::set<std::string> documented;
+    for (const YAML::Node& params : {doc["paths"][r.name]["parameters"], op["parameters"]}) {
+      for (const auto& p : params) {
+        if (p["in"].as<std::string>() == "query") documented.insert(p["name"].as<std::string>());
+      }
+    }
+    properties(op["requestBody"]["content"]["application/json"]["schema"], &documented);
+    std::set<std::string> takes(r.takes->begin(), r.takes->end());
+    EXPECT_EQ(takes, documented) << r.method << " " << r.name;
+  }
+  EXPECT_GE(checked, 40u) << "the JSON API's routes check their names";
+}
+
+TEST_F(ServerTest, ANameARouteDoesNotTakeIsRefusedNamingIt) {
+  // A misspelt flag was ignored: "overwite": false overwrote the node.
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", kRootKey, R"({"uri":"strata://resources/n","content":"one"})").status, 200);
+  Reply typo = Call("POST", "/api/v1/fs/write", kRootKey,
+                    R"({"uri":"strata://resources/n","content":"two","overwite":false})");
+  EXPECT_EQ(typo.status, 400) << typo.raw;
+  std::string said = typo.body["error"]["message"];
+  EXPECT_NE(said.find("unknown body member \"overwite\""), std::string::npos) << said;
+  EXPECT_NE(said.find("takes uri, content, abstract, overview, category, metadata, overwrite"), std::string::npos) << said;
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/n"), kRootKey).body["result"]["content"], "one")
+      << "nothing was written";
+  Reply query = Call("GET", "/api/v1/fs/ls?uri=" + Q("strata://resources") + "&limt=1", kRootKey);
+  EXPECT_EQ(query.status, 400) << query.raw;
+  EXPECT_NE(query.body["error"]["message"].get<std::string>().find("unknown query parameter \"limt\""),
+            std::string::npos)
+      << query.raw;
+  Reply none = Call("GET", "/api/v1/sessions?user=bob", kRootKey);
+  EXPECT_EQ(none.status, 400) << none.raw;
+  EXPECT_NE(none.raw.find("takes none"), std::string::npos) << none.raw;
+  // The names it takes, by query or body, and a list of messages as the body, still pass.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/ls?uri=" + Q("strata://resources") + "&limit=1&recursive=true", kRootKey).status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", kRootKey, R"({"id":"s1","user":"bob"})").status, 200);
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/s1/messages", kRootKey, R"([{"role":"user","content":"hi"}])").status, 200);
 }
 
 // A SIGTERM right after start (before the listening loop runs) still stops the server: httplib's stop()

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <thread>
@@ -183,10 +185,11 @@ TEST_F(TrustTest, AnotherUsersSessionAnswersExactlyAsAMissingOne) {
     ++compared;
   };
   // Every route under /api/v1/sessions/{id}, as the server lists them.
-  for (const auto& [method, path] : server_->Routes()) {
+  for (const auto& [method, path, takes] : server_->Routes()) {
     if (path.rfind("/api/v1/sessions/{id}", 0) != 0) continue;
-    same(method, path + (method == "GET" ? "?query=x" : ""), R"({"role": "user", "content": "x", "checkpoint": 0,
-                                                                  "prompt": "p", "id": "fork-{id}"})");
+    bool query = method == "GET" && takes && std::ranges::count(*takes, "query") > 0;
+    same(method, path + (query ? "?query=x" : ""),
+         OnlyTaken(method, path, R"({"role": "user", "content": "x", "checkpoint": 0, "prompt": "p", "id": "fork-{id}"})"));
   }
   EXPECT_GE(compared, 14);
   same("GET", "/api/v1/tasks?session={id}", "");
@@ -229,7 +232,7 @@ TEST_F(TrustTest, NoResponseNamesAPathOnTheServer) {
     EXPECT_EQ(r.raw.find(root), std::string::npos) << method << " " << path << " " << body.substr(0, 200) << " -> " << r.raw;
     EXPECT_EQ(r.raw.find("/tmp/"), std::string::npos) << method << " " << path << " -> " << r.raw;
   };
-  for (const auto& [method, templ] : server_->Routes()) {
+  for (const auto& [method, templ, takes] : server_->Routes()) {
     if (templ == "/api/v1/events" || templ == "/api/v1/tasks/{id}/events" || templ == "/v1/chat/completions" ||
         templ == "/v1/messages") {
       continue;  // Streams, and the model endpoints (they need an upstream): covered by their own tests.
@@ -240,22 +243,43 @@ TEST_F(TrustTest, NoResponseNamesAPathOnTheServer) {
       if (size_t at = path.find("{name}"); at != std::string::npos) path.replace(at, 6, id);
       for (const std::string& key : {alice, std::string(kRootKey)}) {
         if (method == "GET") {
-          for (const std::string& uri : uris) check(method, path + "?uri=" + Q(uri) + "&under=" + Q(uri) + "&session=" + Q(id), key, "");
+          for (const std::string& uri : uris) {
+            std::string query;
+            for (const auto& [name, value] : {std::pair{"uri", uri}, {"under", uri}, {"session", id}}) {
+              if (!takes || std::ranges::count(*takes, name) > 0) query += (query.empty() ? "?" : "&") + (name + ("=" + Q(value)));
+            }
+            check(method, path + query, key, "");
+          }
         } else if (method == "POST" || method == "DELETE") {
           if (templ == "/api/v1/admin/keys" || path.find("/admin/keys/") != std::string::npos) continue;
-          for (const std::string& body : bodies) check(method, path, key, body);
+          // Each body as sent (an unknown member is refused first) and with only the members the route takes.
+          for (const std::string& body : bodies) {
+            check(method, path, key, body);
+            if (std::string only = OnlyTaken(method, templ, body); only != body) check(method, path, key, only);
+          }
         }
       }
       if (templ.find("{id}") == std::string::npos && templ.find("{name}") == std::string::npos) break;
     }
   }
+  // Each tool with the arguments it takes (MCP refuses any other before the tool runs).
+  Reply listed = Call("POST", "/mcp", alice, R"({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})");
+  std::map<std::string, std::vector<std::string>> arguments;
+  for (const Json& tool : listed.body["result"]["tools"]) {
+    for (const auto& [name, schema] : tool["inputSchema"]["properties"].items()) arguments[tool["name"]].push_back(name);
+  }
   for (const std::string tool : {"find", "search", "read", "list", "tree", "grep", "glob", "write", "edit", "forget",
                                  "remember", "get_context", "commit_session", "count_tokens"}) {
+    ASSERT_TRUE(arguments.count(tool)) << tool << " is not listed: " << listed.raw;
     for (const std::string& uri : uris) {
       for (const std::string& id : ids) {
-        check("POST", "/mcp", alice,
-              McpCall(tool, {{"uri", uri}, {"under", uri}, {"session", id}, {"query", "x"}, {"pattern", "*"},
-                             {"content", "x"}, {"old_text", "a"}, {"new_text", "b"}, {"text", "x"}}));
+        const Json every = {{"uri", uri},      {"under", uri},      {"session", id}, {"query", "x"}, {"pattern", "*"},
+                            {"content", "x"}, {"old_text", "a"}, {"new_text", "b"}, {"text", "x"}};
+        Json args = Json::object();
+        for (const auto& [name, value] : every.items()) {
+          if (std::ranges::count(arguments[tool], name) > 0) args[name] = value;
+        }
+        check("POST", "/mcp", alice, McpCall(tool, args));
       }
     }
   }

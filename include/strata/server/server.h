@@ -73,8 +73,15 @@ class Server {
   Status Serve();
   // Stops the server (see Serve). Safe from any thread, more than once.
   void Shutdown();
-  // The routes served, as (method, OpenAPI path template) pairs: what docs/api/openapi.yaml documents.
-  std::vector<std::pair<std::string, std::string>> Routes() const;
+  // A route served: what docs/api/openapi.yaml documents.
+  struct RouteInfo {
+    std::string method;
+    std::string name;  // The OpenAPI path template.
+    // The query parameters and body members it takes (any other is refused); nullopt when it does not check
+    // them (the model endpoints, MCP, the routes that need no key).
+    std::optional<std::vector<std::string>> takes;
+  };
+  std::vector<RouteInfo> Routes() const;
 
   struct Impl;  // Opaque.
 

@@ -1,5 +1,7 @@
 #include "strata/server/server.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <random>
@@ -33,8 +35,18 @@ std::string_view AnthropicErrorType(int http_status) {
   }
 }
 
+// An address literal of the loopback network (127.0.0.0/8, ::1) or "localhost": never a name that only begins
+// like one, such as "127.evil.example", which its owner can resolve to 127.0.0.1 (DNS rebinding).
 bool IsLoopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host.size() == 9 && std::equal(host.begin(), host.end(), "localhost", [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == b;
+      })) {
+    return true;
+  }
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 RouteSpec Route(std::string method, std::string name, Api api) {

@@ -376,6 +376,17 @@ TEST(ServerOpen, WithoutKeysOnlyLoopbackHostNamesAreAnswered) {
   auto rebound = client.Get("/api/v1/fs/ls", httplib::Headers{{"Host", "attacker.example:8420"}});
   ASSERT_TRUE(rebound);
   EXPECT_EQ(rebound->status, 403) << "DNS rebinding: a page of attacker.example resolved to 127.0.0.1";
+  // Names that only look like loopback addresses are names an attacker may own and resolve to 127.0.0.1.
+  for (const char* host : {"127.evil.example:8420", "127.0.0.1.nip.io", "localhost.evil.example", "0x7f.example"}) {
+    auto named = client.Get("/api/v1/fs/ls", httplib::Headers{{"Host", host}, {"Origin", std::string("http://") + host}});
+    ASSERT_TRUE(named);
+    EXPECT_EQ(named->status, 403) << host;
+  }
+  for (const char* host : {"127.0.0.1:1", "127.1.2.3", "localhost:8420", "LOCALHOST", "[::1]:8420"}) {
+    auto loopback = client.Get("/api/v1/fs/ls", httplib::Headers{{"Host", host}});
+    ASSERT_TRUE(loopback);
+    EXPECT_EQ(loopback->status, 200) << host;
+  }
   (*server)->Shutdown();
   serving.join();
 }

@@ -116,10 +116,42 @@ Result<std::string> ReadDisk(const std::string& path, int64_t max_bytes) {
   return out;
 }
 
+// Removes what an add wrote for the file at `file` (added from `source`): its chunk leaves, then the file's
+// directory when nothing else is below it. Anything else below it — another file added at a path under it,
+// a note someone wrote there — stays, and the directory becomes a folder holding it. Returns whether the
+// directory went.
+Result<bool> RemoveFileNodes(memory::ContextStore& store, const Uri& file, const std::string& source) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> children, store.List(file));
+  size_t kept = 0;
+  for (const memory::Node& c : children) {
+    const Json meta = MetadataOf(c);
+    const Json* ingest = IngestOf(meta);
+    if (c.is_dir || ingest == nullptr || json::StringOr(*ingest, "source") != source || !json::Field(*ingest, "chunk")) {
+      ++kept;
+      continue;
+    }
+    Result<int64_t> removed = store.Remove(c.uri, /*recursive=*/false);
+    if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+  }
+  if (kept == 0) {
+    Result<int64_t> removed = store.Remove(file, /*recursive=*/true);
+    if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+    return true;
+  }
+  // "file" lets the file come back into its directory (a folder of any other origin is never replaced).
+  STRATA_RETURN_IF_ERROR(
+      store.Mkdir(file, {.metadata = Json{{"ingest", {{"source", ""}, {"folder", true}, {"file", source}}}}.dump()}));
+  return false;
+}
+
 }  // namespace
 
 Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const SourceFile> files,
                 const AddOptions& options, AddReport* report) {
+  if (options.extract.chunk_tokens < kMinChunkTokens || options.extract.chunk_tokens > kMaxChunkTokens) {
+    return Status::InvalidArgument("\"chunk_tokens\" must be between " + std::to_string(kMinChunkTokens) + " and " +
+                                   std::to_string(kMaxChunkTokens) + ", not " + std::to_string(options.extract.chunk_tokens));
+  }
   std::set<std::string> present;                // Paths of this add (read or not).
   std::set<std::string> changed_dirs;           // Folders whose L0/L1 are written again.
   auto touch = [&](const Uri& file_uri) {
@@ -153,30 +185,54 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     const std::string hash = memory::HashHex(bytes);
     Result<memory::Node> existing = store.Stat(*uri);
     if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) return existing.status();
+    bool was_file = false;  // An earlier add wrote this file: it is updated (or unchanged).
     if (existing.ok()) {
       const Json existing_meta = MetadataOf(*existing);
       const Json* ingest = IngestOf(existing_meta);
-      if (!IsFile(ingest)) {
+      // A removed file's directory that kept what was below it takes the file back; any other folder or node
+      // is not replaced.
+      bool left_by_file = ingest != nullptr && json::StringOr(*ingest, "file") == f.path;
+      if (!IsFile(ingest) && !left_by_file) {
         report->skipped.push_back({f.path, uri->str() + " holds a node that was not added from a file (" +
                                                (ingest != nullptr ? "a folder" : "written otherwise") + "); not replaced"});
         continue;
       }
-      if (json::StringOr(*ingest, "hash") == hash) {
+      was_file = IsFile(ingest);
+    }
+    if (was_file) {
+      const Json existing_meta = MetadataOf(*existing);
+      const Json* ingest = IngestOf(existing_meta);
+      // Unchanged: the same bytes, cut at the same size (a file added before sizes were recorded was cut at
+      // the default).
+      if (json::StringOr(*ingest, "hash") == hash &&
+          json::IntOr(*ingest, "chunk_tokens", ExtractOptions{}.chunk_tokens) == options.extract.chunk_tokens) {
         report->unchanged.push_back(f.path);
         continue;
       }
     }
+    // A file that holds no text now (binary, empty, nothing but markup) is skipped, and what an earlier add
+    // took from it removed: find must not answer with text the file no longer has.
+    auto skip_changed = [&](std::string reason) -> Status {
+      report->skipped.push_back({f.path, std::move(reason)});
+      if (!was_file) return Status::Ok();
+      STRATA_ASSIGN_OR_RETURN(bool went, RemoveFileNodes(store, *uri, f.path));
+      if (!went) changed_dirs.insert(uri->str());
+      report->removed.push_back(f.path);
+      touch(*uri);
+      return Status::Ok();
+    };
     std::optional<FileKind> kind = KindOf(f.path, bytes);
     if (!kind) {
-      report->skipped.push_back({f.path, "binary"});
+      STRATA_RETURN_IF_ERROR(skip_changed("binary"));
       continue;
     }
     Result<Extracted> extracted = Extract(*kind, f.path, bytes, options.extract);
     if (!extracted.ok()) {
-      report->skipped.push_back({f.path, std::string(FileKindName(*kind)) + ": " + std::string(extracted.status().message())});
+      STRATA_RETURN_IF_ERROR(skip_changed(std::string(FileKindName(*kind)) + ": " + std::string(extracted.status().message())));
       continue;
     }
-    if (existing.ok()) STRATA_RETURN_IF_ERROR(store.Remove(*uri, /*recursive=*/true).status());
+    // A changed file's old chunks go; what else is below it (a file added at a path under it, a note) stays.
+    if (was_file) STRATA_RETURN_IF_ERROR(RemoveFileNodes(store, *uri, f.path).status());
     // The file: a directory of ordered chunks, its L0 the title or first line, its L1 the outline.
     const Extracted& e = *extracted;
     std::string first = FirstLine(e.chunks[0].text);
@@ -193,7 +249,8 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     // none, and the next add writes it again instead of calling it unchanged.
     Json file_meta = {{"ordered", true},
                       {"ingest", {{"source", f.path}, {"root", root.str()}, {"bytes", bytes.size()},
-                                  {"kind", FileKindName(e.kind)}, {"chunks", e.chunks.size()}}}};
+                                  {"kind", FileKindName(e.kind)}, {"chunks", e.chunks.size()},
+                                  {"chunk_tokens", options.extract.chunk_tokens}}}};
     if (!e.title.empty()) file_meta["ingest"]["title"] = e.title;
     STRATA_RETURN_IF_ERROR(store.Mkdir(*uri, {.abstract_text = abstract_text,
                                              .overview = Utf8Cut(overview, 2000),
@@ -217,16 +274,17 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     STRATA_RETURN_IF_ERROR(
         store.Mkdir(*uri, {.metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
     report->chunks += static_cast<int64_t>(e.chunks.size());
-    (existing.ok() ? report->updated : report->added).push_back(f.path);
+    (was_file ? report->updated : report->added).push_back(f.path);
     touch(*uri);
   }
   // Files added before that this tree no longer has. What the walk skipped (unreadable, too large, a link
   // now) is still there: it and everything below it stays.
   auto skipped_now = [&](const std::string& source) {
     for (const SkippedFile& s : report->skipped) {
-      if (source == s.path || (source.size() > s.path.size() && source.compare(0, s.path.size(), s.path) == 0 &&
-                               source[s.path.size()] == '/')) {
-        return true;
+      if (s.path == "." || source == s.path ||
+          (source.size() > s.path.size() && source.compare(0, s.path.size(), s.path) == 0 &&
+           source[s.path.size()] == '/')) {
+        return true;  // "." is an added directory that could not be read: everything it held stays.
       }
     }
     return false;
@@ -244,8 +302,8 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       if (json::StringOr(*ingest, "root") != root.str()) continue;
       Result<Uri> expected = root.Join(source);
       if (present.count(source) || skipped_now(source) || !expected.ok() || expected->str() != n.uri.str()) continue;
-      Result<int64_t> removed = store.Remove(n.uri, /*recursive=*/true);
-      if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+      STRATA_ASSIGN_OR_RETURN(bool went, RemoveFileNodes(store, n.uri, source));
+      if (!went) changed_dirs.insert(n.uri.str());  // A folder now, described with the rest.
       report->removed.push_back(source);
       touch(n.uri);
     }
@@ -288,7 +346,11 @@ Status DescribeFolders(memory::ContextStore& store, const Uri& root, const std::
     std::string abstract_text = name + "/: " + std::to_string(files_here) + (files_here == 1 ? " file" : " files") +
                                 (folders > 0 ? ", " + std::to_string(folders) + (folders == 1 ? " folder" : " folders") : "");
     Json dir_meta = meta;
-    dir_meta["ingest"] = {{"source", ""}, {"folder", true}};
+    Json folder = {{"source", ""}, {"folder", true}};
+    if (const Json* ingest = IngestOf(meta); ingest != nullptr && !json::StringOr(*ingest, "file").empty()) {
+      folder["file"] = json::StringOr(*ingest, "file");  // A removed file's directory (RemoveFileNodes).
+    }
+    dir_meta["ingest"] = std::move(folder);
     STRATA_RETURN_IF_ERROR(store.Mkdir(dir, {.abstract_text = abstract_text,
                                             .overview = Utf8Cut(overview, 3000),
                                             .metadata = dir_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));

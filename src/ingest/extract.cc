@@ -477,8 +477,9 @@ std::optional<FileKind> KindOf(std::string_view path, std::string_view bytes) {
 }
 
 Result<Extracted> Extract(FileKind kind, std::string_view path, std::string_view bytes, const ExtractOptions& options) {
-  if (options.chunk_tokens < 16 || options.chunk_tokens > 100'000) {
-    return Status::InvalidArgument("chunk_tokens must be between 16 and 100000, not " + std::to_string(options.chunk_tokens));
+  if (options.chunk_tokens < kMinChunkTokens || options.chunk_tokens > kMaxChunkTokens) {
+    return Status::InvalidArgument("chunk_tokens must be between " + std::to_string(kMinChunkTokens) + " and " +
+                                   std::to_string(kMaxChunkTokens) + ", not " + std::to_string(options.chunk_tokens));
   }
   if (kind == FileKind::kPdf) return internal::ExtractPdf(bytes, options);
   if (kind == FileKind::kHtml) return internal::ExtractHtml(bytes, options);

@@ -226,20 +226,26 @@ Result<std::vector<SourceFile>> WalkPaths(std::span<const std::string> paths, co
                                           AddReport* report) {
   std::vector<SourceFile> out;
   for (const std::string& path : paths) {
+    // A link named as an argument is followed (as `cp -H` and `find -H` do): `~/notes` is often one, and
+    // skipping it would mirror an empty tree, removing every file an earlier add of it brought. Links
+    // inside the tree are not followed.
     struct stat st;
-    if (lstat(path.c_str(), &st) != 0) {
+    if (stat(path.c_str(), &st) != 0) {
       return Status::NotFound("cannot add " + path + ": " + std::strerror(errno));
     }
     Walker walker{options, report, &out, {}};
     fs::path p(path);
+    std::error_code ec;
+    fs::path target = fs::canonical(p, ec);  // Files are read without following links: read the target.
+    if (ec) return Status::NotFound("cannot add " + path + ": " + ec.message());
     if (S_ISDIR(st.st_mode)) {
-      walker.Directory(p, "");
+      walker.Directory(target, "");
     } else {
       std::string name = p.filename().string();
       if (name.empty() || name[0] == '.') {
         return Status::InvalidArgument("cannot add " + path + ": a name starting with '.' is not a node name");
       }
-      walker.Entry(p, name);
+      walker.Entry(target, name);
     }
   }
   // Two arguments may name the same relative path: the later one wins, as it would on disk.

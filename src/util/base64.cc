@@ -18,8 +18,15 @@ std::string Base64Decode(std::string_view in, bool* ok) {
   uint32_t acc = 0;
   int bits = 0;
   *ok = true;
-  for (char ch : in) {
-    if (ch == '=') break;
+  // Padding: at most two '=' and only at the end, making the length a multiple of four. Without it, a
+  // length of 4n+1 cannot be base64 (six bits are not a byte).
+  size_t data = in.size();
+  while (data > 0 && in.size() - data < 2 && in[data - 1] == '=') --data;
+  if ((data < in.size() && in.size() % 4 != 0) || data % 4 == 1) {
+    *ok = false;
+    return out;
+  }
+  for (char ch : in.substr(0, data)) {
     int8_t v = table[static_cast<unsigned char>(ch)];
     if (v < 0) {
       *ok = false;

@@ -405,6 +405,107 @@ TEST_F(IngestTree, FoldersHalfWrittenFilesAndSkippedFilesAreSafe) {
   EXPECT_OK(engine_->Stat("strata://resources/orchard/data/yield.csv"));
 }
 
+// A link named as the path is the tree it leads to: skipping it mirrored an empty tree and removed every file
+// an earlier add of the same tree had brought.
+TEST_F(IngestTree, ALinkNamedAsThePathIsFollowed) {
+  ASSERT_OK(Add());
+  std::string link = dir_.File("orchard-link");
+  fs::create_directory_symlink(root_, link);
+  std::vector<std::string> paths = {link};
+  auto through = engine_->AddResources(paths, "strata://resources/orchard", {}, {.max_file_bytes = 1 << 20});
+  ASSERT_OK(through);
+  EXPECT_TRUE(through->removed.empty()) << through->removed.size() << " removed, the first " << through->removed[0];
+  EXPECT_EQ(through->unchanged.size(), 7u);
+  EXPECT_OK(engine_->Stat("strata://resources/orchard/README.md"));
+  // A link to a file is that file, named as the link.
+  std::string file_link = dir_.File("readme-link.md");
+  fs::create_symlink(root_ + "/README.md", file_link);
+  paths = {file_link};
+  auto single = engine_->AddResources(paths, "strata://resources/single");
+  ASSERT_OK(single);
+  EXPECT_EQ(single->added, std::vector<std::string>{"readme-link.md"});
+  paths = {dir_.File("dangling")};
+  fs::create_symlink(dir_.File("nowhere"), paths[0]);
+  EXPECT_EQ(engine_->AddResources(paths, "strata://resources/single").status().code(), StatusCode::kNotFound);
+}
+
+// A changed or removed file takes only its own chunks with it: a file added at a path below it and a note
+// someone wrote there stay (a recursive remove took them silently, the report saying nothing).
+TEST_F(IngestTree, UpdatingOrRemovingAFileKeepsWhatIsBelowIt) {
+  const std::string root = "strata://resources/nested";
+  std::vector<SourceFile> files = {{"x", "# X\n\nfirst\n", "", 0}, {"x/y", "# Y\n\nbelow\n", "", 0}};
+  ASSERT_OK(engine_->AddResourceFiles(files, root));
+  ASSERT_OK(engine_->Write(root + "/x/my-note", "a reviewer's note"));
+  files = {{"x", "# X\n\nsecond\n", "", 0}, {"x/y", "# Y\n\nbelow\n", "", 0}};
+  auto updated = engine_->AddResourceFiles(files, root);
+  ASSERT_OK(updated);
+  EXPECT_EQ(updated->updated, std::vector<std::string>{"x"});
+  EXPECT_EQ(updated->unchanged, std::vector<std::string>{"x/y"});
+  EXPECT_EQ(*engine_->Read(root + "/x/my-note"), "a reviewer's note");
+  EXPECT_OK(engine_->Stat(root + "/x/y"));
+  auto chunks = engine_->Grep("first", root);
+  ASSERT_OK(chunks);
+  EXPECT_TRUE(chunks->empty()) << "the old chunk went";
+  // Removed from the tree: x's chunks go, its directory stays a folder for what is below it.
+  files = {{"x/y", "# Y\n\nbelow\n", "", 0}};
+  auto removed = engine_->AddResourceFiles(files, root, {.remove_missing = true});
+  ASSERT_OK(removed);
+  EXPECT_EQ(removed->removed, std::vector<std::string>{"x"});
+  EXPECT_OK(engine_->Stat(root + "/x/y"));
+  EXPECT_EQ(*engine_->Read(root + "/x/my-note"), "a reviewer's note");
+  EXPECT_TRUE(engine_->Grep("second", root)->empty());
+  EXPECT_EQ(engine_->Stat(root + "/x")->abstract_text, "x/: 1 file");
+  // The file comes back into its directory; a folder of another origin is still not replaced.
+  files = {{"x", "# X\n\nthird\n", "", 0}, {"x/y", "# Y\n\nbelow\n", "", 0}};
+  auto back = engine_->AddResourceFiles(files, root);
+  ASSERT_OK(back);
+  EXPECT_EQ(back->added, std::vector<std::string>{"x"});
+  EXPECT_EQ(engine_->Grep("third", root)->size(), 1u);
+  EXPECT_OK(engine_->Stat(root + "/x/y"));
+}
+
+// A file that holds no text now is skipped, and the chunks an earlier add took from it go: find must not
+// answer with text the file no longer has.
+TEST_F(IngestTree, AFileThatNoLongerHoldsTextLosesItsOldChunks) {
+  ASSERT_OK(Add());
+  Write("README.md", "");
+  Write("data/settings.json", std::string("\x89PNG\0\0\0binary", 14));
+  auto report = Add();
+  ASSERT_OK(report);
+  EXPECT_EQ(report->removed, (std::vector<std::string>{"README.md", "data/settings.json"}));
+  std::map<std::string, std::string> skipped;
+  for (const SkippedFile& s : report->skipped) skipped[s.path] = s.reason;
+  EXPECT_EQ(skipped["data/settings.json"], "binary");
+  EXPECT_NE(skipped["README.md"].find("no text"), std::string::npos) << skipped["README.md"];
+  EXPECT_EQ(engine_->Stat("strata://resources/orchard/README.md").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->Stat("strata://resources/orchard/data/settings.json").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(TopHit("how do I start orchard serve").find("README.md"), std::string::npos);
+}
+
+TEST_F(IngestTree, ChunkSizeIsCheckedFirstAndAChangedSizeCutsAgain) {
+  std::vector<std::string> paths = {root_};
+  auto tiny = engine_->AddResources(paths, "strata://resources/orchard", {.extract = {.chunk_tokens = 5}});
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_EQ(tiny.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(tiny.status().message().find("\"chunk_tokens\" must be between 16 and 100000, not 5"), std::string::npos)
+      << tiny.status().message();
+  EXPECT_EQ(engine_->Stat("strata://resources/orchard").status().code(), StatusCode::kNotFound) << "nothing was read";
+  std::string paragraph = "Apple trees need pruning in late winter, before the buds break, to keep them open to light.";
+  Write("long.md", paragraph + "\n\n" + paragraph + "\n\n" + paragraph + "\n\n" + paragraph + "\n");
+  ASSERT_OK(Add());
+  size_t before = engine_->List("strata://resources/orchard/long.md")->size();
+  EXPECT_EQ(before, 1u);
+  auto recut = engine_->AddResources(paths, "strata://resources/orchard", {.extract = {.chunk_tokens = 16}},
+                                     {.max_file_bytes = 1 << 20});
+  ASSERT_OK(recut);
+  EXPECT_EQ(recut->unchanged.size(), 0u) << "every file is cut again at the new size";
+  EXPECT_GE(engine_->List("strata://resources/orchard/long.md")->size(), 4u);
+  auto same = engine_->AddResources(paths, "strata://resources/orchard", {.extract = {.chunk_tokens = 16}},
+                                    {.max_file_bytes = 1 << 20});
+  ASSERT_OK(same);
+  EXPECT_EQ(same->unchanged.size(), 8u);
+}
+
 TEST_F(IngestTree, FilesCarriedInARequestAreReadFromTheirBytesOnly) {
   std::vector<SourceFile> files = {{"notes/a.md", "# A\n\nApples.\n", "", 0}};
   auto report = engine_->AddResourceFiles(files, "strata://resources/carried");

@@ -63,13 +63,18 @@ struct WalkOptions {
 
 // The files below `paths`: a directory's files mirrored at their path below it (recursively), a file at its
 // name. Entries whose name starts with '.' are passed over (.git, .venv: not the tree's content); the rules
-// of each directory's `.gitignore` and `.strataignore` apply below it. Links, files over the limit and
-// special files are skipped with the reason. kNotFound when a path does not exist.
+// of each directory's `.gitignore` and `.strataignore` apply below it. A link named in `paths` is followed;
+// links within the tree, files over the limit and special files are skipped with the reason. kNotFound when
+// a path does not exist.
 Result<std::vector<SourceFile>> WalkPaths(std::span<const std::string> paths, const WalkOptions& options,
                                           AddReport* report);
 
+// The bounds of ExtractOptions::chunk_tokens: an add with another size is refused before it reads a file.
+inline constexpr int64_t kMinChunkTokens = 16;
+inline constexpr int64_t kMaxChunkTokens = 100'000;
+
 struct ExtractOptions {
-  int64_t chunk_tokens = 512;
+  int64_t chunk_tokens = 512;  // Within [kMinChunkTokens, kMaxChunkTokens].
 };
 
 struct Chunk {

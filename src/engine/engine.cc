@@ -348,6 +348,7 @@ Result<session::SessionInfo> Engine::AddMessages(std::string_view id, std::span<
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session add"));
   return Guard("session add", [&]() -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "add messages"));
     STRATA_RETURN_IF_ERROR(s->Add(id, messages));
     return s->Get(id);
   });

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pg.h"
@@ -236,6 +238,21 @@ struct Engine::Impl {
     Result<std::unique_ptr<session::OwnerLocks::Held>> held = locks->Lock({"turn/" + id}, &no_wait);
     if (!held.ok() && held.status().code() == StatusCode::kCancelled) return Status::FailedPrecondition(busy);
     return held;
+  }
+
+  // Holds session `ref` for one change made outside a turn — an append, a revert, a checkpoint, the system
+  // prompt, usage, a compaction's replacement — so that none lands in the middle of a turn (an append
+  // between a turn's request and its reply, a revert that left the reply alone) or of a commit's phase 1.
+  // Another such change holds it for a moment only: it is waited for, up to two seconds; a turn or commit
+  // still holding it then is kFailedPrecondition, naming `what`. A turn's own writes do not come here.
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldForChange(std::string_view ref, std::string_view what) {
+    const std::string busy = "session " + session::SessionIdOfRef(ref) + " has a turn or a commit in progress; " +
+                             std::string(what) + " when it has ended";
+    for (int tries = 0;; ++tries) {
+      Result<std::unique_ptr<session::OwnerLocks::Held>> held = HoldSession(ref, busy);
+      if (held.ok() || held.status().code() != StatusCode::kFailedPrecondition || tries == 100) return held;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
 
   // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones

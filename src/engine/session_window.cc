@@ -2,6 +2,7 @@
 // compaction, and the assembled window with its tokens per section.
 #include <algorithm>
 
+#include "engine_impl.h"
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/memory/uri.h"
@@ -42,7 +43,10 @@ Status Engine::DeleteSession(std::string_view id, bool force) {
 
 Result<session::CheckpointInfo> Engine::Checkpoint(std::string_view id) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session checkpoint"));
-  return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) { return s.Checkpoint(id); });
+  return WithSessions(*this, "session checkpoint", [&](session::Sessions& s) -> Result<session::CheckpointInfo> {
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "take a checkpoint"));
+    return s.Checkpoint(id);
+  });
 }
 
 namespace {
@@ -59,7 +63,10 @@ Status CheckCheckpointId(int64_t id) {
 Result<session::SessionInfo> Engine::Revert(std::string_view id, const session::CheckpointRef& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session revert"));
   STRATA_RETURN_IF_ERROR(CheckCheckpointId(checkpoint.id));
-  return WithSessions(*this, "session revert", [&](session::Sessions& s) { return s.Revert(id, checkpoint); });
+  return WithSessions(*this, "session revert", [&](session::Sessions& s) -> Result<session::SessionInfo> {
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "revert"));
+    return s.Revert(id, checkpoint);
+  });
 }
 
 Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view new_id,
@@ -75,12 +82,18 @@ Result<session::SessionLog> Engine::GetSessionLog(std::string_view id) {
 
 Status Engine::SetSystemPrompt(std::string_view id, std::string_view prompt) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session system prompt"));
-  return WithSessions(*this, "session system prompt", [&](session::Sessions& s) { return s.SetSystemPrompt(id, prompt); });
+  return WithSessions(*this, "session system prompt", [&](session::Sessions& s) -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "set the system prompt"));
+    return s.SetSystemPrompt(id, prompt);
+  });
 }
 
 Status Engine::RecordUsage(std::string_view id, int64_t tokens) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session usage"));
-  return WithSessions(*this, "session usage", [&](session::Sessions& s) { return s.RecordUsage(id, tokens); });
+  return WithSessions(*this, "session usage", [&](session::Sessions& s) -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "record usage"));
+    return s.RecordUsage(id, tokens);
+  });
 }
 
 Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::string_view focus, const Canceller* cancel) {
@@ -108,6 +121,7 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
     }
     // Messages appended (or a revert) while the model was summarising would be lost by the replacement:
     // it happens only if the log is still what was summarised, checked under the session's lock.
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "compact"));
     Result<session::SessionInfo> replaced = s->Replace(id, result.messages, std::nullopt, &history);
     if (!replaced.ok() && replaced.status().code() == StatusCode::kFailedPrecondition) {
       return Status::FailedPrecondition("session " + std::string(id) + " changed while it was being compacted; compact again");

@@ -1,9 +1,12 @@
 // Engine::BeginTurn and Turn (engine/turn.h): the memory-managed turn the model endpoints serve.
 #include "strata/engine/turn.h"
 
+#include <algorithm>
+
 #include "engine_impl.h"
 #include "guard.h"
 #include "strata/engine/engine.h"
+#include "strata/json/json_writer.h"
 #include "strata/tokenizer/registry.h"
 
 namespace strata {
@@ -46,12 +49,37 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     if (!request.reach.everything() && info->user != request.reach.user) return session::NoSuchSession(id);
     turn->ref_ = session::SessionRef(*info);
     STRATA_RETURN_IF_ERROR(CheckRefs(request.reach, request.turn));
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, impl_->Sessions());
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> logged, sessions->Messages(turn->ref_));
+    // A tool result must answer a call the session (or the turn, before it) holds: the window would leave it
+    // out, and the turn was refused as if it did not fit.
+    for (size_t i = 0; i < request.turn.size(); ++i) {
+      const Message& m = request.turn[i];
+      if (m.role != strata::Role::kTool) continue;
+      const std::string call = m.tool_call_id.value_or("");
+      auto answers = [&](const Message& earlier) {
+        return earlier.role == strata::Role::kAssistant && earlier.tool_calls &&
+               std::any_of(earlier.tool_calls->begin(), earlier.tool_calls->end(),
+                           [&](const ToolCall& c) { return c.id == call; });
+      };
+      if (std::none_of(logged.begin(), logged.end(), answers) &&
+          std::none_of(request.turn.begin(), request.turn.begin() + static_cast<std::ptrdiff_t>(i), answers)) {
+        return Status::InvalidArgument("the turn's message " + std::to_string(i) + " is a tool result for " +
+                                       json::QuoteForError(call, 64) +
+                                       ", a call that no assistant message of the session or the turn made");
+      }
+    }
+    // The same turn again, after one the model took but whose reply never came (the stream broke, the
+    // client retried): the session ends with it already, and it is not logged or sent twice.
+    const bool logged_already =
+        logged.size() >= request.turn.size() && logged.back().role != strata::Role::kAssistant &&
+        std::equal(request.turn.begin(), request.turn.end(), logged.end() - static_cast<std::ptrdiff_t>(request.turn.size()));
     SessionContextOptions o;
     o.max_context_tokens = request.max_context_tokens;
     o.reserve_for_reply = request.reserve_for_reply;
     o.reserved_tokens = request.reserved_tokens;
     if (!request.system.empty()) o.system_prompt = request.system;
-    o.pending = request.turn;
+    if (!logged_already) o.pending = request.turn;
     o.memory_limit = request.memory_limit;
     o.encoding = request.encoding;
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, AssembleSession(id, o));
@@ -66,15 +94,25 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     }
     turn->context_ = std::make_unique<SessionContext>(std::move(ctx));
     turn->turn_ = std::move(request.turn);
+    turn->accepted_ = logged_already;
     return turn;
   });
 }
 
 Turn::~Turn() { Release(); }
 
+// The turn's own writes go straight to its session: it holds the session's lock, which Engine::AddMessages
+// would wait for.
+Status Turn::AppendOwn(std::span<const Message> messages) {
+  return engine_internal::Guard("turn append", [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * s, engine_->impl_->Sessions());
+    return s->Add(ref_, messages);
+  });
+}
+
 Status Turn::Accept() {
   if (accepted_) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(engine_->AddMessages(ref_, turn_).status());
+  STRATA_RETURN_IF_ERROR(AppendOwn(turn_));
   accepted_ = true;
   return Status::Ok();
 }
@@ -86,12 +124,17 @@ Result<TurnOutcome> Turn::Finish(const Message& reply, std::optional<TokenUsage>
     Release();
     return accepted;
   }
-  Status added = engine_->AddMessages(ref_, std::vector<Message>{reply}).status();
+  Status added = AppendOwn(std::vector<Message>{reply});
   if (!added.ok()) {
     Release();
     return added;
   }
-  if (usage) (void)engine_->RecordUsage(ref_, usage->total());
+  if (usage) {
+    (void)engine_internal::Guard("turn usage", [&]() -> Status {
+      STRATA_ASSIGN_OR_RETURN(session::Sessions * s, engine_->impl_->Sessions());
+      return s->RecordUsage(ref_, usage->total());
+    });
+  }
   TurnOutcome out;
   out.uncommitted_tokens = tokens_ + tokenizer::CounterFor(encoding_).CountMessages({&reply, 1});
   out.uncommitted_turns = turns_;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "strata/engine/engine.h"
@@ -172,6 +173,90 @@ void ExpectOneTurnOrCommitOfASessionAtATime(Engine& a, Engine& b) {
 
 // An admin's turn (the root key, a server without keys) that names neither a user nor an agent creates a
 // session of the user "default": a session of nobody failed every phase 2 ("has neither a user nor an agent").
+// Changes made outside the turn wait for it: an append landed between a turn's request and its reply, and a
+// revert in the middle of a turn left the reply alone in the log. Two such changes only wait for each other.
+TEST_F(TurnTest, ChangesToASessionWaitForItsTurn) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "chat-1"));
+  auto turn = engine_->BeginTurn("chat-1", Ask("Which seat do I like?"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Accept());
+  std::vector<Message> appended = {Message::User("appended meanwhile")};
+  auto added = engine_->AddMessages("chat-1", appended);
+  EXPECT_EQ(added.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(added.status().message().find("has a turn or a commit in progress; add messages when it has ended"),
+            std::string::npos)
+      << added.status().message();
+  EXPECT_EQ(engine_->Revert("chat-1", {.id = 0}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine_->Checkpoint("chat-1").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine_->SetSystemPrompt("chat-1", "new").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine_->RecordUsage("chat-1", 5).code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK((*turn)->Finish(Message::Assistant("The aisle.")));
+  std::vector<Message> log = Log("chat-1");
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[1].ExtractText(""), "The aisle.");
+  // Once it has ended, and many appends at once: each waits its moment, none is refused.
+  std::vector<std::thread> writers;
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 8; ++i) {
+    writers.emplace_back([&, i] {
+      std::vector<Message> one = {Message::User("note " + std::to_string(i))};
+      if (!engine_->AddMessages("chat-1", one).ok()) ++refused;
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(Log("chat-1").size(), 10u);
+  EXPECT_OK(engine_->Checkpoint("chat-1"));
+}
+
+// A retry after a reply that never came (the stream broke) sends the same turn: the session ends with it
+// already, unanswered, and it is logged and sent once.
+TEST_F(TurnTest, ATurnRetriedAfterItsReplyNeverCameIsLoggedOnce) {
+  {
+    auto turn = engine_->BeginTurn("chat-1", Ask("What is 2+2?"));
+    ASSERT_OK(turn);
+    ASSERT_OK((*turn)->Accept());
+    (*turn)->Release();  // The upstream's stream broke: no reply.
+  }
+  ASSERT_EQ(Log("chat-1").size(), 1u);
+  auto retry = engine_->BeginTurn("chat-1", Ask("What is 2+2?"));
+  ASSERT_OK(retry);
+  const SessionContext& ctx = (*retry)->context();
+  ASSERT_EQ(ctx.messages.size(), 1u) << "sent once";
+  ASSERT_OK((*retry)->Finish(Message::Assistant("4")));
+  std::vector<Message> log = Log("chat-1");
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].ExtractText(""), "What is 2+2?");
+  EXPECT_EQ(log[1].ExtractText(""), "4");
+  // Asked again once answered, the same words are a new turn.
+  auto again = engine_->BeginTurn("chat-1", Ask("What is 2+2?"));
+  ASSERT_OK(again);
+  ASSERT_OK((*again)->Finish(Message::Assistant("Still 4")));
+  EXPECT_EQ(Log("chat-1").size(), 4u);
+}
+
+// A tool result must answer a call: one that answers none was refused as if the 5-token turn did not fit.
+TEST_F(TurnTest, AToolResultThatAnswersNoCallIsRefusedNamingIt) {
+  TurnRequest r = Ask("");
+  r.turn = {Message::ToolResult("call_nope", "Sunny")};
+  auto orphan = engine_->BeginTurn("chat-1", r);
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_EQ(orphan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(orphan.status().message().find("a tool result for \"call_nope\", a call that no assistant message"),
+            std::string::npos)
+      << orphan.status().message();
+  // The call in the session, or earlier in the same turn, is answered.
+  auto first = engine_->BeginTurn("chat-1", Ask("Weather?"));
+  ASSERT_OK(first);
+  ASSERT_OK((*first)->Finish(CallingReply("call_1")));
+  r.turn = {Message::ToolResult("call_1", "Sunny")};
+  auto answered = engine_->BeginTurn("chat-1", r);
+  ASSERT_OK(answered);
+  (*answered)->Release();
+  r.turn = {CallingReply("call_2"), Message::ToolResult("call_2", "Rain")};
+  EXPECT_OK(engine_->BeginTurn("chat-2", r));
+}
+
 TEST_F(TurnTest, AnAdminsTurnThatNamesNoOwnerBelongsToTheDefaultUser) {
   TurnRequest request = Ask("hello");
   request.reach = Reach::Everything();

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,9 @@ class Turn {
   // turn last), with tokens per section.
   const SessionContext& context() const { return *context_; }
 
-  // The model accepted the request: the new messages join the session (once; later calls do nothing).
+  // The model accepted the request: the new messages join the session (once; later calls do nothing). A
+  // turn that repeats the session's last, unanswered messages (a retry after a reply that never came) has
+  // them logged already: they are neither logged nor sent twice.
   Status Accept();
   // The model's reply: appended (after the turn, which Accept appends if it has not), its usage recorded as
   // the session's context size, and the session committed when the policy says so. Ends the turn.
@@ -89,6 +92,7 @@ class Turn {
  private:
   friend class Engine;
   Turn() = default;
+  Status AppendOwn(std::span<const Message> messages);
   Engine* engine_ = nullptr;
   std::string session_;
   // The session's incarnation ("id@incarnation"): what the turn appends to and commits. A session deleted

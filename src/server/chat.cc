@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "server_impl.h"
 #include "strata/engine/provider_config.h"
@@ -71,6 +72,55 @@ void Server::Impl::AddModelRoutes() {
   Add(Route("POST", "/v1/messages", [this](Call& c) { return ModelEndpoint(c, Dialect::kAnthropic); }).Errors(Dialect::kAnthropic).ReadOnly());
 }
 
+namespace {
+
+// A server-sent event that the dialect's SDKs raise as an error: OpenAI's streams carry {"error": {...}} as
+// data, Anthropic's an `error` event.
+std::string StreamErrorEvent(Dialect dialect, const std::string& message) {
+  if (dialect == Dialect::kAnthropic) {
+    Json event = {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}};
+    return "event: error\ndata: " + event.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+  }
+  Json event = {{"error", {{"message", message}, {"type", "server_error"}, {"param", nullptr}, {"code", "stream_broken"}}}};
+  return "data: " + event.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+}
+
+// Drops the usage-only chunks ("choices": [] with "usage") of an OpenAI stream whose client did not ask for
+// them: a session's turn asks the upstream for its usage (the session's usage mark), and a client must not
+// receive chunks it did not ask for (`chunk.choices[0]` would fail on them). Events are passed on whole as
+// soon as they are complete.
+class UsageChunkFilter {
+ public:
+  std::string Feed(std::string_view in) {
+    pending_ += in;
+    std::string out;
+    size_t start = 0;
+    while (true) {
+      size_t lf = pending_.find("\n\n", start), crlf = pending_.find("\r\n\r\n", start);
+      size_t end = std::min(lf == std::string::npos ? lf : lf + 2, crlf == std::string::npos ? crlf : crlf + 4);
+      if (end == std::string::npos) break;
+      std::string_view event(pending_.data() + start, end - start);
+      if (!UsageOnly(event)) out += event;
+      start = end;
+    }
+    pending_.erase(0, start);
+    return out;
+  }
+  std::string Flush() { return std::exchange(pending_, std::string()); }
+
+ private:
+  static bool UsageOnly(std::string_view event) {
+    if (event.rfind("data:", 0) != 0) return false;
+    Json data = json::ParseOrDiscard<Json>(event.substr(5));
+    const Json* choices = json::Field(data, "choices");
+    return choices != nullptr && choices->is_array() && choices->empty() && json::Field(data, "usage") != nullptr;
+  }
+
+  std::string pending_;
+};
+
+}  // namespace
+
 // The reply to a turn, decoded from the upstream's body (streamed or not), handed to the engine, which logs
 // it and commits by policy; what changed is announced to viewers, and a commit wakes the worker.
 void Server::Impl::FinishTurn(Engine* engine, Turn& turn, const llm::ProviderConfig& upstream, bool streamed,
@@ -124,7 +174,19 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   // A session-mode turn: the engine assembles it (memories, summary, newest history, tool groups whole);
   // the server only writes it in the upstream's format over the client's own body.
   std::shared_ptr<Turn> turn;
+  bool strip_usage = false;  // Usage-only chunks asked for by Strata, not the client (UsageChunkFilter).
   if (!session_id.empty()) {
+    // A session logs one reply: several choices would be logged as one (streamed, their deltas run together).
+    if (const Json* n = json::Field(c.body, "n"); n != nullptr && !n->is_null() && !(n->is_number_integer() && *n == 1)) {
+      return Status::InvalidArgument("\"n\" must be 1 with X-Strata-Session: a session logs one reply, not " + n->dump());
+    }
+    if (stream && dialect == Dialect::kOpenAI) {
+      // The reply's usage is the session's usage mark; OpenAI streams it only when asked.
+      Json& stream_options = forward["stream_options"];
+      if (!stream_options.is_object()) stream_options = Json::object();
+      strip_usage = !(json::Field(stream_options, "include_usage") != nullptr && stream_options["include_usage"] == true);
+      stream_options["include_usage"] = true;
+    }
     TurnRequest request;
     request.turn = parsed->turn;
     request.system = parsed->system;
@@ -219,20 +281,36 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   std::shared_ptr<llm::HttpResponse> live(std::move(response));
   // The last chunk is held back until the reply is in the session's log, so a client that sends its next
   // turn as soon as the stream ends finds the previous reply there (the turn ends before it goes out).
-  c.res.stream = [this, live, engine, upstream, slot, turn](const ChunkWriter& write) {
+  c.res.stream = [this, live, engine, upstream, slot, turn, dialect, strip_usage](const ChunkWriter& write) {
     constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
     bool too_long = false;
+    UsageChunkFilter filter;
     while (!shut_down.load()) {
       Result<bool> more = live->Read(&chunk);
-      if (!more.ok() || !*more) break;
+      if (!more.ok()) {
+        // The upstream's stream broke: the client is told in its dialect's own error event (its SDK raises),
+        // not given a clean end it would take for the whole reply. Nothing of the reply is logged; the
+        // turn, logged already, is not logged again when the client retries it (Engine::BeginTurn).
+        if (turn) turn->Release();
+        if (!held.empty() && !write(held)) return;
+        write(StreamErrorEvent(dialect, "the upstream's stream broke before the reply ended: " +
+                                            std::string(more.status().message())));
+        return;
+      }
+      if (!*more) break;
       if (turn && !too_long) {
         all += chunk;
         too_long = all.size() > kMaxLoggedReply;
       }
+      if (strip_usage) {
+        chunk = filter.Feed(chunk);
+        if (chunk.empty()) continue;
+      }
       if (!held.empty() && !write(held)) return;  // The client went away: nothing of the reply is logged.
       held.swap(chunk);
     }
+    if (strip_usage) held += filter.Flush();
     if (turn && !too_long) FinishTurn(engine, *turn, upstream, true, all);
     if (turn && too_long) {
       std::fprintf(stderr, "strata serve: session %s: a reply over 16 MiB was not logged\n", turn->session().c_str());

@@ -27,6 +27,13 @@ const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit r
     return;
   }
   res.writeHead(200, { "content-type": "text/event-stream" });
+  if (request.model === "cut") {
+    // A stream the upstream breaks after its first words (the connection dies mid-reply).
+    res.write(`data: ${JSON.stringify({ id: "cmpl-3", object: "chat.completion.chunk", created: 1, model: "cut",
+                                        choices: [{ index: 0, delta: { role: "assistant", content: "Hel" }, finish_reason: null }] })}\n\n`);
+    setTimeout(() => res.socket.destroy(), 20);
+    return;
+  }
   const chunk = (delta, finish = null, extra = {}) =>
     `data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model,
                              choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
@@ -36,7 +43,10 @@ const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit r
        chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Kyoto\"}" } }] }),
        chunk({}, "tool_calls")]
     : [chunk({ role: "assistant", content: "" }), chunk({ content: "Hello" }), chunk({ content: ", Alice." }), chunk({}, "stop")];
-  parts.push(`data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model, choices: [], usage })}\n\n`);
+  // As OpenAI does: the usage chunk (no choices) only when the request asked for it.
+  if (request.stream_options?.include_usage === true) {
+    parts.push(`data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model, choices: [], usage })}\n\n`);
+  }
   parts.push("data: [DONE]\n\n");
   writeSlowly(res, parts);
 });
@@ -76,8 +86,28 @@ test("with a session the client sends only its new turn; Strata logs both sides 
     model: "fake-model", stream: true,
     messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "My name is Alice." }] });
   let text = "";
-  for await (const chunk of first) text += chunk.choices[0]?.delta?.content ?? "";
+  const chunks = [];
+  for await (const chunk of first) {
+    chunks.push(chunk);
+    text += chunk.choices[0]?.delta?.content ?? "";
+  }
   assert.equal(text, "Hello, Alice.");
+  // Strata asked for the reply's usage (the session's usage mark) and kept the chunk the client did not ask for.
+  assert.equal(received.at(-1).body.stream_options?.include_usage, true);
+  assert.ok(chunks.every((c) => c.choices.length > 0), "no usage-only chunk reached the client");
+  const afterFirst = await call("GET", "/api/v1/sessions/chat-1/log", userKey);
+  assert.equal(afterFirst.json.result.usage_tokens, 26, JSON.stringify(afterFirst.json.result));
+  // A client that asks for usage gets it; several choices cannot be logged as one reply.
+  const other = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
+                             defaultHeaders: { "X-Strata-Session": "chat-usage" } });
+  const counted = await other.chat.completions.create({
+    model: "fake-model", stream: true, stream_options: { include_usage: true },
+    messages: [{ role: "user", content: "Count me." }] });
+  let usage = null;
+  for await (const chunk of counted) usage = chunk.usage ?? usage;
+  assert.equal(usage?.total_tokens, 26);
+  await assert.rejects(other.chat.completions.create({ model: "fake-model", n: 2, messages: [{ role: "user", content: "x" }] }),
+                       (e) => e.status === 400 && /"n" must be 1 with X-Strata-Session/.test(e.message));
   const second = await client.chat.completions.create({
     model: "fake-model", messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "What is my name?" }] });
   assert.equal(second.choices[0].message.content, "Whole reply.");
@@ -141,6 +171,24 @@ test("errors: the upstream's error reaches the client as an APIError; bad keys a
   await assert.rejects(bobClient.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: "x" }] }),
                        (e) => e.status === 404);
   await assert.rejects(client.chat.completions.create({ model: "fake-model", messages: [] }), (e) => e.status === 400);
+});
+
+test("a stream the upstream breaks is an error to the client, and its retry is logged once", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
+                              defaultHeaders: { "X-Strata-Session": "chat-cut" } });
+  const ask = (model) => client.chat.completions.create({ model, stream: true, messages: [{ role: "user", content: "What is 2+2?" }] });
+  // It ended cleanly before, the client taking "Hel" for the whole reply.
+  await assert.rejects(async () => {
+    let text = "";
+    for await (const chunk of await ask("cut")) text += chunk.choices[0]?.delta?.content ?? "";
+    return text;
+  }, (e) => e instanceof OpenAI.APIError && /stream broke/.test(e.message));
+  let text = "";
+  for await (const chunk of await ask("fake-model")) text += chunk.choices[0]?.delta?.content ?? "";
+  assert.equal(text, "Hello, Alice.");
+  assert.equal(received.at(-1).body.messages.filter((m) => m.content === "What is 2+2?").length, 1, "sent once");
+  const logged = (await call("GET", "/api/v1/sessions/chat-cut/messages", userKey)).json.result;
+  assert.deepEqual(logged.map((m) => [m.role, m.content]), [["user", "What is 2+2?"], ["assistant", "Hello, Alice."]]);
 });
 
 test("commits by policy wait for a reply without tool calls, and one session takes one turn at a time", async () => {

@@ -26,8 +26,10 @@ Result<std::string> AskForJson(ChatProvider& model, const std::string& prompt, s
     if (problem.ok()) return json;
     out.last_error = std::string(problem.message());
     if (attempt >= options.attempts) {
-      return Status::InvalidArgument(std::string(what) + " failed after " + std::to_string(attempt) +
-                                     " attempts: " + out.last_error);
+      // The model's failure, not the caller's: a request the caller may send again, as for an unreachable
+      // model (not a 400 blaming its arguments).
+      return Status::Unavailable(std::string(what) + " failed after " + std::to_string(attempt) +
+                                 " attempts: the model's replies could not be used: " + out.last_error);
     }
     history.push_back(reply.message);
     history.push_back(Message::User("Your reply could not be used: " + out.last_error +

@@ -301,7 +301,7 @@ Result<std::string> ExtractModelJson(std::string_view reply, JsonShape want) {
     i += len;
   }
   if (candidates.empty()) {
-    return Status::InvalidArgument(std::string("the reply holds no ") + ShapeName(want) +
+    return Status::InvalidArgument(std::string("the reply holds no JSON: it should be ") + ShapeName(want) +
                                    " (no '{' or '[' found): \"" + Snippet(reply, 0) + "\"");
   }
   std::optional<Status> first_error;

@@ -295,6 +295,17 @@ TEST_F(EngineTest, RememberKeepsTheTextOnlyWhenTheModelFailedBeforeAnythingWasRe
   EXPECT_EQ(kept->front().uri.rfind("strata://user/alice/memories/notes/note-", 0), 0u) << kept->front().uri;
   EXPECT_NE(kept->front().reason.find("without deduplication: "), std::string::npos) << kept->front().reason;
   EXPECT_NE(kept->front().reason.find("overloaded"), std::string::npos) << kept->front().reason;
+  // A model whose answers are not JSON has failed too, not the caller: it was a 400 blaming the request, and
+  // nothing was kept.
+  extraction_ = Text("Hello, Alice.");
+  auto garbled = engine_->Remember("strata://user/alice", "Alice's cat is named Tom.");
+  ASSERT_OK(garbled);
+  ASSERT_EQ(garbled->size(), 1u);
+  EXPECT_NE(garbled->front().reason.find("memory extraction failed after 2 attempts: the model's replies could not be used"),
+            std::string::npos)
+      << garbled->front().reason;
+  EXPECT_EQ(*engine_->Read(garbled->front().uri), "Alice's cat is named Tom.");
+  ASSERT_OK(engine_->Remove(garbled->front().uri, false));
   // Two facts; the first is stored, the dedup of the second (similar to the first) fails.
   extraction_ = Text(R"({"memories": [
       {"category": "preferences", "key": "seat_preference", "abstract": "Prefers aisle seats", "content": "Alice prefers aisle seats on long flights."},

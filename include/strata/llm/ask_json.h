@@ -33,7 +33,7 @@ struct JsonAsk {
 };
 
 // Returns the JSON object found in the model's reply (ExtractModelJson) once `check` accepts it. After
-// `attempts` refused replies: kInvalidArgument "<what> failed after N attempts: <reason>". Provider errors
+// `attempts` refused replies: kUnavailable "<what> failed after N attempts: ...: <reason>". Provider errors
 // are returned as they are (chat_error.h). `ask` may be null.
 Result<std::string> AskForJson(ChatProvider& model, const std::string& prompt, std::string_view what,
                                const JsonCheck& check, const AskOptions& options, JsonAsk* ask);

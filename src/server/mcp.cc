@@ -574,6 +574,7 @@ struct McpHandler::Impl {
         return ToolError(Status(result.status().code(),
                                 WithoutDataDir(result.status().message(), engine->options().data_dir)));
       }
+      if (!tool->read_only && who.on_change) who.on_change();
       // structuredContent must be an object: a list is wrapped as {"result": [...]}.
       Json structured = result->is_object() ? *result : Json{{"result", *result}};
       return Json{{"content", Json::array({{{"type", "text"}, {"text", views::Dump(*result, 2)}}})},

@@ -66,7 +66,8 @@ void Server::Impl::AddServiceRoutes() {
                      .window = options.upstream_context_tokens, .on_commit = [this] {
                        metrics.Commit("accepted");
                        WakeWorker();
-                     }};
+                     },
+                     .on_change = [this, engine = c.engine] { BumpRevision(engine); }};
     std::string client = c.id.key_id + "|" + c.id.account + "|" + c.id.user;
     STRATA_ASSIGN_OR_RETURN(McpHttpReply reply,
                             mcp->Post(c.engine, caller, client, c.req.Header("mcp-protocol-version"), c.req.body));
@@ -74,7 +75,7 @@ void Server::Impl::AddServiceRoutes() {
     c.res.content_type = "application/json";
     c.res.body = std::move(reply.body);
     return Json();
-  }).RawBody());
+  }).RawBody().ReadOnly());  // A tool that writes announces its change (McpCaller::on_change).
   Add(Route("GET", "/mcp", [](Call& c) -> Result<Json> {
     c.raw = true;
     c.res.status = 405;

@@ -84,13 +84,25 @@ void Server::Impl::AddViewerRoutes() {
          c.res.content_type = "text/event-stream";
          c.res.headers.emplace_back("Cache-Control", "no-cache");
          c.raw = true;
-         c.res.stream = [this, engine, slot](const ChunkWriter& write) {
+         // The key is checked again every few seconds: a stream opened with a key revoked since ends.
+         auto request = std::make_shared<HttpRequest>(c.req);
+         c.res.stream = [this, engine, slot, request](const ChunkWriter& write) {
            int64_t sent = -1;
            auto last_write = std::chrono::steady_clock::now();
+           auto last_check = last_write;
            auto until = last_write + std::chrono::hours(1);  // The page reconnects after.
            while (!shut_down.load() && std::chrono::steady_clock::now() < until) {
-             int64_t now = Revision(engine);
              auto t = std::chrono::steady_clock::now();
+             if (t - last_check > std::chrono::seconds(5)) {
+               last_check = t;
+               if (Result<Identity> still = Authenticate(*request); !still.ok()) {
+                 Json error = {{"code", std::string(StatusCodeName(still.status().code()))},
+                               {"message", std::string(still.status().message())}};
+                 write("event: error\ndata: " + error.dump() + "\n\n");
+                 return;
+               }
+             }
+             int64_t now = Revision(engine);
              if (now != sent) {
                if (!write("event: change\ndata: {\"revision\":" + std::to_string(now) + "}\n\n")) return;
                sent = now;

@@ -698,14 +698,41 @@ TEST_F(ServerTest, TheChangeStreamAnnouncesWritesButNotReads) {
     // A read-only POST and a GET first: no event for them. Another account's write: none either.
     EXPECT_EQ(Call("POST", "/api/v1/search/find", alice, R"({"query": "x"})").status, 200);
     EXPECT_EQ(Call("GET", "/api/v1/fs/ls", alice).status, 200);
+    // MCP messages that write nothing (a ping, a listing, a read tool): none either.
+    for (const char* message : {R"({"jsonrpc": "2.0", "id": 1, "method": "ping"})",
+                                R"({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})",
+                                R"({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "find", "arguments": {"query": "x"}}})"}) {
+      EXPECT_EQ(Call("POST", "/mcp", alice, message, {{"MCP-Protocol-Version", "2025-11-25"}}).status, 200);
+    }
     EXPECT_EQ(Call("POST", "/api/v1/fs/write", other, R"({"uri": "strata://user/carol/memories/notes/b", "content": "y"})").status, 200);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_EQ(Call("POST", "/api/v1/fs/write", alice, R"({"uri": "strata://user/alice/memories/notes/c", "content": "z"})").status, 200);
+    // A write through an MCP tool is announced as one over HTTP is.
+    Reply wrote = Call("POST", "/mcp", alice,
+                       R"({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "write", "arguments":
+                           {"uri": "strata://user/alice/memories/notes/c", "content": "z"}}})",
+                       {{"MCP-Protocol-Version", "2025-11-25"}});
+    EXPECT_EQ(wrote.body["result"]["isError"], false) << wrote.raw;
   });
   ASSERT_EQ(seen.size(), 2u);
   Json first = Json::parse(seen[0]), second = Json::parse(seen[1]);
   EXPECT_EQ(second["revision"].get<int64_t>(), first["revision"].get<int64_t>() + 1)
-      << "exactly one change (alice's second write) between the two events";
+      << "exactly one change (alice's MCP write) between the two events";
+}
+
+// A stream opened with a key that is revoked since ends with an error: it kept announcing the account's
+// changes for up to an hour.
+TEST_F(ServerTest, TheChangeStreamOfARevokedKeyEnds) {
+  Reply issued = Call("POST", "/api/v1/admin/keys", kRootKey, R"({"user": "carol"})");
+  ASSERT_EQ(issued.status, 200) << issued.raw;
+  const std::string key = issued.body["result"]["key"], id = issued.body["result"]["id"];
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> seen = ReadChanges(port_, key, 10, [&] {
+    EXPECT_EQ(Call("DELETE", "/api/v1/admin/keys/" + id, kRootKey).status, 200);
+  });
+  // The first change, the revocation's (a change of the account), then the error: the stream ended.
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(Json::parse(seen[2])["code"], "unauthenticated") << seen[2];
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
 }
 
 TEST_F(ServerTest, TasksAndMemoryChangesAreListedWithinTheCallersScope) {

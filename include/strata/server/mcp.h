@@ -49,6 +49,8 @@ struct McpCaller {
   int64_t window = 128'000;         // get_context's window when none is given (the server's --window).
   // Called after a commit a tool queued (the server wakes its phase-2 worker and counts it, as for HTTP).
   std::function<void()> on_commit;
+  // Called after a tool that writes ran (the server tells its viewers; reads, pings and listings do not).
+  std::function<void()> on_change;
 };
 
 // One client's protocol endpoint over an engine and an identity.

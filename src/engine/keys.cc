@@ -15,6 +15,7 @@
 
 #include "pg.h"
 #include "strata/memory/uri.h"
+#include "strata/util/random.h"
 
 namespace strata {
 
@@ -47,19 +48,6 @@ std::string Sha256Hex(std::string_view text) {
 }
 
 namespace {
-
-Result<std::string> RandomHex(size_t bytes) {
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  std::string raw(bytes, '\0');
-  if (!in.read(raw.data(), static_cast<std::streamsize>(bytes))) return Status::Internal("cannot read /dev/urandom");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())

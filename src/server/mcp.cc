@@ -19,6 +19,7 @@
 #include "strata/prompt/value.h"
 #include "strata/tokenizer/registry.h"
 #include "strata/tools/json_schema.h"
+#include "strata/util/random.h"
 
 namespace strata::server {
 namespace {
@@ -720,19 +721,32 @@ size_t McpInFlight::size() {
   return requests_.size();
 }
 
-Result<McpHttpReply> McpHttpTransport::Post(Engine* engine, const McpCaller& caller, const std::string& client,
-                                            std::string_view protocol_version, std::string_view body) {
+Result<McpHttpReply> McpHttpTransport::Post(Engine* engine, const McpCaller& caller, const std::string& caller_id,
+                                            std::string_view protocol_version, std::string_view session,
+                                            std::string_view body) {
   if (!protocol_version.empty() && !McpKnownVersion(protocol_version)) {
     return Status::InvalidArgument("unsupported MCP-Protocol-Version " + json::QuoteForError(protocol_version, 40));
   }
+  // Session ids are visible ASCII (MCP, Streamable HTTP); ours are 32 hex digits.
+  if (session.size() > 128 || std::any_of(session.begin(), session.end(), [](char ch) { return ch < 0x21 || ch > 0x7e; })) {
+    return Status::InvalidArgument("Mcp-Session-Id must be at most 128 visible ASCII characters");
+  }
+  std::string new_session;
+  if (Json message = json::ParseOrDiscard<Json>(body); json::StringOr(message, "method") == "initialize") {
+    STRATA_ASSIGN_OR_RETURN(new_session, RandomHex(16));
+    session = new_session;
+  }
+  const std::string client = caller_id + "|" + std::string(session);
   if (auto cancelled = McpHandler::CancelledId(body)) in_flight_.Cancel(client, *cancelled);
   std::optional<std::string> id = McpHandler::RequestId(body);
   std::shared_ptr<Canceller> cancel;
   if (id) {
     cancel = in_flight_.Begin(client, *id);
     if (cancel == nullptr) {
-      return McpHttpReply{200, views::Dump(ErrorResponse(json::ParseOrDiscard<Json>(*id), kInvalidRequest,
-                                                         "request id " + *id + " is already in use by a request in flight"))};
+      return McpHttpReply{200,
+                          views::Dump(ErrorResponse(json::ParseOrDiscard<Json>(*id), kInvalidRequest,
+                                                    "request id " + *id + " is already in use by a request in flight")),
+                          ""};
     }
   }
   McpHandler handler(engine, caller, max_message_bytes_);
@@ -742,8 +756,8 @@ Result<McpHttpReply> McpHttpTransport::Post(Engine* engine, const McpCaller& cal
     // Cancelled: HTTP still needs an answer to the POST; it is the JSON-RPC "request cancelled" error.
     reply = R"({"jsonrpc":"2.0","id":)" + *id + R"(,"error":{"code":-32800,"message":"request cancelled"}})";
   }
-  if (!reply) return McpHttpReply{202, ""};
-  return McpHttpReply{200, std::move(*reply)};
+  if (!reply) return McpHttpReply{202, "", ""};
+  return McpHttpReply{200, std::move(*reply), new_session};
 }
 
 // ---- stdio ----

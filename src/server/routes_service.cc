@@ -69,9 +69,10 @@ void Server::Impl::AddServiceRoutes() {
                      },
                      .on_change = [this, engine = c.engine] { BumpRevision(engine); }};
     std::string client = c.id.key_id + "|" + c.id.account + "|" + c.id.user;
-    STRATA_ASSIGN_OR_RETURN(McpHttpReply reply,
-                            mcp->Post(c.engine, caller, client, c.req.Header("mcp-protocol-version"), c.req.body));
+    STRATA_ASSIGN_OR_RETURN(McpHttpReply reply, mcp->Post(c.engine, caller, client, c.req.Header("mcp-protocol-version"),
+                                                          c.req.Header("mcp-session-id"), c.req.body));
     c.res.status = reply.status;
+    if (!reply.session_id.empty()) c.res.headers.emplace_back("Mcp-Session-Id", reply.session_id);
     c.res.content_type = "application/json";
     c.res.body = std::move(reply.body);
     return Json();

@@ -17,6 +17,7 @@
 
 #include "server/access.h"
 #include "server/server_fixture.h"
+#include "session/pipeline_stage.h"
 #include "test_util.h"
 
 namespace strata::server {
@@ -733,6 +734,63 @@ TEST_F(ServerTest, TheChangeStreamOfARevokedKeyEnds) {
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(Json::parse(seen[2])["code"], "unauthenticated") << seen[2];
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+// Two MCP clients of one key each number their requests from 0: each initialize gives a session of its own,
+// and request ids are the client's within it. The second client's id 7 was refused while the first's ran,
+// and its cancellation of 7 cancelled the first's request.
+TEST_F(ServerTest, McpRequestIdsAreEachSessionsOwn) {
+  // Static, with what it waits for: they must outlive the server when an assertion ends the test early.
+  static std::atomic<int> asked{0};
+  static std::atomic<bool> released{false};
+  static llm::ScriptedProvider model("scripted", [](const llm::ScriptedProvider::Request&) -> llm::ScriptedReply {
+    ++asked;
+    // The first client's find waits in its model call until the test lets it go.
+    for (int i = 0; i < 3000 && !released.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return testing::TextReply(R"({"queries": ["tea"]})");
+  });
+  struct Release {
+    ~Release() { released = true; }
+  } release_on_exit;
+  Stop();
+  engine_options_.model = &model;
+  Start();
+  const std::string alice = Issue("alice");
+  auto post = [&](const std::string& session, const std::string& body) {
+    httplib::Client client("127.0.0.1", port_);
+    client.set_read_timeout(std::chrono::seconds(30));
+    httplib::Headers headers = {{"Authorization", "Bearer " + alice}, {"MCP-Protocol-Version", "2025-11-25"}};
+    if (!session.empty()) headers.emplace("Mcp-Session-Id", session);
+    return client.Post("/mcp", headers, body, "application/json");
+  };
+  const std::string init = R"({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+                               "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})";
+  auto first_init = post("", init), second_init = post("", init);
+  ASSERT_TRUE(first_init && second_init);
+  const std::string one = first_init->get_header_value("Mcp-Session-Id"), two = second_init->get_header_value("Mcp-Session-Id");
+  ASSERT_EQ(one.size(), 32u) << first_init->body;
+  ASSERT_NE(one, two);
+  std::future<httplib::Result> slow = std::async(std::launch::async, [&] {
+    return post(one, R"({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "find", "arguments": {"query": "tea", "rewrite": true}}})");
+  });
+  for (int i = 0; i < 500 && asked.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(asked.load(), 1) << "the first client's find is in its model call";
+  auto same_id = post(two, R"({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                               "params": {"name": "count_tokens", "arguments": {"text": "hello"}}})");
+  ASSERT_TRUE(same_id);
+  EXPECT_EQ(Json::parse(same_id->body)["result"]["isError"], false) << same_id->body;
+  auto cancel = post(two, R"({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})");
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->status, 202);
+  released = true;
+  httplib::Result first = slow.get();
+  ASSERT_TRUE(first);
+  Json answered = Json::parse(first->body);
+  EXPECT_FALSE(answered.contains("error")) << "the other session's cancellation was its own: " << first->body;
+  EXPECT_EQ(answered["result"]["isError"], false) << first->body;
+  Stop();
+  engine_options_.model = nullptr;
 }
 
 TEST_F(ServerTest, TasksAndMemoryChangesAreListedWithinTheCallersScope) {

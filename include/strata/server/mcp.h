@@ -103,14 +103,18 @@ class McpInFlight {
 struct McpHttpReply {
   int status = 200;
   std::string body;  // JSON; empty for 202.
+  std::string session_id;  // For the Mcp-Session-Id header: set on the reply to an initialize.
 };
 class McpHttpTransport {
  public:
   explicit McpHttpTransport(size_t max_message_bytes = 4 << 20) : max_message_bytes_(max_message_bytes) {}
   // `client` names the caller's connection identity (its key); `protocol_version` is the
-  // MCP-Protocol-Version header ("" when absent; an unknown one is kInvalidArgument).
+  // MCP-Protocol-Version header ("" when absent; an unknown one is kInvalidArgument); `session` the
+  // Mcp-Session-Id header ("" when absent). An initialize is given a new session id; request ids and their
+  // cancellation are the client's within its session, so that two clients of one key, each numbering its
+  // requests from 0, neither refuse nor cancel each other's.
   Result<McpHttpReply> Post(Engine* engine, const McpCaller& caller, const std::string& client,
-                            std::string_view protocol_version, std::string_view body);
+                            std::string_view protocol_version, std::string_view session, std::string_view body);
 
  private:
   size_t max_message_bytes_;

@@ -119,6 +119,26 @@ class UsageChunkFilter {
   std::string pending_;
 };
 
+// Anthropic's limit on cache_control breakpoints in one request.
+constexpr int kMaxCacheBreakpoints = 4;
+
+// The cache_control breakpoints in `j` (null: none).
+int CacheBreakpoints(const Json* j) {
+  if (j == nullptr) return 0;
+  int n = j->is_object() && j->contains("cache_control") ? 1 : 0;
+  if (j->is_object() || j->is_array()) {
+    for (const Json& child : *j) n += CacheBreakpoints(&child);
+  }
+  return n;
+}
+
+void DropCacheBreakpoints(Json* j) {
+  if (j->is_object()) j->erase("cache_control");
+  if (j->is_object() || j->is_array()) {
+    for (Json& child : *j) DropCacheBreakpoints(&child);
+  }
+}
+
 }  // namespace
 
 // The reply to a turn, decoded from the upstream's body (streamed or not), handed to the engine, which logs
@@ -228,6 +248,15 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
         forward["system"] = *system;
       } else {
         forward.erase("system");
+      }
+      // Anthropic takes at most four cache breakpoints: the client's own (on its tools) come first, and
+      // Strata's (the last message, then the system prompt) are dropped where they would pass the limit.
+      auto breakpoints = [&] {
+        return CacheBreakpoints(json::Field(forward, "tools")) + CacheBreakpoints(json::Field(forward, "messages")) +
+               CacheBreakpoints(json::Field(forward, "system"));
+      };
+      for (const char* ours : {"messages", "system"}) {
+        if (breakpoints() > kMaxCacheBreakpoints && forward.contains(ours)) DropCacheBreakpoints(&forward[ours]);
       }
     }
     prompt_tokens = ctx.total_tokens;

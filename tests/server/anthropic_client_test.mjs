@@ -102,6 +102,18 @@ test("with a session the client sends only its new turn; Strata logs both sides 
   assert.equal(logged.status, 200);
   assert.deepEqual(logged.json.result.messages.map((m) => m.role), ["user", "assistant", "user", "assistant"]);
   assert.ok(logged.json.result.usage_tokens > 0, "the upstream's usage is recorded");
+  // Strata marks the system prompt and the last message for caching, but never past Anthropic's limit of
+  // four breakpoints: a client's own three (on its tools) come first.
+  const count = (j) => (j && typeof j === "object"
+    ? (Object.hasOwn(j, "cache_control") ? 1 : 0) + Object.values(j).reduce((n, v) => n + count(v), 0) : 0);
+  assert.equal(count(sent), 2, "the system prompt and the last message");
+  const tool = (name) => ({ name, input_schema: { type: "object" }, cache_control: { type: "ephemeral" } });
+  const cached = await inSession.messages.create({ model: "fake-claude", max_tokens: 100, system: "You are terse.",
+                                                   tools: [tool("t1"), tool("t2"), tool("t3")],
+                                                   messages: [{ role: "user", content: "And now?" }] });
+  assert.equal(cached.content[0].text, "Whole reply.");
+  assert.equal(count(received.at(-1).body), 4, JSON.stringify(received.at(-1).body));
+  assert.equal(count(received.at(-1).body.tools), 3, "the client's own are kept");
 });
 
 test("streamed tool use reaches the client whole, and the tool result goes back with its call", async () => {

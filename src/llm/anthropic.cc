@@ -40,6 +40,10 @@ void AppendMediaBlocks(const ContentPart& part, Json* blocks) {
     if (!text->empty()) blocks->push_back({{"type", "text"}, {"text", *text}});
     return;
   }
+  if (const auto* custom = std::get_if<CustomPart>(&part); custom != nullptr && custom->type == "document") {
+    blocks->push_back(Json::parse(custom->json));  // Kept as it came (ParseAnthropicRequestMessages).
+    return;
+  }
   const auto* media = std::get_if<MediaPart>(&part);
   if (media == nullptr || media->kind != MediaKind::kImage) return;
   std::string media_type, data;
@@ -377,6 +381,12 @@ Result<std::vector<Message>> ParseAnthropicRequestMessages(std::string_view mess
       } else if (type == "image") {
         STRATA_ASSIGN_OR_RETURN(ContentPart part, ImagePart(block, at));
         message.content.push_back(std::move(part));
+      } else if (type == "document" && message.role == Role::kUser) {
+        const Json* source = json::Field(block, "source");
+        if (source == nullptr || !source->is_object()) return Status::InvalidArgument(at + ": a document needs a \"source\"");
+        Json kept = block;
+        kept.erase("cache_control");  // Strata places its own cache breakpoints.
+        message.content.push_back(CustomPart{"document", kept.dump()});
       } else if (type == "thinking" && message.role == Role::kAssistant) {
         std::string signature = json::StringOr(block, "signature");
         message.content.push_back(ThinkPart{json::StringOr(block, "thinking"),

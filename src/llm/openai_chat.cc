@@ -159,11 +159,13 @@ bool PartJson(const ContentPart& part, Json* out) {
                       : media->kind == MediaKind::kAudio ? "audio_url" : "video_url";
     // kosong dumps the part with its nested nulls: a missing file id is sent as `"id": null`.
     Json url{{"url", media->url}, {"id", media->id ? Json(*media->id) : Json(nullptr)}};
+    if (media->detail) url["detail"] = *media->detail;
     *out = Json{{"type", key}, {key, std::move(url)}};
     return true;
   }
   if (const auto* custom = std::get_if<CustomPart>(&part)) {
-    if (custom->type == "redacted_thinking") return false;  // Anthropic-only; meaningless here.
+    // Anthropic-only parts: meaningless here.
+    if (custom->type == "redacted_thinking" || custom->type == "document") return false;
     *out = Json::parse(custom->json);
     return true;
   }

@@ -114,7 +114,7 @@ Json InputItems(const std::vector<const ContentPart*>& parts) {
     } else if (const auto* media = std::get_if<MediaPart>(part)) {
       Json item;
       if (media->kind == MediaKind::kImage) {
-        items.push_back({{"type", "input_image"}, {"detail", "auto"}, {"image_url", media->url}});
+        items.push_back({{"type", "input_image"}, {"detail", media->detail.value_or("auto")}, {"image_url", media->url}});
       } else if (media->kind == MediaKind::kAudio && AudioInputItem(media->url, &item)) {
         items.push_back(std::move(item));
       }
@@ -145,7 +145,9 @@ Json FunctionOutput(const Message& m, bool text_only) {
     } else if (const auto* media = std::get_if<MediaPart>(&part)) {
       Json item;
       if (media->kind == MediaKind::kImage) {
-        items.push_back({{"type", "input_image"}, {"image_url", media->url}});
+        Json image = {{"type", "input_image"}, {"image_url", media->url}};
+        if (media->detail) image["detail"] = *media->detail;
+        items.push_back(std::move(image));
       } else if (media->kind == MediaKind::kAudio && AudioOutputItem(media->url, &item)) {
         items.push_back(std::move(item));
       }

@@ -71,12 +71,15 @@ Status MediaFromObject(object obj, MediaKind kind, std::string_view key, const P
     if (field.value.type() != element_type::OBJECT) return TypeError(sub, "object", field.value);
     bool have_url = false;
     out->id.reset();
+    out->detail.reset();
     for (auto inner : json::AsObject(field.value)) {
       if (inner.key == "url") {
         STRATA_RETURN_IF_ERROR(ReadString(inner.value, Sub(sub, "url"), &out->url));
         have_url = true;
       } else if (inner.key == "id") {
         STRATA_RETURN_IF_ERROR(ReadOptionalString(inner.value, Sub(sub, "id"), &out->id));
+      } else if (inner.key == "detail") {
+        STRATA_RETURN_IF_ERROR(ReadOptionalString(inner.value, Sub(sub, "detail"), &out->detail));
       }
     }
     if (!have_url) return MissingKey(sub, "url");
@@ -376,6 +379,10 @@ void AppendPart(const ContentPart& part, std::string* out) {
     out->append(":{\"url\":");
     json::AppendString(out, media->url);
     AppendOptionalStringField(out, "id", media->id);
+    if (media->detail) {  // Absent when none was given: kosong's parts have no detail.
+      out->append(",\"detail\":");
+      json::AppendString(out, *media->detail);
+    }
     out->push_back('}');
   }
   out->push_back('}');
@@ -517,6 +524,7 @@ std::string FindInvalidUtf8(const Message& message) {
     if (const auto* m = std::get_if<MediaPart>(&part)) {
       check(m->url, [&] { return at("content", i, "url"); });
       if (m->id) check(*m->id, [&] { return at("content", i, "id"); });
+      if (m->detail) check(*m->detail, [&] { return at("content", i, "detail"); });
     }
   }
   if (message.tool_calls) {

@@ -19,6 +19,18 @@ struct Registry {
       }
       return Status::Ok();
     });
+    // A file the model reads: OpenAI chat's "file" part ({"file": {"file_id" | "file_data", "filename"}}) and
+    // Anthropic's "document" block ({"source": ...}), kept and sent back as they came.
+    types.emplace_back("file", [](std::string_view part_json) {
+      if (part_json.find("\"file\":{") == std::string_view::npos) return Status::InvalidArgument("file needs an object \"file\"");
+      return Status::Ok();
+    });
+    types.emplace_back("document", [](std::string_view part_json) {
+      if (part_json.find("\"source\":{") == std::string_view::npos) {
+        return Status::InvalidArgument("document needs an object \"source\"");
+      }
+      return Status::Ok();
+    });
   }
   std::shared_mutex mu;
   std::vector<std::pair<std::string, ContentPartValidator>> types;  // Guarded by mu.

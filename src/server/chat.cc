@@ -35,6 +35,22 @@ std::string_view DialectName(Dialect dialect) {
   return dialect == Dialect::kAnthropic ? "Anthropic Messages" : "OpenAI chat completions";
 }
 
+// `message` with OpenAI's input_audio parts ({"data", "format"}) as the audio_url parts (a data: URL) of
+// Strata's message model, which the OpenAI wire writes back as input_audio.
+Json WithAudioAsUrls(const Json& message) {
+  const Json* content = json::Field(message, "content");
+  if (content == nullptr || !content->is_array()) return message;
+  Json out = message;
+  for (Json& part : out["content"]) {
+    const Json* audio = json::Field(part, "input_audio");
+    if (json::StringOr(part, "type") != "input_audio" || audio == nullptr || !audio->is_object()) continue;
+    std::string format = json::StringOr(*audio, "format");
+    std::string media_type = format == "mp3" ? "audio/mpeg" : "audio/" + format;
+    part = Json{{"type", "audio_url"}, {"audio_url", {{"url", "data:" + media_type + ";base64," + json::StringOr(*audio, "data")}}}};
+  }
+  return out;
+}
+
 Result<ModelRequest> ParseRequest(Dialect dialect, const Json& body) {
   const Json* messages = json::Field(body, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
@@ -51,7 +67,7 @@ Result<ModelRequest> ParseRequest(Dialect dialect, const Json& body) {
   for (const Json& m : *messages) {
     std::string role = json::StringOr(m, "role");
     if (role != "system" && role != "developer") {
-      rest.push_back(m);
+      rest.push_back(WithAudioAsUrls(m));
       continue;
     }
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> system, ParseMessages(Json::array({m}).dump()));

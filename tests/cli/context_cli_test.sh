@@ -34,7 +34,7 @@ err=$("$STRATA" context append "$f" '{"role":"user","content":' 2>&1 >/dev/null)
 check "invalid json exit" 2 "$rc"
 check "invalid json names position" 1 "$(echo "$err" | grep -c 'invalid JSON at byte 25: syntax error')"
 check "invalid json one line" 1 "$(echo "$err" | wc -l)"
-err=$("$STRATA" context append "$f" '{"role":"user","content":[{"type":"file"}]}' 2>&1 >/dev/null); rc=$?
+err=$("$STRATA" context append "$f" '{"role":"user","content":[{"type":"hologram"}]}' 2>&1 >/dev/null); rc=$?
 check "unknown part exit" 2 "$rc"
 check "unknown part names path" 1 "$(echo "$err" | grep -c 'content\[0\].type')"
 check "files untouched by failures" "$before" "$(snapshot)"

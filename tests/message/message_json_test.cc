@@ -37,11 +37,29 @@ TEST(MessageJsonTest, AllPartTypesRoundTrip) {
 }
 
 TEST(MessageJsonTest, ErrorsNameThePathInsideTheMessage) {
-  auto unknown = ParseMessage(R"({"role":"user","content":[{"type":"text","text":"x"},{"type":"file","file_id":"f"}]})");
+  auto unknown = ParseMessage(R"({"role":"user","content":[{"type":"text","text":"x"},{"type":"hologram","id":"f"}]})");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("content[1].type"), std::string::npos) << unknown.status().message();
-  EXPECT_NE(unknown.status().message().find("\"file\""), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("\"hologram\""), std::string::npos);
+  // A file part (OpenAI's) is kept as it came; one without its "file" object is refused, naming the part.
+  const std::string file = R"({"role":"user","content":[{"type":"file","file":{"file_id":"file-1","filename":"a.pdf"}}]})";
+  auto kept = ParseMessage(file);
+  ASSERT_OK(kept);
+  EXPECT_NE(MessageToJson(*kept).find(R"("file":{"file_id":"file-1","filename":"a.pdf"})"), std::string::npos)
+      << MessageToJson(*kept);
+  auto bare = ParseMessage(R"({"role":"user","content":[{"type":"file","file_id":"f"}]})");
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.status().message().find("content[0]: file needs an object \"file\""), std::string::npos)
+      << bare.status().message();
+  // An image's detail is kept when given, and written only then.
+  auto detailed = ParseMessage(R"({"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"high"}}]})");
+  ASSERT_OK(detailed);
+  EXPECT_EQ(std::get<MediaPart>(detailed->content[0]).detail, "high");
+  EXPECT_NE(MessageToJson(*detailed).find(R"("detail":"high")"), std::string::npos) << MessageToJson(*detailed);
+  auto plain = ParseMessage(R"({"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]})");
+  ASSERT_OK(plain);
+  EXPECT_EQ(MessageToJson(*plain).find("detail"), std::string::npos);
 
   auto wrong = ParseMessage(R"({"role":"user","content":[{"type":"text","text":5}]})");
   ASSERT_FALSE(wrong.ok());

@@ -114,6 +114,16 @@ test("with a session the client sends only its new turn; Strata logs both sides 
   assert.equal(cached.content[0].text, "Whole reply.");
   assert.equal(count(received.at(-1).body), 4, JSON.stringify(received.at(-1).body));
   assert.equal(count(received.at(-1).body.tools), 3, "the client's own are kept");
+  // A document block reaches the upstream and the log as it came (it was refused in a session).
+  const document = { type: "document", source: { type: "text", media_type: "text/plain", data: "The lease ends in May." } };
+  const read = await client(userKey, { "X-Strata-Session": "claude-doc" }).messages.create({
+    model: "fake-claude", max_tokens: 100,
+    messages: [{ role: "user", content: [document, { type: "text", text: "When does the lease end?" }] }] });
+  assert.equal(read.content[0].text, "Whole reply.");
+  const forwarded = received.at(-1).body.messages.at(-1).content;
+  assert.deepEqual(forwarded[0].source, document.source, JSON.stringify(forwarded));
+  const kept = await strata.call("GET", "/api/v1/sessions/claude-doc/messages", userKey);
+  assert.equal(kept.json.result[0].content[0].type, "document", JSON.stringify(kept.json.result));
 });
 
 test("streamed tool use reaches the client whole, and the tool result goes back with its call", async () => {

@@ -173,6 +173,24 @@ test("errors: the upstream's error reaches the client as an APIError; bad keys a
   await assert.rejects(client.chat.completions.create({ model: "fake-model", messages: [] }), (e) => e.status === 400);
 });
 
+test("images keep their detail, and audio and file parts are taken in a session", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
+                              defaultHeaders: { "X-Strata-Session": "chat-media" } });
+  const png = "data:image/png;base64,iVBORw0KGgo=";
+  const reply = await client.chat.completions.create({ model: "fake-model", messages: [{ role: "user", content: [
+    { type: "text", text: "What is in these?" },
+    { type: "image_url", image_url: { url: png, detail: "high" } },
+    { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } },
+    { type: "file", file: { file_id: "file-abc", filename: "lease.pdf" } }] }] });
+  assert.equal(reply.choices[0].message.content, "Whole reply.");
+  const parts = received.at(-1).body.messages.at(-1).content;
+  assert.equal(parts[1].image_url.detail, "high", JSON.stringify(parts));
+  assert.deepEqual(parts[2], { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } });
+  assert.deepEqual(parts[3], { type: "file", file: { file_id: "file-abc", filename: "lease.pdf" } });
+  const logged = (await call("GET", "/api/v1/sessions/chat-media/messages", userKey)).json.result[0].content;
+  assert.equal(logged[1].image_url.detail, "high", "the log keeps the detail for later turns");
+});
+
 test("a stream the upstream breaks is an error to the client, and its retry is logged once", async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
                               defaultHeaders: { "X-Strata-Session": "chat-cut" } });

@@ -37,11 +37,14 @@ struct ThinkPart {
 
 enum class MediaKind { kImage, kAudio, kVideo };
 
-// An image_url / audio_url / video_url part: a URL (http(s) or data:) and an optional provider file id.
+// An image_url / audio_url / video_url part: a URL (http(s) or data:), an optional provider file id, and for
+// an image the detail OpenAI's API reads ("low", "high", "auto"; absent: the API's default), written only
+// when present.
 struct MediaPart {
   MediaKind kind = MediaKind::kImage;
   std::string url;
   std::optional<std::string> id;
+  std::optional<std::string> detail;
   bool operator==(const MediaPart&) const = default;
 };
 

@@ -160,12 +160,10 @@ class HttplibServer final : public HttpServer {
       too_large = too_large || res.status == 413;  // httplib's own limit (payload_max_length).
       HttpResponse out;
       if (too_large || !read) {
-        out.status = too_large ? 413 : 400;
-        out.body = too_large ? R"({"status":"error","error":{"code":"resource_exhausted","message":"the request body is larger than the server accepts"}})"
-                             : R"({"status":"error","error":{"code":"invalid_argument","message":"the request body could not be read"}})";
-      } else {
-        handler(in, out);
+        in.body.clear();
+        in.body_error_status = too_large ? 413 : 400;
       }
+      handler(in, out);
       Apply(out, res);
     };
     if (method == "GET") {

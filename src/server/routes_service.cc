@@ -81,7 +81,14 @@ void Server::Impl::AddServiceRoutes() {
     c.raw = true;
     c.res.status = 405;
     c.res.headers.emplace_back("Allow", "POST");
-    c.res.body = R"({"status":"error","error":{"code":"invalid_argument","message":"this MCP server opens no SSE stream; POST JSON-RPC messages to /mcp"}})";
+    std::string request_id;  // Set by Dispatch before the route runs.
+    for (const auto& [name, value] : c.res.headers) {
+      if (name == "X-Request-Id") request_id = value;
+    }
+    c.res.body = views::Dump(Json{{"status", "error"},
+                                  {"error", {{"code", "invalid_argument"},
+                                             {"message", "this MCP server opens no SSE stream; POST JSON-RPC messages to /mcp"},
+                                             {"request_id", request_id}}}});
     return Json();
   }));
 

@@ -278,6 +278,12 @@ void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, Http
   bool raw = false;
   try {
     Status allowed = CheckOrigin(req);
+    if (allowed.ok() && req.body_error_status == 413) {
+      allowed = Status::ResourceExhausted("the request body is larger than the server accepts (" +
+                                          std::to_string(options.http.max_body_bytes) + " bytes)");
+    } else if (allowed.ok() && req.body_error_status != 0) {
+      allowed = Status::InvalidArgument("the request body could not be read");
+    }
     result = allowed.ok() ? Run(route, req, res, &raw) : Result<Json>(allowed);
   } catch (const std::exception& e) {
     result = Status::Internal(std::string("unexpected error: ") + e.what());
@@ -294,7 +300,7 @@ void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, Http
     const Status s(result.status().code(), WithoutDataDir(result.status().message(), engine_options.data_dir));
     res.content_type = "application/json";
     res.stream = nullptr;
-    res.status = HttpStatusFor(s.code());
+    res.status = req.body_error_status != 0 ? req.body_error_status : HttpStatusFor(s.code());
     std::string code(StatusCodeName(s.code()));
     Json envelope;
     if (route.errors == Dialect::kOpenAI) {

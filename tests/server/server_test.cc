@@ -32,6 +32,10 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   Reply echoed = Call("GET", "/health", "", "", {{"X-Request-Id", "trace-42"}});
   EXPECT_EQ(echoed.request_id, "trace-42");
 
+  Reply no_stream = Call("GET", "/mcp", kRootKey);
+  EXPECT_EQ(no_stream.status, 405);
+  EXPECT_EQ(no_stream.body["error"]["request_id"], no_stream.request_id) << no_stream.raw;
+
   Reply no_route = Call("GET", "/api/v1/nothing", kRootKey);
   EXPECT_EQ(no_route.status, 404);
   EXPECT_EQ(no_route.body["status"], "error");
@@ -87,6 +91,18 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   Reply huge = Call("POST", "/api/v1/fs/write", kRootKey, std::string(9 << 20, ' '));
   EXPECT_EQ(huge.status, 413);
   EXPECT_EQ(huge.body["error"]["code"], "resource_exhausted");
+  EXPECT_FALSE(huge.request_id.empty());
+  EXPECT_EQ(huge.body["error"]["request_id"], huge.request_id) << huge.raw;
+  // The model endpoints answer it in their SDKs' shapes (Anthropic's ContentTooLargeError read no type).
+  Reply anthropic = Call("POST", "/v1/messages", kRootKey, std::string(9 << 20, ' '));
+  EXPECT_EQ(anthropic.status, 413);
+  EXPECT_EQ(anthropic.body["type"], "error") << anthropic.raw.substr(0, 300);
+  EXPECT_EQ(anthropic.body["error"]["type"], "invalid_request_error");
+  EXPECT_FALSE(anthropic.request_id.empty());
+  Reply openai = Call("POST", "/v1/chat/completions", kRootKey, std::string(9 << 20, ' '));
+  EXPECT_EQ(openai.status, 413);
+  EXPECT_NE(openai.body["error"]["message"].get<std::string>().find("larger than the server accepts"), std::string::npos)
+      << openai.raw.substr(0, 300);
 
   // `curl -d` labels its body a form: a 60 KB JSON body sent that way is still a JSON body (httplib's own
   // form reading refused anything over 8 KiB).

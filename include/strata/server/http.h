@@ -27,6 +27,10 @@ struct HttpRequest {
   std::string body;
   std::vector<std::string> path_params;  // The route pattern's capture groups.
   std::string remote_addr;
+  // 413 (over the limit) or 400 (cut short) when the body could not be read: the route still runs its
+  // dispatch, which answers the error in the route's own shape (the model endpoints' SDKs read theirs) with
+  // a request id.
+  int body_error_status = 0;
 
   // Returns the first header `name` (case-insensitive), or "".
   std::string Header(std::string_view name) const;

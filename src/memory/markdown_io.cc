@@ -6,15 +6,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "strata/json/json_writer.h"
+#include "strata/memory/hash.h"
+#include "strata/util/utf8.h"
 
 namespace strata::memory {
 namespace {
@@ -145,12 +149,44 @@ std::string LeafFileName(std::string_view name) {
   return std::string(name).ends_with(".md") ? std::string(name) : std::string(name) + ".md";
 }
 
-Json NodeMeta(const Node& node) {
+// The longest stem a leaf's files may have: the stem with ".abstract.md" or ".overview.md" (12 bytes) must be
+// a file name the file system takes (255 bytes).
+constexpr size_t kMaxStemBytes = 255 - 12;
+
+// The files of the leaves named `names` (one directory's, in name order) beside its subdirectories `dirs`:
+// LeafFileName when it is free, else a stem of its own (the name cut short, "~" and a hash of the name), so
+// that no two leaves share a file or a sidecar ("note" and "note.md"), no leaf's file passes for another's
+// sidecar ("x.abstract" beside "x"), none is hidden (a leading '.'), and none passes the name limit. The
+// directory's .meta.json maps each file back to its leaf.
+std::map<std::string, std::string> LeafFiles(const std::vector<std::string>& names, const std::set<std::string>& dirs) {
+  std::set<std::string> taken(dirs.begin(), dirs.end());
+  auto free = [&](const std::string& stem) {
+    return !stem.empty() && stem.front() != '.' && stem.size() <= kMaxStemBytes && !stem.ends_with(".abstract") &&
+           !stem.ends_with(".overview") && !taken.contains(stem + ".md") &&
+           !taken.contains(stem + std::string(kAbstractSuffix)) && !taken.contains(stem + std::string(kOverviewSuffix));
+  };
+  std::map<std::string, std::string> out;
+  for (const std::string& name : names) {
+    std::string file = LeafFileName(name);
+    std::string stem = file.substr(0, file.size() - 3);
+    for (int attempt = 0; !free(stem); ++attempt) {
+      std::string tag = "~" + HashHex(name + (attempt == 0 ? "" : "#" + std::to_string(attempt))).substr(0, 8);
+      std::string base = name.front() == '.' ? "_" + name : name;
+      stem = Utf8Cut(base, kMaxStemBytes - tag.size()) + tag;
+    }
+    file = stem + ".md";
+    for (std::string_view suffix : {std::string_view(".md"), kAbstractSuffix, kOverviewSuffix}) taken.insert(stem + std::string(suffix));
+    out[name] = file;
+  }
+  return out;
+}
+
+Json NodeMeta(const Node& node, const std::string& file) {
   Json meta = {{"name", std::string(node.uri.name())}, {"type", std::string(ContextTypeName(node.type))},
                {"category", node.category}, {"created_ms", node.created_ms}, {"updated_ms", node.updated_ms}};
   meta["metadata"] = strata::json::ParseOrDiscard<Json>(node.metadata);
   if (meta["metadata"].is_discarded()) meta["metadata"] = Json::object();
-  if (!node.is_dir) meta["file"] = LeafFileName(node.uri.name());
+  if (!node.is_dir) meta["file"] = file;
   return meta;
 }
 
@@ -174,6 +210,22 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   fs::create_directories(dir, ec);
   if (ec) return Status::Internal("export: cannot create the directory: " + ec.message());
   std::map<std::string, Json> dir_meta;  // Local directory path → its .meta.json.
+  // Each directory's leaf files, chosen together (LeafFiles).
+  std::map<std::string, std::vector<std::string>> leaf_names;
+  std::map<std::string, std::set<std::string>> dir_names;
+  for (const Node& n : nodes) {
+    if (n.uri == root) continue;
+    if (n.is_dir) {
+      dir_names[n.uri.Parent().str()].insert(std::string(n.uri.name()));
+    } else {
+      leaf_names[n.uri.Parent().str()].push_back(std::string(n.uri.name()));
+    }
+  }
+  std::map<std::string, std::map<std::string, std::string>> leaf_files;
+  for (auto& [parent, names] : leaf_names) {
+    std::sort(names.begin(), names.end());
+    leaf_files[parent] = LeafFiles(names, dir_names[parent]);
+  }
   for (const Node& listed : nodes) {
     STRATA_ASSIGN_OR_RETURN(Node node, store.Stat(listed.uri));
     fs::path path = local_path(node.uri);
@@ -181,16 +233,16 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       STRATA_RETURN_IF_ERROR(MakeExportDir(path, dir));
       if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".abstract.md", node.abstract_text, dir));
       if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".overview.md", node.overview, dir));
-      dir_meta[path.string()]["self"] = NodeMeta(node);
+      dir_meta[path.string()]["self"] = NodeMeta(node, "");
       ++report.directories;
     } else {
       fs::path parent = path.parent_path();
-      std::string file = LeafFileName(node.uri.name());
+      const std::string file = leaf_files[node.uri.Parent().str()].at(std::string(node.uri.name()));
       STRATA_RETURN_IF_ERROR(WriteText(parent / file, node.content, dir));
       std::string stem = file.substr(0, file.size() - 3);
       STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text, dir));
       STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kOverviewSuffix)), node.overview, dir));
-      dir_meta[parent.string()]["children"][std::string(node.uri.name())] = NodeMeta(node);
+      dir_meta[parent.string()]["children"][std::string(node.uri.name())] = NodeMeta(node, file);
       ++report.leaves;
     }
   }

@@ -1558,6 +1558,36 @@ TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   ExpectConsistent();
 }
 
+// Leaves whose files would collide ("note" and "note.md"; "x.abstract" and x's own abstract), hide (a leading
+// '.'), or pass the file system's name limit with a sidecar's suffix (a 250-byte name) export to files of
+// their own and read back whole: four leaves went out and two came back, and a long name failed the export.
+TEST_P(StoreTest, EveryLeafSurvivesExportAndImportWhateverItsName) {
+  const std::string long_name(250, 'L');
+  const std::vector<std::pair<std::string, std::string>> leaves = {
+      {"note", "content of note"}, {"note.md", "content of note.md"}, {"x", "leaf x"},
+      {"x.abstract", "leaf named x.abstract"}, {long_name, "long leaf"}, {"y.overview.md", "an overview-looking leaf"}};
+  for (const auto& [name, content] : leaves) {
+    ASSERT_OK(store_->Write(U("strata://resources/names/" + name), content, {.abstract_text = "L0 of " + name.substr(0, 20)}));
+  }
+  ASSERT_OK(store_->Mkdir(U("strata://resources/names/note.md.d"), {}));
+  ASSERT_OK(store_->Write(U("strata://resources/names/note.md.d/inner"), "inner"));
+  testing::TempDir out;
+  auto exported = ExportMarkdown(*store_, U("strata://resources/names"), out.path());
+  ASSERT_OK(exported);
+  EXPECT_EQ(exported->leaves, 7);
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("note.md")), "content of note") << "a free name is kept";
+  auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/names-copy"));
+  ASSERT_OK(imported);
+  EXPECT_EQ(imported->leaves, 7);
+  EXPECT_TRUE(imported->skipped.empty()) << imported->skipped[0];
+  for (const auto& [name, content] : leaves) {
+    EXPECT_EQ(*store_->Read(U("strata://resources/names-copy/" + name), Level::kContent), content) << name.substr(0, 20);
+    EXPECT_EQ(*store_->Read(U("strata://resources/names-copy/" + name), Level::kAbstract), "L0 of " + name.substr(0, 20));
+  }
+  EXPECT_EQ(*store_->Read(U("strata://resources/names-copy/note.md.d/inner"), Level::kContent), "inner");
+  EXPECT_EQ(store_->List(U("strata://resources/names-copy"))->size(), 7u) << "nothing more either";
+}
+
 // Metadata reads back through an export and an import with its siblings', even as deep as a request may
 // be (254 levels; the engine now refuses more than 64 from callers, Engine::Write, but a store may hold
 // older, deeper metadata). Its directory's .meta.json, two levels deeper, was skipped whole on import as

@@ -269,7 +269,8 @@ class AddReport(Record):
 
 
 class ChatImportReport(Record):
-    """A chat export's import: ``imported`` ([{session, title, source, messages, archive?}]), ``unchanged``
-    (session ids imported before) and ``skipped`` ([{where, reason}]), each entry a record."""
+    """A chat export's import: ``imported`` ([{session, title, source, messages, archive?, continued?}];
+    ``continued``: a conversation imported before that went on since, its ``messages`` new ones appended),
+    ``unchanged`` (session ids imported before) and ``skipped`` ([{where, reason}]), each entry a record."""
     __slots__ = ()
     _nested = {"imported": Record, "skipped": Record}

@@ -1,4 +1,5 @@
 // Engine::ImportConversations: chat exports (session/chat_export.h) become sessions of a user.
+#include <algorithm>
 #include <chrono>
 
 #include "guard.h"
@@ -25,6 +26,52 @@ int64_t NowMsForImport() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A conversation imported before, in an export again: unchanged when its session holds exactly as many
+// messages (archived by commits, then live, the live ones compared); continued (the new ones appended,
+// and committed when asked) when it holds the start of it — a conversation exported again after it went
+// on; skipped, saying why, when the session holds other messages, or the export another conversation of
+// the same id.
+Status ImportAgain(Engine& engine, const session::SessionInfo& existing, const session::ImportedConversation& c,
+                   const std::string& where, bool commit, ChatImportReport* report) {
+  const std::string ref = session::SessionRef(existing);
+  STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, engine.sessions());
+  STRATA_ASSIGN_OR_RETURN(std::vector<Message> logged, sessions->Messages(ref));
+  STRATA_ASSIGN_OR_RETURN(SessionStatus status, engine.GetSessionStatus(ref));
+  // What the session holds of it: the messages its commits archived (counted), then the live log (compared).
+  size_t archived = 0;
+  for (const session::ArchiveInfo& a : status.archives) archived += static_cast<size_t>(std::max<int64_t>(a.messages, 0));
+  const size_t held = archived + logged.size();
+  const bool start = held <= c.messages.size() &&
+                     std::equal(logged.begin(), logged.end(), c.messages.begin() + static_cast<std::ptrdiff_t>(archived));
+  if (start && held == c.messages.size()) {
+    report->unchanged.push_back(existing.id);
+    return Status::Ok();
+  }
+  if (!start) {
+    report->skipped.push_back({where, "session " + existing.id + " holds an earlier import of this conversation (" +
+                                          std::to_string(held) + " messages) and other messages than the " +
+                                          std::to_string(c.messages.size()) +
+                                          " it has now: not merged (delete the session to import it again)"});
+    return Status::Ok();
+  }
+  std::span<const Message> added(c.messages.begin() + static_cast<std::ptrdiff_t>(held), c.messages.end());
+  Result<session::SessionInfo> appended = engine.AddMessages(ref, added);
+  if (!appended.ok()) {
+    if (appended.status().code() != StatusCode::kInvalidArgument) return appended.status();
+    report->skipped.push_back({where, std::string(appended.status().message())});
+    return Status::Ok();
+  }
+  ChatImportReport::Imported done{existing.id, c.title, c.source_id, static_cast<int64_t>(added.size()), 0, true};
+  if (commit) {
+    STRATA_ASSIGN_OR_RETURN(CommitOutcome committed, engine.Commit(ref, {}));
+    done.archive = committed.ticket.archive;
+  }
+  STRATA_RETURN_IF_ERROR(sessions->SetOrigin(
+      ref, {.title = c.title, .source = c.source_id, .created_ms = c.created_ms, .updated_ms = c.updated_ms}));
+  report->imported.push_back(std::move(done));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& exported, std::string_view user,
@@ -41,7 +88,7 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
       Result<session::SessionInfo> existing = sessions->Get(id);
       if (existing.ok()) {
         if (existing->source == c.source_id && existing->user == user) {
-          report.unchanged.push_back(id);
+          STRATA_RETURN_IF_ERROR(ImportAgain(*this, *existing, c, where, commit, &report));
           continue;
         }
         if (!existing->source.empty() || existing->user != user) {

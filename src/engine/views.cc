@@ -176,6 +176,7 @@ Json ChatImportView(const ChatImportReport& r) {
   for (const ChatImportReport::Imported& i : r.imported) {
     Json j = Json::object();
     if (i.archive > 0) j["archive"] = i.archive;
+    if (i.continued) j["continued"] = true;
     j["messages"] = i.messages;
     j["session"] = i.session;
     j["source"] = i.source;

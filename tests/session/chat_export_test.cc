@@ -346,6 +346,54 @@ TEST(ChatImportTest, CommittedImportsQueueTheirMemoriesAndKeepTheirOriginAcrossO
   EXPECT_EQ((*reopened)->GetSessionStatus(id)->archives.size(), 1u);  // Not committed twice.
 }
 
+// A conversation exported again after it went on gets its new messages (it was reported unchanged and kept
+// its old ones), committed or not; one that no longer starts as the session does is named, not merged.
+TEST(ChatImportTest, AConversationThatWentOnGetsItsNewMessages) {
+  testing::TempDir dir;
+  auto opened = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  auto conversation = [](std::vector<std::string> texts, int64_t updated) {
+    ImportedConversation c{.source_id = "chatgpt-trip", .title = "Trip", .created_ms = 1'000, .updated_ms = updated};
+    for (size_t i = 0; i < texts.size(); ++i) {
+      c.messages.push_back(i % 2 == 0 ? Message::User(texts[i]) : Message::Assistant(texts[i]));
+    }
+    return c;
+  };
+  ChatExport first{{conversation({"Where to in May?", "Lisbon."}, 2'000)}, {}};
+  auto report = engine.ImportConversations(first, "alice");
+  ASSERT_OK(report);
+  ASSERT_EQ(report->imported.size(), 1u);
+  const std::string id = report->imported[0].session;
+  ChatExport later{{conversation({"Where to in May?", "Lisbon.", "And in June?", "Porto."}, 3'000)}, {}};
+  auto again = engine.ImportConversations(later, "alice");
+  ASSERT_OK(again);
+  ASSERT_EQ(again->imported.size(), 1u);
+  EXPECT_TRUE(again->imported[0].continued);
+  EXPECT_EQ(again->imported[0].messages, 2);
+  EXPECT_EQ(SessionTexts(engine, id).size(), 4u);
+  EXPECT_EQ(engine.GetSession(id)->updated_ms, 3'000);
+  EXPECT_EQ(engine.ImportConversations(later, "alice")->unchanged, std::vector<std::string>{id});
+  // Committed, then on again: the archived messages count as held, and the new ones are committed too.
+  ASSERT_OK(engine.Commit(id, {}));
+  ChatExport longer{{conversation({"Where to in May?", "Lisbon.", "And in June?", "Porto.", "July?", "Faro."}, 4'000)}, {}};
+  auto committed = engine.ImportConversations(longer, "alice", "", /*commit=*/true);
+  ASSERT_OK(committed);
+  ASSERT_EQ(committed->imported.size(), 1u);
+  EXPECT_EQ(committed->imported[0].messages, 2);
+  EXPECT_EQ(committed->imported[0].archive, 2);
+  EXPECT_EQ(engine.ImportConversations(longer, "alice")->unchanged.size(), 1u);
+  // Another conversation under the same id (or one edited at its start) is named, not merged.
+  ChatExport edited{{conversation({"Where to in May?", "Lisbon.", "And in June?", "Porto.", "July?", "Algarve.", "Aug?"}, 5'000)},
+                    {}};
+  ASSERT_OK(engine.AddMessages(id, std::vector<Message>{Message::User("a turn of my own")}));
+  auto diverged = engine.ImportConversations(edited, "alice");
+  ASSERT_OK(diverged);
+  EXPECT_TRUE(diverged->imported.empty());
+  ASSERT_EQ(diverged->skipped.size(), 1u);
+  EXPECT_NE(diverged->skipped[0].reason.find("not merged"), std::string::npos) << diverged->skipped[0].reason;
+}
+
 TEST(ChatImportTest, KimiContextBytesParseWithoutAFile) {
   auto parsed = ParseChatExport("{\"role\":\"user\",\"content\":\"Plan the trip\"}\n"
                                 "{\"role\":\"assistant\",\"content\":\"Sure.\"}\n",

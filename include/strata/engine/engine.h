@@ -256,6 +256,9 @@ struct ChatImportReport {
     std::string source;   // The export's id for the conversation (SessionInfo::source).
     int64_t messages = 0;
     int archive = 0;      // The archive its commit made (`commit`); 0 when not committed.
+    // The conversation had been imported before and went on since: `messages` new ones were appended to its
+    // session.
+    bool continued = false;
   };
   std::vector<Imported> imported;
   std::vector<std::string> unchanged;  // Sessions imported from the same conversations before.

@@ -11,7 +11,8 @@ A failure raises the same strata.StrataError subclass the Engine raises for it (
 PermissionDeniedError, ...), with ``status`` (the HTTP status) and ``request_id`` set. What the server does
 differently from an Engine in process: a user key reaches only its user's data (find, glob and grep cover
 what it may read), and ``commit(wait=True)`` waits for the server's worker to finish phase 2 instead of
-running it in the call (the outcome then has ``state`` but no ``diff``).
+running it in the call (the outcome then has the archive's ``state`` and, once it is done, its ``diff``, as
+in process).
 """
 
 from __future__ import annotations
@@ -138,14 +139,15 @@ class Client:
     # ---- Service ----
 
     def health(self) -> dict:
-        """The server's health (no key needed)."""
+        """The server's health (no key needed): the envelope's ``result``, ``{"alive": true}``, as the
+        TypeScript client returns it."""
         with self._open("GET", "/health") as response:
-            return json.loads(response.read())
+            return json.loads(response.read())["result"]
 
     def ready(self) -> dict:
-        """Whether the server can serve (its storage answers)."""
+        """Whether the server can serve (its storage answers): the envelope's ``result``."""
         with self._open("GET", "/ready") as response:
-            return json.loads(response.read())
+            return json.loads(response.read())["result"]
 
     # ---- The store ----
 

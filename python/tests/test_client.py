@@ -14,6 +14,9 @@ import strata
 
 def test_store_find_and_errors_over_http(server):
     alice = strata.Client(server.url, server.key("alice"))
+    # The result, as every other call and the TypeScript client give it (it was the whole envelope).
+    assert alice.health() == {"alive": True}
+    assert alice.ready() == {"ready": True}
     node = alice.write("strata://user/alice/notes/build", "Run scripts/test before pushing.", abstract="How to test")
     assert isinstance(node, strata.Node) and node.abstract == "How to test"
     alice.write("strata://resources/notes/lunch", "Lunch is at noon in the big room.")

@@ -1,5 +1,7 @@
 #include "strata/engine/views.h"
 
+#include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "strata/engine/engine.h"
@@ -214,6 +216,7 @@ Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& ar
     return Status::InvalidArgument("\"files\" must be an array of {\"path\", \"content\", \"encoding\"?}");
   }
   std::vector<ingest::SourceFile> out;
+  std::map<std::string, size_t> seen;  // Path → the index that first had it.
   for (size_t i = 0; i < files->size(); ++i) {
     const nlohmann::json& f = (*files)[i];
     const std::string where = "files[" + std::to_string(i) + "]";
@@ -223,11 +226,19 @@ Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& ar
       return Status::InvalidArgument(where + " must be {\"path\": string, \"content\": string}");
     }
     std::string p = path->get<std::string>();
-    // A plain relative path: its segments become node names (no "..", no leading '/' or '.').
+    // A plain relative path: its segments become node names (no "." or "..", no leading '/', no control
+    // characters). Every such mistake refuses the request, naming the file, as a path a tree cannot hold.
+    const std::string wrapped = "/" + p + "/";
     if (p.empty() || p.front() == '/' || p.back() == '/' || p.find("//") != std::string::npos ||
-        p.find('\\') != std::string::npos) {
+        p.find('\\') != std::string::npos || wrapped.find("/../") != std::string::npos ||
+        wrapped.find("/./") != std::string::npos ||
+        std::any_of(p.begin(), p.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; })) {
       return Status::InvalidArgument(where + ".path must be a relative path like \"docs/guide.md\", not " +
                                      json::QuoteForError(p, 80));
+    }
+    if (auto [it, fresh] = seen.emplace(p, i); !fresh) {
+      return Status::InvalidArgument(where + ".path " + json::QuoteForError(p, 80) + " is files[" +
+                                     std::to_string(it->second) + "]'s too: each file once");
     }
     ingest::SourceFile file{p, content->get<std::string>(), "", 0};
     const nlohmann::json* given = json::Field(f, "encoding");

@@ -333,7 +333,12 @@ Result<ChatExport> ReadChatExport(const std::string& path, ChatExportFormat form
                             if (record.kind == LogRecord::Kind::kSystemPrompt) system = Message::System(record.text);
                             return Status::Ok();
                           }));
-  for (const Damage& d : summary.damage) out.skipped.push_back({name + " " + d.ToString(), "damaged line, left out"});
+  // An invalid UTF-8 line is kept with U+FFFD in place of its bad bytes (its damage says so); others are left out.
+  for (const Damage& d : summary.damage) {
+    out.skipped.push_back({name + " " + d.ToString(),
+                           d.kind == DamageKind::kInvalidUtf8 ? "damaged line, kept with its bad bytes replaced"
+                                                              : "damaged line, left out"});
+  }
   if (system) messages.insert(messages.begin(), std::move(*system));
   if (messages.empty()) {
     out.skipped.push_back({name, "no messages"});

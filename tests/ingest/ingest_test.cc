@@ -348,6 +348,8 @@ TEST_F(IngestTree, ReAddingWritesOnlyWhatChangedAndRemovesWhatIsGone) {
   EXPECT_EQ(changed->removed, std::vector<std::string>{"src/harvest.py"});
   EXPECT_EQ(changed->unchanged.size(), 5u);
   EXPECT_EQ(engine_->Stat("strata://resources/orchard/src/harvest.py").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->Stat("strata://resources/orchard/src").status().code(), StatusCode::kNotFound)
+      << "a folder left empty goes with its last file";
   EXPECT_NE(TopHit("pear harvests").find("README.md"), std::string::npos);
 
   // Another add below the same scope is its own: it removes nothing of the first.

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine_impl.h"
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/memory/hash.h"
@@ -26,50 +27,44 @@ int64_t NowMsForImport() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// A conversation imported before, in an export again: unchanged when its session holds exactly as many
-// messages (archived by commits, then live, the live ones compared); continued (the new ones appended,
-// and committed when asked) when it holds the start of it — a conversation exported again after it went
-// on; skipped, saying why, when the session holds other messages, or the export another conversation of
-// the same id.
-Status ImportAgain(Engine& engine, const session::SessionInfo& existing, const session::ImportedConversation& c,
-                   const std::string& where, bool commit, ChatImportReport* report) {
+// A conversation imported before, in an export again, with its session held (no turn, append or other
+// import between the comparison and the append): unchanged when the session holds exactly its messages
+// (those its commits archived, then its live ones); continued when it holds the start of it — the
+// conversation went on after it was exported — the new messages appended and returned for the caller to
+// commit and report; skipped, saying why, when it holds other messages (turns added to the session since).
+Result<std::optional<ChatImportReport::Imported>> ContinueImport(session::Sessions& sessions,
+                                                                 const session::SessionInfo& existing,
+                                                                 const session::ImportedConversation& c,
+                                                                 const std::string& where, ChatImportReport* report) {
   const std::string ref = session::SessionRef(existing);
-  STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, engine.sessions());
-  STRATA_ASSIGN_OR_RETURN(std::vector<Message> logged, sessions->Messages(ref));
-  STRATA_ASSIGN_OR_RETURN(SessionStatus status, engine.GetSessionStatus(ref));
-  // What the session holds of it: the messages its commits archived (counted), then the live log (compared).
-  size_t archived = 0;
-  for (const session::ArchiveInfo& a : status.archives) archived += static_cast<size_t>(std::max<int64_t>(a.messages, 0));
-  const size_t held = archived + logged.size();
-  const bool start = held <= c.messages.size() &&
-                     std::equal(logged.begin(), logged.end(), c.messages.begin() + static_cast<std::ptrdiff_t>(archived));
-  if (start && held == c.messages.size()) {
+  std::vector<Message> held;
+  STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, sessions.Archives(ref));
+  std::sort(archives.begin(), archives.end(), [](const auto& a, const auto& b) { return a.number < b.number; });
+  for (const session::ArchiveInfo& a : archives) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> archived, sessions.ArchiveMessages(ref, a.number));
+    held.insert(held.end(), std::make_move_iterator(archived.begin()), std::make_move_iterator(archived.end()));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<Message> live, sessions.Messages(ref));
+  held.insert(held.end(), std::make_move_iterator(live.begin()), std::make_move_iterator(live.end()));
+  const bool start = held.size() <= c.messages.size() && std::equal(held.begin(), held.end(), c.messages.begin());
+  if (start && held.size() == c.messages.size()) {
     report->unchanged.push_back(existing.id);
-    return Status::Ok();
+    return std::optional<ChatImportReport::Imported>();
   }
   if (!start) {
-    report->skipped.push_back({where, "session " + existing.id + " holds an earlier import of this conversation (" +
-                                          std::to_string(held) + " messages) and other messages than the " +
-                                          std::to_string(c.messages.size()) +
+    report->skipped.push_back({where, "session " + existing.id + " holds an earlier import of this conversation and " +
+                                          "other messages than the start of the " + std::to_string(c.messages.size()) +
                                           " it has now: not merged (delete the session to import it again)"});
-    return Status::Ok();
+    return std::optional<ChatImportReport::Imported>();
   }
-  std::span<const Message> added(c.messages.begin() + static_cast<std::ptrdiff_t>(held), c.messages.end());
-  Result<session::SessionInfo> appended = engine.AddMessages(ref, added);
-  if (!appended.ok()) {
-    if (appended.status().code() != StatusCode::kInvalidArgument) return appended.status();
-    report->skipped.push_back({where, std::string(appended.status().message())});
-    return Status::Ok();
+  std::span<const Message> added(c.messages.begin() + static_cast<std::ptrdiff_t>(held.size()), c.messages.end());
+  if (Status appended = sessions.Add(ref, added); !appended.ok()) {
+    if (appended.code() != StatusCode::kInvalidArgument) return appended;
+    report->skipped.push_back({where, std::string(appended.message())});
+    return std::optional<ChatImportReport::Imported>();
   }
-  ChatImportReport::Imported done{existing.id, c.title, c.source_id, static_cast<int64_t>(added.size()), 0, true};
-  if (commit) {
-    STRATA_ASSIGN_OR_RETURN(CommitOutcome committed, engine.Commit(ref, {}));
-    done.archive = committed.ticket.archive;
-  }
-  STRATA_RETURN_IF_ERROR(sessions->SetOrigin(
-      ref, {.title = c.title, .source = c.source_id, .created_ms = c.created_ms, .updated_ms = c.updated_ms}));
-  report->imported.push_back(std::move(done));
-  return Status::Ok();
+  return std::optional(
+      ChatImportReport::Imported{existing.id, c.title, c.source_id, static_cast<int64_t>(added.size()), 0, true});
 }
 
 }  // namespace
@@ -88,7 +83,21 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
       Result<session::SessionInfo> existing = sessions->Get(id);
       if (existing.ok()) {
         if (existing->source == c.source_id && existing->user == user) {
-          STRATA_RETURN_IF_ERROR(ImportAgain(*this, *existing, c, where, commit, &report));
+          const std::string ref = session::SessionRef(*existing);
+          std::optional<ChatImportReport::Imported> continued;
+          {
+            STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(ref, "import it again"));
+            STRATA_ASSIGN_OR_RETURN(continued, ContinueImport(*sessions, *existing, c, where, &report));
+          }
+          if (continued) {
+            if (commit) {
+              STRATA_ASSIGN_OR_RETURN(CommitOutcome committed, Commit(ref, {}));
+              continued->archive = committed.ticket.archive;
+            }
+            STRATA_RETURN_IF_ERROR(sessions->SetOrigin(
+                ref, {.title = c.title, .source = c.source_id, .created_ms = c.created_ms, .updated_ms = c.updated_ms}));
+            report.imported.push_back(std::move(*continued));
+          }
           continue;
         }
         if (!existing->source.empty() || existing->user != user) {

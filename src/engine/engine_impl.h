@@ -217,12 +217,15 @@ struct Engine::Impl {
     return session::OpenFileOwnerLocks(Path("locks"));
   }
 
-  // Holds session `id`'s turn lock without waiting for it: one turn (BeginTurn to its end) or one commit
-  // of a session at a time, in this process and in every other on the data directory or database (a flock,
-  // or an advisory lock released if the instance dies). kFailedPrecondition saying `busy` when another turn
-  // or commit holds it: two instances let turns interleave (U1 U2 A1 A2), and a commit in the middle of a
-  // turn archived its request and left the reply alone in the live log.
-  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldSession(std::string_view ref, const std::string& busy) {
+  // Holds session `ref`'s turn lock: one turn (BeginTurn to its end) or one commit of a session at a time,
+  // in this process and in every other on the data directory or database (a flock, or an advisory lock
+  // released if the instance dies). Waits up to `wait` for another holder — a change (HoldForChange) holds
+  // it for a moment only — then is kFailedPrecondition saying `busy`: two instances let turns interleave
+  // (U1 U2 A1 A2), and a commit in the middle of a turn archived its request and left the reply alone in
+  // the live log. Turns and commits wait half a second (a concurrent append is not "a turn in progress", and
+  // an idle commit is not lost to one); a turn of this process in progress is refused at once.
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldSession(
+      std::string_view ref, const std::string& busy, std::chrono::milliseconds wait = std::chrono::milliseconds(500)) {
     session::OwnerLocks* locks = nullptr;
     {
       std::lock_guard lock(open_mu);
@@ -233,27 +236,32 @@ struct Engine::Impl {
     }
     Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref);
     const std::string id = parsed.ok() ? parsed->id : std::string(ref);
-    Canceller no_wait;  // Cancelled already: the lock is taken if free, refused if held.
-    no_wait.Cancel();
-    Result<std::unique_ptr<session::OwnerLocks::Held>> held = locks->Lock({"turn/" + id}, &no_wait);
-    if (!held.ok() && held.status().code() == StatusCode::kCancelled) return Status::FailedPrecondition(busy);
-    return held;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(20))) {
+      Canceller no_wait;  // Cancelled already: the lock is taken if free, refused if held.
+      no_wait.Cancel();
+      Result<std::unique_ptr<session::OwnerLocks::Held>> held = locks->Lock({"turn/" + id}, &no_wait);
+      if (held.ok() || held.status().code() != StatusCode::kCancelled) return held;
+      // A turn of this process holds it (for as long as its model takes): no use waiting. Another
+      // process's turn is waited for as a change would be, then refused.
+      if (turns.Busy(id) || std::chrono::steady_clock::now() >= deadline) return Status::FailedPrecondition(busy);
+      std::this_thread::sleep_for(pause);
+    }
   }
 
   // Holds session `ref` for one change made outside a turn — an append, a revert, a checkpoint, the system
-  // prompt, usage, a compaction's replacement — so that none lands in the middle of a turn (an append
-  // between a turn's request and its reply, a revert that left the reply alone) or of a commit's phase 1.
-  // Another such change holds it for a moment only: it is waited for, up to two seconds; a turn or commit
-  // still holding it then is kFailedPrecondition, naming `what`. A turn's own writes do not come here.
+  // prompt, usage, a compaction's replacement, an import — so that none lands in the middle of a turn (an
+  // append between a turn's request and its reply, a revert that left the reply alone) or of a commit's
+  // phase 1. Other changes hold it for a moment each: they are waited for, up to ten seconds in all (many
+  // writers of one session queue); a turn or commit still holding it then is kFailedPrecondition, naming
+  // `what`. A turn's own writes do not come here.
   Result<std::unique_ptr<session::OwnerLocks::Held>> HoldForChange(std::string_view ref, std::string_view what) {
-    const std::string busy = "session " + session::SessionIdOfRef(ref) + " has a turn or a commit in progress; " +
-                             std::string(what) + " when it has ended";
-    for (int tries = 0;; ++tries) {
-      Result<std::unique_ptr<session::OwnerLocks::Held>> held = HoldSession(ref, busy);
-      if (held.ok() || held.status().code() != StatusCode::kFailedPrecondition || tries == 100) return held;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    return HoldSession(ref,
+                       "session " + session::SessionIdOfRef(ref) + " has a turn or a commit in progress; " +
+                           std::string(what) + " when it has ended",
+                       std::chrono::seconds(10));
   }
+
 
   // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones
   // (their worker died: it no longer holds the lock), so they go back to pending at once. On PostgreSQL

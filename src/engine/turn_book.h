@@ -45,6 +45,11 @@ class TurnBook {
       idle_.erase(session);
     }
   }
+  // Whether a turn of `session` is in progress in this process.
+  bool Busy(const std::string& session) {
+    std::lock_guard lock(mu_);
+    return busy_.contains(session);
+  }
   // The sessions quiet for at least `after` (and not busy), which are no longer tracked.
   std::vector<std::string> TakeIdle(std::chrono::milliseconds after) {
     std::lock_guard lock(mu_);

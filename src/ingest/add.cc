@@ -327,12 +327,17 @@ Status DescribeFolders(memory::ContextStore& store, const Uri& root, const std::
     if (!self.ok()) continue;
     const Json meta = MetadataOf(*self);
     if (IsFile(IngestOf(meta))) continue;  // A file.
-    // A folder an add made that no longer holds anything (its files were removed) goes too: the tree is
-    // mirrored. Its parent, shallower, is described after it.
-    if (const Json* ingest = IngestOf(meta); children->empty() && ingest != nullptr && json::BoolOr(*ingest, "folder", false)) {
-      Result<int64_t> removed = store.Remove(dir, /*recursive=*/false);
-      if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
-      continue;
+    // A folder an add described that no longer holds anything (its files were removed) goes too: the tree
+    // is mirrored. Not the add's root, nor a directory that carries anything but the add's own mark (other
+    // metadata, links): someone made that one. Its parent, shallower, is described after it.
+    if (const Json* ingest = IngestOf(meta); children->empty() && dir.str() != root.str() && ingest != nullptr &&
+                                             json::BoolOr(*ingest, "folder", false) && meta.size() == 1) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<memory::Relation> links, store.Relations(dir));
+      if (links.empty()) {
+        Result<int64_t> removed = store.Remove(dir, /*recursive=*/false);
+        if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+        continue;
+      }
     }
     // A scope root, or a directory someone described: its own L0/L1 stay.
     if (dir.is_scope_root() || dir.is_kind_dir() || dir.is_root()) continue;

@@ -26,6 +26,7 @@ Result<std::string> AskForJson(ChatProvider& model, const std::string& prompt, s
     if (problem.ok()) return json;
     out.last_error = std::string(problem.message());
     if (attempt >= options.attempts) {
+      out.unusable = true;
       // The model's failure, not the caller's: a request the caller may send again, as for an unreachable
       // model (not a 400 blaming its arguments).
       return Status::Unavailable(std::string(what) + " failed after " + std::to_string(attempt) +

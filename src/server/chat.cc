@@ -138,21 +138,38 @@ class UsageChunkFilter {
 // Anthropic's limit on cache_control breakpoints in one request.
 constexpr int kMaxCacheBreakpoints = 4;
 
-// The cache_control breakpoints in `j` (null: none).
-int CacheBreakpoints(const Json* j) {
-  if (j == nullptr) return 0;
-  int n = j->is_object() && j->contains("cache_control") ? 1 : 0;
-  if (j->is_object() || j->is_array()) {
-    for (const Json& child : *j) n += CacheBreakpoints(&child);
+// Calls `visit` on each place a cache breakpoint may be in the request member `j`: the blocks of a tools or
+// system array, and of a message's content (a tool_result's own content blocks too) in a messages array. A
+// "cache_control" member deeper (in a tool's schema, a tool call's input) is the client's data, not a mark.
+template <typename J, typename F>
+void ForEachCacheable(J* j, F&& visit) {
+  if (j == nullptr || !j->is_array()) return;
+  for (auto& item : *j) {
+    if (!item.is_object()) continue;
+    visit(item);
+    auto content = item.find("content");
+    if (content == item.end() || !content->is_array()) continue;
+    for (auto& block : *content) {
+      if (!block.is_object()) continue;
+      visit(block);
+      auto inner = block.find("content");
+      if (inner == block.end() || !inner->is_array()) continue;
+      for (auto& part : *inner) {
+        if (part.is_object()) visit(part);
+      }
+    }
   }
+}
+
+// The cache_control breakpoints of the request member `j` (null: none).
+int CacheBreakpoints(const Json* j) {
+  int n = 0;
+  ForEachCacheable(j, [&](const Json& block) { n += block.contains("cache_control") ? 1 : 0; });
   return n;
 }
 
 void DropCacheBreakpoints(Json* j) {
-  if (j->is_object()) j->erase("cache_control");
-  if (j->is_object() || j->is_array()) {
-    for (Json& child : *j) DropCacheBreakpoints(&child);
-  }
+  ForEachCacheable(j, [](Json& block) { block.erase("cache_control"); });
 }
 
 }  // namespace
@@ -216,13 +233,6 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
     if (const Json* n = json::Field(c.body, "n"); n != nullptr && !n->is_null() && !(n->is_number_integer() && *n == 1)) {
       return Status::InvalidArgument("\"n\" must be 1 with X-Strata-Session: a session logs one reply, not " + n->dump());
     }
-    if (stream && dialect == Dialect::kOpenAI) {
-      // The reply's usage is the session's usage mark; OpenAI streams it only when asked.
-      Json& stream_options = forward["stream_options"];
-      if (!stream_options.is_object()) stream_options = Json::object();
-      strip_usage = !(json::Field(stream_options, "include_usage") != nullptr && stream_options["include_usage"] == true);
-      stream_options["include_usage"] = true;
-    }
     TurnRequest request;
     request.turn = parsed->turn;
     request.system = parsed->system;
@@ -256,9 +266,18 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
     assembled.system_prompt = ctx.system_prompt;
     assembled.history = ctx.messages;
     assembled.options = upstream.options;
+    assembled.stream = stream;
     STRATA_ASSIGN_OR_RETURN(std::string wire, llm::BuildRequestBody(upstream.kind, assembled));
     STRATA_ASSIGN_OR_RETURN(Json built, json::ParseUntrusted<Json>(wire, "assembled request"));
     forward["messages"] = built["messages"];
+    // The reply's usage is the session's usage mark; OpenAI streams it only when asked, which the provider
+    // does unless its `stream_usage` is false (an upstream that refuses stream_options).
+    if (const Json* usage = json::Field(built, "stream_options"); stream && usage != nullptr && usage->is_object()) {
+      Json& stream_options = forward["stream_options"];
+      if (!stream_options.is_object()) stream_options = Json::object();
+      strip_usage = !(json::Field(stream_options, "include_usage") != nullptr && stream_options["include_usage"] == true);
+      stream_options["include_usage"] = true;
+    }
     if (upstream.kind == llm::ProviderKind::kAnthropic) {
       if (const Json* system = json::Field(built, "system"); system != nullptr) {
         forward["system"] = *system;

@@ -276,8 +276,10 @@ void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, Http
   std::string request_id = RequestIdOf(req, res);
   Result<Json> result = Status::Internal("not run");
   bool raw = false;
+  bool body_refused = false;  // Answered 413 or 400 for the body itself (HttpRequest::body_error_status).
   try {
     Status allowed = CheckOrigin(req);
+    body_refused = allowed.ok() && req.body_error_status != 0;
     if (allowed.ok() && req.body_error_status == 413) {
       allowed = Status::ResourceExhausted("the request body is larger than the server accepts (" +
                                           std::to_string(options.http.max_body_bytes) + " bytes)");
@@ -300,7 +302,7 @@ void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, Http
     const Status s(result.status().code(), WithoutDataDir(result.status().message(), engine_options.data_dir));
     res.content_type = "application/json";
     res.stream = nullptr;
-    res.status = req.body_error_status != 0 ? req.body_error_status : HttpStatusFor(s.code());
+    res.status = body_refused ? req.body_error_status : HttpStatusFor(s.code());
     std::string code(StatusCodeName(s.code()));
     Json envelope;
     if (route.errors == Dialect::kOpenAI) {

@@ -187,12 +187,13 @@ Result<std::unique_ptr<OwnerLocks::Held>> MemoryPipeline::LockOwners(std::vector
 
 Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars,
                                                 std::string_view what, const JsonCheck& check,
-                                                std::string* last_error) {
+                                                std::string* last_error, bool* unusable) {
   STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, vars));
   llm::JsonAsk ask;
   Result<std::string> json =
       llm::AskForJson(model_, prompt, what, check, {.attempts = options_.parse_attempts, .cancel = t_cancel}, &ask);
   *last_error = ask.last_error;
+  if (unusable != nullptr) *unusable = ask.unusable;
   return json;
 }
 
@@ -367,9 +368,11 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
     }
     Json candidate = {{"category", c.category}, {"key", c.key}, {"abstract", c.abstract_text}, {"content", c.content}};
     std::string error;
+    bool unusable = false;
     Result<std::string> answer = CallForJson("memory.dedup", ToValue({{"candidate", candidate}, {"existing", list}}),
-                                             "memory dedup", {}, &error);
-    if (!answer.ok() && answer.status().code() != StatusCode::kInvalidArgument) return answer.status();
+                                             "memory dedup", {}, &error, &unusable);
+    // R1 is for replies that never parsed; an unreachable model is the job's failure, retried later.
+    if (!answer.ok() && !unusable) return answer.status();
     if (!answer.ok()) {
       STRATA_RETURN_IF_ERROR(create("R1: the dedup reply did not parse (" + error + "); kept as new"));
     } else {

@@ -392,6 +392,16 @@ TEST(ChatImportTest, AConversationThatWentOnGetsItsNewMessages) {
   EXPECT_TRUE(diverged->imported.empty());
   ASSERT_EQ(diverged->skipped.size(), 1u);
   EXPECT_NE(diverged->skipped[0].reason.find("not merged"), std::string::npos) << diverged->skipped[0].reason;
+  // Turns of the session's own, committed since, are compared too (they were counted as the conversation's).
+  ASSERT_OK(engine.AddMessages(id, std::vector<Message>{Message::Assistant("my own reply")}));
+  ASSERT_OK(engine.Commit(id, {}));
+  ChatExport eight{{conversation({"Where to in May?", "Lisbon.", "And in June?", "Porto.", "July?", "Faro.", "Aug?", "Braga."}, 6'000)},
+                   {}};
+  auto archived = engine.ImportConversations(eight, "alice");
+  ASSERT_OK(archived);
+  EXPECT_TRUE(archived->imported.empty());
+  EXPECT_TRUE(archived->unchanged.empty());
+  ASSERT_EQ(archived->skipped.size(), 1u);
 }
 
 TEST(ChatImportTest, KimiContextBytesParseWithoutAFile) {

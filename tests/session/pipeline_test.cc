@@ -174,6 +174,23 @@ TEST_F(PipelineTest, MergePathKeepsTheOldTextInTheAuditTrail) {
   EXPECT_TRUE(shown);
 }
 
+// R1: a dedup reply that does not parse, asked twice, keeps the fact as new; a fact is never dropped. (When
+// the unusable reply became kUnavailable rather than kInvalidArgument, R1 stopped applying and the job failed.)
+// A model that cannot be reached is not R1: the job fails and is retried.
+TEST_F(PipelineTest, ADedupReplyThatNeverParsesKeepsTheFactAsNew) {
+  const std::string old_uri = "strata://user/alice/memories/preferences/flying";
+  ASSERT_OK(store_->Write(*Uri::Parse(old_uri), "Alice prefers window seats on flights.",
+                          {.type = memory::ContextType::kMemory}));
+  Answer(kSeat, "I think these are about the same thing.");
+  CommitDiff diff = CommitAndRun({Message::User("On long flights I want the aisle.")});
+  ASSERT_EQ(diff.changes.size(), 1u);
+  EXPECT_EQ(diff.changes[0].action, MemoryAction::kCreate);
+  EXPECT_NE(diff.changes[0].reason.find("R1"), std::string::npos) << diff.changes[0].reason;
+  EXPECT_OK(store_->Stat(*Uri::Parse("strata://user/alice/memories/preferences/seat_preference")));
+  EXPECT_EQ(*store_->Read(*Uri::Parse(old_uri), memory::Level::kContent), "Alice prefers window seats on flights.");
+  EXPECT_EQ(calls_[static_cast<int>(Stage::kDedup)].load(), 2) << "asked again once";
+}
+
 TEST_F(PipelineTest, SkipPathAddsNothingAndNeverDeletes) {
   const std::string old_uri = "strata://user/alice/memories/preferences/seats";
   ASSERT_OK(store_->Write(*Uri::Parse(old_uri), "Alice prefers aisle seats on long flights."));

@@ -30,6 +30,7 @@ struct JsonAsk {
   int calls = 0;
   TokenUsage usage;         // Summed over the calls whose provider reported usage.
   std::string last_error;   // Why the last refused reply was refused ("" when the first was used).
+  bool unusable = false;    // Every attempt was answered and none could be used (the kUnavailable below).
 };
 
 // Returns the JSON object found in the model's reply (ExtractModelJson) once `check` accepts it. After

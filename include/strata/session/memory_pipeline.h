@@ -154,11 +154,11 @@ class MemoryPipeline {
                                           const std::vector<std::string>& links);
   // Renders `prompt_id`, asks the model, and returns the JSON object in its reply once `check` (if any)
   // accepts it; a reply that does not parse or check is shown its error and asked again, up to
-  // parse_attempts. Fails with kInvalidArgument "<what> failed after N attempts: ..." (last error in
-  // `last_error`), or with the model's error.
+  // parse_attempts. Fails with kUnavailable "<what> failed after N attempts: ..." (last error in
+  // `last_error`, and *unusable set: the model answered, unusably), or with the model's error.
   using JsonCheck = std::function<Status(std::string_view json)>;
   Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, std::string_view what,
-                                  const JsonCheck& check, std::string* last_error);
+                                  const JsonCheck& check, std::string* last_error, bool* unusable = nullptr);
   Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
   Status RefreshDirectory(const memory::Uri& dir);
   int64_t NowMs() const;

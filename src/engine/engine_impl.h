@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -91,6 +92,8 @@ struct Engine::Impl {
   std::mutex add_mu;  // One add of documents at a time (ingest/ingest.h: two adds of one file would interleave).  // One phase-2 run at a time in this process; worker_lock across processes.
   engine_internal::WorkerLock worker_lock;
   engine_internal::TurnBook turns;
+  // One per session a change was made to (HoldForChange), never removed. Guarded by open_mu.
+  std::map<std::string, std::shared_ptr<std::timed_mutex>> change_mutexes;
   std::unique_ptr<KeyStore> keys;  // Sessions served turn by turn (BeginTurn): who is busy, who is idle.
 
   std::string Path(const char* name) const { return options.data_dir + "/" + name; }
@@ -256,11 +259,34 @@ struct Engine::Impl {
   // writers of one session queue); a turn or commit still holding it then is kFailedPrecondition, naming
   // `what`. A turn's own writes do not come here.
   Result<std::unique_ptr<session::OwnerLocks::Held>> HoldForChange(std::string_view ref, std::string_view what) {
-    return HoldSession(ref,
-                       "session " + session::SessionIdOfRef(ref) + " has a turn or a commit in progress; " +
-                           std::string(what) + " when it has ended",
-                       std::chrono::seconds(10));
+    const std::string id = session::SessionIdOfRef(ref);
+    const std::string busy =
+        "session " + id + " has a turn or a commit in progress; " + std::string(what) + " when it has ended";
+    if (turns.Busy(id)) return Status::FailedPrecondition(busy);
+    // The changes of this process queue on a mutex of the session's (polling the lock, 32 writers of one
+    // session made an unlucky one wait many rounds); the lock is then mostly free, or another process's.
+    std::shared_ptr<std::timed_mutex> local;
+    {
+      std::lock_guard lock(open_mu);
+      std::shared_ptr<std::timed_mutex>& slot = change_mutexes[id];
+      if (!slot) slot = std::make_shared<std::timed_mutex>();
+      local = slot;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto held = std::make_unique<ChangeHeld>();
+    held->local = std::unique_lock<std::timed_mutex>(*local, std::defer_lock);
+    if (!held->local.try_lock_until(deadline)) return Status::FailedPrecondition(busy);
+    held->mutex = std::move(local);
+    STRATA_ASSIGN_OR_RETURN(held->inner, HoldSession(ref, busy, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                    deadline - std::chrono::steady_clock::now())));
+    return std::unique_ptr<session::OwnerLocks::Held>(std::move(held));
   }
+  // What HoldForChange holds: the session's turn lock, then (released last) this process's change mutex.
+  struct ChangeHeld final : session::OwnerLocks::Held {
+    std::shared_ptr<std::timed_mutex> mutex;
+    std::unique_lock<std::timed_mutex> local;
+    std::unique_ptr<session::OwnerLocks::Held> inner;
+  };
 
 
   // Takes this process's worker lock and the data directory's; jobs left running are then abandoned ones

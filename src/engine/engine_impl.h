@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -92,8 +93,15 @@ struct Engine::Impl {
   std::mutex add_mu;  // One add of documents at a time (ingest/ingest.h: two adds of one file would interleave).  // One phase-2 run at a time in this process; worker_lock across processes.
   engine_internal::WorkerLock worker_lock;
   engine_internal::TurnBook turns;
+  // A session's changes in this process, one at a time (a mutex and a condition variable rather than a
+  // std::timed_mutex, whose clock-based lock ThreadSanitizer does not see).
+  struct ChangeQueue {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool held = false;  // Guarded by mu.
+  };
   // One per session a change was made to (HoldForChange), never removed. Guarded by open_mu.
-  std::map<std::string, std::shared_ptr<std::timed_mutex>> change_mutexes;
+  std::map<std::string, std::shared_ptr<ChangeQueue>> change_queues;
   std::unique_ptr<KeyStore> keys;  // Sessions served turn by turn (BeginTurn): who is busy, who is idle.
 
   std::string Path(const char* name) const { return options.data_dir + "/" + name; }
@@ -265,27 +273,37 @@ struct Engine::Impl {
     if (turns.Busy(id)) return Status::FailedPrecondition(busy);
     // The changes of this process queue on a mutex of the session's (polling the lock, 32 writers of one
     // session made an unlucky one wait many rounds); the lock is then mostly free, or another process's.
-    std::shared_ptr<std::timed_mutex> local;
+    std::shared_ptr<ChangeQueue> waiting;
     {
       std::lock_guard lock(open_mu);
-      std::shared_ptr<std::timed_mutex>& slot = change_mutexes[id];
-      if (!slot) slot = std::make_shared<std::timed_mutex>();
-      local = slot;
+      std::shared_ptr<ChangeQueue>& slot = change_queues[id];
+      if (!slot) slot = std::make_shared<ChangeQueue>();
+      waiting = slot;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    {
+      std::unique_lock lock(waiting->mu);
+      if (!waiting->cv.wait_until(lock, deadline, [&] { return !waiting->held; })) return Status::FailedPrecondition(busy);
+      waiting->held = true;
+    }
     auto held = std::make_unique<ChangeHeld>();
-    held->local = std::unique_lock<std::timed_mutex>(*local, std::defer_lock);
-    if (!held->local.try_lock_until(deadline)) return Status::FailedPrecondition(busy);
-    held->mutex = std::move(local);
+    held->queue = std::move(waiting);
     STRATA_ASSIGN_OR_RETURN(held->inner, HoldSession(ref, busy, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                     deadline - std::chrono::steady_clock::now())));
     return std::unique_ptr<session::OwnerLocks::Held>(std::move(held));
   }
-  // What HoldForChange holds: the session's turn lock, then (released last) this process's change mutex.
+  // What HoldForChange holds: the session's turn lock, then (released after it) its place in the queue.
   struct ChangeHeld final : session::OwnerLocks::Held {
-    std::shared_ptr<std::timed_mutex> mutex;
-    std::unique_lock<std::timed_mutex> local;
+    std::shared_ptr<ChangeQueue> queue;
     std::unique_ptr<session::OwnerLocks::Held> inner;
+    ~ChangeHeld() override {
+      inner.reset();
+      {
+        std::lock_guard lock(queue->mu);
+        queue->held = false;
+      }
+      queue->cv.notify_one();
+    }
   };
 
 

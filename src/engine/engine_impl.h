@@ -93,15 +93,8 @@ struct Engine::Impl {
   std::mutex add_mu;  // One add of documents at a time (ingest/ingest.h: two adds of one file would interleave).  // One phase-2 run at a time in this process; worker_lock across processes.
   engine_internal::WorkerLock worker_lock;
   engine_internal::TurnBook turns;
-  // A session's changes in this process, one at a time (a mutex and a condition variable rather than a
-  // std::timed_mutex, whose clock-based lock ThreadSanitizer does not see).
-  struct ChangeQueue {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool held = false;  // Guarded by mu.
-  };
-  // One per session a change was made to (HoldForChange), never removed. Guarded by open_mu.
-  std::map<std::string, std::shared_ptr<ChangeQueue>> change_queues;
+  // A session's changes in this process, one at a time (HoldForChange): by session id.
+  session::KeyedMutex change_queue;
   std::unique_ptr<KeyStore> keys;  // Sessions served turn by turn (BeginTurn): who is busy, who is idle.
 
   std::string Path(const char* name) const { return options.data_dir + "/" + name; }
@@ -271,38 +264,25 @@ struct Engine::Impl {
     const std::string busy =
         "session " + id + " has a turn or a commit in progress; " + std::string(what) + " when it has ended";
     if (turns.Busy(id)) return Status::FailedPrecondition(busy);
-    // The changes of this process queue on a mutex of the session's (polling the lock, 32 writers of one
-    // session made an unlucky one wait many rounds); the lock is then mostly free, or another process's.
-    std::shared_ptr<ChangeQueue> waiting;
-    {
-      std::lock_guard lock(open_mu);
-      std::shared_ptr<ChangeQueue>& slot = change_queues[id];
-      if (!slot) slot = std::make_shared<ChangeQueue>();
-      waiting = slot;
-    }
+    // The changes of this process queue by session (polling the lock, 32 writers of one session made an
+    // unlucky one wait many rounds); the lock is then mostly free, or another process's.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    {
-      std::unique_lock lock(waiting->mu);
-      if (!waiting->cv.wait_until(lock, deadline, [&] { return !waiting->held; })) return Status::FailedPrecondition(busy);
-      waiting->held = true;
-    }
+    if (Status queued = change_queue.Lock(id, deadline); !queued.ok()) return Status::FailedPrecondition(busy);
     auto held = std::make_unique<ChangeHeld>();
-    held->queue = std::move(waiting);
+    held->queue = &change_queue;
+    held->id = id;
     STRATA_ASSIGN_OR_RETURN(held->inner, HoldSession(ref, busy, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                     deadline - std::chrono::steady_clock::now())));
     return std::unique_ptr<session::OwnerLocks::Held>(std::move(held));
   }
   // What HoldForChange holds: the session's turn lock, then (released after it) its place in the queue.
   struct ChangeHeld final : session::OwnerLocks::Held {
-    std::shared_ptr<ChangeQueue> queue;
+    session::KeyedMutex* queue = nullptr;
+    std::string id;
     std::unique_ptr<session::OwnerLocks::Held> inner;
     ~ChangeHeld() override {
       inner.reset();
-      {
-        std::lock_guard lock(queue->mu);
-        queue->held = false;
-      }
-      queue->cv.notify_one();
+      queue->Unlock(id);
     }
   };
 

@@ -316,7 +316,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
       request.headers.emplace_back(name, value);
     }
   }
-  request.body = forward.dump();
+  request.body = views::Dump(forward);
   std::shared_ptr<llm::HttpTransport> transport = upstream.transport ? upstream.transport : llm::CurlTransport();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<llm::HttpResponse> response, transport->Send(request, upstream.http, nullptr));
   // The turn joins the session only once the upstream has taken the request: a refused request can be

@@ -622,16 +622,16 @@ std::optional<std::string> McpHandler::Handle(std::string_view message, const Ca
   Json request_id;  // Known once the message is read: every answer, even to a failure, echoes it.
   try {
     if (message.size() > impl_->max_message_bytes) {
-      return ErrorResponse(nullptr, kInvalidRequest,
-                           "the message is " + std::to_string(message.size()) + " bytes; at most " +
-                               std::to_string(impl_->max_message_bytes) + " are accepted")
-          .dump();
+      return views::Dump(ErrorResponse(nullptr, kInvalidRequest,
+                                       "the message is " + std::to_string(message.size()) + " bytes; at most " +
+                                           std::to_string(impl_->max_message_bytes) + " are accepted"));
     }
     Result<Json> parsed = json::ParseUntrusted<Json>(message, "JSON-RPC message");
     if (!parsed.ok()) return views::Dump(ErrorResponse(nullptr, kParseError, parsed.status().message()));
     const Json& m = *parsed;
     if (m.is_array()) {
-      return ErrorResponse(nullptr, kInvalidRequest, "batches are not part of MCP 2025-11-25; send one message at a time").dump();
+      return views::Dump(
+          ErrorResponse(nullptr, kInvalidRequest, "batches are not part of MCP 2025-11-25; send one message at a time"));
     }
     if (!m.is_object() || json::StringOr(m, "jsonrpc") != "2.0") {
       return views::Dump(ErrorResponse(nullptr, kInvalidRequest, "not a JSON-RPC 2.0 message (expected an object with \"jsonrpc\": \"2.0\")"));

@@ -98,7 +98,7 @@ void Server::Impl::AddViewerRoutes() {
                if (Result<Identity> still = Authenticate(*request); !still.ok()) {
                  Json error = {{"code", std::string(StatusCodeName(still.status().code()))},
                                {"message", std::string(still.status().message())}};
-                 write("event: error\ndata: " + error.dump() + "\n\n");
+                 write("event: error\ndata: " + views::Dump(error) + "\n\n");
                  return;
                }
              }

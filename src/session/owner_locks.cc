@@ -28,6 +28,52 @@ std::vector<std::string> SortedUnique(std::vector<std::string> owners) {
 
 Status CancelledWaiting() { return Status::Cancelled("cancelled while waiting for another writer of these memories"); }
 
+}  // namespace
+
+Status KeyedMutex::Lock(const std::string& key, Clock::time_point deadline, const Canceller* cancel,
+                        std::string_view waiting_for) {
+  std::unique_lock lock(mu_);
+  std::unique_ptr<Slot>& s = slots_[key];
+  if (!s) s = std::make_unique<Slot>();
+  Slot* slot = s.get();  // Stays while users > 0.
+  ++slot->users;
+  while (slot->held) {
+    if (cancel != nullptr && cancel->cancelled()) {
+      Leave(key, slot);
+      return Status::Cancelled("cancelled while waiting for " + std::string(waiting_for));
+    }
+    Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      Leave(key, slot);
+      return Status::DeadlineExceeded("waited too long for " + std::string(waiting_for));
+    }
+    slot->cv.wait_until(lock, deadline - now < kPoll ? deadline : now + kPoll);
+  }
+  slot->held = true;
+  return Status::Ok();
+}
+
+void KeyedMutex::Unlock(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = slots_.find(key);
+  if (it == slots_.end() || !it->second->held) return;  // Not held: a caller's mistake, harmless here.
+  Slot* slot = it->second.get();
+  slot->held = false;
+  slot->cv.notify_one();
+  Leave(key, slot);
+}
+
+size_t KeyedMutex::Size() {
+  std::lock_guard lock(mu_);
+  return slots_.size();
+}
+
+void KeyedMutex::Leave(const std::string& key, Slot* slot) {
+  if (--slot->users == 0) slots_.erase(key);
+}
+
+namespace {
+
 // Runs the functions it was given, in reverse order, when destroyed.
 class HeldAll final : public OwnerLocks::Held {
  public:
@@ -40,46 +86,20 @@ class HeldAll final : public OwnerLocks::Held {
   std::vector<std::function<void()>> releases_;
 };
 
-// The threads of this process: a flag per owner, waited for on a condition variable (a waiter looks at its
-// canceller every kPoll). Slots are never removed, so references to them stay valid.
+// The threads of this process, owner by owner.
 class InProcess {
  public:
   Status Lock(const std::vector<std::string>& owners, const Canceller* cancel, HeldAll& held) {
     for (const std::string& owner : owners) {
-      Slot* slot;
-      {
-        std::lock_guard lock(map_mu_);
-        std::unique_ptr<Slot>& s = slots_[owner];
-        if (!s) s = std::make_unique<Slot>();
-        slot = s.get();
-      }
-      {
-        std::unique_lock lock(slot->mu);
-        while (slot->held) {
-          if (cancel != nullptr && cancel->cancelled()) return CancelledWaiting();
-          slot->cv.wait_for(lock, kPoll);
-        }
-        slot->held = true;
-      }
-      held.Then([slot] {
-        {
-          std::lock_guard lock(slot->mu);
-          slot->held = false;
-        }
-        slot->cv.notify_one();
-      });
+      STRATA_RETURN_IF_ERROR(
+          names_.Lock(owner, KeyedMutex::Clock::time_point::max(), cancel, "another writer of these memories"));
+      held.Then([this, owner] { names_.Unlock(owner); });
     }
     return Status::Ok();
   }
 
  private:
-  struct Slot {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool held = false;  // Guarded by mu.
-  };
-  std::mutex map_mu_;  // Guards the map, not the slots.
-  std::map<std::string, std::unique_ptr<Slot>> slots_;
+  KeyedMutex names_;
 };
 
 class InProcessOwnerLocks final : public OwnerLocks {

@@ -13,7 +13,11 @@
 // Thread safety: all are safe from many threads.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +25,33 @@
 #include "strata/util/status.h"
 
 namespace strata::session {
+
+// Named locks that the threads of one process take in turn: the in-process part of every OwnerLocks, and a
+// session's queue of changes (Engine::Impl::HoldForChange). A name is kept only while a thread holds it or
+// waits for it, so a server that has seen a million sessions keeps none of theirs. Thread-safe.
+class KeyedMutex {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Takes `key`, waiting for whoever holds it: kDeadlineExceeded at `deadline`, kCancelled (naming
+  // `waiting_for`) when `cancel` fires (looked at every 20 ms).
+  Status Lock(const std::string& key, Clock::time_point deadline = Clock::time_point::max(),
+              const Canceller* cancel = nullptr, std::string_view waiting_for = "another holder");
+  // Gives `key` back; it must be held by the caller.
+  void Unlock(const std::string& key);
+  // How many names are held or waited for.
+  size_t Size();
+
+ private:
+  struct Slot {
+    std::condition_variable cv;
+    bool held = false;
+    int users = 0;  // Threads holding or waiting for it.
+  };
+  void Leave(const std::string& key, Slot* slot);  // mu_ held.
+
+  std::mutex mu_;  // Guards everything below and every slot.
+  std::map<std::string, std::unique_ptr<Slot>> slots_;
+};
 
 class OwnerLocks {
  public:

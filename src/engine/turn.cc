@@ -70,9 +70,12 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
       }
     }
     // The same turn again, after one the model took but whose reply never came (the stream broke, the
-    // client retried): the session ends with it already, and it is not logged or sent twice.
+    // client retried): the session ends with it already, and it is not logged or sent twice. A session that
+    // ends with a reply has had its answer, unless the turn itself ends with an assistant's words (a
+    // prefill the model was to go on from).
     const bool logged_already =
-        logged.size() >= request.turn.size() && logged.back().role != strata::Role::kAssistant &&
+        !request.turn.empty() && logged.size() >= request.turn.size() &&
+        (logged.back().role != strata::Role::kAssistant || request.turn.back().role == strata::Role::kAssistant) &&
         std::equal(request.turn.begin(), request.turn.end(), logged.end() - static_cast<std::ptrdiff_t>(request.turn.size()));
     SessionContextOptions o;
     o.max_context_tokens = request.max_context_tokens;

@@ -233,6 +233,23 @@ TEST_F(TurnTest, ATurnRetriedAfterItsReplyNeverCameIsLoggedOnce) {
   ASSERT_OK(again);
   ASSERT_OK((*again)->Finish(Message::Assistant("Still 4")));
   EXPECT_EQ(Log("chat-1").size(), 4u);
+  // A turn that ends with a prefill (the assistant's first words, Anthropic's way) is retried the same way.
+  TurnRequest prefilled = Ask("Name a colour.");
+  prefilled.turn.push_back(Message::Assistant("The colour is"));
+  {
+    auto turn = engine_->BeginTurn("chat-2", prefilled);
+    ASSERT_OK(turn);
+    ASSERT_OK((*turn)->Accept());
+    (*turn)->Release();
+  }
+  auto retried = engine_->BeginTurn("chat-2", prefilled);
+  ASSERT_OK(retried);
+  EXPECT_EQ((*retried)->context().messages.size(), 2u) << "the prefill is sent once";
+  ASSERT_OK((*retried)->Finish(Message::Assistant(" blue")));
+  std::vector<Message> colours = Log("chat-2");
+  ASSERT_EQ(colours.size(), 3u);
+  EXPECT_EQ(colours[1].ExtractText(""), "The colour is");
+  EXPECT_EQ(colours[2].ExtractText(""), " blue");
 }
 
 // A tool result must answer a call: one that answers none was refused as if the 5-token turn did not fit.

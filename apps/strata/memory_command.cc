@@ -171,7 +171,7 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   }
   if (cmd == "import") {
     STRATA_ASSIGN_OR_RETURN(auto report, engine.Import(a.dir, a.uri.empty() ? "strata://resources" : a.uri));
-    for (const auto &s : report.skipped) Warn("skipped " + s);
+    for (const auto &s : report.skipped) Warn("skipped " + s.path + ": " + s.reason);
     std::cerr << "imported " << report.directories << " directories, " << report.leaves << " leaves, "
               << report.relations << " relations\n";
     return Status::Ok();

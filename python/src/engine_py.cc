@@ -340,12 +340,11 @@ class PyEngine {
 
   py::object ExportTree(const std::string& uri, const std::string& dir) {
     memory::ExportReport r = Check(handle_->Call([&](Engine& e) { return e.Export(uri, dir); }));
-    return Record("ImportReport", Json{{"directories", r.directories}, {"leaves", r.leaves}, {"relations", r.relations}});
+    return Record("ImportReport", views::ExportReportView(r));
   }
   py::object ImportTree(const std::string& dir, const std::string& uri) {
     memory::ImportReport r = Check(handle_->Call([&](Engine& e) { return e.Import(dir, uri); }));
-    return Record("ImportReport", Json{{"directories", r.directories}, {"leaves", r.leaves},
-                                       {"relations", r.relations}, {"skipped", r.skipped}});
+    return Record("ImportReport", views::ImportReportView(r));
   }
 
   // ---- Memories ----

@@ -257,8 +257,10 @@ class WorkReport(Record):
 
 
 class ImportReport(Record):
-    """An import: ``directories``, ``leaves``, ``relations``, ``skipped``."""
+    """An import: ``directories``, ``leaves``, ``relations``, and ``skipped`` ([{path, reason}], as an add
+    reports them)."""
     __slots__ = ()
+    _nested = {"skipped": Record}
 
 
 class AddReport(Record):

@@ -190,9 +190,25 @@ Json ChatImportView(const ChatImportReport& r) {
   return {{"imported", std::move(imported)}, {"unchanged", r.unchanged}, {"skipped", std::move(skipped)}};
 }
 
-Json AddReportView(const ingest::AddReport& r) {
+namespace {
+Json SkippedView(const std::vector<memory::SkippedPath>& list) {
   Json skipped = Json::array();
-  for (const ingest::SkippedFile& s : r.skipped) skipped.push_back({{"path", s.path}, {"reason", s.reason}});
+  for (const memory::SkippedPath& s : list) skipped.push_back({{"path", s.path}, {"reason", s.reason}});
+  return skipped;
+}
+}  // namespace
+
+Json ImportReportView(const memory::ImportReport& r) {
+  return {{"directories", r.directories}, {"leaves", r.leaves}, {"relations", r.relations},
+          {"skipped", SkippedView(r.skipped)}};
+}
+
+Json ExportReportView(const memory::ExportReport& r) {
+  return {{"directories", r.directories}, {"leaves", r.leaves}, {"relations", r.relations}};
+}
+
+Json AddReportView(const ingest::AddReport& r) {
+  Json skipped = SkippedView(r.skipped);
   return {{"added", r.added},       {"updated", r.updated},       {"unchanged", r.unchanged}, {"removed", r.removed},
           {"skipped", std::move(skipped)}, {"chunks", r.chunks}, {"bytes", r.bytes}, {"queued", r.queued}};
 }

@@ -132,16 +132,24 @@ Status MakeExportDir(const fs::path& path, const fs::path& root) {
   return Status::Ok();
 }
 
+// Notes `path` as left out for `reason`, which may name the path first already (a status of ReadText's).
+void Skip(std::vector<SkippedPath>* skipped, const std::string& path, std::string_view reason) {
+  if (reason.starts_with(path) && reason.substr(path.size()).starts_with(": ")) reason.remove_prefix(path.size() + 2);
+  skipped->push_back({path, std::string(reason)});
+}
+
+std::string NotUtf8(size_t bad) { return "not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")"; }
+
 // A sidecar layer (.abstract.md, .overview.md) when present; a linked or unreadable one is noted.
-std::optional<std::string> ReadSidecar(const fs::path& path, const fs::path& root, std::vector<std::string>* skipped) {
+std::optional<std::string> ReadSidecar(const fs::path& path, const fs::path& root, std::vector<SkippedPath>* skipped) {
   Result<std::string> text = ReadText(path, root);
   if (text.ok()) {
     size_t bad = 0;
     if (json::IsValidUtf8(*text, &bad)) return std::move(*text);
-    skipped->push_back(Shown(path, root) + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+    Skip(skipped, Shown(path, root), NotUtf8(bad));
     return std::nullopt;
   }
-  if (text.status().code() != StatusCode::kNotFound) skipped->push_back(text.status().message());
+  if (text.status().code() != StatusCode::kNotFound) Skip(skipped, Shown(path, root), text.status().message());
   return std::nullopt;
 }
 
@@ -287,11 +295,11 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     // reads back, and so does a store's older, deeper metadata.
     Result<Json> meta = strata::json::ParseUntrusted<Json>(*text, shown(d / ".meta.json"), 2 * json::kMaxJsonDepth);
     if (!meta.ok()) {
-      report.skipped.push_back(meta.status().message() + " (ignored)");
+      Skip(&report.skipped, shown(d / ".meta.json"), meta.status().message() + " (ignored)");
       return Json::object();
     }
     if (!meta->is_object()) {
-      report.skipped.push_back(shown(d / ".meta.json") + ": not a JSON object (ignored)");
+      Skip(&report.skipped, shown(d / ".meta.json"), "not a JSON object (ignored)");
       return Json::object();
     }
     return *meta;
@@ -343,18 +351,18 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       if (file.starts_with('.')) continue;  // Sidecars and hidden files.
       fs::file_status st = e.symlink_status(ec);
       if (ec) {
-        report.skipped.push_back(shown(e.path()) + ": " + ec.message());
+        Skip(&report.skipped, shown(e.path()), ec.message());
         ec.clear();
         continue;
       }
       if (fs::is_symlink(st)) {
-        report.skipped.push_back(shown(e.path()) + ": a symbolic link, not followed");
+        Skip(&report.skipped, shown(e.path()), "a symbolic link, not followed");
         continue;
       }
       if (fs::is_directory(st)) {
         auto child = uri.Child(file);
         if (!child.ok()) {
-          report.skipped.push_back(shown(e.path()) + ": " + child.status().message());
+          Skip(&report.skipped, shown(e.path()), child.status().message());
           continue;
         }
         subdirs.emplace_back(e.path(), *child);
@@ -376,19 +384,19 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       }
       auto child = uri.Child(name);
       if (!child.ok() || child->is_scope_root() || child->is_kind_dir() || uri.is_root()) {
-        report.skipped.push_back(shown(e.path()) + ": " + (child.ok() ? "a file cannot be a scope" : child.status().message()));
+        Skip(&report.skipped, shown(e.path()), child.ok() ? "a file cannot be a scope" : child.status().message());
         continue;
       }
       Result<std::string> read = ReadText(e.path(), top);
       if (!read.ok()) {
         if (read.status().code() == StatusCode::kInternal) return read.status().WithContext("import");
-        report.skipped.push_back(read.status().message());  // Replaced by a link since it was listed.
+        Skip(&report.skipped, shown(e.path()), read.status().message());  // Replaced by a link since it was listed.
         continue;
       }
       std::string content = std::move(*read);
       size_t bad = 0;
       if (!json::IsValidUtf8(content, &bad)) {
-        report.skipped.push_back(shown(e.path()) + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+        Skip(&report.skipped, shown(e.path()), NotUtf8(bad));
         continue;
       }
       WriteOptions o;
@@ -412,20 +420,20 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       ++number;
       if (line.empty()) continue;
       Json r = strata::json::ParseOrDiscard<Json>(line);
-      std::string where = ".relations.jsonl line " + std::to_string(number);
+      std::string where = "line " + std::to_string(number);
       if (r.is_discarded() || !r.contains("from") || !r.contains("to") || !r["from"].is_string() || !r["to"].is_string()) {
-        report.skipped.push_back(where + ": expected {\"from\", \"to\", \"reason\"}");
+        Skip(&report.skipped, ".relations.jsonl", where + ": expected {\"from\", \"to\", \"reason\"}");
         continue;
       }
       auto from = root.Join(r["from"].get<std::string>());
       auto to = root.Join(r["to"].get<std::string>());
       if (!from.ok() || !to.ok()) {
-        report.skipped.push_back(where + ": " + (from.ok() ? to.status() : from.status()).message());
+        Skip(&report.skipped, ".relations.jsonl", where + ": " + (from.ok() ? to.status() : from.status()).message());
         continue;
       }
       Status linked = store.Link(*from, *to, json::StringOr(r, "reason"));
       if (!linked.ok()) {
-        report.skipped.push_back(where + ": " + linked.message());
+        Skip(&report.skipped, ".relations.jsonl", where + ": " + linked.message());
         continue;
       }
       ++report.relations;

@@ -119,8 +119,10 @@ void Server::Impl::AddStoreRoutes() {
     STRATA_ASSIGN_OR_RETURN(ExportedTree tree, c.engine->ExportFiles(uri.str(), options.http.max_body_bytes * 8));
     Json files = Json::array();
     for (TreeFile& f : tree.files) files.push_back({{"path", std::move(f.path)}, {"content", std::move(f.content)}});
-    return Json{{"uri", uri.str()}, {"directories", tree.report.directories}, {"leaves", tree.report.leaves},
-                {"relations", tree.report.relations}, {"files", std::move(files)}};
+    Json out = {{"uri", uri.str()}};
+    out.update(views::ExportReportView(tree.report));
+    out["files"] = std::move(files);
+    return out;
   }).Takes("uri"));
   // Documents and code as resources (Engine::AddResourceFiles): {"uri", "files": [{"path", "content",
   // "encoding"?}], "remove_missing"?, "chunk_tokens"?}.
@@ -147,8 +149,9 @@ void Server::Impl::AddStoreRoutes() {
       tree.push_back({path->get<std::string>(), content->get<std::string>()});
     }
     STRATA_ASSIGN_OR_RETURN(memory::ImportReport report, c.engine->ImportFiles(tree, uri.str()));
-    return Json{{"uri", uri.str()}, {"directories", report.directories}, {"leaves", report.leaves},
-                {"relations", report.relations}, {"skipped", report.skipped}};
+    Json out = {{"uri", uri.str()}};
+    out.update(views::ImportReportView(report));
+    return out;
   }).Takes("uri files"));
   Add(Route("POST", "/api/v1/search/find", [](Call& c) -> Result<Json> {
     FindRequest request;

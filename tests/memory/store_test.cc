@@ -1545,7 +1545,8 @@ TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   EXPECT_EQ(imported->leaves, 4);
   EXPECT_EQ(imported->relations, 1);
   ASSERT_EQ(imported->skipped.size(), 1u);
-  EXPECT_NE(imported->skipped[0].find("binary.md: not UTF-8"), std::string::npos);
+  EXPECT_EQ(imported->skipped[0].path, "binary.md");
+  EXPECT_NE(imported->skipped[0].reason.find("not UTF-8"), std::string::npos) << imported->skipped[0].reason;
   EXPECT_EQ(*store_->Read(U("strata://resources/copy/intro"), Level::kContent), "# Intro\nEdited by hand");
   EXPECT_EQ(*store_->Read(U("strata://resources/copy/intro"), Level::kAbstract), "The intro");
   EXPECT_EQ(*store_->Read(U("strata://resources/copy"), Level::kOverview), "All of it.");
@@ -1579,7 +1580,7 @@ TEST_P(StoreTest, EveryLeafSurvivesExportAndImportWhateverItsName) {
   auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/names-copy"));
   ASSERT_OK(imported);
   EXPECT_EQ(imported->leaves, 7);
-  EXPECT_TRUE(imported->skipped.empty()) << imported->skipped[0];
+  EXPECT_TRUE(imported->skipped.empty()) << imported->skipped[0].path << ": " << imported->skipped[0].reason;
   for (const auto& [name, content] : leaves) {
     EXPECT_EQ(*store_->Read(U("strata://resources/names-copy/" + name), Level::kContent), content) << name.substr(0, 20);
     EXPECT_EQ(*store_->Read(U("strata://resources/names-copy/" + name), Level::kAbstract), "L0 of " + name.substr(0, 20));
@@ -1606,7 +1607,7 @@ TEST_P(StoreTest, DeepMetadataSurvivesExportAndImport) {
   ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/deep"), out.path()));
   auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/deep-copy"));
   ASSERT_OK(imported);
-  EXPECT_TRUE(imported->skipped.empty()) << imported->skipped[0];
+  EXPECT_TRUE(imported->skipped.empty()) << imported->skipped[0].path << ": " << imported->skipped[0].reason;
   EXPECT_EQ(store_->Stat(U("strata://resources/deep-copy/plain"))->metadata, R"({"owner":"team-x"})");
   EXPECT_EQ(store_->Stat(U("strata://resources/deep-copy/x"))->metadata, nested(254));
   // A .meta.json that is not JSON is named with what is wrong with it.
@@ -1614,7 +1615,8 @@ TEST_P(StoreTest, DeepMetadataSurvivesExportAndImport) {
   imported = ImportMarkdown(*store_, out.path(), U("strata://resources/deep-broken"));
   ASSERT_OK(imported);
   ASSERT_EQ(imported->skipped.size(), 1u);
-  EXPECT_NE(imported->skipped[0].find(".meta.json: invalid JSON"), std::string::npos) << imported->skipped[0];
+  EXPECT_EQ(imported->skipped[0].path, ".meta.json");
+  EXPECT_NE(imported->skipped[0].reason.find("invalid JSON"), std::string::npos) << imported->skipped[0].reason;
 }
 
 // Kills a process that is writing, moving and removing at random moments, many

@@ -567,6 +567,16 @@ TEST_F(ServerTest, ExportAndImportCarryTheTreeInTheRequestAndTheResponse) {
   Reply read = Call("GET", "/api/v1/fs/grep?pattern=green&under=" + Q("strata://user/alice/copy"), alice);
   ASSERT_EQ(read.status, 200) << read.raw;
   EXPECT_EQ(read.body["result"].size(), 1u) << read.raw;
+  // What is left out is reported as an add reports it: {"path", "reason"}.
+  Reply partly = Call("POST", "/api/v1/fs/import", alice,
+                      Json{{"uri", "strata://user/alice/partly"},
+                           {"files", {{{"path", "ok.md"}, {"content", "fine"}}, {{"path", "d/.meta.json"}, {"content", "[1]"}}}}}
+                          .dump());
+  ASSERT_EQ(partly.status, 200) << partly.raw;
+  const Json& skipped = partly.body["result"]["skipped"];
+  ASSERT_EQ(skipped.size(), 1u) << partly.raw;
+  EXPECT_EQ(skipped[0]["path"], "d/.meta.json") << partly.raw;
+  EXPECT_EQ(skipped[0]["reason"], "not a JSON object (ignored)") << partly.raw;
   // Bob cannot import into alice's scope, and no path leaves the tree.
   EXPECT_EQ(Call("POST", "/api/v1/fs/import", bob, Json{{"uri", "strata://user/alice/x"}, {"files", files}}.dump()).status, 403);
   for (const char* path : {"../escape.md", "/etc/passwd", "a/../../b.md", "a//b.md", "a\\b.md", ""}) {

@@ -82,7 +82,7 @@ export type ChatImportReport = Schemas["ChatImportReport"];
 export type TreeFile = Schemas["TreeFile"];
 /** A subtree as its Markdown tree: `files` and the counts `directories`, `leaves`, `relations`. */
 export type ExportedTree = ResultOf<"/api/v1/fs/export", "get">;
-/** What an import stored, and `skipped` ("path: reason") for what it did not. */
+/** What an import stored, and `skipped` (`{path, reason}`, as an add reports them) for what it did not. */
 export type ImportReport = ResultOf<"/api/v1/fs/import", "post">;
 
 /**

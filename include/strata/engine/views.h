@@ -20,6 +20,8 @@
 //                     "skipped":[{"reason","where"}]}: a chat export's import (Engine::ImportConversations)
 //   AddReportView     {"added","updated","unchanged","removed":[path],"skipped":[{"path","reason"}],"chunks",
 //                     "bytes","queued"}: documents and code added as resources (Engine::AddResources)
+//   ImportReportView  {"directories","leaves","relations","skipped":[{"path","reason"}]}: a Markdown tree
+//                     imported (Engine::Import, Engine::ImportFiles); an export's report without "skipped"
 //   JobView           {"attempts","created_ms","id","key","kind","last_error"?,"not_before_ms"?,"payload",
 //                     "session"?,"state","updated_ms"}
 //   AuditEntryView    {"action","after","at_ms","before","reason","session","source","uri"}: "session" the live
@@ -93,6 +95,8 @@ Json SessionStatusView(const SessionStatus& status);
 Json CommitView(const std::string& session, const CommitOutcome& outcome);
 Json ChatImportView(const ChatImportReport& report);
 Json AddReportView(const ingest::AddReport& report);
+Json ImportReportView(const memory::ImportReport& report);
+Json ExportReportView(const memory::ExportReport& report);
 // Files carried in a request (HTTP's POST /api/v1/resources, MCP's add_resource): "files": [{"path",
 // "content", "encoding"?: "base64"}]; a member of the wrong type or a path that is not a plain relative one
 // is an error naming it.

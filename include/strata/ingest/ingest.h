@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/memory/markdown_io.h"
 #include "strata/memory/store.h"
 #include "strata/util/status.h"
 
@@ -43,10 +44,7 @@ struct SourceFile {
   int64_t size = 0;
 };
 
-struct SkippedFile {
-  std::string path;
-  std::string reason;  // "binary", "too large (N bytes; the limit is M)", "link", "unreadable: ...", ...
-};
+using SkippedFile = memory::SkippedPath;
 
 // What one add did, by file (paths relative to the added tree).
 struct AddReport {

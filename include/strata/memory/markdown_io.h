@@ -24,9 +24,15 @@ struct ExportReport {
   int64_t directories = 0, leaves = 0, relations = 0;
 };
 
+// A file or directory left out of an import or an add, and why. `path` is relative to the tree read.
+struct SkippedPath {
+  std::string path;
+  std::string reason;  // "binary", "too large (N bytes; the limit is M)", "a symbolic link, not followed", ...
+};
+
 struct ImportReport {
   int64_t directories = 0, leaves = 0, relations = 0;
-  std::vector<std::string> skipped;  // "path: reason"
+  std::vector<SkippedPath> skipped;
 };
 
 // Writes the subtree at `root` into `dir` (created if missing; existing files with the same names are

@@ -85,6 +85,18 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   if (cmd == "ls" || cmd == "tree") {
     STRATA_ASSIGN_OR_RETURN(memory::Uri base, memory::Uri::Parse(uri));
     STRATA_ASSIGN_OR_RETURN(auto nodes, engine.List(uri, {.recursive = cmd == "tree"}));
+    if (cmd == "tree" && !a.json) {
+      // Drawn by indentation, so each directory's children right after it: in URI order "d-x" and "d.y"
+      // come between "d" and "d/x" ('-' and '.' sort before '/'), and d's child was drawn under d.y.
+      auto segment_order = [](char p, char q) {
+        auto rank = [](char c) { return c == '/' ? 0 : static_cast<int>(static_cast<unsigned char>(c)) + 1; };
+        return rank(p) < rank(q);
+      };
+      std::stable_sort(nodes.begin(), nodes.end(), [&](const memory::Node &x, const memory::Node &y) {
+        const std::string &p = x.uri.str(), &q = y.uri.str();
+        return std::lexicographical_compare(p.begin(), p.end(), q.begin(), q.end(), segment_order);
+      });
+    }
     for (const memory::Node &n : nodes) {
       if (a.json) {
         std::cout << views::Dump(views::NodeView(n)) << "\n";

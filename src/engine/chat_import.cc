@@ -15,13 +15,17 @@ namespace {
 
 // The session an imported conversation becomes: derived from its owners and the export's id for it, so the
 // same conversation imported again for the same owner names the same session, and another user's import of
-// the same export names another. "<format>-<20 hex digits>", e.g. "chatgpt-3f0c…".
-std::string ImportedSessionId(std::string_view user, std::string_view agent, const std::string& source) {
+// the same export names another. "<format>-<20 hex digits>", e.g. "chatgpt-3f0c…". Anyone can work the id
+// out, so an id taken by another user's session is stepped over: `attempt` 1, 2, ... name the next ones.
+std::string ImportedSessionId(std::string_view user, std::string_view agent, const std::string& source, int attempt) {
   std::string prefix = source.substr(0, source.find('-'));
   if (prefix.empty() || prefix.size() > 12) prefix = "import";
   std::string key = std::string(user) + '\0' + std::string(agent) + '\0' + source;
+  if (attempt > 0) key += '\0' + std::to_string(attempt);
   return prefix + "-" + memory::HashHex(key).substr(0, 20);
 }
+
+constexpr int kImportIdAttempts = 8;
 
 int64_t NowMsForImport() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -78,9 +82,18 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
     ChatImportReport report;
     report.skipped = exported.skipped;
     for (const session::ImportedConversation& c : exported.conversations) {
-      const std::string id = ImportedSessionId(user, agent, c.source_id);
       const std::string where = c.source_id + (c.title.empty() ? "" : " (" + c.title + ")");
-      Result<session::SessionInfo> existing = sessions->Get(id);
+      std::string id;
+      Result<session::SessionInfo> existing = Status::NotFound("");
+      for (int attempt = 0; attempt < kImportIdAttempts; ++attempt) {
+        id = ImportedSessionId(user, agent, c.source_id, attempt);
+        existing = sessions->Get(id);
+        if (!existing.ok() || existing->user == user) break;  // Free, or this user's: its import, or not.
+      }
+      if (existing.ok() && existing->user != user) {
+        report.skipped.push_back({where, "the session ids of this conversation's import are taken"});
+        continue;
+      }
       if (existing.ok()) {
         if (existing->source == c.source_id && existing->user == user) {
           const std::string ref = session::SessionRef(*existing);
@@ -100,7 +113,7 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
           }
           continue;
         }
-        if (!existing->source.empty() || existing->user != user) {
+        if (!existing->source.empty()) {
           report.skipped.push_back({where, "session " + id + " exists and is not this conversation's import"});
           continue;
         }

@@ -233,6 +233,11 @@ Result<memory::Uri> SkillsDir(std::string_view agent) {
 
 namespace {
 
+// Whether `node` is a skill StoreSkill wrote: a leaf whose metadata holds its SKILL.md.
+bool IsStoredSkill(const memory::Node& node) {
+  return !node.is_dir && !json::StringOr(strata::json::ParseOrDiscard<Json>(node.metadata), "skill_md").empty();
+}
+
 // Stores `skill` under strata://agent/<agent>/skills/<name>; returns its URI.
 Result<std::string> StoreSkill(memory::ContextStore& store, const memory::Uri& skills, const memory::Skill& skill) {
   STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(skill.name));
@@ -270,6 +275,9 @@ Result<std::vector<memory::Node>> Engine::ListSkills(std::string_view agent) {
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     Result<std::vector<memory::Node>> listed = store->List(skills);
     if (!listed.ok() && listed.status().code() == StatusCode::kNotFound) return std::vector<memory::Node>();
+    STRATA_RETURN_IF_ERROR(listed.status());
+    // A skill is a leaf stored from a SKILL.md; a directory or a text written there some other way is not.
+    std::erase_if(*listed, [](const memory::Node& n) { return !IsStoredSkill(n); });
     return listed;
   });
 }
@@ -280,9 +288,11 @@ Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view n
     STRATA_ASSIGN_OR_RETURN(memory::Uri uri, skills.Child(name));
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     STRATA_ASSIGN_OR_RETURN(memory::Node node, store->Stat(uri));
-    Json meta = strata::json::ParseOrDiscard<Json>(node.metadata);
-    std::string md = json::StringOr(meta, "skill_md");
-    return md.empty() ? node.content : md;
+    if (!IsStoredSkill(node)) {
+      return Status::FailedPrecondition(uri.str() + " is not a skill: " +
+                                        (node.is_dir ? "a directory" : "no SKILL.md was stored there (skill add stores one)"));
+    }
+    return json::StringOr(strata::json::ParseOrDiscard<Json>(node.metadata), "skill_md");
   });
 }
 
@@ -292,7 +302,10 @@ Result<session::SessionInfo> Engine::CreateSession(std::string_view user, std::s
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session new"));
   return Guard("session new", [&]() -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Create(user, agent, id));
+    // A session of nobody could never be committed (phase 2 needs an owner for its memories): one that
+    // names neither a user nor an agent is the default user's, on every front end.
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info,
+                            s->Create(user.empty() && agent.empty() ? std::string_view("default") : user, agent, id));
     // A new session's own scope starts empty: what an earlier session of this id left there (a delete
     // interrupted after the session was gone, or a phase 2 that wrote as it was deleted) is not its own.
     if (!id.empty()) {

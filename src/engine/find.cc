@@ -354,6 +354,11 @@ Result<std::vector<memory::GrepMatch>> Engine::Grep(std::string_view needle, std
       Result<std::vector<memory::GrepMatch>> found = s->Grep(needle, place, ignore_case);
       if (!found.ok() && under.empty() && found.status().code() == StatusCode::kNotFound) continue;
       STRATA_RETURN_IF_ERROR(found.status());
+      if (found->empty() && !under.empty() && !s->Stat(place).ok()) {
+        // Nothing matched under a place the caller named: one that does not exist is an error, as it is
+        // for glob, ls and find, not "no matches".
+        STRATA_RETURN_IF_ERROR(s->List(place, {.limit = 1}).status().WithContext("grep"));
+      }
       for (memory::GrepMatch& m : *found) {
         if (out.size() >= 1000) break;  // As one store grep stops.
         out.push_back(std::move(m));

@@ -81,6 +81,18 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   EXPECT_NE(Memory({"ls", ""}).out.find("user/"), std::string::npos);
 }
 
+// The tree is drawn by indentation, so a directory's children come right after it: in URI order "d-x" and
+// "d.y" sort between "d" and "d/x", and d's child was drawn under d.y.
+TEST_F(MemoryCli, TreeDrawsEachChildUnderItsOwnParent) {
+  for (const char *uri : {"strata://resources/t/d/x", "strata://resources/t/d-x", "strata://resources/t/d.y",
+                          "strata://resources/t/d0"}) {
+    ASSERT_EQ(Memory({"write", uri}, "text").exit_code, 0) << uri;
+  }
+  CliRun tree = Memory({"tree", "strata://resources/t"});
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  EXPECT_EQ(tree.out, "d/\n  x  — text\nd-x  — text\nd.y  — text\nd0  — text\n");
+}
+
 TEST_F(MemoryCli, ExportEditImport) {
   ASSERT_EQ(Memory({"write", "strata://resources/notes/todo"}, "buy milk").exit_code, 0);
   ASSERT_EQ(Memory({"export", dir_.File("md"), "--uri", "strata://resources/notes"}).exit_code, 0);
@@ -107,6 +119,15 @@ TEST_F(MemoryCli, SkillsAreValidatedStoredAndShownBack) {
   CliRun bad = RunStrata({"skill", "--data", dir_.File("data"), "add", dir_.File("BAD.md")}, "");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("BAD.md"), std::string::npos) << bad.err;
+  // A directory or a text written under skills/ some other way is not a skill: not listed, not shown.
+  ASSERT_EQ(Memory({"mkdir", "strata://agent/default/skills/Bad_Name"}).exit_code, 0);
+  ASSERT_EQ(Memory({"write", "strata://agent/default/skills/fake"}, "just text").exit_code, 0);
+  EXPECT_EQ(RunStrata({"skill", "--data", dir_.File("data"), "list"}, "").out, list.out);
+  for (const char *name : {"Bad_Name", "fake"}) {
+    CliRun not_skill = RunStrata({"skill", "--data", dir_.File("data"), "show", name}, "");
+    EXPECT_NE(not_skill.exit_code, 0) << name;
+    EXPECT_NE(not_skill.err.find("is not a skill"), std::string::npos) << not_skill.err;
+  }
 }
 
 // Several processes writing to one new data directory at once (a CLI beside a server): each waits for

@@ -210,6 +210,40 @@ TEST_F(EngineTest, StoreOperationsWorkThroughUriStrings) {
   EXPECT_NE(bad.message().find(".."), std::string::npos) << bad.message();
 }
 
+// A session that names neither a user nor an agent is the default user's: it was nobody's, and its commit
+// then failed for good in phase 2 ("has neither a user nor an agent"), while a turn's session was "default".
+TEST_F(EngineTest, ASessionOfNobodyIsTheDefaultUsers) {
+  auto info = engine_->CreateSession("", "", "s-nobody");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->user, "default");
+  EXPECT_EQ(info->agent, "");
+  auto agents = engine_->CreateSession("", "coder", "s-agent");
+  ASSERT_OK(agents);
+  EXPECT_EQ(agents->user, "") << "an agent's session stays the agent's";
+  EXPECT_EQ(agents->agent, "coder");
+}
+
+// grep under a place that does not exist is not_found, as glob, ls and find are, not "no matches".
+TEST_F(EngineTest, GrepUnderAPlaceThatDoesNotExistIsNotFound) {
+  ASSERT_OK(engine_->Write("strata://resources/notes/lamp", "An old brass lantern."));
+  auto missing = engine_->Grep("lantern", "strata://resources/nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("strata://resources/nope"), std::string::npos) << missing.status().message();
+  auto none = engine_->Grep("candle", "strata://resources/notes");
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+  auto leaf = engine_->Grep("brass", "strata://resources/notes/lamp");
+  ASSERT_OK(leaf);
+  EXPECT_EQ(leaf->size(), 1u);
+  // A scope with nothing in it yet is not there either, for grep as for glob.
+  EXPECT_EQ(engine_->Grep("candle", "strata://user/alice").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->Glob("*", "strata://user/alice").status().code(), StatusCode::kNotFound);
+  auto everywhere = engine_->Grep("candle", "");  // Not named: every scope, none missing.
+  ASSERT_OK(everywhere);
+  EXPECT_TRUE(everywhere->empty());
+}
+
 TEST_F(EngineTest, CommitWaitTurnsASessionIntoMemories) {
   auto s = engine_->CreateSession("alice", "helper", "s1");
   ASSERT_OK(s);

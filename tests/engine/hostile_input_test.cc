@@ -61,6 +61,21 @@ TEST(HostileInput, JsonNestedTooDeepIsRefusedBeforeParsing) {
   EXPECT_FALSE(ParseMessages(Deep(100'000, "[", "]")).ok());
 }
 
+// The parser takes a NUL for the end of its input: what followed one was ignored (a body with garbage after a
+// NUL was written; a second MCP message on one line was never answered).
+TEST(HostileInput, ANulByteIsNeverTheEndOfJson) {
+  std::string body = std::string("{\"uri\":\"strata://resources/a\"}") + '\0' + "{\"garbage\":";
+  auto parsed = json::ParseUntrusted(body, "request body");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("request body: a NUL byte at byte 30"), std::string::npos)
+      << parsed.status().message();
+  EXPECT_TRUE(json::ParseOrDiscard<nlohmann::json>(body).is_discarded());
+  auto escaped = json::ParseUntrusted("{\"a\":\"x\\u0000y\"}", "request body");  // An escaped NUL is a character.
+  ASSERT_TRUE(escaped.ok()) << escaped.status().message();
+  EXPECT_EQ((*escaped)["a"].get<std::string>(), std::string("x\0y", 3));
+}
+
 TEST(HostileInput, UrisAreBoundedAndErrorsAboutThemAreOneLine) {
   std::string many = "strata://resources";
   for (int i = 0; i < 30'000; ++i) many += "/a";

@@ -301,15 +301,16 @@ TEST(ChatImportTest, EachConversationBecomesASessionOnceWithItsTitleAndTimes) {
   EXPECT_EQ(SessionTexts(engine, pasta).size(), 2u);
   EXPECT_EQ(engine.GetSession(pasta)->title, "Pasta");
 
-  // A session of that id that is not this import is left alone and named.
+  // A session of that id that is another user's is left alone, and the import takes another id
+  // (AnotherUsersSessionOnTheImportsIdDoesNotBlockIt).
   ASSERT_OK(engine.DeleteSession(pasta, /*force=*/true));
   ASSERT_OK(engine.CreateSession("carol", "", pasta));
   auto taken = engine.ImportConversations(*exported, "alice");
   ASSERT_OK(taken);
-  EXPECT_TRUE(taken->imported.empty());
-  ASSERT_EQ(taken->skipped.size(), 4u);
-  EXPECT_NE(taken->skipped.back().reason.find("is not this conversation's import"), std::string::npos);
+  ASSERT_EQ(taken->imported.size(), 1u);
+  EXPECT_NE(taken->imported[0].session, pasta);
   EXPECT_EQ(engine.GetSession(pasta)->user, "carol");
+  EXPECT_TRUE(SessionTexts(engine, pasta).empty());
 
   EXPECT_EQ(engine.ImportConversations(*exported, "").status().code(), StatusCode::kInvalidArgument);
 }
@@ -348,6 +349,38 @@ TEST(ChatImportTest, CommittedImportsQueueTheirMemoriesAndKeepTheirOriginAcrossO
 
 // A conversation exported again after it went on gets its new messages (it was reported unchanged and kept
 // its old ones), committed or not; one that no longer starts as the session does is named, not merged.
+// An import's session id can be worked out by anyone: another user who took it first made the import skip
+// the conversation every time. It steps over to an id of its own, and finds it again when imported again.
+TEST(ChatImportTest, AnotherUsersSessionOnTheImportsIdDoesNotBlockIt) {
+  testing::TempDir dir;
+  ImportedConversation c{.source_id = "chatgpt-trip", .title = "Trip", .created_ms = 1'000, .updated_ms = 2'000};
+  c.messages = {Message::User("Where to in May?"), Message::Assistant("Lisbon.")};
+  ChatExport exported{{c}, {}};
+  std::string usual;
+  {
+    auto scratch = Engine::Open({.data_dir = dir.File("scratch")});
+    ASSERT_OK(scratch);
+    auto report = (*scratch)->ImportConversations(exported, "alice");
+    ASSERT_OK(report);
+    ASSERT_EQ(report->imported.size(), 1u);
+    usual = report->imported[0].session;
+  }
+  auto opened = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  ASSERT_OK(engine.CreateSession("bob", "", usual));
+  ASSERT_OK(engine.AddMessages(usual, std::vector<Message>{Message::User("bob's own words")}));
+  auto report = engine.ImportConversations(exported, "alice");
+  ASSERT_OK(report);
+  ASSERT_EQ(report->imported.size(), 1u) << (report->skipped.empty() ? "" : report->skipped[0].reason);
+  const std::string id = report->imported[0].session;
+  EXPECT_NE(id, usual);
+  EXPECT_EQ(engine.GetSession(id)->user, "alice");
+  EXPECT_EQ(SessionTexts(engine, id), (std::vector<std::string>{"user: Where to in May?", "assistant: Lisbon."}));
+  EXPECT_EQ(SessionTexts(engine, usual), std::vector<std::string>{"user: bob's own words"}) << "bob's session untouched";
+  EXPECT_EQ(engine.ImportConversations(exported, "alice")->unchanged, std::vector<std::string>{id});
+}
+
 TEST(ChatImportTest, AConversationThatWentOnGetsItsNewMessages) {
   testing::TempDir dir;
   auto opened = Engine::Open({.data_dir = dir.File("data")});

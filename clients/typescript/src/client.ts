@@ -771,6 +771,12 @@ export class StrataClient {
         throw strataError({ code: "invalid_argument", status: 0, method: verb, url: this.baseUrl + path,
                                 message: `${verb} ${path}: "${name}" must not be empty` });
       }
+      // "." and ".." are path segments to a URL (escaped too): /sessions/./messages would become
+      // /sessions/messages, another route or another session. No id or name Strata takes is either.
+      if (String(value) === "." || String(value) === "..") {
+        throw strataError({ code: "invalid_argument", status: 0, method: verb, url: this.baseUrl + path,
+                                message: `${verb} ${path}: "${name}" must not be "${String(value)}"` });
+      }
       return encodeURIComponent(String(value));
     });
     const search = new URLSearchParams();

@@ -404,6 +404,9 @@ test("the server's errors: code, HTTP status, its message and request id", async
   await rejectsWith(alice.taskEvents(999999).next(), "not_found", 404, /no task 999999/);
   // An empty path parameter is refused before any request is made.
   await rejectsWith(alice.getSession(""), "invalid_argument", 0, /"id" must not be empty/);
+  // "." and ".." would be dot segments of the URL: /sessions/./messages asked for the session "messages".
+  await rejectsWith(alice.messages("."), "invalid_argument", 0, /"id" must not be "\."/);
+  await rejectsWith(alice.getSession(".."), "invalid_argument", 0, /"id" must not be "\.\."/);
 });
 
 test("failures on the way: no server, not Strata's answer, a timeout, a cancelled call", async () => {

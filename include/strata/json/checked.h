@@ -136,6 +136,8 @@ Result<std::string> OptionalString(const J& j, std::string_view key, std::string
 // nested deeper than `max_depth` (DescribeSyntaxError says which).
 template <typename J>
 J ParseOrDiscard(std::string_view text, size_t max_depth = kMaxJsonDepth) {
+  // A raw NUL is never JSON, and the parser would take it for the end (ignoring whatever follows).
+  if (text.find('\0') != std::string_view::npos) return J(J::value_t::discarded);
   if (FindTooDeep(text, max_depth) != std::string_view::npos) return J(J::value_t::discarded);
   return J::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
@@ -144,6 +146,11 @@ J ParseOrDiscard(std::string_view text, size_t max_depth = kMaxJsonDepth) {
 // kInvalidArgument naming `what`, the byte offset and the problem (never echoing the input whole).
 template <typename J = nlohmann::json>
 Result<J> ParseUntrusted(std::string_view text, std::string_view what, size_t max_depth = kMaxJsonDepth) {
+  // A raw NUL is never JSON, and the parser would take it for the end (ignoring whatever follows).
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Status::InvalidArgument(std::string(what) + ": a NUL byte at byte " + std::to_string(nul) +
+                                   " (JSON holds none outside \\u0000 escapes)");
+  }
   size_t deep = FindTooDeep(text, max_depth);
   if (deep != std::string_view::npos) {
     return Status::InvalidArgument(std::string(what) + ": JSON nested deeper than " + std::to_string(max_depth) +

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "engine_impl.h"
 #include "guard.h"
@@ -355,6 +356,37 @@ Result<bool> Engine::AccountExists(std::string_view account) {
     }
     std::error_code ec;
     return fs::is_directory(impl_->options.data_dir + "/accounts/" + std::string(account), ec);
+  });
+}
+
+Result<std::vector<std::string>> Engine::Accounts() {
+  return Guard("accounts", [&]() -> Result<std::vector<std::string>> {
+    std::set<std::string> out;
+    STRATA_ASSIGN_OR_RETURN(KeyStore * keys, this->keys());
+    STRATA_ASSIGN_OR_RETURN(std::vector<KeyInfo> issued, keys->List());
+    for (const KeyInfo& k : issued) out.insert(k.account);
+    if (impl_->postgres) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<pg::Conn> conn, pg::Conn::Connect(impl_->options.data_dir));
+      STRATA_ASSIGN_OR_RETURN(pg::Rows rows, conn->Exec("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'strata\\_%'"));
+      for (int i = 0; i < rows.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(std::string schema, rows.Text(i, 0));
+        std::string account = schema.substr(7);
+        // Only a schema that is its account's: "strata_x<16 hex>" is a hashed name, which is no account's.
+        if (memory::ValidateScopeId(account, "account").ok() && pg::SchemaFor(account) == schema &&
+            !(account.size() == 17 && account[0] == 'x' &&
+              account.find_first_not_of("0123456789abcdef", 1) == std::string::npos)) {
+          out.insert(account);
+        }
+      }
+    } else {
+      std::error_code ec;
+      for (fs::directory_iterator it(impl_->options.data_dir + "/accounts", ec), end; !ec && it != end; it.increment(ec)) {
+        std::string name = it->path().filename().string();
+        if (it->is_directory(ec) && memory::ValidateScopeId(name, "account").ok()) out.insert(name);
+      }
+    }
+    out.erase("default");
+    return std::vector<std::string>(out.begin(), out.end());
   });
 }
 

@@ -8,6 +8,7 @@
 #include "strata/engine/engine.h"
 #include "strata/json/json_writer.h"
 #include "strata/tokenizer/registry.h"
+#include "strata/util/clock.h"
 
 namespace strata {
 
@@ -39,11 +40,8 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     turn->encoding_ = request.encoding;
     Result<session::SessionInfo> info = GetSession(id);
     if (!info.ok() && info.status().code() == StatusCode::kNotFound && request.create) {
-      std::string user = request.reach.everything() ? request.user : request.reach.user;
-      // A session of nobody could never be committed (phase 2 needs an owner for its memories): an admin
-      // that names neither a user nor an agent turns as the default user, as a server without keys does.
-      if (user.empty() && request.agent.empty()) user = "default";
-      info = CreateSession(user, request.agent, id);
+      // An admin that names neither a user nor an agent turns as the default user (CreateSession).
+      info = CreateSession(request.reach.everything() ? request.user : request.reach.user, request.agent, id);
     }
     if (!info.ok()) return info.status();
     if (!request.reach.everything() && info->user != request.reach.user) return session::NoSuchSession(id);
@@ -171,6 +169,16 @@ Result<int> Engine::CommitIdleSessions() {
     if (policy.after_idle.count() <= 0 || impl_->options.read_only) return 0;
     int committed = 0;
     for (const std::string& id : impl_->turns.TakeIdle(policy.after_idle)) {
+      // Quiet since this process's last turn of it, but another instance may have served a turn since, or
+      // someone appended: the session's own last change decides, and a session changed since is looked at
+      // again when it has been quiet long enough.
+      Result<session::SessionInfo> info = GetSession(id);
+      if (!info.ok()) continue;
+      const int64_t quiet_ms = std::max<int64_t>(0, SystemClock()->WallMicros() / 1000 - info->updated_ms);
+      if (quiet_ms < policy.after_idle.count()) {
+        impl_->turns.Idle(id, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));
+        continue;
+      }
       if (Commit(id, {.wait = false}).ok()) ++committed;
     }
     return committed;

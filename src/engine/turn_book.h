@@ -50,6 +50,11 @@ class TurnBook {
     std::lock_guard lock(mu_);
     return busy_.contains(session);
   }
+  // Tracks `session` as quiet since `since` (not when a turn of it is in progress).
+  void Idle(const std::string& session, Clock::time_point since) {
+    std::lock_guard lock(mu_);
+    if (!busy_.contains(session)) idle_[session] = since;
+  }
   // The sessions quiet for at least `after` (and not busy), which are no longer tracked.
   std::vector<std::string> TakeIdle(std::chrono::milliseconds after) {
     std::lock_guard lock(mu_);

@@ -751,6 +751,19 @@ class PgStore final : public ContextStore {
   // Waits for the snapshot being saved, after asking for one when this instance wrote vectors since the
   // newest: a bulk load that ends with Flush leaves a snapshot a new instance needs no catching up from.
   Status Flush() override {
+    bool bulk = false;
+    {
+      auto index_lock = ReadIndex();
+      bulk = options_.index_snapshots && !index_ && options_.snapshot_after_bulk > 0 &&
+             unindexed_written_ >= options_.snapshot_after_bulk;
+    }
+    if (bulk) {
+      // The end of a bulk load by an instance that never searched: it builds the index (from the newest
+      // snapshot and the change feed, or the table), which saves a snapshot for the next instance.
+      STRATA_RETURN_IF_ERROR(EnsureIndexCurrent(/*force=*/true));
+      auto index_lock = WriteIndex();
+      unindexed_written_ = 0;
+    }
     bool wrote = false;
     {
       auto index_lock = ReadIndex();
@@ -858,7 +871,10 @@ class PgStore final : public ContextStore {
     int64_t announced = DrainNotifications();
     if (plan.generation < 0 && announced < 0) return Status::Ok();
     auto index_lock = WriteIndex();
-    if (!index_) return Status::Ok();  // Built whole by the first vector search.
+    if (!index_) {  // Built whole by the first vector search, or by Flush after a bulk load.
+      if (plan.generation >= 0) unindexed_written_ += static_cast<int64_t>(plan.removed.size() + plan.upserts.size());
+      return Status::Ok();
+    }
     if (plan.generation >= 0) {
       if (index_generation_ == plan.generation - 1) {
         for (int64_t id : plan.removed) index_->Remove(id);
@@ -1413,6 +1429,11 @@ class PgStore final : public ContextStore {
     index_generation_ = generation;
     indexed_through_ = generation;
     NoteIndexChanges(removed.size() + loaded);
+    // A long catch-up (after a bulk load elsewhere) is saved, so that the next instance does not repeat it.
+    if (options_.index_snapshots && options_.snapshot_after_bulk > 0 &&
+        removed.size() + loaded >= options_.snapshot_after_bulk) {
+      RequestSnapshot();
+    }
     return txn.Commit();
   }
 
@@ -1633,6 +1654,7 @@ class PgStore final : public ContextStore {
   // newest snapshot. Guarded by index_mu_.
   int64_t snapshot_generation_ = -1;
   int64_t changed_since_snapshot_ = 0;
+  int64_t unindexed_written_ = 0;  // Vectors written while no index was built (a bulk load's; index_mu_).
   int64_t written_since_snapshot_ = 0;  // Of those, written by this instance (Flush saves a snapshot for them).
 
   // The thread that saves snapshots, started on the first request.

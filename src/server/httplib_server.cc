@@ -98,6 +98,13 @@ class HttplibServer final : public HttpServer {
     server_.set_read_timeout(options_.read_timeout);
     server_.set_write_timeout(options_.write_timeout);
     server_.set_tcp_nodelay(true);
+    // SO_REUSEADDR alone (a restarted server binds at once while its old connections linger). httplib's
+    // default also sets SO_REUSEPORT, with which a second server bound a port in use without an error and
+    // the kernel shared the requests between the two.
+    server_.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     int threads = std::max(1, options_.threads);
     server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     // A handler that throws is a bug; the client still gets a JSON error and the server lives on.

@@ -54,7 +54,7 @@ RouteSpec Route(std::string method, std::string name, Api api) {
   for (size_t i = 0; i < name.size();) {
     if (name[i] == '{') {
       size_t close = name.find('}', i);
-      pattern += "([A-Za-z0-9_.-]+)";
+      pattern += "([^/]+)";  // Checked by what reads it: a bad id is a 400 naming it, not "no route".
       i = close + 1;
     } else {
       pattern += name[i++];
@@ -85,8 +85,14 @@ Status CheckNames(const RouteSpec& route, const HttpRequest& req, const Json& bo
     return Status::InvalidArgument("unknown " + std::string(what) + " " + json::QuoteForError(name, 64) + ": " +
                                    route.method + " " + route.name + " takes " + (list.empty() ? "none" : list));
   };
-  for (const auto& [name, value] : req.query) {
+  for (size_t i = 0; i < req.query.size(); ++i) {
+    const std::string& name = req.query[i].first;
     if (!taken(name)) return refuse("query parameter", name);
+    for (size_t j = 0; j < i; ++j) {
+      if (req.query[j].first == name) {  // Which one was meant? Only the first was read.
+        return Status::InvalidArgument("query parameter " + json::QuoteForError(name, 64) + " is given more than once");
+      }
+    }
   }
   if (body.is_object()) {
     for (const auto& [name, value] : body.items()) {
@@ -391,12 +397,27 @@ void Server::Impl::WakeWorker() {
 
 void Server::Impl::WorkerLoop() {
   std::map<const Engine*, std::pair<size_t, size_t>> last_queue_state;  // (pending, dead) per account.
+  std::optional<std::chrono::steady_clock::time_point> last_scan;
   while (true) {
     {
       std::unique_lock lock(worker_mu);
       worker_cv.wait_for(lock, options.worker_poll, [&] { return worker_stop || worker_wanted; });
       if (worker_stop) return;
       worker_wanted = false;
+    }
+    // Every account's queue is worked, not only those a request opened since this instance started: an
+    // account's job whose instance died (or that was queued before a restart) is taken over by whichever
+    // instance runs. New accounts are looked for at start and then every 30 s.
+    auto now = std::chrono::steady_clock::now();
+    if (!last_scan || now - *last_scan >= std::chrono::seconds(30)) {
+      last_scan = now;
+      if (Result<Engine*> main = EngineFor("default"); main.ok()) {
+        if (Result<std::vector<std::string>> accounts = (*main)->Accounts(); accounts.ok()) {
+          for (const std::string& account : *accounts) (void)EngineFor(account);
+        } else {
+          std::fprintf(stderr, "strata serve: listing accounts: %s\n", accounts.status().ToString().c_str());
+        }
+      }
     }
     for (Engine* engine : OpenEngines()) {
       // Sessions served turn by turn that went quiet: committed by the engine's policy.

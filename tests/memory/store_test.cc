@@ -1861,6 +1861,33 @@ TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
   stats = (*f)->GetStats();
   ASSERT_OK(stats);
   EXPECT_EQ(stats->index_snapshot_generation, flushed[0]);
+
+  // A bulk load by an instance that never searches (`strata memory add`) builds the index in its Flush and
+  // saves it: before, nothing was saved, and every new instance caught up vector by vector on its first
+  // search (12 s for 20,000 vectors).
+  PgStoreOptions bulk = options;
+  bulk.snapshot_after_bulk = 100;
+  auto loader = OpenPgStore(*url, bulk);
+  ASSERT_OK(loader);
+  std::vector<std::pair<Uri, std::string>> load;
+  for (int i = 0; i < 150; ++i) load.emplace_back(U("strata://resources/bulk/n" + std::to_string(i)), "bulk note " + std::to_string(i));
+  ASSERT_OK((*loader)->WriteBatch(load, {}));
+  ASSERT_OK((*loader)->Flush());
+  std::vector<int64_t> after_bulk = snapshot_rows();
+  ASSERT_EQ(after_bulk.size(), 1u);
+  EXPECT_GT(after_bulk[0], flushed[0]);
+  auto g = OpenPgStore(*url, bulk);
+  ASSERT_OK(g);
+  EXPECT_EQ(NearestUri(**g, "bulk note 149"), "strata://resources/bulk/n149");
+  stats = (*g)->GetStats();
+  ASSERT_OK(stats);
+  EXPECT_EQ(stats->index_snapshot_generation, after_bulk[0]) << "started from the bulk load's snapshot";
+  // A few writes without a search are left to the next search, as before.
+  auto few = OpenPgStore(*url, bulk);
+  ASSERT_OK(few);
+  ASSERT_OK((*few)->Write(U("strata://resources/bulk/one"), "one more"));
+  ASSERT_OK((*few)->Flush());
+  EXPECT_EQ(snapshot_rows(), after_bulk);
 }
 
 TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {

@@ -141,6 +141,22 @@ TEST(WithoutDataDirTest, ErrorsNameFilesWithinTheDataDirectoryOnly) {
 
 // A query-string value may hold '=' (RFC 3986): it is split at the first one. (A grep for "x=5" searched for
 // "5", and a read of .../a=b read the URI "b".) Percent-encoding still decodes.
+// A port in use is refused: with httplib's default SO_REUSEPORT a second server bound it without an error and
+// the kernel shared the requests between the two.
+TEST_F(ServerTest, ASecondServerCannotListenOnAPortInUse) {
+  EngineOptions engine = engine_options_;
+  engine.data_dir = dir_.File("other");
+  ServerOptions options = server_options_;
+  options.listen = "127.0.0.1:" + std::to_string(port_);
+  auto second = Server::Open(engine, options);
+  ASSERT_OK(second);
+  auto bound = (*second)->Bind();
+  ASSERT_FALSE(bound.ok()) << "bound port " << *bound << " again";
+  EXPECT_EQ(bound.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(bound.status().message().find(std::to_string(port_)), std::string::npos) << bound.status().message();
+  EXPECT_EQ(Call("GET", "/health", "").status, 200) << "the first still answers";
+}
+
 TEST_F(ServerTest, QueryStringValuesMayHoldEqualsSigns) {
   for (const auto& [uri, content] : std::vector<std::pair<std::string, std::string>>{
            {"strata://resources/t3/a=b", "the node named a=b"},
@@ -773,6 +789,44 @@ TEST_F(ServerTest, TheChangeStreamOfARevokedKeyEnds) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
 }
 
+// Phase 2 of an account no request has opened since the server started (its job was queued before a
+// restart, or by an instance that died) is worked all the same: the worker walked only the accounts opened
+// since start, and the job waited until some request for the account happened to come.
+TEST_F(ServerTest, EveryAccountsQueueIsWorkedWithoutARequestForIt) {
+  static llm::ScriptedProvider model("scripted", [](const llm::ScriptedProvider::Request&) -> llm::ScriptedReply {
+    return testing::TextReply(R"({"memories": []})");  // A summary and an extraction of nothing.
+  });
+  Stop();
+  {
+    auto main = Engine::Open({.data_dir = dir_.File("data")});
+    ASSERT_OK(main);
+    auto acme = (*main)->OpenAccount("acme");
+    ASSERT_OK(acme);
+    ASSERT_OK((*acme)->CreateSession("alice", "", "queued"));
+    ASSERT_OK((*acme)->AddMessages("queued", std::vector<Message>{Message::User("I like tea."), Message::Assistant("Noted.")}));
+    ASSERT_OK((*acme)->Commit("queued", {.wait = false}));
+  }
+  engine_options_.model = &model;
+  server_options_.worker_poll = std::chrono::milliseconds(20);
+  Start();
+  auto main = Engine::Open({.data_dir = dir_.File("data")});
+  ASSERT_OK(main);
+  auto acme = (*main)->OpenAccount("acme");
+  ASSERT_OK(acme);
+  std::string state;
+  for (int i = 0; i < 500 && state != "done"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto status = (*acme)->GetSessionStatus("queued");
+    ASSERT_OK(status);
+    ASSERT_EQ(status->archives.size(), 1u);
+    state = std::string(session::ArchiveStateName(status->archives[0].state));
+  }
+  EXPECT_EQ(state, "done") << "no request for acme was made; the worker found its queue";
+  auto accounts = (*main)->Accounts();
+  ASSERT_OK(accounts);
+  EXPECT_EQ(*accounts, std::vector<std::string>{"acme"});
+}
+
 // Two MCP clients of one key each number their requests from 0: each initialize gives a session of its own,
 // and request ids are the client's within it. The second client's id 7 was refused while the first's ran,
 // and its cancellation of 7 cancelled the first's request.
@@ -988,6 +1042,16 @@ TEST_F(ServerTest, ANameARouteDoesNotTakeIsRefusedNamingIt) {
   EXPECT_NE(query.body["error"]["message"].get<std::string>().find("unknown query parameter \"limt\""),
             std::string::npos)
       << query.raw;
+  // An id no session can have is named as such, as in process, not answered "no route" (404).
+  Reply bad_id = Call("GET", "/api/v1/sessions/caf%C3%A9/messages", kRootKey);
+  EXPECT_EQ(bad_id.status, 400) << bad_id.raw;
+  EXPECT_NE(bad_id.raw.find("may contain only letters"), std::string::npos) << bad_id.raw;
+  EXPECT_EQ(Call("GET", "/viewer/..", "").status, 404);
+  EXPECT_EQ(Call("DELETE", "/api/v1/admin/keys/%20x", kRootKey).status, 404);
+  // A parameter given twice: only the first was read, silently.
+  Reply twice = Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/n") + "&level=0&level=2", kRootKey);
+  EXPECT_EQ(twice.status, 400) << twice.raw;
+  EXPECT_EQ(twice.body["error"]["message"], "query parameter \"level\" is given more than once") << twice.raw;
   Reply none = Call("GET", "/api/v1/sessions?user=bob", kRootKey);
   EXPECT_EQ(none.status, 400) << none.raw;
   EXPECT_NE(none.raw.find("takes none"), std::string::npos) << none.raw;

@@ -437,6 +437,10 @@ class Engine {
   // Whether `account` has data on this engine's backend (its directory or schema) or an API key: what a
   // read for it may open (opening creates it).
   Result<bool> AccountExists(std::string_view account);
+  // The accounts other than "default" this backend holds, sorted: those with API keys, and those with data
+  // of their own (a directory under <data>/accounts/, or a schema named after the account on PostgreSQL;
+  // an account whose name needed a hashed schema is known by its keys).
+  Result<std::vector<std::string>> Accounts();
 
   // The prompt directories in search order (the shipped ones last).
   std::vector<std::string> PromptSearchPath() const;

@@ -49,6 +49,10 @@ struct PgStoreOptions {
   // table, and after `snapshot_every` vectors changed since the newest.
   bool index_snapshots = true;
   int64_t snapshot_every = 50000;
+  // An instance that wrote this many vectors without searching (a bulk load: it never built its index)
+  // builds the index in Flush and saves a snapshot; and one that caught up this many others wrote saves
+  // one: the next instance then starts from it instead of catching up vector by vector on its first search.
+  int64_t snapshot_after_bulk = 1000;
 };
 
 // Opens the store in the PostgreSQL database at `url` (postgres://…), creating or upgrading its tables.

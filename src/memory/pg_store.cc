@@ -965,10 +965,21 @@ class PgStore final : public ContextStore {
 
   Result<std::vector<Node>> ListWith(pg::Conn& c, const Uri& dir, const ListOptions& options) {
     auto [lo, hi] = DescendantRange(dir);
+    std::vector<pg::Param> params;
+    if (options.recursive) {
+      params = {lo, hi};
+    } else {
+      params = {dir.str()};
+    }
     std::string sql = "SELECT " + std::string(kListColumns) + " FROM store_nodes WHERE " +
-                      (options.recursive ? "uri >= $1 AND uri < $2" : "parent = $1") + " ORDER BY uri";
+                      (options.recursive ? "uri >= $1 AND uri < $2" : "parent = $1");
+    if (!options.after.empty()) {
+      params.emplace_back(options.after);
+      sql += " AND uri > $" + std::to_string(params.size());
+    }
+    sql += " ORDER BY uri";
     if (options.limit != 0) sql += " LIMIT " + std::to_string(options.limit);
-    STRATA_ASSIGN_OR_RETURN(pg::Rows r, options.recursive ? c.Exec(sql, {lo, hi}) : c.Exec(sql, {dir.str()}));
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec(sql, params));
     std::vector<Node> out;
     out.reserve(static_cast<size_t>(r.size()));
     for (int i = 0; i < r.size(); ++i) {

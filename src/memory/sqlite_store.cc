@@ -1118,6 +1118,7 @@ class SqliteStore final : public ContextStore {
   Result<std::vector<Node>> ListLocked(const Uri& dir, const ListOptions& options) {
     std::string sql = std::string("SELECT ") + std::string(kNodeColumns) + " FROM nodes WHERE ";
     sql += options.recursive ? "uri >= ?2 AND uri < ?3" : "parent = ?1";
+    if (!options.after.empty()) sql += " AND uri > ?4";
     sql += " ORDER BY uri";
     if (options.limit != 0) sql += " LIMIT " + std::to_string(options.limit);
     Stmt s(Conn(), sql);
@@ -1127,6 +1128,7 @@ class SqliteStore final : public ContextStore {
     } else {
       s.Bind(1, dir.str());
     }
+    if (!options.after.empty()) s.Bind(4, options.after);
     std::vector<Node> out;
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, s.Step());

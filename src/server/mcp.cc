@@ -1,6 +1,7 @@
 #include "strata/server/mcp.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -183,19 +184,54 @@ const std::vector<Tool>& Tools() {
   return *tools;
 }
 
-// Resource URIs may carry the level to read: strata://...?level=0|1|2.
+// A node's URI as a resource URI: '%', '?' and '#' in its names are percent-encoded, so that a name holding
+// "?level=0" is never read as the query of another node's URI.
+std::string ResourceUriOf(const Uri& uri) {
+  std::string out;
+  for (char c : uri.str()) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '?') {
+      out += "%3F";
+    } else if (c == '#') {
+      out += "%23";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A resource URI: strata://... (percent-encoded as ResourceUriOf writes it; a client may send a plain one)
+// with an optional ?level=0|1|2, the level to read.
 Result<std::pair<Uri, memory::Level>> ResourceUri(const std::string& text) {
-  std::string base = text;
+  std::string base = text.substr(0, text.find('?'));
   memory::Level level = memory::Level::kContent;
-  if (size_t q = text.find("?level="); q != std::string::npos) {
-    base = text.substr(0, q);
-    std::string l = text.substr(q + 7);
+  if (base.size() < text.size()) {
+    std::string query = text.substr(base.size() + 1);
+    if (!query.starts_with("level=")) {
+      return Status::InvalidArgument("a resource URI takes only ?level=0|1|2, not ?" + json::QuoteForError(query, 40) +
+                                     " (a '?' in a node's name is written %3F)");
+    }
+    std::string l = query.substr(6);
     if (l != "0" && l != "1" && l != "2") return Status::InvalidArgument("level must be 0, 1 or 2, not \"" + l + "\"");
     level = static_cast<memory::Level>(l[0] - '0');
   }
-  STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(base));
+  std::string decoded;
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (base[i] == '%' && i + 2 < base.size() && std::isxdigit(static_cast<unsigned char>(base[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(base[i + 2]))) {
+      decoded += static_cast<char>(std::stoi(base.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      decoded += base[i];
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(decoded));
   return std::make_pair(uri, level);
 }
+
+constexpr size_t kResourcesPerPage = 500;
 
 }  // namespace
 
@@ -443,26 +479,46 @@ struct McpHandler::Impl {
 
   // ---- Resources and prompts ----
 
-  Result<Json> ListResources() {
-    // The scopes the identity reaches, and what lies directly in them.
+  // Every leaf of the scopes the identity reaches, a page of kResourcesPerPage at a time: `nextCursor`
+  // ("<scope> <last URI>") names where the next page starts.
+  Result<Json> ListResources(const Json& params) {
     std::vector<std::string> roots;
     if (!who.reach.everything()) {
       roots = {"strata://user/" + who.user, "strata://resources", "strata://agent"};
     } else {
       roots = {"strata://user", "strata://resources", "strata://agent"};
     }
-    Json out = Json::array();
-    for (const std::string& root : roots) {
-      auto nodes = engine->List(root, {.recursive = true, .limit = 500});
-      if (!nodes.ok()) continue;
-      for (const memory::Node& n : *nodes) {
-        if (n.is_dir) continue;
-        out.push_back({{"uri", n.uri.str()}, {"name", std::string(n.uri.name())}, {"description", n.abstract_text},
-                       {"mimeType", "text/markdown"}});
-        if (out.size() >= 1000) break;
+    size_t first = 0;
+    std::string after;
+    if (const Json* cursor = json::Field(params, "cursor"); cursor != nullptr && !cursor->is_null()) {
+      std::string text = cursor->is_string() ? cursor->get<std::string>() : "";
+      size_t space = text.find(' ');
+      if (space == 1 && text[0] >= '0' && text[0] < static_cast<char>('0' + roots.size())) {
+        first = static_cast<size_t>(text[0] - '0');
+        after = text.substr(2);
+      }
+      if (after.empty() || !after.starts_with(roots[first] + "/")) {
+        return Status::InvalidArgument("\"cursor\" is not one that resources/list gave");
       }
     }
-    return Json{{"resources", out}};
+    Json out = Json::array();
+    for (size_t r = first; r < roots.size(); ++r, after.clear()) {
+      while (true) {
+        auto nodes = engine->List(roots[r], {.recursive = true, .limit = 1000, .after = after});
+        if (!nodes.ok()) break;  // A scope with nothing in it yet.
+        for (const memory::Node& n : *nodes) {
+          after = n.uri.str();
+          if (n.is_dir) continue;
+          out.push_back({{"uri", ResourceUriOf(n.uri)}, {"name", std::string(n.uri.name())},
+                         {"description", n.abstract_text}, {"mimeType", "text/markdown"}});
+          if (out.size() == kResourcesPerPage) {
+            return Json{{"resources", std::move(out)}, {"nextCursor", std::to_string(r) + " " + after}};
+          }
+        }
+        if (nodes->size() < 1000) break;
+      }
+    }
+    return Json{{"resources", std::move(out)}};
   }
 
   Result<Json> ReadResource(const Json& params) {
@@ -582,7 +638,7 @@ struct McpHandler::Impl {
                   {"structuredContent", std::move(structured)}, {"isError", false}};
     }
     if (method == "resources/list") {
-      Result<Json> r = ListResources();
+      Result<Json> r = ListResources(params);
       return r.ok() ? std::variant<Json, RpcError>(*r) : failed(r.status());
     }
     if (method == "resources/templates/list") {

@@ -126,6 +126,33 @@ test("resources and prompts", async () => {
   const { resourceTemplates } = await client.listResourceTemplates();
   assert.ok(resourceTemplates.some((t) => t.uriTemplate === "strata://{+path}?level={level}"));
   await assert.rejects(client.readResource({ uri: "strata://user/bob/memories/x" }), McpError);
+  // Every leaf is listed, a page at a time: at most 500 (directories counted) were, with no cursor, and the
+  // scopes after the first 500 nodes not at all.
+  for (let i = 0; i < 620; i++) await call("write", { uri: `strata://resources/many/a/n${i}`, content: `note ${i}` });
+  await call("write", { uri: "strata://resources/many/z/last", content: "the last scope's note" });
+  // A name holding "?level=0" is its own resource, not another node's abstract.
+  await call("write", { uri: "strata://resources/amb/q?level=0", content: "the node named q?level=0" });
+  await call("write", { uri: "strata://resources/amb/q", content: "the plain q node" });
+  const listed = [];
+  let cursor;
+  let pages = 0;
+  do {
+    const page = await client.listResources(cursor === undefined ? {} : { cursor });
+    listed.push(...page.resources.map((r) => r.uri));
+    cursor = page.nextCursor;
+    pages++;
+  } while (cursor !== undefined && pages < 10);
+  assert.ok(pages >= 2, `pages: ${pages}`);
+  assert.equal(new Set(listed).size, listed.length, "no resource listed twice");
+  assert.equal(listed.filter((u) => u.startsWith("strata://resources/many/a/")).length, 620);
+  assert.ok(listed.includes("strata://resources/many/z/last"));
+  assert.ok(listed.includes(tea.uri));
+  const odd = "strata://resources/amb/q%3Flevel=0";
+  assert.ok(listed.includes(odd), JSON.stringify(listed.filter((u) => u.includes("/amb/"))));
+  assert.equal((await client.readResource({ uri: odd })).contents[0].text, "the node named q?level=0");
+  assert.equal((await client.readResource({ uri: "strata://resources/amb/q?level=2" })).contents[0].text, "the plain q node");
+  await assert.rejects(client.listResources({ cursor: "9 strata://nowhere" }), McpError);
+  await assert.rejects(client.readResource({ uri: "strata://resources/amb/q?lvl=0" }), McpError);
   const { prompts } = await client.listPrompts();
   const summarize = prompts.find((p) => p.name === "session.summarize");
   assert.ok(summarize, JSON.stringify(prompts.map((p) => p.name)));

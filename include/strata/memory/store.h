@@ -75,6 +75,7 @@ struct WriteOptions {
 struct ListOptions {
   bool recursive = false;
   size_t limit = 0;  // 0 = no limit; otherwise the first `limit` entries in URI order.
+  std::string after;  // When set, only the entries whose URI sorts after it (the next page after that entry).
 };
 
 struct GrepMatch {

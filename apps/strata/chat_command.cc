@@ -294,13 +294,13 @@ void AddChatCommand(CLI::App& app, int* exit_code) {
                   "whose tools the model can call; repeatable (the config file's \"mcpServers\" are used too)");
   cmd->add_option("--mcp-config", args->mcp_configs, "MCP servers as JSON text, as in --mcp-config-file; repeatable");
   cmd->add_option("--max-steps", args->conversation.max_steps, "Most model calls per user turn")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--max-context", args->conversation.max_context,
                   "The model's context window in tokens: requests are assembled to fit it and the conversation "
                   "is compacted when it fills (0 = send everything, never compact)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--reserve", args->conversation.reserve_for_reply, "Tokens kept free for the reply")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegative())
       ->capture_default_str();
   cmd->add_option("--compact-ratio", args->conversation.compact_ratio,
                   "Compact when the context reaches this share of the window")

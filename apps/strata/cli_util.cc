@@ -1,5 +1,9 @@
 #include "cli_util.h"
 
+#include <cstdlib>
+
+#include "commands.h"
+
 #include <iostream>
 #include <iterator>
 #include <set>
@@ -73,5 +77,27 @@ std::vector<std::string> CounterChoices() {
   for (std::string_view name : tokenizer::CounterNames()) out.emplace_back(name);
   return out;
 }
+
+CLI::Validator NotEmpty() {
+  return CLI::Validator([](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
+                        "", "not empty");
+}
+
+namespace {
+CLI::Validator NumberFrom(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& value) -> std::string {
+        char* end = nullptr;
+        double d = std::strtod(value.c_str(), &end);
+        if (value.empty() || end != value.c_str() + value.size()) return "must be a number, not \"" + value + "\"";
+        if (zero_allowed ? d < 0 : d <= 0) return std::string(zero_allowed ? "must be 0 or more" : "must be more than 0") + ", not " + value;
+        return std::string();
+      },
+      zero_allowed ? "NUMBER >= 0" : "NUMBER > 0", zero_allowed ? "non-negative" : "positive");
+}
+}  // namespace
+
+CLI::Validator NonNegative() { return NumberFrom(true); }
+CLI::Validator Positive() { return NumberFrom(false); }
 
 }  // namespace strata::cli

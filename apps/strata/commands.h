@@ -19,4 +19,10 @@ void AddServeCommand(CLI::App& app, int* exit_code);
 void AddMcpCommand(CLI::App& app, int* exit_code);
 void AddMigrateCommand(CLI::App& app, int* exit_code);
 
+// Validators with short errors, for options that CLI11 would read as its default when empty, or describe
+// with the whole range of a double ("not in range 0.000000 to 17976931348623157…").
+CLI::Validator NotEmpty();     // "must not be empty"
+CLI::Validator NonNegative();  // a number, 0 or more
+CLI::Validator Positive();     // a number more than 0
+
 }  // namespace strata::cli

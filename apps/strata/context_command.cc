@@ -211,7 +211,7 @@ void AddContextCommand(CLI::App& app, int* exit_code) {
   append->callback([=] { *exit_code = RunAppend(*args); });
 
   CLI::App* usage = add("usage", "Record the provider-reported token count");
-  usage->add_option("N", args->number, "Token count")->required()->check(CLI::NonNegativeNumber);
+  usage->add_option("N", args->number, "Token count")->required()->check(NonNegative());
   usage->callback([=] {
     *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
       STRATA_RETURN_IF_ERROR(log.UpdateTokenCount(args->number));
@@ -268,16 +268,16 @@ void AddContextCommand(CLI::App& app, int* exit_code) {
   AddProviderFlags(compact, &args->provider);
   compact->add_option("--instruction", args->instruction, "What the summary should focus on");
   compact->add_option("--window", args->window, "The compaction model's context window in tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
   compact->add_option("--keep-turns", args->keep_turns, "Recent user turns kept verbatim")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegative())
       ->capture_default_str();
   compact->callback([=] { *exit_code = RunCompact(*args); });
 
   CLI::App* trim = add("trim", "Keep only the newest N messages (whole tool groups); the old file is kept as "
                                "<stem>_N.jsonl, so nothing is deleted");
-  trim->add_option("N", args->number, "Messages to keep")->required()->check(CLI::NonNegativeNumber);
+  trim->add_option("N", args->number, "Messages to keep")->required()->check(NonNegative());
   trim->callback([=] {
     *exit_code = Mutate(*args, [&](ContextLog& log) -> Result<std::string> {
       size_t before = log.history().size();

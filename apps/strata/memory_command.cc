@@ -247,7 +247,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   w->add_option("FILE", a->file, "Content file, or - for stdin (default)");
   w->add_option("--abstract", a->abstract_text, "L0 (default: derived from the content)");
   w->add_option("--overview", a->overview, "L1 (default: derived from the content)");
-  w->add_option("--type", a->type, "resource, memory or skill (default: from the URI)");
+  w->add_option("--type", a->type, "resource, memory or skill (default: from the URI)")->check(NotEmpty());
   w->add_option("--category", a->category);
   CLI::App *mk = sub("mkdir", "Create a directory (and parents), optionally with its L0/L1");
   mk->add_option("URI", a->uri)->required();
@@ -258,7 +258,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
                "neighbours in it");
   CLI::App *r = sub("read", "Print one layer of a node");
   r->add_option("URI", a->uri)->required();
-  r->add_option("--level", a->level, "0 abstract, 1 overview, 2 content (default)");
+  r->add_option("--level", a->level, "0 abstract, 1 overview, 2 content (default)")->check(NotEmpty());
   for (const char *name : {"ls", "tree"}) {
     CLI::App *l = sub(name, name == std::string("ls") ? "List a directory" : "List a subtree");
     l->add_option("URI", a->uri)->default_val("strata://");
@@ -285,7 +285,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   f->add_option("QUERY", a->query)->required();
   f->add_option("--under", a->under);
   f->add_option("--limit", a->limit);
-  f->add_option("--type", a->type);
+  f->add_option("--type", a->type)->check(NotEmpty());
   f->add_flag("--json", a->json, "One JSON hit per line");
   f->add_flag("--rewrite", a->assist.rewrite, "Let the model rewrite the question into the searches for its parts");
   f->add_flag("--rerank", a->assist.rerank, "Let the model order the best candidates by how well they answer");

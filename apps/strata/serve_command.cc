@@ -170,12 +170,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{256}, int64_t{100'000'000}));
   cmd->add_option("--commit-after-tokens", a->commit_after_tokens,
                   "Commit a proxied session once its uncommitted messages reach this many tokens (default 24000; 0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--commit-after-turns", a->commit_after_turns, "... or this many user turns (default 40; 0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--commit-after-idle", a->commit_after_idle_s,
                   "... or once it has been idle this many seconds (default 600; 0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--job-lease", a->job_lease_s,
                   "Seconds a phase-2 job stays claimed by this instance; then (it died) another takes it over "
                   "(default 600)")

@@ -242,7 +242,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   commit->add_flag("--wait", a->wait, "Run phase 2 now and print what it changed");
   CLI::App* diff = sub("diff", "Print what phase 2 changed for one archive (as commit --wait prints it)", false);
   diff->add_option("ID", a->id)->required();
-  diff->add_option("ARCHIVE", a->archive, "The archive's number (a commit's \"archive\")")->required()->check(CLI::PositiveNumber);
+  diff->add_option("ARCHIVE", a->archive, "The archive's number (a commit's \"archive\")")->required()->check(Positive());
   sub("work", "Run queued phase-2 jobs (summaries, extraction, dedup)", true);
   sub("checkpoint", "Mark the current end of a session's messages; prints the checkpoint's id and tag", false)
       ->add_option("ID", a->id)->required();
@@ -253,23 +253,23 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   prompt->add_option("PROMPT", a->text)->required();
   CLI::App* usage = sub("usage", "Record the context size a provider reported (a usage mark)", false);
   usage->add_option("ID", a->id)->required();
-  usage->add_option("TOKENS", a->tokens)->required()->check(CLI::NonNegativeNumber);
+  usage->add_option("TOKENS", a->tokens)->required()->check(NonNegative());
   CLI::App* revert = sub("revert", "Drop a checkpoint and every message after it (the old log is kept)", false);
   revert->add_option("ID", a->id)->required();
-  revert->add_option("CHECKPOINT", a->checkpoint)->required()->check(CLI::NonNegativeNumber);
+  revert->add_option("CHECKPOINT", a->checkpoint)->required()->check(NonNegative());
   revert->add_option("--tag", a->tag, "Only if the checkpoint still has this tag (as `session checkpoint` printed it)");
   CLI::App* fork = sub("fork", "Copy a session (owners, system prompt, messages) into a new one", false);
   fork->add_option("ID", a->id)->required();
   fork->add_option("--to", a->to, "The new session's id (default: generated)");
-  fork->add_option("--at", a->checkpoint, "Copy only the messages before this checkpoint")->check(CLI::NonNegativeNumber);
+  fork->add_option("--at", a->checkpoint, "Copy only the messages before this checkpoint")->check(NonNegative());
   fork->add_option("--tag", a->tag, "With --at: only if that checkpoint still has this tag");
   CLI::App* compact = sub("compact", "Fold older messages into a summary with the model, keeping the newest turns", true);
   compact->add_option("ID", a->id)->required();
   compact->add_option("--focus", a->focus, "What the summary must keep");
   CLI::App* context = sub("context", "The assembled window for a budget, with tokens per section and per message", true);
   context->add_option("ID", a->id)->required();
-  context->add_option("--max-tokens", a->max_tokens, "The model's window (default 128000)")->check(CLI::PositiveNumber);
-  context->add_option("--reserve", a->reserve, "Tokens kept for the reply (default 4096, at most a quarter of the window)")->check(CLI::NonNegativeNumber);
+  context->add_option("--max-tokens", a->max_tokens, "The model's window (default 128000)")->check(Positive());
+  context->add_option("--reserve", a->reserve, "Tokens kept for the reply (default 4096, at most a quarter of the window)")->check(NonNegative());
   context->add_option("--encoding", a->encoding, "o200k_base (default), cl100k_base or chars");
   CLI::App* del = sub("delete", "Delete a session (refused while phase 2 is pending, unless --force)", false);
   del->add_option("ID", a->id)->required();

@@ -185,10 +185,27 @@ Result<std::unique_ptr<OwnerLocks::Held>> MemoryPipeline::LockOwners(std::vector
   return options_.owner_locks->Lock(std::move(owners), t_cancel);
 }
 
+namespace {
+
+// One of the pipeline's own prompts: a missing one is the deployment's fault (no prompt directory was
+// found), not the caller's: kFailedPrecondition, as for a missing model, so that remember keeps the text as
+// written instead of refusing it (a relocated binary could not remember at all).
+Result<std::string> RenderOwn(prompt::PromptLibrary& prompts, std::string_view id, const prompt::Value& vars) {
+  Result<std::string> text = prompts.Render(id, vars);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    return Status::FailedPrecondition(std::string(text.status().message()) +
+                                      " (the shipped prompts are looked for in share/strata/prompts beside the "
+                                      "program's bin/, then under $STRATA_HOME)");
+  }
+  return text;
+}
+
+}  // namespace
+
 Result<std::string> MemoryPipeline::CallForJson(std::string_view prompt_id, const prompt::Value& vars,
                                                 std::string_view what, const JsonCheck& check,
                                                 std::string* last_error, bool* unusable) {
-  STRATA_ASSIGN_OR_RETURN(std::string prompt, prompts_.Render(prompt_id, vars));
+  STRATA_ASSIGN_OR_RETURN(std::string prompt, RenderOwn(prompts_, prompt_id, vars));
   llm::JsonAsk ask;
   Result<std::string> json =
       llm::AskForJson(model_, prompt, what, check, {.attempts = options_.parse_attempts, .cancel = t_cancel}, &ask);
@@ -208,7 +225,7 @@ Result<std::string> MemoryPipeline::Summarize(std::string_view session, int arch
   }
   STRATA_ASSIGN_OR_RETURN(
       std::string prompt,
-      prompts_.Render("session.summarize", ToValue({{"transcript", transcript}, {"previous_summary", previous}})));
+      RenderOwn(prompts_, "session.summarize", ToValue({{"transcript", transcript}, {"previous_summary", previous}})));
   std::vector<Message> history = {Message::User(prompt)};
   STRATA_ASSIGN_OR_RETURN(llm::GenerateResult reply, llm::Generate(model_, "", {}, history, {}, {.cancel = t_cancel}));
   std::string summary = reply.message.ExtractText();

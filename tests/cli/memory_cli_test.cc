@@ -79,6 +79,14 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
     EXPECT_NE(empty.err.find("the URI must not be empty"), std::string::npos) << empty.err;
   }
   EXPECT_NE(Memory({"ls", ""}).out.find("user/"), std::string::npos);
+  // An option given an empty value is refused, not read as level 0 or as no type.
+  for (std::vector<std::string> args : {std::vector<std::string>{"read", "strata://user/alice/memories/preferences/vim",
+                                                                 "--level", ""},
+                                        {"find", "editor", "--type", ""}}) {
+    CliRun empty = Memory(args);
+    EXPECT_NE(empty.exit_code, 0) << args[0];
+    EXPECT_NE(empty.err.find("must not be empty"), std::string::npos) << empty.err;
+  }
 }
 
 // The tree is drawn by indentation, so a directory's children come right after it: in URI order "d-x" and

@@ -133,6 +133,11 @@ TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
   CliRun missing = Session({"revert", "s1", "7"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("no checkpoint 7"), std::string::npos) << missing.err;
+  // A short reason, not CLI11's "not in range 0.000000 to" and the 309 digits of DBL_MAX.
+  CliRun negative = Session({"revert", "s1", "--", "-1"});
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_NE(negative.err.find("must be 0 or more, not -1"), std::string::npos) << negative.err;
+  EXPECT_LT(negative.err.size(), 300u) << negative.err;
   ASSERT_EQ(Session({"delete", "s2"}).exit_code, 0);
   EXPECT_NE(Session({"show", "s2"}).exit_code, 0);
 }

@@ -319,6 +319,22 @@ TEST_F(EngineTest, ArchiveDiffReportsWhatCommitWaitReportedOnceTheArchiveIsDone)
 // Remember with a model that fails: before anything was remembered the text is kept as written (the same
 // answer every front end gives); after part of it was, the error names what was made and nothing is kept
 // twice.
+// A deployment without its prompts (a program copied away from share/strata/prompts) keeps a remembered text
+// as written, as it does without a model: it was refused ("prompt 'memory.extract' not found", 404).
+TEST_F(EngineTest, RememberWithoutThePipelinesPromptsKeepsTheTextAsWritten) {
+  testing::TempDir empty;
+  auto e = Engine::Open({.data_dir = dir_.File("other"), .model = model_.get(), .ignore_prompt_env = true,
+                         .shipped_prompts_dir = empty.path()});
+  ASSERT_OK(e);
+  auto kept = (*e)->Remember("strata://user/alice", "Alice likes green tea.");
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_NE(kept->front().reason.find("kept as written, without deduplication: prompt 'memory.extract' not found"),
+            std::string::npos)
+      << kept->front().reason;
+  EXPECT_EQ(*(*e)->Read(kept->front().uri), "Alice likes green tea.");
+}
+
 TEST_F(EngineTest, RememberKeepsTheTextOnlyWhenTheModelFailedBeforeAnythingWasRemembered) {
   llm::ScriptedReply down;
   down.error = Status::Unavailable("the model is overloaded (HTTP 503)");

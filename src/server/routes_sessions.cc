@@ -92,7 +92,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
     return views::SessionView(info);
-  }).Takes("messages message role content name tool_calls tool_call_id partial"));
+  }).Takes("messages message role content name tool_calls tool_call_id partial").ListBody());
   Add(Route("GET", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));

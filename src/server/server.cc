@@ -344,9 +344,9 @@ Result<Json> Server::Impl::Run(const RouteSpec& route, const HttpRequest& req, H
   if (route.parse_body && !req.body.empty() && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
                             req.method == "DELETE")) {
     STRATA_ASSIGN_OR_RETURN(Json body, json::ParseUntrusted<Json>(req.body, "request body"));
-    // An object (a list of messages, too, where a route takes one): a bare string, number or null was
-    // answered as if every member were missing ("\"uri\" is required").
-    if (!body.is_object() && !body.is_array()) {
+    // An object (a list of messages, too, where a route takes one): a bare string, number, null or array
+    // was answered as if every member were missing ("\"uri\" is required").
+    if (!body.is_object() && !(body.is_array() && route.list_body)) {
       return Status::InvalidArgument("request body: must be a JSON object, not " + std::string(json::TypeName(body)));
     }
     c.body = std::move(body);

@@ -85,6 +85,7 @@ struct RouteSpec {
   // Errors in this model API's own shape (what its SDKs read), not the envelope.
   std::optional<Dialect> errors;
   bool parse_body = true;  // False: the route reads the raw body itself (MCP answers bad JSON in JSON-RPC).
+  bool list_body = false;  // True: the body may be a JSON array (a list of messages) as well as an object.
   // True: a request that changes nothing (a GET, find, token counting), so it does not bump the account's
   // revision; a handler that changes data only sometimes bumps it itself.
   bool read_only = false;
@@ -97,6 +98,7 @@ struct RouteSpec {
   RouteSpec NoKey() && { needs_key = false; return std::move(*this); }
   RouteSpec ReadOnly() && { read_only = true; return std::move(*this); }
   RouteSpec RawBody() && { parse_body = false; return std::move(*this); }
+  RouteSpec ListBody() && { list_body = true; return std::move(*this); }
   RouteSpec Errors(Dialect dialect) && { errors = dialect; return std::move(*this); }
   // Names separated by spaces: Takes("uri limit recursive").
   RouteSpec Takes(std::string_view names) &&;

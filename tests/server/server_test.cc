@@ -79,7 +79,7 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   EXPECT_EQ(too_deep.status, 400);
   EXPECT_NE(too_deep.raw.find("nested deeper"), std::string::npos) << too_deep.raw;
 
-  for (const char* body : {R"("strata://resources/a")", "null", "42"}) {
+  for (const char* body : {R"("strata://resources/a")", "null", "42", "[1, 2]"}) {  // A list only where messages go.
     Reply scalar = Call("POST", "/api/v1/fs/write", kRootKey, body);
     EXPECT_EQ(scalar.status, 400) << scalar.raw;
     EXPECT_NE(scalar.raw.find("request body: must be a JSON object"), std::string::npos) << scalar.raw;

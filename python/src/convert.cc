@@ -293,4 +293,22 @@ py::list MessagesToPy(const std::vector<Message>& messages) {
   return out;
 }
 
+int64_t IntArg(py::handle value, const char* name) {
+  const std::string wrong = "\"" + std::string(name) + "\" must be an integer";
+  PyObject* o = value.ptr();
+  if (PyBool_Check(o)) Raise(Status::InvalidArgument(wrong + ", not a bool"));
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) Raise(Status::InvalidArgument(wrong + " of at most 64 bits"));
+    return static_cast<int64_t>(v);
+  }
+  if (PyFloat_Check(o)) {
+    double d = PyFloat_AsDouble(o);
+    // Integral and inside int64 (2^63 itself is not).
+    if (d == std::floor(d) && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18) return static_cast<int64_t>(d);
+  }
+  Raise(Status::InvalidArgument(wrong + ", not " + std::string(py::str(py::type::of(value).attr("__name__")))));
+}
+
 }  // namespace strata::python

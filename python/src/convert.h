@@ -64,4 +64,29 @@ std::vector<Message> MessagesFromPy(py::handle value, std::string_view where);
 py::dict MessageToPy(const Message& message);
 py::list MessagesToPy(const std::vector<Message>& messages);
 
+// An integer argument read as the server reads one from JSON: an int, or a float with an integral value
+// (2.0), in int64's range; a bool or anything else raises InvalidArgumentError "\"<name>\" must be an
+// integer", as strata.Client does (pybind took True for 1, refused 2.0 with a TypeError, and 2**70 with a
+// RuntimeError).
+int64_t IntArg(py::handle value, const char* name);
+
+// A parameter that takes any Python value, read with IntArg where it is used (so the error names it).
+struct Int {
+  py::object value;
+  int64_t Get(const char* name) const { return IntArg(value, name); }
+};
+
 }  // namespace strata::python
+
+namespace pybind11::detail {
+template <>
+struct type_caster<strata::python::Int> {
+  PYBIND11_TYPE_CASTER(strata::python::Int, const_name("int"));
+  bool load(handle src, bool) {
+    if (src.is_none()) return false;  // Where None is allowed the parameter is std::optional<Int>.
+    value.value = reinterpret_borrow<object>(src);
+    return true;
+  }
+  static handle cast(const strata::python::Int& v, return_value_policy, handle) { return v.value.inc_ref(); }
+};
+}  // namespace pybind11::detail

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <shared_mutex>
@@ -72,7 +73,7 @@ session::CheckpointRef CheckpointArg(py::handle checkpoint, std::optional<std::s
   if (!PyLong_Check(checkpoint.ptr()) || PyBool_Check(checkpoint.ptr())) {
     throw py::type_error("checkpoint must be an int (a checkpoint id) or what checkpoint() returned");
   }
-  session::CheckpointRef ref{checkpoint.cast<int64_t>(), tag.value_or("")};
+  session::CheckpointRef ref{IntArg(checkpoint, "checkpoint"), tag.value_or("")};
   if (!tag && py::hasattr(checkpoint, "tag")) {
     py::object t = checkpoint.attr("tag");
     if (py::isinstance<py::str>(t)) ref.tag = t.cast<std::string>();
@@ -194,7 +195,7 @@ class PyTurn {
       if (!d.contains(key)) return 0;
       py::handle v = d[key];
       if (!PyLong_Check(v.ptr())) Raise(Status::InvalidArgument(std::string("usage.") + key + " must be an integer"));
-      return v.cast<int64_t>();
+      return IntArg(v, (std::string("usage.") + key).c_str());
     };
     TokenUsage u;
     u.input_other = get("input_other") + get("input_tokens") + get("prompt_tokens");
@@ -262,14 +263,15 @@ class PyEngine {
     })));
   }
 
-  std::string Read(const std::string& uri, int level) {
-    memory::Level l = LevelArg(level);
+  std::string Read(const std::string& uri, const Int& level) {
+    memory::Level l = LevelArg(level.Get("level"));
     return Check(handle_->Call([&](Engine& e) { return e.Read(uri, l); }));
   }
 
   // Integers arrive signed, so that a negative one is the InvalidArgumentError HTTP's Client raises (with
   // HTTP's words), not pybind's TypeError.
-  py::list List(const std::string& uri, bool recursive, int64_t limit) {
+  py::list List(const std::string& uri, bool recursive, const Int& limit_arg) {
+    const int64_t limit = limit_arg.Get("limit");
     if (limit < 0) Raise(Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit)));
     return Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
       STRATA_ASSIGN_OR_RETURN(auto nodes,
@@ -318,10 +320,15 @@ class PyEngine {
     })));
   }
 
-  py::object Find(const std::string& query, int64_t limit, std::optional<std::string> under,
-                  std::optional<std::string> session, std::optional<int64_t> token_budget,
-                  std::optional<std::string> user, bool rewrite, bool rerank, int64_t max_queries,
-                  int64_t rerank_candidates, std::optional<std::string> type) {
+  py::object Find(const std::string& query, const Int& limit_arg, std::optional<std::string> under,
+                  std::optional<std::string> session, const std::optional<Int>& token_budget_arg,
+                  std::optional<std::string> user, bool rewrite, bool rerank, const Int& max_queries_arg,
+                  const Int& rerank_candidates_arg, std::optional<std::string> type) {
+    const int64_t limit = limit_arg.Get("limit");
+    const std::optional<int64_t> token_budget =
+        token_budget_arg ? std::optional<int64_t>(token_budget_arg->Get("token_budget")) : std::nullopt;
+    const int64_t max_queries = max_queries_arg.Get("max_queries");
+    const int64_t rerank_candidates = rerank_candidates_arg.Get("rerank_candidates");
     FindRequest request;
     request.query = query;
     request.under = OptString(under);
@@ -360,7 +367,8 @@ class PyEngine {
       return AuditViews(e, entries);
     })));
   }
-  py::list Changes(const std::string& under, int64_t limit) {
+  py::list Changes(const std::string& under, const Int& limit_arg) {
+    const int64_t limit = limit_arg.Get("limit");
     if (limit < 1 || limit > 1000) Raise(Status::InvalidArgument("\"limit\" must be between 1 and 1000"));
     return Records("AuditEntry", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
       STRATA_ASSIGN_OR_RETURN(auto entries, e.RecentMemoryChanges(under, static_cast<size_t>(limit)));
@@ -381,8 +389,10 @@ class PyEngine {
       return views::SessionView(info);
     })));
   }
-  py::object AddResources(const std::vector<std::string>& paths, const std::string& uri, int64_t chunk_tokens,
-                          bool remove_missing, int64_t max_file_mb, bool summarize) {
+  py::object AddResources(const std::vector<std::string>& paths, const std::string& uri, const Int& chunk_tokens_arg,
+                          bool remove_missing, const Int& max_file_mb_arg, bool summarize) {
+    const int64_t chunk_tokens = chunk_tokens_arg.Get("chunk_tokens");
+    const int64_t max_file_mb = max_file_mb_arg.Get("max_file_mb");
     if (max_file_mb < 1) Raise(Status::InvalidArgument("max_file_mb must be at least 1"));
     return Record("AddReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(ingest::AddReport report,
@@ -470,16 +480,17 @@ class PyEngine {
   void SetSystemPrompt(const std::string& id, const std::string& prompt) {
     Check(handle_->Call([&](Engine& e) { return e.SetSystemPrompt(id, prompt); }));
   }
-  void RecordUsage(const std::string& id, int64_t tokens) {
-    Check(handle_->Call([&](Engine& e) { return e.RecordUsage(id, tokens); }));
+  void RecordUsage(const std::string& id, const Int& tokens) {
+    const int64_t n = tokens.Get("tokens");
+    Check(handle_->Call([&](Engine& e) { return e.RecordUsage(id, n); }));
   }
-  py::object Context(const std::string& id, int64_t max_context_tokens, std::optional<int64_t> reserve_for_reply,
-                     int64_t memory_limit, std::optional<std::string> query, std::optional<std::string> system_prompt,
+  py::object Context(const std::string& id, const Int& max_context_tokens, const std::optional<Int>& reserve_for_reply,
+                     const Int& memory_limit, std::optional<std::string> query, std::optional<std::string> system_prompt,
                      const std::string& encoding) {
     SessionContextOptions o;
-    o.max_context_tokens = max_context_tokens;
-    o.reserve_for_reply = reserve_for_reply;
-    o.memory_limit = Check(MemoryLimitArg(memory_limit));
+    o.max_context_tokens = max_context_tokens.Get("max_context_tokens");
+    if (reserve_for_reply) o.reserve_for_reply = reserve_for_reply->Get("reserve_for_reply");
+    o.memory_limit = Check(MemoryLimitArg(memory_limit.Get("memory_limit")));
     o.query = OptString(query);
     o.system_prompt = std::move(system_prompt);
     o.encoding = encoding;
@@ -500,7 +511,16 @@ class PyEngine {
       return views::CompactionView(done);
     })));
   }
-  py::object ArchiveDiff(const std::string& id, int archive) {
+  py::object ArchiveDiff(const std::string& id, const Int& archive_arg) {
+    const int64_t archive64 = archive_arg.Get("archive");
+    // HTTP's words for the same path segment.
+    if (archive64 <= 0) {
+      Raise(Status::InvalidArgument("the archive number \"" + std::to_string(archive64) + "\" is not a positive integer"));
+    }
+    if (archive64 > std::numeric_limits<int>::max()) {
+      Raise(Status::NotFound("session " + id + " has no archive " + std::to_string(archive64)));
+    }
+    const int archive = static_cast<int>(archive64);
     return Record("CommitDiff", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, e.ArchiveDiff(id, archive));
       return views::CommitDiffView(diff);
@@ -521,7 +541,8 @@ class PyEngine {
       return Json{{"completed", r.completed}, {"dead", r.dead}, {"pending", r.pending}};
     })));
   }
-  py::object Task(int64_t id) {
+  py::object Task(const Int& id_arg) {
+    const int64_t id = id_arg.Get("task_id");
     // HTTP's words for the same path segment (a task id is 1 or more).
     if (id <= 0) Raise(Status::InvalidArgument("the task id \"" + std::to_string(id) + "\" is not a positive integer"));
     return Record("Task", Check(handle_->Call([&](Engine& e) -> Result<Json> {
@@ -534,17 +555,17 @@ class PyEngine {
 
   // ---- The memory-managed turn ----
   PyTurn BeginTurn(const std::string& session, py::handle messages, std::optional<std::string> system,
-                   int64_t max_context_tokens, std::optional<int64_t> reserve_for_reply, int64_t reserved_tokens,
-                   int64_t memory_limit,
+                   const Int& max_context_tokens, const std::optional<Int>& reserve_for_reply, const Int& reserved_tokens,
+                   const Int& memory_limit,
                    const std::string& encoding, std::optional<std::string> user, std::optional<std::string> agent,
                    bool create) {
     TurnRequest request;
     request.turn = MessagesFromPy(messages, "messages");
     request.system = OptString(system);
-    request.max_context_tokens = max_context_tokens;
-    request.reserve_for_reply = reserve_for_reply;
-    request.reserved_tokens = reserved_tokens;
-    request.memory_limit = Check(MemoryLimitArg(memory_limit));
+    request.max_context_tokens = max_context_tokens.Get("max_context_tokens");
+    if (reserve_for_reply) request.reserve_for_reply = reserve_for_reply->Get("reserve_for_reply");
+    request.reserved_tokens = reserved_tokens.Get("reserved_tokens");
+    request.memory_limit = Check(MemoryLimitArg(memory_limit.Get("memory_limit")));
     request.encoding = encoding;
     request.reach = ReachOf(user);
     request.user = OptString(user);
@@ -752,7 +773,7 @@ overwrite=False raises AlreadyExistsError when the leaf exists.
            "The text of one layer of `uri`: 0 abstract, 1 overview, 2 content (default).")
       .def("ls", &PyEngine::List, py::arg("uri") = "strata://", py::kw_only(), py::arg("recursive") = false,
            py::arg("limit") = 0, "The children of `uri` (list of Node); recursive for the whole subtree.")
-      .def("tree", [](PyEngine& e, const std::string& uri, int64_t limit) { return e.List(uri, true, limit); },
+      .def("tree", [](PyEngine& e, const std::string& uri, const Int& limit) { return e.List(uri, true, limit); },
            py::arg("uri") = "strata://", py::kw_only(), py::arg("limit") = 0, "The whole subtree below `uri`.")
       .def("stat", &PyEngine::Stat, py::arg("uri"), "A NodeDetail: the node, its overview, metadata and relations.")
       .def("rm", &PyEngine::Remove, py::arg("uri"), py::kw_only(), py::arg("recursive") = false,

@@ -151,6 +151,16 @@ def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(serv
             with pytest.raises(strata.InvalidArgumentError) as error:
                 call(api)
             assert names in str(error.value), (api, error.value)
+    # An integer is read as the server reads JSON: 2.0 is 2, a bool or a number past 64 bits is refused naming
+    # the argument, on both sides (in process True was 1, 2.0 a TypeError and 2**70 a RuntimeError).
+    assert [h.uri for h in local.find("green tea", limit=2.0)] == [h.uri for h in admin.find("green tea", limit=2.0)]
+    for kwargs in [{"limit": True}, {"limit": 2**70}, {"limit": 2.5}, {"limit": "3"}]:
+        for api in (admin, local):
+            with pytest.raises(strata.InvalidArgumentError) as error:
+                api.find("green tea", **kwargs)
+            assert '"limit" must be an integer' in str(error.value), (api, kwargs, error.value)
+    with pytest.raises(strata.InvalidArgumentError, match='"level" must be an integer'):
+        local.read("strata://resources/ops/tea", level=True)
     local.close()
 
 

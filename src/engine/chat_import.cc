@@ -83,16 +83,31 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
     report.skipped = exported.skipped;
     for (const session::ImportedConversation& c : exported.conversations) {
       const std::string where = c.source_id + (c.title.empty() ? "" : " (" + c.title + ")");
+      // This user's session of the conversation, wherever it is among the ids (one taken when it was
+      // imported may be free since: a second copy must not go there), else the first free id.
       std::string id;
       Result<session::SessionInfo> existing = Status::NotFound("");
+      std::string free_id;
       for (int attempt = 0; attempt < kImportIdAttempts; ++attempt) {
-        id = ImportedSessionId(user, agent, c.source_id, attempt);
-        existing = sessions->Get(id);
-        if (!existing.ok() || existing->user == user) break;  // Free, or this user's: its import, or not.
+        std::string candidate = ImportedSessionId(user, agent, c.source_id, attempt);
+        Result<session::SessionInfo> got = sessions->Get(candidate);
+        if (!got.ok()) {
+          if (got.status().code() != StatusCode::kNotFound) return got.status();
+          if (free_id.empty()) free_id = candidate;
+          continue;
+        }
+        if (got->user == user && (got->source == c.source_id || got->source.empty())) {
+          id = std::move(candidate);
+          existing = std::move(got);
+          break;
+        }
       }
-      if (existing.ok() && existing->user != user) {
-        report.skipped.push_back({where, "the session ids of this conversation's import are taken"});
-        continue;
+      if (id.empty()) {
+        if (free_id.empty()) {
+          report.skipped.push_back({where, "the session ids of this conversation's import are taken"});
+          continue;
+        }
+        id = free_id;
       }
       if (existing.ok()) {
         if (existing->source == c.source_id && existing->user == user) {

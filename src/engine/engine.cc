@@ -289,8 +289,9 @@ Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view n
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
     STRATA_ASSIGN_OR_RETURN(memory::Node node, store->Stat(uri));
     if (!IsStoredSkill(node)) {
-      return Status::FailedPrecondition(uri.str() + " is not a skill: " +
-                                        (node.is_dir ? "a directory" : "no SKILL.md was stored there (skill add stores one)"));
+      // Not found, as skill list does not list it.
+      return Status::NotFound(uri.str() + " is not a skill: " +
+                              (node.is_dir ? "a directory" : "no SKILL.md was stored there (skill add stores one)"));
     }
     return json::StringOr(strata::json::ParseOrDiscard<Json>(node.metadata), "skill_md");
   });

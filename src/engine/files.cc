@@ -12,6 +12,7 @@
 #include <set>
 
 #include "engine_impl.h"
+#include "sqlite_db.h"
 #include "guard.h"
 #include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
@@ -387,6 +388,35 @@ Result<std::vector<std::string>> Engine::Accounts() {
     }
     out.erase("default");
     return std::vector<std::string>(out.begin(), out.end());
+  });
+}
+
+Result<std::vector<std::string>> Engine::AccountsWithWork() {
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> accounts, Accounts());
+  return Guard("accounts with work", [&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    if (accounts.empty()) return out;
+    if (impl_->postgres) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<pg::Conn> conn, pg::Conn::Connect(impl_->options.data_dir));
+      for (const std::string& account : accounts) {
+        // The schema's name is [a-z0-9_] (pg::SchemaFor); an account without a queue yet fails: no work.
+        Result<pg::Rows> r = conn->Exec("SELECT 1 FROM \"" + pg::SchemaFor(account) +
+                                        "\".jobs WHERE state IN ('pending', 'running') LIMIT 1");
+        if (r.ok() && r->size() > 0) out.push_back(account);
+      }
+      return out;
+    }
+    for (const std::string& account : accounts) {
+      const std::string path = impl_->options.data_dir + "/accounts/" + account + "/queue.db";
+      std::error_code ec;
+      if (!fs::exists(path, ec)) continue;
+      sqlite::Db db;
+      if (!db.OpenReadOnly(path).ok()) continue;
+      sqlite::Stmt s(db, "SELECT 1 FROM jobs WHERE state IN ('pending', 'running') LIMIT 1");
+      Result<bool> row = s.Step();
+      if (row.ok() && *row) out.push_back(account);
+    }
+    return out;
   });
 }
 

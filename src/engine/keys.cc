@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "sqlite_db.h"
+#include "strata/json/checked.h"
 
 #include <openssl/evp.h>
 
@@ -186,7 +187,7 @@ class KeyTable final : public KeyStore {
     std::lock_guard lock(mu_);
     if (pg_) {
       STRATA_ASSIGN_OR_RETURN(pg::Rows r, pg_->Exec("DELETE FROM api_keys WHERE id = $1", {id}));
-      if (r.affected() == 0) return Status::NotFound("no API key " + id);
+      if (r.affected() == 0) return Status::NotFound("no API key " + json::QuoteForError(id, 40));
       return Status::Ok();
     }
     sqlite::Stmt del(db_, "DELETE FROM api_keys WHERE id = ?");
@@ -195,7 +196,7 @@ class KeyTable final : public KeyStore {
     // Another process may have issued the key: the row deleted is what says whether it existed.
     const bool deleted = sqlite3_changes(db_.get()) > 0;
     std::erase_if(cache_, [&](const auto& entry) { return entry.second.id == id; });
-    if (!deleted) return Status::NotFound("no API key " + id);
+    if (!deleted) return Status::NotFound("no API key " + json::QuoteForError(id, 40));
     return Status::Ok();
   }
 

@@ -173,7 +173,11 @@ Result<int> Engine::CommitIdleSessions() {
       // someone appended: the session's own last change decides, and a session changed since is looked at
       // again when it has been quiet long enough.
       Result<session::SessionInfo> info = GetSession(id);
-      if (!info.ok()) continue;
+      if (!info.ok()) {
+        // Gone is gone; a backend that failed for a moment is asked again in a while.
+        if (info.status().code() != StatusCode::kNotFound) impl_->turns.Idle(id, engine_internal::TurnBook::Clock::now());
+        continue;
+      }
       const int64_t quiet_ms = std::max<int64_t>(0, SystemClock()->WallMicros() / 1000 - info->updated_ms);
       if (quiet_ms < policy.after_idle.count()) {
         impl_->turns.Idle(id, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));

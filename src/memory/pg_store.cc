@@ -214,6 +214,9 @@ class PgStore final : public ContextStore {
     if (options_.clock == nullptr) options_.clock = SystemClock();
   }
   ~PgStore() override {
+    // As the SQLite store saves its index when closed: this instance's writes are saved for the next
+    // instance (a bulk load by `strata memory add` builds the index first: Flush).
+    if (listener_ != nullptr) (void)Flush();
     {
       std::lock_guard lock(snapshot_mu_);
       snapshot_stop_ = true;
@@ -1409,7 +1412,14 @@ class PgStore final : public ContextStore {
     if (!index_ || index_generation_ == -1) {
       if (options_.index_snapshots) {
         Status loaded = LoadSnapshotLocked();
-        if (loaded.ok()) return CatchUpLocked();
+        if (loaded.ok()) {
+          int64_t applied = 0;
+          STRATA_RETURN_IF_ERROR(CatchUpLocked(&applied));
+          // A start that caught up a long way (a bulk load since the snapshot) saves where it got to, so
+          // that the next instance does not repeat it.
+          if (options_.snapshot_after_bulk > 0 && applied >= options_.snapshot_after_bulk) RequestSnapshot();
+          return Status::Ok();
+        }
         // No snapshot, or one that cannot be used (then it is replaced after this build): from the table.
         index_.reset();
         index_generation_ = -1;
@@ -1421,7 +1431,7 @@ class PgStore final : public ContextStore {
   }
 
   // Applies the vector rows and removals of the generations after index_generation_. index_mu_ held.
-  Status CatchUpLocked() {
+  Status CatchUpLocked(int64_t* applied = nullptr) {
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     pg::Txn txn(*c);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -1440,11 +1450,7 @@ class PgStore final : public ContextStore {
     index_generation_ = generation;
     indexed_through_ = generation;
     NoteIndexChanges(removed.size() + loaded);
-    // A long catch-up (after a bulk load elsewhere) is saved, so that the next instance does not repeat it.
-    if (options_.index_snapshots && options_.snapshot_after_bulk > 0 &&
-        removed.size() + loaded >= options_.snapshot_after_bulk) {
-      RequestSnapshot();
-    }
+    if (applied != nullptr) *applied = removed.size() + loaded;
     return txn.Commit();
   }
 

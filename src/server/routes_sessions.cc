@@ -14,7 +14,9 @@ Result<int64_t> PositivePathInt(const std::string& text, std::string_view what) 
   char* end = nullptr;
   errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || value <= 0) {
+  // Digits only: strtoll also takes leading blanks and a sign ("/tasks/%0A5" was task 5).
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || *end != '\0' || errno != 0 ||
+      value <= 0) {
     return Status::InvalidArgument(std::string(what) + " " + json::QuoteForError(text, 40) + " is not a positive integer");
   }
   return value;
@@ -212,7 +214,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
     STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
     if (!job || !c.engine->CheckJobAccess(ReachOf(c.id), *job).ok()) {
-      return Status::NotFound("no task " + c.req.path_params.at(0));
+      return Status::NotFound("no task " + std::to_string(task));  // Its digits, as read.
     }
     return *job;
   };

@@ -407,13 +407,16 @@ void Server::Impl::WorkerLoop() {
     }
     // Every account's queue is worked, not only those a request opened since this instance started: an
     // account's job whose instance died (or that was queued before a restart) is taken over by whichever
-    // instance runs. New accounts are looked for at start and then every 30 s.
+    // instance runs. Accounts with a job to claim are looked for at start and then every 30 s (one query
+    // each), and only those are opened.
     auto now = std::chrono::steady_clock::now();
     if (!last_scan || now - *last_scan >= std::chrono::seconds(30)) {
       last_scan = now;
       if (Result<Engine*> main = EngineFor("default"); main.ok()) {
-        if (Result<std::vector<std::string>> accounts = (*main)->Accounts(); accounts.ok()) {
-          for (const std::string& account : *accounts) (void)EngineFor(account);
+        if (Result<std::vector<std::string>> accounts = (*main)->AccountsWithWork(); accounts.ok()) {
+          for (const std::string& account : *accounts) {
+            if (!EngineOpen(account)) (void)EngineFor(account);
+          }
         } else {
           std::fprintf(stderr, "strata serve: listing accounts: %s\n", accounts.status().ToString().c_str());
         }

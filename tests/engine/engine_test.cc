@@ -316,9 +316,6 @@ TEST_F(EngineTest, ArchiveDiffReportsWhatCommitWaitReportedOnceTheArchiveIsDone)
       << "reading a damaged diff changes nothing stored";
 }
 
-// Remember with a model that fails: before anything was remembered the text is kept as written (the same
-// answer every front end gives); after part of it was, the error names what was made and nothing is kept
-// twice.
 // A deployment without its prompts (a program copied away from share/strata/prompts) keeps a remembered text
 // as written, as it does without a model: it was refused ("prompt 'memory.extract' not found", 404).
 TEST_F(EngineTest, RememberWithoutThePipelinesPromptsKeepsTheTextAsWritten) {
@@ -335,6 +332,9 @@ TEST_F(EngineTest, RememberWithoutThePipelinesPromptsKeepsTheTextAsWritten) {
   EXPECT_EQ(*(*e)->Read(kept->front().uri), "Alice likes green tea.");
 }
 
+// Remember with a model that fails: before anything was remembered the text is kept as written (the same
+// answer every front end gives); after part of it was, the error names what was made and nothing is kept
+// twice.
 TEST_F(EngineTest, RememberKeepsTheTextOnlyWhenTheModelFailedBeforeAnythingWasRemembered) {
   llm::ScriptedReply down;
   down.error = Status::Unavailable("the model is overloaded (HTTP 503)");

@@ -447,21 +447,22 @@ TEST_F(TurnTest, IdleSessionsAreCommittedOnceAndBusyOnesNot) {
 // append, since this process's last turn keeps it from being committed (its first turns were archived
 // mid-conversation), until it has been quiet for long enough after that change.
 TEST_F(TurnTest, ASessionChangedSinceItsLastTurnHereIsNotIdle) {
-  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(300)});
+  // Margins of 600 ms either way, for slow builds (sanitizers) on two cores.
+  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(1000)});
   auto turn = engine_->BeginTurn("chat-1", Ask("hi"));
   ASSERT_OK(turn);
   ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
   // Another instance's turn, written as it writes one (not through this engine's turns).
   auto other = Engine::Open({.data_dir = dir_.path()});
   ASSERT_OK(other);
   ASSERT_OK((*other)->AddMessages("chat-1", std::vector<Message>{Message::User("and then?"), Message::Assistant("then this")}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // 350 ms after the turn, 150 after the change.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // 1.1 s after the turn, 0.4 s after the change.
   auto early = engine_->CommitIdleSessions();
   ASSERT_OK(early);
   EXPECT_EQ(*early, 0);
   EXPECT_TRUE(engine_->GetSessionStatus("chat-1")->archives.empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // 400 ms after the change.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // 1.1 s after the change.
   auto later = engine_->CommitIdleSessions();
   ASSERT_OK(later);
   EXPECT_EQ(*later, 1);

@@ -415,6 +415,14 @@ TEST_P(StoreTest, ListTreeGlobGrep) {
                                       "strata://resources/proj/src/main.cc", "strata://resources/proj/src/run.cc"}));
   EXPECT_EQ((*tree)[2].size, 31);  // Listings leave the content out but report its size.
   EXPECT_TRUE((*tree)[2].content.empty());
+  // Pages: the entries after a given one (what MCP's resources/list cursor names), in the same order.
+  auto page = store_->List(U("strata://resources/proj"), {.recursive = true, .limit = 2, .after = "strata://resources/proj/src"});
+  ASSERT_OK(page);
+  EXPECT_EQ(Names(*page), (std::vector<std::string>{"strata://resources/proj/src/main.cc", "strata://resources/proj/src/run.cc"}));
+  auto children = store_->List(U("strata://resources/proj"), {.after = "strata://resources/proj/README"});
+  ASSERT_OK(children);
+  EXPECT_EQ(Names(*children), std::vector<std::string>{"strata://resources/proj/src"});
+  EXPECT_TRUE(store_->List(U("strata://resources/proj"), {.recursive = true, .after = "strata://resources/proj/src/run.cc"})->empty());
   auto glob = store_->Glob("**/*.cc", U("strata://resources/proj"));
   ASSERT_OK(glob);
   EXPECT_EQ(glob->size(), 2u);
@@ -1872,7 +1880,7 @@ TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
   std::vector<std::pair<Uri, std::string>> load;
   for (int i = 0; i < 150; ++i) load.emplace_back(U("strata://resources/bulk/n" + std::to_string(i)), "bulk note " + std::to_string(i));
   ASSERT_OK((*loader)->WriteBatch(load, {}));
-  ASSERT_OK((*loader)->Flush());
+  loader->reset();  // Closed, as the CLI closes its store, without a Flush of its own.
   std::vector<int64_t> after_bulk = snapshot_rows();
   ASSERT_EQ(after_bulk.size(), 1u);
   EXPECT_GT(after_bulk[0], flushed[0]);

@@ -139,8 +139,6 @@ TEST(WithoutDataDirTest, ErrorsNameFilesWithinTheDataDirectoryOnly) {
   EXPECT_EQ(shown["archives"][0]["error"], "open y failed");
 }
 
-// A query-string value may hold '=' (RFC 3986): it is split at the first one. (A grep for "x=5" searched for
-// "5", and a read of .../a=b read the URI "b".) Percent-encoding still decodes.
 // A port in use is refused: with httplib's default SO_REUSEPORT a second server bound it without an error and
 // the kernel shared the requests between the two.
 TEST_F(ServerTest, ASecondServerCannotListenOnAPortInUse) {
@@ -157,6 +155,8 @@ TEST_F(ServerTest, ASecondServerCannotListenOnAPortInUse) {
   EXPECT_EQ(Call("GET", "/health", "").status, 200) << "the first still answers";
 }
 
+// A query-string value may hold '=' (RFC 3986): it is split at the first one. (A grep for "x=5" searched for
+// "5", and a read of .../a=b read the URI "b".) Percent-encoding still decodes.
 TEST_F(ServerTest, QueryStringValuesMayHoldEqualsSigns) {
   for (const auto& [uri, content] : std::vector<std::pair<std::string, std::string>>{
            {"strata://resources/t3/a=b", "the node named a=b"},
@@ -825,6 +825,9 @@ TEST_F(ServerTest, EveryAccountsQueueIsWorkedWithoutARequestForIt) {
   auto accounts = (*main)->Accounts();
   ASSERT_OK(accounts);
   EXPECT_EQ(*accounts, std::vector<std::string>{"acme"});
+  auto with_work = (*main)->AccountsWithWork();
+  ASSERT_OK(with_work);
+  EXPECT_TRUE(with_work->empty()) << "acme's job is done";
 }
 
 // Two MCP clients of one key each number their requests from 0: each initialize gives a session of its own,
@@ -1047,6 +1050,8 @@ TEST_F(ServerTest, ANameARouteDoesNotTakeIsRefusedNamingIt) {
   EXPECT_EQ(bad_id.status, 400) << bad_id.raw;
   EXPECT_NE(bad_id.raw.find("may contain only letters"), std::string::npos) << bad_id.raw;
   EXPECT_EQ(Call("GET", "/viewer/..", "").status, 404);
+  Reply signed_id = Call("GET", "/api/v1/tasks/+5", kRootKey);  // strtoll took a sign and blanks: task 5.
+  EXPECT_EQ(signed_id.status, 400) << signed_id.raw;
   EXPECT_EQ(Call("DELETE", "/api/v1/admin/keys/%20x", kRootKey).status, 404);
   // A parameter given twice: only the first was read, silently.
   Reply twice = Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/n") + "&level=0&level=2", kRootKey);

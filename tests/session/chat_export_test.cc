@@ -347,8 +347,6 @@ TEST(ChatImportTest, CommittedImportsQueueTheirMemoriesAndKeepTheirOriginAcrossO
   EXPECT_EQ((*reopened)->GetSessionStatus(id)->archives.size(), 1u);  // Not committed twice.
 }
 
-// A conversation exported again after it went on gets its new messages (it was reported unchanged and kept
-// its old ones), committed or not; one that no longer starts as the session does is named, not merged.
 // An import's session id can be worked out by anyone: another user who took it first made the import skip
 // the conversation every time. It steps over to an id of its own, and finds it again when imported again.
 TEST(ChatImportTest, AnotherUsersSessionOnTheImportsIdDoesNotBlockIt) {
@@ -379,8 +377,16 @@ TEST(ChatImportTest, AnotherUsersSessionOnTheImportsIdDoesNotBlockIt) {
   EXPECT_EQ(SessionTexts(engine, id), (std::vector<std::string>{"user: Where to in May?", "assistant: Lisbon."}));
   EXPECT_EQ(SessionTexts(engine, usual), std::vector<std::string>{"user: bob's own words"}) << "bob's session untouched";
   EXPECT_EQ(engine.ImportConversations(exported, "alice")->unchanged, std::vector<std::string>{id});
+  // Bob's session gone, the import is still found where it went, not copied to the id freed.
+  ASSERT_OK(engine.DeleteSession(usual, /*force=*/true));
+  auto later = engine.ImportConversations(exported, "alice");
+  ASSERT_OK(later);
+  EXPECT_TRUE(later->imported.empty());
+  EXPECT_EQ(later->unchanged, std::vector<std::string>{id});
 }
 
+// A conversation exported again after it went on gets its new messages (it was reported unchanged and kept
+// its old ones), committed or not; one that no longer starts as the session does is named, not merged.
 TEST(ChatImportTest, AConversationThatWentOnGetsItsNewMessages) {
   testing::TempDir dir;
   auto opened = Engine::Open({.data_dir = dir.File("data")});

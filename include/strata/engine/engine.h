@@ -441,6 +441,9 @@ class Engine {
   // of their own (a directory under <data>/accounts/, or a schema named after the account on PostgreSQL;
   // an account whose name needed a hashed schema is known by its keys).
   Result<std::vector<std::string>> Accounts();
+  // Those of Accounts() whose phase-2 queue holds a job to claim (pending, or running: its worker may have
+  // died), read without opening their engines (one query each). What the server's worker opens.
+  Result<std::vector<std::string>> AccountsWithWork();
 
   // The prompt directories in search order (the shipped ones last).
   std::vector<std::string> PromptSearchPath() const;

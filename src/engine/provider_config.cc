@@ -21,11 +21,17 @@ Result<ConfigFile> LoadConfigFile(const std::string& explicit_path) {
   ConfigFile config;
   std::error_code ec;
   if (path.empty() || (!named && !std::filesystem::exists(path, ec))) return config;
+  // A directory opens as a stream whose first read throws (it escaped as an "internal" error).
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return Status::InvalidArgument("config file " + path + " is not a regular file");
+  }
   std::ifstream in(path);
   if (!in) return Status::NotFound("config file " + path + " cannot be read");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Json j = strata::json::ParseOrDiscard<Json>(text);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("config file " + path + ": expected a JSON object");
+  Result<Json> parsed = strata::json::ParseUntrusted<Json>(text, "config file " + path);
+  if (!parsed.ok()) return parsed.status();  // Says where the JSON goes wrong.
+  Json j = std::move(*parsed);
+  if (!j.is_object()) return Status::InvalidArgument("config file " + path + ": expected a JSON object");
   config.path = path;
   std::string where = "config file " + path;
   struct Member {

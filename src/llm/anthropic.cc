@@ -103,7 +103,7 @@ bool IsToolResultTurn(const Json& message) {
 
 TokenUsage ReadUsage(simdjson::dom::element usage, TokenUsage current) {
   auto update = [&](std::string_view key, int64_t* field) {
-    if (Has(usage, key)) *field = GetInt(usage, key);
+    if (Has(usage, key)) *field = GetCount(usage, key);
   };
   update("input_tokens", &current.input_other);
   update("output_tokens", &current.output);

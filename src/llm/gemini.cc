@@ -278,9 +278,10 @@ class GeminiDecoder final : public StreamDecoder {
     std::string_view id = GetString(e, "responseId");
     if (!id.empty()) id_ = std::string(id);
     if (Get(e, "usageMetadata", &usage) && usage.is_object()) {
-      int64_t cached = GetInt(usage, "cachedContentTokenCount");
-      usage_ = TokenUsage{.input_other = GetInt(usage, "promptTokenCount") - cached,
-                          .output = GetInt(usage, "candidatesTokenCount") + GetInt(usage, "thoughtsTokenCount"),
+      int64_t prompt = GetCount(usage, "promptTokenCount");
+      int64_t cached = std::min(GetCount(usage, "cachedContentTokenCount"), prompt);
+      usage_ = TokenUsage{.input_other = Uncached(prompt, cached),
+                          .output = GetCount(usage, "candidatesTokenCount") + GetCount(usage, "thoughtsTokenCount"),
                           .input_cache_read = cached};
     }
     if (Get(e, "promptFeedback", &error) && Has(error, "blockReason")) complete_ = true;

@@ -250,16 +250,16 @@ bool HistoryHasThinking(const std::vector<Message>& history) {
 }
 
 TokenUsage UsageFrom(simdjson::dom::element usage, bool kimi) {
-  int64_t prompt = GetInt(usage, "prompt_tokens");
+  int64_t prompt = GetCount(usage, "prompt_tokens");
   int64_t cached = 0;
   simdjson::dom::element details;
   if (kimi && Has(usage, "cached_tokens")) {
-    cached = GetInt(usage, "cached_tokens");
+    cached = GetCount(usage, "cached_tokens");
   } else if (Get(usage, "prompt_tokens_details", &details)) {
-    cached = GetInt(details, "cached_tokens");
+    cached = GetCount(details, "cached_tokens");
   }
-  return TokenUsage{.input_other = prompt - cached, .output = GetInt(usage, "completion_tokens"),
-                    .input_cache_read = cached};
+  return TokenUsage{.input_other = Uncached(prompt, cached), .output = GetCount(usage, "completion_tokens"),
+                    .input_cache_read = std::min(cached, prompt)};
 }
 
 // The reasoning text of a message or delta (see the top of the file), nullopt when no field carries any.

@@ -203,12 +203,12 @@ void AppendMessageItems(const Message& m, const char* role, Json* input) {
 }
 
 TokenUsage UsageFrom(simdjson::dom::element usage) {
-  int64_t input = GetInt(usage, "input_tokens");
+  int64_t input = GetCount(usage, "input_tokens");
   int64_t cached = 0;
   simdjson::dom::element details;
-  if (Get(usage, "input_tokens_details", &details)) cached = GetInt(details, "cached_tokens");
-  return TokenUsage{.input_other = input - cached, .output = GetInt(usage, "output_tokens"),
-                    .input_cache_read = cached};
+  if (Get(usage, "input_tokens_details", &details)) cached = GetCount(details, "cached_tokens");
+  return TokenUsage{.input_other = Uncached(input, cached), .output = GetCount(usage, "output_tokens"),
+                    .input_cache_read = std::min(cached, input)};
 }
 
 class ResponsesDecoder final : public StreamDecoder {

@@ -1,5 +1,6 @@
 #include "strata/llm/wire.h"
 
+#include <cmath>
 #include <random>
 
 #include "wire_internal.h"
@@ -231,6 +232,20 @@ int64_t GetInt(simdjson::dom::element e, std::string_view key, int64_t fallback)
   return fallback;
 }
 
+int64_t GetCount(simdjson::dom::element e, std::string_view key) {
+  if (!e.is_object()) return 0;
+  simdjson::dom::element v;
+  if (e[key].get(v) != simdjson::SUCCESS) return 0;
+  constexpr int64_t kMost = int64_t{1} << 53;
+  int64_t i;
+  if (v.get(i) == simdjson::SUCCESS) return i >= 0 && i <= kMost ? i : 0;
+  double d;
+  if (v.get(d) == simdjson::SUCCESS && d >= 0 && d <= static_cast<double>(kMost) && d == std::floor(d)) {
+    return static_cast<int64_t>(d);
+  }
+  return 0;
+}
+
 bool Has(simdjson::dom::element e, std::string_view key) {
   simdjson::dom::element v;
   return e.is_object() && e[key].get(v) == simdjson::SUCCESS && !v.is_null();
@@ -243,9 +258,20 @@ bool Get(simdjson::dom::element e, std::string_view key, simdjson::dom::element*
 Result<simdjson::dom::element> ParsePayload(simdjson::dom::parser& parser, std::string_view data,
                                             std::string_view format) {
   simdjson::dom::element root;
-  if (parser.parse(data.data(), data.size(), true).get(root) != simdjson::SUCCESS) {
-    std::string head(data.substr(0, 80));
-    return InvalidResponseError(std::string(format) + ": response is not valid JSON: " + head);
+  simdjson::error_code error = parser.parse(data.data(), data.size(), true).get(root);
+  if (error == simdjson::NUMBER_ERROR) {  // This simdjson reports an integer past 64 bits so.
+    // Valid JSON with an integer past 64 bits (in tool arguments, or a field nobody reads): simdjson has no
+    // place for it, so the reply is read again with such numbers as doubles, as nlohmann reads them. It
+    // was refused whole as "not valid JSON".
+    nlohmann::json j = json::ParseOrDiscard<nlohmann::json>(data);
+    if (!j.is_discarded()) {
+      const std::string again = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      error = parser.parse(again.data(), again.size(), true).get(root);
+    }
+  }
+  if (error != simdjson::SUCCESS) {
+    return InvalidResponseError(std::string(format) + ": response is not valid JSON: " +
+                                json::DescribeSyntaxError(data) + " (it begins " + json::QuoteForError(data.substr(0, 80), 80) + ")");
   }
   if (!root.is_object()) {
     return InvalidResponseError(std::string(format) + ": expected a JSON object, got: " +

@@ -69,6 +69,12 @@ Result<std::unique_ptr<StreamDecoder>> NewGeminiDecoder(std::string_view options
 // simdjson helpers for decoders: absent, null and wrong-typed fields read as the fallback.
 std::string_view GetString(simdjson::dom::element e, std::string_view key, std::string_view fallback = "");
 int64_t GetInt(simdjson::dom::element e, std::string_view key, int64_t fallback = 0);
+// A token count the model reported: an integer from 0 to 2^53, else 0 (a report of 1e300 or -5 tokens is
+// ignored rather than turned into INT64_MIN, which later failed a turn as "token count must be
+// non-negative").
+int64_t GetCount(simdjson::dom::element e, std::string_view key);
+// prompt - cached, never below 0 (a report whose cached tokens pass its prompt tokens).
+inline int64_t Uncached(int64_t prompt, int64_t cached) { return prompt > cached ? prompt - cached : 0; }
 bool Has(simdjson::dom::element e, std::string_view key);  // Present and not null.
 // Sets *out to e[key] when e is an object with that key (null included); returns whether it did.
 bool Get(simdjson::dom::element e, std::string_view key, simdjson::dom::element* out);

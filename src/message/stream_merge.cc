@@ -12,16 +12,14 @@ void StreamMerger::Fire(size_t call) {
   if (on_tool_call_) on_tool_call_((*message_.tool_calls)[call]);
 }
 
+// Calls are only added at the back of open_calls_, each after the unindexed ones before it were closed, so
+// an open unindexed call can only be the newest: closing it is O(1) (the scan of every open call made a
+// reply of N indexed calls O(N^2): 200,000 took a minute).
 void StreamMerger::CloseUnindexedCalls() {
-  std::vector<size_t> still_open;
-  for (size_t call : open_calls_) {
-    if ((*message_.tool_calls)[call].index.has_value()) {
-      still_open.push_back(call);
-    } else {
-      Fire(call);
-    }
+  if (!open_calls_.empty() && !(*message_.tool_calls)[open_calls_.back()].index.has_value()) {
+    Fire(open_calls_.back());
+    open_calls_.pop_back();
   }
-  open_calls_ = std::move(still_open);
 }
 
 void StreamMerger::CloseAllCalls() {
@@ -66,7 +64,10 @@ void StreamMerger::Push(StreamedPart part) {
   }
   auto& fragment = std::get<ToolCallPart>(part);
   std::optional<size_t> target;
+  // The newest call is open when it is the back of open_calls_ (calls close newest first, or all at once).
+  const bool current_open = current_ && !open_calls_.empty() && open_calls_.back() == *current_;
   if (fragment.index) {
+    // Newest first: fragments almost always join the call being streamed.
     for (auto it = open_calls_.rbegin(); it != open_calls_.rend(); ++it) {
       if ((*message_.tool_calls)[*it].index == fragment.index) {
         target = *it;
@@ -74,13 +75,11 @@ void StreamMerger::Push(StreamedPart part) {
       }
     }
     // A fragment naming an index no call has: it may still belong to an index-less call being streamed.
-    if (!target && current_ && !(*message_.tool_calls)[*current_].index) target = current_;
-  } else {
+    if (!target && current_open && !(*message_.tool_calls)[*current_].index) target = current_;
+  } else if (current_open) {
     target = current_;
   }
-  if (!target || std::find(open_calls_.begin(), open_calls_.end(), *target) == open_calls_.end()) {
-    return;  // Orphan: no open call to join.
-  }
+  if (!target) return;  // Orphan: no open call to join.
   if (!fragment.arguments_part) return;
   std::optional<std::string>& args = (*message_.tool_calls)[*target].function.arguments;
   if (args) {

@@ -2,12 +2,32 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "jinja_internal.h"
 
 namespace strata::prompt::internal {
 namespace {
+
+// A filter's result of `size` bytes is refused before it is built when it would pass the template's value
+// limit (center(10**9) allocated 2.9 GB before the output limit was looked at).
+Status CheckResultSize(uint64_t size) {
+  const RenderLimits* limits = ActiveLimits();
+  const uint64_t most = limits != nullptr ? limits->max_value_bytes : (uint64_t{16} << 20);
+  if (size <= most) return Status::Ok();
+  return Status::ResourceExhausted("a value of " + std::to_string(size) + " bytes exceeds the template limit of " +
+                                   std::to_string(most));
+}
+
+// `d` truncated to an int, or an error when int64 cannot hold it (1e300|int gave INT64_MIN).
+Result<int64_t> TruncatedInt(double d) {
+  double t = std::trunc(d);
+  if (!(t >= -9.2233720368547758e18 && t < 9.2233720368547758e18)) {
+    return Status::InvalidArgument("the number " + std::to_string(d) + " is too large for an integer");
+  }
+  return static_cast<int64_t>(t);
+}
 
 using FilterFn = Result<Value> (*)(const Value&, CallArgs&);
 using TestFn = Result<bool> (*)(const Value&, CallArgs&);
@@ -162,7 +182,11 @@ Result<Value> FInt(const Value& v, CallArgs& a) {
   Value def = Arg(a, 0, "default", Value(0));
   int64_t base = Arg(a, 1, "base", Value(10)).as_int();
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<int64_t>(std::trunc(v.as_double()))) : def;
+  if (v.is_float()) {
+    if (!std::isfinite(v.as_double())) return def;
+    STRATA_ASSIGN_OR_RETURN(int64_t n, TruncatedInt(v.as_double()));
+    return Value(n);
+  }
   if (v.is_string()) {
     std::string s = v.as_string();
     s.erase(0, s.find_first_not_of(" \t\n"));
@@ -173,8 +197,14 @@ Result<Value> FInt(const Value& v, CallArgs& a) {
     errno = 0;
     long long n = std::strtoll(digits.c_str(), &end, static_cast<int>(base));
     if (!digits.empty() && *end == '\0' && errno == 0) return Value(static_cast<int64_t>(n));
+    if (!digits.empty() && *end == '\0' && errno == ERANGE) {
+      return Status::InvalidArgument("the number '" + s.substr(0, 40) + "' is too large for an integer");
+    }
     double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && std::isfinite(d)) return Value(static_cast<int64_t>(std::trunc(d)));
+    if (!s.empty() && *end == '\0' && std::isfinite(d)) {
+      STRATA_ASSIGN_OR_RETURN(int64_t t, TruncatedInt(d));
+      return Value(t);
+    }
   }
   return def;
 }
@@ -305,7 +335,10 @@ Result<Value> FSum(const Value& v, CallArgs& a) {
 }
 Result<Value> FAbs(const Value& v, CallArgs&) {
   if (v.is_float()) return Value(std::fabs(v.as_double()));
-  if (v.is_int() || v.is_bool()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  if (v.is_int() || v.is_bool()) {
+    if (v.as_int() == std::numeric_limits<int64_t>::min()) return Status::InvalidArgument("integer overflow");
+    return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  }
   return Status::InvalidArgument("bad operand type for abs(): '" + v.TypeName() + "'");
 }
 Result<Value> FReplace(const Value& v, CallArgs& a) {
@@ -313,6 +346,12 @@ Result<Value> FReplace(const Value& v, CallArgs& a) {
   std::optional<Value> count = a.Take(2, "count");
   std::string s = v.Str(), out;
   int64_t limit = count && count->is_int() ? count->as_int() : -1;
+  {
+    // The most it can grow to: every place replaced (between code points, when `old` is empty).
+    uint64_t places = from.empty() ? s.size() + 1 : s.size() / from.size();
+    if (limit >= 0) places = std::min<uint64_t>(places, static_cast<uint64_t>(limit));
+    if (to.size() > from.size()) STRATA_RETURN_IF_ERROR(CheckResultSize(s.size() + places * (to.size() - from.size())));
+  }
   if (from.empty()) {
     std::vector<std::string> cps = CodePoints(s);
     int64_t done = 0;
@@ -339,6 +378,7 @@ Result<Value> FCenter(const Value& v, CallArgs& a) {
   std::string s = v.Str();
   auto len = static_cast<int64_t>(CodePoints(s).size());
   if (width <= len) return Value(s);
+  STRATA_RETURN_IF_ERROR(CheckResultSize(static_cast<uint64_t>(width - len) + s.size()));
   int64_t total = width - len;
   int64_t left = total / 2 + (total & width & 1);  // Python's str.center rounding.
   return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
@@ -347,8 +387,11 @@ Result<Value> FIndent(const Value& v, CallArgs& a) {
   Value w = Arg(a, 0, "width", Value(4));
   bool first = Arg(a, 1, "first", Value(false)).Truthy();
   bool blank = Arg(a, 2, "blank", Value(false)).Truthy();
+  if (!w.is_string()) STRATA_RETURN_IF_ERROR(CheckResultSize(static_cast<uint64_t>(std::max<int64_t>(0, w.as_int()))));
   std::string indention = w.is_string() ? w.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, w.as_int())), ' ');
   std::string s = v.Str() + "\n";
+  STRATA_RETURN_IF_ERROR(CheckResultSize(s.size() + static_cast<uint64_t>(std::count(s.begin(), s.end(), '\n') + 1) *
+                                                        indention.size()));
   std::vector<std::string> lines;
   size_t start = 0;
   for (size_t i = 0; i < s.size(); ++i) {

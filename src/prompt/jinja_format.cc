@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "jinja_internal.h"
 
@@ -454,6 +455,7 @@ Value GetAttribute(const Value& object, const std::string& name) {
     Value self = object;
     if (name == "append") return method([self](CallArgs& a) -> Result<Value> {
       if (a.positional.size() != 1) return Status::InvalidArgument("append takes exactly one argument");
+      if (Reaches(a.positional[0], &self.as_list())) return Status::InvalidArgument("a list cannot hold itself");
       self.mutable_list().push_back(a.positional[0]);
       return Value::None();
     });
@@ -472,6 +474,28 @@ Value GetAttribute(const Value& object, const std::string& name) {
     });
   }
   return Value::Undefined();
+}
+
+bool Reaches(const Value& value, const void* container) {
+  std::vector<const Value*> stack = {&value};
+  std::set<const void*> seen;  // Shared parts are looked at once.
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (v->is_list()) {
+      if (&v->as_list() == container) return true;
+      if (!seen.insert(&v->as_list()).second) continue;
+      for (const Value& item : v->as_list()) stack.push_back(&item);
+    } else if (v->is_dict()) {
+      if (&v->as_dict() == container) return true;
+      if (!seen.insert(&v->as_dict()).second) continue;
+      for (const auto& [key, item] : v->as_dict()) {
+        stack.push_back(&key);
+        stack.push_back(&item);
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace strata::prompt::internal

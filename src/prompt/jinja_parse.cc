@@ -424,6 +424,8 @@ class ExprParser {
   }
 
   Result<ExprPtr> ParseCond() {
+    DepthGuard guard(&nesting_);  // `a if c else b if d else ...` nests through the else branch.
+    STRATA_RETURN_IF_ERROR(CheckNesting());
     STRATA_ASSIGN_OR_RETURN(ExprPtr e, ParseOr());
     while (IsName("if")) {
       ++pos_;

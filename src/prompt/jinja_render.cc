@@ -234,7 +234,11 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
   if (op == "//") {
     if (!nums) return unsupported();
     if (b.as_double() == 0) return LineError(line, "integer division or modulo by zero");
-    if (ints) return Value(FloorDiv(a.as_int(), b.as_int()));
+    if (ints) {
+      // The one quotient int64 cannot hold (the CPU traps on it: SIGFPE).
+      if (a.as_int() == std::numeric_limits<int64_t>::min() && b.as_int() == -1) return LineError(line, "integer overflow");
+      return Value(FloorDiv(a.as_int(), b.as_int()));
+    }
     return Value(std::floor(a.as_double() / b.as_double()));
   }
   if (op == "%") {
@@ -245,7 +249,7 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
     }
     if (!nums) return unsupported();
     if (b.as_double() == 0) return LineError(line, "integer division or modulo by zero");
-    if (ints) return Value(FloorMod(a.as_int(), b.as_int()));
+    if (ints) return Value(b.as_int() == -1 ? int64_t{0} : FloorMod(a.as_int(), b.as_int()));  // INT64_MIN % -1 traps.
     double m = std::fmod(a.as_double(), b.as_double());
     if (m != 0 && ((m < 0) != (b.as_double() < 0))) m += b.as_double();
     return Value(m);
@@ -625,6 +629,7 @@ class Renderer {
         if (n.attribute_target) {
           Value ns = Lookup(n.targets[0]);
           if (!ns.is_namespace()) return LineError(n.line, "cannot assign attribute on non-namespace object");
+          if (Reaches(v, &ns.as_dict())) return LineError(n.line, "a namespace cannot hold itself");
           ns.Set(Value(n.targets[1]), std::move(v));
           return Status::Ok();
         }

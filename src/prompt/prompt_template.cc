@@ -44,20 +44,45 @@ Value Scalar(const YAML::Node& node) {
   return Value(s);
 }
 
-Value ToValue(const YAML::Node& node) {
+// A template file is a few kilobytes of YAML; aliases can make a short one a huge document ("billion
+// laughs": 3.9 GB before bad_alloc), so the nodes read, alias targets counted each time, are bounded.
+constexpr int64_t kMaxYamlNodes = 20000;
+constexpr int kMaxYamlDepth = 64;
+
+Status ToValue(const YAML::Node& node, int depth, int64_t* budget, Value* out) {
+  if (--*budget < 0) {
+    return Status::InvalidArgument("more than " + std::to_string(kMaxYamlNodes) +
+                                   " YAML nodes (aliases counted each time they are used)");
+  }
+  if (depth > kMaxYamlDepth) return Status::InvalidArgument("YAML nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
   switch (node.Type()) {
-    case YAML::NodeType::Scalar: return Scalar(node);
+    case YAML::NodeType::Scalar:
+      *out = Scalar(node);
+      return Status::Ok();
     case YAML::NodeType::Sequence: {
       List l;
-      for (const YAML::Node& e : node) l.push_back(ToValue(e));
-      return Value(std::move(l));
+      for (const YAML::Node& e : node) {
+        Value item;
+        STRATA_RETURN_IF_ERROR(ToValue(e, depth + 1, budget, &item));
+        l.push_back(std::move(item));
+      }
+      *out = Value(std::move(l));
+      return Status::Ok();
     }
     case YAML::NodeType::Map: {
       Value d{Dict{}};
-      for (const auto& kv : node) d.Set(ToValue(kv.first), ToValue(kv.second));
-      return d;
+      for (const auto& kv : node) {
+        Value key, value;
+        STRATA_RETURN_IF_ERROR(ToValue(kv.first, depth + 1, budget, &key));
+        STRATA_RETURN_IF_ERROR(ToValue(kv.second, depth + 1, budget, &value));
+        d.Set(std::move(key), std::move(value));
+      }
+      *out = std::move(d);
+      return Status::Ok();
     }
-    default: return Value::None();
+    default:
+      *out = Value::None();
+      return Status::Ok();
   }
 }
 
@@ -96,7 +121,9 @@ Result<PromptTemplate> PromptTemplate::FromYaml(std::string_view yaml, std::stri
     return Schema(where, "not valid YAML: " + std::string(e.what()));
   }
   if (!root.IsMap()) return Schema(where, "expected a mapping with metadata, variables and template");
-  Value doc = ToValue(root);
+  Value doc;
+  int64_t budget = kMaxYamlNodes;
+  if (Status read = ToValue(root, 0, &budget, &doc); !read.ok()) return Schema(where, std::string(read.message()));
   PromptTemplate t;
   const Value* meta = doc.FindKey("metadata");
   if (meta == nullptr || !meta->is_dict()) return Schema(where, "metadata: field required (a mapping)");

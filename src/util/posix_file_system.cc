@@ -226,7 +226,12 @@ class PosixFileSystemImpl final : public FileSystem {
 
   Result<bool> FileExists(const std::string& path) override {
     struct stat st;
-    if (::stat(path.c_str(), &st) == 0) return S_ISREG(st.st_mode);
+    if (::stat(path.c_str(), &st) == 0) {
+      if (S_ISREG(st.st_mode)) return true;
+      // A directory read as missing made `context show DIR` an empty context, and a FIFO blocked an append.
+      return Status::FailedPrecondition(path + " is not a regular file (" +
+                                        (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket") + ")");
+    }
     if (errno == ENOENT || errno == ENOTDIR) return false;
     return ErrnoStatus("stat", path, errno);
   }

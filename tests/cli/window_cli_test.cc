@@ -1,6 +1,7 @@
 // `strata window assemble` on the budget conformance cases, `strata context compact|trim`, and automatic
 // compaction in `strata chat`, run as a user would run them.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -184,6 +185,20 @@ TEST(ChatCli, CompactsAutomaticallyWhenTheWindowFillsAndKeepsTheFacts) {
   EXPECT_LE(log->token_count_with_pending(), 1000);
   // The whole conversation is still on disk in the rotations.
   EXPECT_TRUE(std::filesystem::exists(dir.File("ctx_1.jsonl")));
+}
+
+// A context file that is a directory read as an empty context (exit 0), and one that is a FIFO blocked an
+// append forever: both are refused, naming what the path is.
+TEST(ContextCli, APathThatIsNotARegularFileIsRefused) {
+  testing::TempDir dir;
+  std::filesystem::create_directory(dir.File("ctx.jsonl"));
+  CliRun shown = RunStrata({"context", "show", dir.File("ctx.jsonl")}, "");
+  EXPECT_NE(shown.exit_code, 0);
+  EXPECT_NE(shown.err.find("is not a regular file (a directory)"), std::string::npos) << shown.err;
+  ASSERT_EQ(::mkfifo(dir.File("fifo.jsonl").c_str(), 0600), 0);
+  CliRun appended = RunStrata({"context", "append", dir.File("fifo.jsonl")}, R"({"role": "user", "content": "hi"})");
+  EXPECT_NE(appended.exit_code, 0);
+  EXPECT_NE(appended.err.find("is not a regular file (a FIFO)"), std::string::npos) << appended.err;
 }
 
 }  // namespace

@@ -94,6 +94,40 @@ void RunStreamCases(const std::string& area, const std::string& default_provider
 }
 
 TEST(ProviderConformance, StreamOpenAI) { RunStreamCases("stream_openai", "kimi"); }
+
+// A reply holding an integer past 64 bits is valid JSON: it was refused whole as "not valid JSON" (simdjson
+// has no place for it). Usage counts that are not counts (1e300, -5, more cached than prompt tokens) are
+// ignored, not turned into INT64_MIN or a negative count that failed the turn later.
+TEST(ProviderResponses, BigIntegersAreReadAndUsageThatIsNotACountIsIgnored) {
+  auto decoded = DecodeResponseBody(
+      ProviderKind::kOpenAIChat, "{}",
+      R"({"id": "c1", "object": "chat.completion", "seed": 123456789012345678901234567890,
+          "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f",
+              "arguments": "{\"n\": 123456789012345678901234567890}"}}]}}],
+          "usage": {"prompt_tokens": 1e300, "completion_tokens": -5, "prompt_tokens_details": {"cached_tokens": 7}}})");
+  ASSERT_OK(decoded);
+  ASSERT_TRUE(decoded->message.tool_calls.has_value());
+  EXPECT_EQ(decoded->message.tool_calls->at(0).function.arguments.value_or(""), "{\"n\": 123456789012345678901234567890}");
+  ASSERT_TRUE(decoded->usage.has_value());
+  EXPECT_EQ(decoded->usage->input_other, 0);
+  EXPECT_EQ(decoded->usage->output, 0);
+  EXPECT_EQ(decoded->usage->input_cache_read, 0) << "cached tokens beyond the (ignored) prompt count";
+  auto anthropic = DecodeResponseBody(
+      ProviderKind::kAnthropic, "{}",
+      R"({"id": "m1", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+          "content": [{"type": "tool_use", "id": "u1", "name": "f", "input": {"n": 99999999999999999999999}}],
+          "usage": {"input_tokens": 12, "output_tokens": 3}})");
+  ASSERT_OK(anthropic);
+  ASSERT_TRUE(anthropic->message.tool_calls.has_value());
+  EXPECT_NE(anthropic->message.tool_calls->at(0).function.arguments.value_or("").find("\"n\""), std::string::npos);
+  EXPECT_EQ(anthropic->usage->input_other, 12);
+  // Not JSON at all is still refused, saying where.
+  auto broken = DecodeResponseBody(ProviderKind::kOpenAIChat, "{}", R"({"id": "c1", "choices": [)");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("not valid JSON"), std::string::npos) << broken.status().message();
+  EXPECT_NE(broken.status().message().find("byte"), std::string::npos) << broken.status().message();
+}
 TEST(ProviderConformance, StreamAnthropic) { RunStreamCases("stream_anthropic", "anthropic"); }
 
 }  // namespace

@@ -615,6 +615,16 @@ TEST(EngineProviderConfig, WronglyTypedConfigMembersAreNamed) {
   ASSERT_OK(provider);
   EXPECT_EQ((*provider)->model(), "gpt-x");  // Flags win.
   EXPECT_EQ(LoadConfigFile(dir.File("missing.json")).status().code(), StatusCode::kNotFound);
+  // A directory, or text that is not JSON, is refused naming what is wrong and where (a directory threw out
+  // as an internal error; bad JSON said only "expected a JSON object").
+  std::filesystem::create_directory(dir.File("config.d"));
+  auto is_dir = LoadConfigFile(dir.File("config.d"));
+  EXPECT_EQ(is_dir.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(is_dir.status().message().find("is not a regular file"), std::string::npos) << is_dir.status().message();
+  testing::WriteFileOrDie(dir.File("broken.json"), "{\"provider\": \"openai\",, }");
+  auto broken = LoadConfigFile(dir.File("broken.json"));
+  EXPECT_EQ(broken.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(broken.status().message().find("byte"), std::string::npos) << broken.status().message();
 }
 
 // A hosted service without a key can only refuse (HTTP 401): the request fails at once, as permanently,

@@ -158,7 +158,8 @@ TEST(RenderLimitsTest, DeepNestingIsAnErrorNotACrash) {
   for (const std::string& source :
        {"{{ " + repeat("(", 5000) + "1" + repeat(")", 5000) + " }}", sum,
         repeat("{% if true %}", 20000) + "x" + repeat("{% endif %}", 20000), "{{ " + repeat("not ", 20000) + "true }}",
-        "{{ 'x'" + repeat("|upper", 20000) + " }}", "{{ " + repeat("[", 20000) + repeat("]", 20000) + " }}"}) {
+        "{{ 'x'" + repeat("|upper", 20000) + " }}", "{{ " + repeat("[", 20000) + repeat("]", 20000) + " }}",
+        "{{ 1" + repeat(" if x else 2", 20000) + " }}"}) {  // The else branch nests too (it crashed the parser).
     SCOPED_TRACE(source.substr(0, 40));
     auto t = Template::Parse(source);
     Status status = t.ok() ? t->Render(Value(Dict{})).status() : t.status();
@@ -168,6 +169,65 @@ TEST(RenderLimitsTest, DeepNestingIsAnErrorNotACrash) {
   auto fine = Template::Parse("{{ " + repeat("(", 50) + "1" + repeat(")", 50) + " }}");
   ASSERT_OK(fine);
   EXPECT_EQ(*fine->Render(Value(Dict{})), "1");
+}
+
+}  // namespace
+}  // namespace strata::prompt
+
+namespace strata::prompt {
+namespace {
+
+// Inputs that killed the process: the one int64 division the CPU traps on, a list that holds itself,
+// filters that allocated before the limit was looked at, and numbers too large for an integer.
+TEST(RenderLimitsTest, ArithmeticAndSelfReferenceAreErrorsNotCrashes) {
+  struct Case {
+    const char* source;
+    StatusCode code;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"{{ (-9223372036854775807 - 1) // -1 }}", StatusCode::kInvalidArgument, "integer overflow"},
+                        Case{"{% set a = [] %}{{ a.append(a) }}", StatusCode::kInvalidArgument, "cannot hold itself"},
+                        Case{"{% set a = [] %}{% set b = [a] %}{{ a.append(b) }}", StatusCode::kInvalidArgument,
+                             "cannot hold itself"},
+                        Case{"{% set ns = namespace(x=1) %}{% set ns.x = ns %}", StatusCode::kInvalidArgument,
+                             "cannot hold itself"},
+                        Case{"{{ 'x' | center(1000000000) }}", StatusCode::kResourceExhausted, "exceeds the template limit"},
+                        Case{"{{ 'ab' | indent(1000000000) }}", StatusCode::kResourceExhausted, "exceeds the template limit"},
+                        Case{"{{ ('ab' * 1000) | replace('a', 'x' * 100000) }}", StatusCode::kResourceExhausted,
+                             "exceeds the template limit"},
+                        Case{"{{ '9999999999999999999999' | int }}", StatusCode::kInvalidArgument, "too large for an integer"},
+                        Case{"{{ 1e300 | int }}", StatusCode::kInvalidArgument, "too large for an integer"},
+                        Case{"{{ (-9223372036854775807 - 1) | abs }}", StatusCode::kInvalidArgument, "integer overflow"}}) {
+    SCOPED_TRACE(c.source);
+    auto t = Template::Parse(c.source);
+    ASSERT_OK(t);
+    auto out = t->Render(Value(Dict{}));
+    ASSERT_FALSE(out.ok()) << *out;
+    EXPECT_EQ(out.status().code(), c.code) << out.status().ToString();
+    EXPECT_NE(out.status().message().find(c.expect), std::string::npos) << out.status().message();
+  }
+  // The same operations within range still work as Python's.
+  auto fine = Template::Parse(
+      "{{ (-9223372036854775807 - 1) % -1 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 'x' | center(5) }}|{{ '42' | int }}|"
+      "{% set a = [1] %}{% set b = [a] %}{{ b.append(a) }}{{ b }}");
+  ASSERT_OK(fine);
+  EXPECT_EQ(*fine->Render(Value(Dict{})), "0|-4|2|  x  |42|None[[1], [1]]");
+}
+
+// A template file's YAML aliases are counted each time they are used: a "billion laughs" file reached 3.9 GB.
+TEST(PromptTemplateTest, YamlAliasesThatExpandWithoutBoundAreRefused) {
+  std::string yaml = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) yaml += std::string(k ? ", " : "") + "*a" + std::to_string(i - 1);
+    yaml += "]\n";
+  }
+  yaml += "metadata: {id: t, name: t, description: t, version: '1', language: en, category: c}\ntemplate: hi\n";
+  auto t = PromptTemplate::FromYaml(yaml, "laughs.yaml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("YAML nodes (aliases counted each time they are used)"), std::string::npos)
+      << t.status().message();
+  EXPECT_NE(t.status().message().find("laughs.yaml"), std::string::npos) << t.status().message();
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <set>
+#include <unordered_set>
 
 #include "jinja_internal.h"
 
@@ -455,7 +455,7 @@ Value GetAttribute(const Value& object, const std::string& name) {
     Value self = object;
     if (name == "append") return method([self](CallArgs& a) -> Result<Value> {
       if (a.positional.size() != 1) return Status::InvalidArgument("append takes exactly one argument");
-      if (Reaches(a.positional[0], &self.as_list())) return Status::InvalidArgument("a list cannot hold itself");
+      STRATA_RETURN_IF_ERROR(CheckNotHolding(a.positional[0], &self.as_list(), "list"));
       self.mutable_list().push_back(a.positional[0]);
       return Value::None();
     });
@@ -476,26 +476,37 @@ Value GetAttribute(const Value& object, const std::string& name) {
   return Value::Undefined();
 }
 
-bool Reaches(const Value& value, const void* container) {
+Status CheckNotHolding(const Value& value, const void* container, std::string_view what) {
+  constexpr size_t kMostContainers = 2000;
   std::vector<const Value*> stack = {&value};
-  std::set<const void*> seen;  // Shared parts are looked at once.
+  std::unordered_set<const void*> seen;  // Shared parts are looked at once.
+  auto visit = [&](const void* c) -> Status {
+    if (c == container) return Status::InvalidArgument("a " + std::string(what) + " cannot hold itself");
+    if (seen.size() >= kMostContainers) {
+      return Status::ResourceExhausted("a value holding more than " + std::to_string(kMostContainers) +
+                                       " lists and dicts cannot be stored in a " + std::string(what));
+    }
+    return Status::Ok();
+  };
   while (!stack.empty()) {
     const Value* v = stack.back();
     stack.pop_back();
     if (v->is_list()) {
-      if (&v->as_list() == container) return true;
+      STRATA_RETURN_IF_ERROR(visit(&v->as_list()));
       if (!seen.insert(&v->as_list()).second) continue;
-      for (const Value& item : v->as_list()) stack.push_back(&item);
+      for (const Value& item : v->as_list()) {
+        if (item.is_list() || item.is_dict()) stack.push_back(&item);
+      }
     } else if (v->is_dict()) {
-      if (&v->as_dict() == container) return true;
+      STRATA_RETURN_IF_ERROR(visit(&v->as_dict()));
       if (!seen.insert(&v->as_dict()).second) continue;
       for (const auto& [key, item] : v->as_dict()) {
-        stack.push_back(&key);
-        stack.push_back(&item);
+        if (key.is_list() || key.is_dict()) stack.push_back(&key);
+        if (item.is_list() || item.is_dict()) stack.push_back(&item);
       }
     }
   }
-  return false;
+  return Status::Ok();
 }
 
 }  // namespace strata::prompt::internal

@@ -629,7 +629,7 @@ class Renderer {
         if (n.attribute_target) {
           Value ns = Lookup(n.targets[0]);
           if (!ns.is_namespace()) return LineError(n.line, "cannot assign attribute on non-namespace object");
-          if (Reaches(v, &ns.as_dict())) return LineError(n.line, "a namespace cannot hold itself");
+          if (Status held = CheckNotHolding(v, &ns.as_dict(), "namespace"); !held.ok()) return LineError(n.line, held);
           ns.Set(Value(n.targets[1]), std::move(v));
           return Status::Ok();
         }

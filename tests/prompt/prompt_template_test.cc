@@ -206,6 +206,16 @@ TEST(RenderLimitsTest, ArithmeticAndSelfReferenceAreErrorsNotCrashes) {
     EXPECT_EQ(out.status().code(), c.code) << out.status().ToString();
     EXPECT_NE(out.status().message().find(c.expect), std::string::npos) << out.status().message();
   }
+  // Nesting built a level at a time stops at a limit (the check that refuses a cycle looks at what is
+  // stored; it must not make the loop quadratic either).
+  auto deep = Template::Parse(
+      "{% set ns = namespace(a=[]) %}{% for i in range(200000) %}{% set ns.a = [ns.a] %}{% endfor %}{{ ns.a }}");
+  ASSERT_OK(deep);
+  auto deep_out = deep->Render(Value(Dict{}));
+  ASSERT_FALSE(deep_out.ok());
+  EXPECT_EQ(deep_out.status().code(), StatusCode::kResourceExhausted) << deep_out.status().ToString();
+  EXPECT_NE(deep_out.status().message().find("more than 2000 lists and dicts"), std::string::npos)
+      << deep_out.status().message();
   // The same operations within range still work as Python's.
   auto fine = Template::Parse(
       "{{ (-9223372036854775807 - 1) % -1 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 'x' | center(5) }}|{{ '42' | int }}|"

@@ -29,7 +29,11 @@ Result<bool> LineReader::Next(LogLine* line) {
     const char* nl = static_cast<const char*>(std::memchr(buf_.get() + scan_from, '\n', end_ - scan_from));
     if (nl != nullptr) {
       size_t len = static_cast<size_t>(nl - (buf_.get() + begin_));
-      *line = LogLine{std::string_view(buf_.get() + begin_, len), base_ + begin_, ++line_no_, true, false, len};
+      // A line whose end came in the same read that passed the limit is as long as one that did not
+      // (a 270 MiB line was read whole under a 256 MiB limit).
+      const bool too_long = len > max_line_;
+      *line = LogLine{too_long ? std::string_view() : std::string_view(buf_.get() + begin_, len), base_ + begin_,
+                      ++line_no_, true, too_long, len};
       begin_ += len + 1;
       return true;
     }
@@ -37,7 +41,9 @@ Result<bool> LineReader::Next(LogLine* line) {
       if (begin_ == end_) return false;
       std::memset(buf_.get() + end_, 0, kLinePadding);
       size_t len = end_ - begin_;
-      *line = LogLine{std::string_view(buf_.get() + begin_, len), base_ + begin_, ++line_no_, false, false, len};
+      const bool too_long = len > max_line_;
+      *line = LogLine{too_long ? std::string_view() : std::string_view(buf_.get() + begin_, len), base_ + begin_,
+                      ++line_no_, false, too_long, len};
       begin_ = end_;
       return true;
     }

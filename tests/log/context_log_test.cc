@@ -432,6 +432,17 @@ TEST(LineReaderTest, OverlongLinesAreSkippedNotBuffered) {
   EXPECT_EQ(seen[1], std::make_tuple(std::string(), 6u, 5000u, true, true));
   EXPECT_EQ(seen[2], std::make_tuple(std::string("end"), 5007u, 3u, true, false));
   EXPECT_EQ(seen[3], std::make_tuple(std::string(), 5011u, 5000u, false, true));
+  // A line past the limit whose end arrives in the same read is too long as well (the buffer had grown
+  // past the limit for the line before: a 270 MiB line passed a 256 MiB limit).
+  fs.SetFileDurably("g", std::string(150, 'y') + "\n" + std::string(130, 'z') + "\nok\n" + std::string(120, 'w'));
+  LineReader wide(*fs.NewSequentialFile("g"), 4096, 100);
+  seen.clear();
+  while (*wide.Next(&line)) seen.emplace_back(std::string(line.text), line.offset, line.length, line.terminated, line.too_long);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0], std::make_tuple(std::string(), 0u, 150u, true, true));
+  EXPECT_EQ(seen[1], std::make_tuple(std::string(), 151u, 130u, true, true));
+  EXPECT_EQ(seen[2], std::make_tuple(std::string("ok"), 282u, 2u, true, false));
+  EXPECT_EQ(seen[3], std::make_tuple(std::string(), 285u, 120u, false, true));
 }
 
 TEST_F(ContextLogTest, ImplausibleCountsAreDamageNotOverflow) {

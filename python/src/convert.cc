@@ -297,16 +297,21 @@ int64_t IntArg(py::handle value, const char* name) {
   const std::string wrong = "\"" + std::string(name) + "\" must be an integer";
   PyObject* o = value.ptr();
   if (PyBool_Check(o)) Raise(Status::InvalidArgument(wrong + ", not a bool"));
-  if (PyLong_Check(o)) {
+  if (PyLong_Check(o) || (!PyFloat_Check(o) && PyIndex_Check(o))) {  // An int, or an int-like (numpy.int64).
+    py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
+    if (!as_int) {
+      PyErr_Clear();
+      Raise(Status::InvalidArgument(wrong));
+    }
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    long long v = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
     if (overflow != 0) Raise(Status::InvalidArgument(wrong + " of at most 64 bits"));
     return static_cast<int64_t>(v);
   }
   if (PyFloat_Check(o)) {
     double d = PyFloat_AsDouble(o);
-    // Integral and inside int64 (2^63 itself is not).
-    if (d == std::floor(d) && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18) return static_cast<int64_t>(d);
+    // Integral, and where a double still holds every integer (as the server reads a JSON number).
+    if (d == std::floor(d) && std::fabs(d) <= 9007199254740992.0) return static_cast<int64_t>(d);
   }
   Raise(Status::InvalidArgument(wrong + ", not " + std::string(py::str(py::type::of(value).attr("__name__")))));
 }

@@ -81,7 +81,7 @@ session::CheckpointRef CheckpointArg(py::handle checkpoint, std::optional<std::s
   return ref;
 }
 
-memory::Level LevelArg(int level) {
+memory::Level LevelArg(int64_t level) {
   if (level < 0 || level > 2) Raise(Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)"));
   return static_cast<memory::Level>(level);
 }
@@ -393,7 +393,9 @@ class PyEngine {
                           bool remove_missing, const Int& max_file_mb_arg, bool summarize) {
     const int64_t chunk_tokens = chunk_tokens_arg.Get("chunk_tokens");
     const int64_t max_file_mb = max_file_mb_arg.Get("max_file_mb");
-    if (max_file_mb < 1) Raise(Status::InvalidArgument("max_file_mb must be at least 1"));
+    if (max_file_mb < 1 || max_file_mb > (int64_t{1} << 40)) {
+      Raise(Status::InvalidArgument("max_file_mb must be from 1 to 2^40"));  // MiB shifted to bytes must fit.
+    }
     return Record("AddReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(ingest::AddReport report,
                               e.AddResources(paths, uri,

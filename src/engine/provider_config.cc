@@ -21,10 +21,9 @@ Result<ConfigFile> LoadConfigFile(const std::string& explicit_path) {
   ConfigFile config;
   std::error_code ec;
   if (path.empty() || (!named && !std::filesystem::exists(path, ec))) return config;
-  // A directory opens as a stream whose first read throws (it escaped as an "internal" error).
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    return Status::InvalidArgument("config file " + path + " is not a regular file");
-  }
+  // A directory opens as a stream whose first read throws (it escaped as an "internal" error); a pipe
+  // (`--config <(...)`) is read as a file is.
+  if (std::filesystem::is_directory(path, ec)) return Status::InvalidArgument("config file " + path + " is a directory");
   std::ifstream in(path);
   if (!in) return Status::NotFound("config file " + path + " cannot be read");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

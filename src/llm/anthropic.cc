@@ -103,7 +103,8 @@ bool IsToolResultTurn(const Json& message) {
 
 TokenUsage ReadUsage(simdjson::dom::element usage, TokenUsage current) {
   auto update = [&](std::string_view key, int64_t* field) {
-    if (Has(usage, key)) *field = GetCount(usage, key);
+    // Only a count replaces what an earlier event said (a -5 in message_delta erased message_start's).
+    if (Has(usage, key) && IsCount(usage, key)) *field = GetCount(usage, key);
   };
   update("input_tokens", &current.input_other);
   update("output_tokens", &current.output);

@@ -1,6 +1,7 @@
 #include "strata/llm/wire.h"
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "wire_internal.h"
@@ -232,19 +233,24 @@ int64_t GetInt(simdjson::dom::element e, std::string_view key, int64_t fallback)
   return fallback;
 }
 
-int64_t GetCount(simdjson::dom::element e, std::string_view key) {
-  if (!e.is_object()) return 0;
+namespace {
+std::optional<int64_t> CountAt(simdjson::dom::element e, std::string_view key) {
+  if (!e.is_object()) return std::nullopt;
   simdjson::dom::element v;
-  if (e[key].get(v) != simdjson::SUCCESS) return 0;
+  if (e[key].get(v) != simdjson::SUCCESS) return std::nullopt;
   constexpr int64_t kMost = int64_t{1} << 53;
   int64_t i;
-  if (v.get(i) == simdjson::SUCCESS) return i >= 0 && i <= kMost ? i : 0;
+  if (v.get(i) == simdjson::SUCCESS) return i >= 0 && i <= kMost ? std::optional(i) : std::nullopt;
   double d;
   if (v.get(d) == simdjson::SUCCESS && d >= 0 && d <= static_cast<double>(kMost) && d == std::floor(d)) {
     return static_cast<int64_t>(d);
   }
-  return 0;
+  return std::nullopt;
 }
+}  // namespace
+
+int64_t GetCount(simdjson::dom::element e, std::string_view key) { return CountAt(e, key).value_or(0); }
+bool IsCount(simdjson::dom::element e, std::string_view key) { return CountAt(e, key).has_value(); }
 
 bool Has(simdjson::dom::element e, std::string_view key) {
   simdjson::dom::element v;
@@ -259,14 +265,14 @@ Result<simdjson::dom::element> ParsePayload(simdjson::dom::parser& parser, std::
                                             std::string_view format) {
   simdjson::dom::element root;
   simdjson::error_code error = parser.parse(data.data(), data.size(), true).get(root);
-  if (error == simdjson::NUMBER_ERROR) {  // This simdjson reports an integer past 64 bits so.
-    // Valid JSON with an integer past 64 bits (in tool arguments, or a field nobody reads): simdjson has no
-    // place for it, so the reply is read again with such numbers as doubles, as nlohmann reads them. It
-    // was refused whole as "not valid JSON".
-    nlohmann::json j = json::ParseOrDiscard<nlohmann::json>(data);
+  if (error != simdjson::SUCCESS) {
+    // Valid JSON that simdjson refuses: an integer past 64 bits (in tool arguments, or a field nobody reads;
+    // NUMBER_ERROR in this simdjson, BIGINT_ERROR in later ones). It is read again with such numbers as
+    // doubles (lossy, but the reply is kept; it was refused whole as "not valid JSON"), keys in their order.
+    nlohmann::ordered_json j = json::ParseOrDiscard<nlohmann::ordered_json>(data);
     if (!j.is_discarded()) {
-      const std::string again = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      error = parser.parse(again.data(), again.size(), true).get(root);
+      const std::string again = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      error = parser.parse(again.data(), again.size(), true).get(root);  // The parser keeps its own copy.
     }
   }
   if (error != simdjson::SUCCESS) {

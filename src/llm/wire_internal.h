@@ -73,6 +73,8 @@ int64_t GetInt(simdjson::dom::element e, std::string_view key, int64_t fallback 
 // ignored rather than turned into INT64_MIN, which later failed a turn as "token count must be
 // non-negative").
 int64_t GetCount(simdjson::dom::element e, std::string_view key);
+// Whether `key` holds such a count.
+bool IsCount(simdjson::dom::element e, std::string_view key);
 // prompt - cached, never below 0 (a report whose cached tokens pass its prompt tokens).
 inline int64_t Uncached(int64_t prompt, int64_t cached) { return prompt > cached ? prompt - cached : 0; }
 bool Has(simdjson::dom::element e, std::string_view key);  // Present and not null.

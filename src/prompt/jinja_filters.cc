@@ -329,7 +329,11 @@ Result<Value> FSum(const Value& v, CallArgs& a) {
     Value x = attribute ? Resolve(item, attribute->Str()) : item;
     if (!x.is_number() || !total.is_number()) return Status::InvalidArgument("unsupported operand type(s) for +: '" + total.TypeName() + "' and '" + x.TypeName() + "'");
     if (total.is_float() || x.is_float()) total = Value(total.as_double() + x.as_double());
-    else total = Value(total.as_int() + x.as_int());
+    else {
+      int64_t sum;
+      if (__builtin_add_overflow(total.as_int(), x.as_int(), &sum)) return Status::InvalidArgument("integer overflow");
+      total = Value(sum);
+    }
   }
   return total;
 }
@@ -346,11 +350,19 @@ Result<Value> FReplace(const Value& v, CallArgs& a) {
   std::optional<Value> count = a.Take(2, "count");
   std::string s = v.Str(), out;
   int64_t limit = count && count->is_int() ? count->as_int() : -1;
-  {
-    // The most it can grow to: every place replaced (between code points, when `old` is empty).
-    uint64_t places = from.empty() ? s.size() + 1 : s.size() / from.size();
+  if (to.size() > from.size()) {
+    // What it grows to, counted before it is built (every gap between code points when `old` is empty).
+    uint64_t places = 0;
+    if (from.empty()) {
+      places = CodePoints(s).size() + 1;
+    } else {
+      for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + from.size())) {
+        if (limit >= 0 && places >= static_cast<uint64_t>(limit)) break;
+        ++places;
+      }
+    }
     if (limit >= 0) places = std::min<uint64_t>(places, static_cast<uint64_t>(limit));
-    if (to.size() > from.size()) STRATA_RETURN_IF_ERROR(CheckResultSize(s.size() + places * (to.size() - from.size())));
+    STRATA_RETURN_IF_ERROR(CheckResultSize(s.size() + places * (to.size() - from.size())));
   }
   if (from.empty()) {
     std::vector<std::string> cps = CodePoints(s);
@@ -591,7 +603,7 @@ Result<bool> TEven(const Value& v, CallArgs&) {
 Result<bool> TDivisibleBy(const Value& v, CallArgs& a) {
   std::optional<Value> n = a.Take(0, "num");
   if (!n || !n->is_number() || n->as_double() == 0) return Status::InvalidArgument("divisibleby needs a non-zero number");
-  if ((v.is_int() || v.is_bool()) && n->is_int()) return v.as_int() % n->as_int() == 0;
+  if ((v.is_int() || v.is_bool()) && n->is_int()) return n->as_int() == -1 || v.as_int() % n->as_int() == 0;  // INT64_MIN % -1 traps.
   return std::fmod(v.as_double(), n->as_double()) == 0;
 }
 Result<bool> TEq(const Value& v, CallArgs& a) { return v == a.Take(0, "other").value_or(Value::Undefined()); }

@@ -5,7 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "jinja_internal.h"
 
@@ -477,34 +477,54 @@ Value GetAttribute(const Value& object, const std::string& name) {
 }
 
 Status CheckNotHolding(const Value& value, const void* container, std::string_view what) {
-  constexpr size_t kMostContainers = 2000;
-  std::vector<const Value*> stack = {&value};
-  std::unordered_set<const void*> seen;  // Shared parts are looked at once.
-  auto visit = [&](const void* c) -> Status {
-    if (c == container) return Status::InvalidArgument("a " + std::string(what) + " cannot hold itself");
-    if (seen.size() >= kMostContainers) {
-      return Status::ResourceExhausted("a value holding more than " + std::to_string(kMostContainers) +
-                                       " lists and dicts cannot be stored in a " + std::string(what));
-    }
-    return Status::Ok();
+  constexpr size_t kMostDepth = 500;
+  auto identity = [](const Value& v) -> const void* {
+    if (v.is_list()) return &v.as_list();
+    if (v.is_dict()) return &v.as_dict();
+    return nullptr;
   };
-  while (!stack.empty()) {
-    const Value* v = stack.back();
-    stack.pop_back();
-    if (v->is_list()) {
-      STRATA_RETURN_IF_ERROR(visit(&v->as_list()));
-      if (!seen.insert(&v->as_list()).second) continue;
-      for (const Value& item : v->as_list()) {
-        if (item.is_list() || item.is_dict()) stack.push_back(&item);
+  auto too_deep = [&] {
+    return Status::ResourceExhausted("a value nested more than " + std::to_string(kMostDepth) +
+                                     " lists and dicts deep cannot be stored in a " + std::string(what));
+  };
+  const Status itself = Status::InvalidArgument("a " + std::string(what) + " cannot hold itself");
+  if (identity(value) == nullptr) return Status::Ok();
+  if (identity(value) == container) return itself;
+  // Depth first over the containers only, each one's height remembered (shared parts are walked once; a
+  // value never holds a cycle, as none can be stored). The path's length is the depth.
+  struct Frame {
+    const Value* v;
+    size_t next = 0;
+    size_t height = 0;  // The tallest child finished so far.
+  };
+  std::unordered_map<const void*, size_t> heights;
+  std::vector<Frame> path = {{&value}};
+  while (!path.empty()) {
+    if (path.size() > kMostDepth) return too_deep();
+    Frame& f = path.back();
+    const size_t n = f.v->is_list() ? f.v->as_list().size() : 2 * f.v->as_dict().size();
+    const Value* descend = nullptr;
+    while (f.next < n && descend == nullptr) {
+      const size_t i = f.next++;
+      const Value& child = f.v->is_list() ? f.v->as_list()[i] : (i % 2 == 0 ? f.v->as_dict()[i / 2].first : f.v->as_dict()[i / 2].second);
+      const void* id = identity(child);
+      if (id == nullptr) continue;
+      if (id == container) return itself;
+      if (auto known = heights.find(id); known != heights.end()) {
+        if (path.size() + known->second > kMostDepth) return too_deep();
+        f.height = std::max(f.height, known->second);
+        continue;
       }
-    } else if (v->is_dict()) {
-      STRATA_RETURN_IF_ERROR(visit(&v->as_dict()));
-      if (!seen.insert(&v->as_dict()).second) continue;
-      for (const auto& [key, item] : v->as_dict()) {
-        if (key.is_list() || key.is_dict()) stack.push_back(&key);
-        if (item.is_list() || item.is_dict()) stack.push_back(&item);
-      }
+      descend = &child;
     }
+    if (descend != nullptr) {
+      path.push_back({descend});  // `f` is not used after this.
+      continue;
+    }
+    const size_t height = f.height + 1;
+    heights[identity(*f.v)] = height;
+    path.pop_back();
+    if (!path.empty()) path.back().height = std::max(path.back().height, height);
   }
   return Status::Ok();
 }

@@ -28,8 +28,8 @@ Result<std::string> PercentFormat(const std::string& format, const Value& args);
 Result<std::string> StrFormat(const std::string& format, CallArgs& args);
 // kInvalidArgument ("a <what> cannot hold itself") when `value` is, or holds at any depth, the list or dict
 // `container` (a list appended to itself, or a namespace set as its own attribute, made a value that
-// printing, comparing or tojson followed forever); kResourceExhausted when `value` holds more than 2,000
-// lists and dicts (nesting that deep would overflow the stack of whatever reads it).
+// printing, comparing or tojson followed forever); kResourceExhausted when `value` nests lists and dicts more
+// than 500 deep (nesting built a level per loop step overflowed the stack of whatever read it).
 Status CheckNotHolding(const Value& value, const void* container, std::string_view what);
 // Attribute lookup that includes Python's methods on str, list and dict ("upper", "items", "get", ...).
 // Returns an undefined Value when there is no such attribute.

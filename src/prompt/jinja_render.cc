@@ -148,7 +148,10 @@ Result<Value> Slice(const Value& obj, const Value& start, const Value& stop, con
   int64_t from = clamp(b, s > 0 ? 0 : n - 1);
   int64_t to = clamp(e, s > 0 ? n : -1);
   List out;
-  for (int64_t i = from; s > 0 ? i < to : i > to; i += s) out.push_back(items[static_cast<size_t>(i)]);
+  for (int64_t i = from; s > 0 ? i < to : i > to;) {
+    out.push_back(items[static_cast<size_t>(i)]);
+    if (__builtin_add_overflow(i, s, &i)) break;  // [1::INT64_MAX] wrapped to a negative index.
+  }
   if (!is_string) return Value(std::move(out));
   std::string text;
   for (const Value& c : out) text += c.as_string();
@@ -257,9 +260,14 @@ Result<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, 
   if (op == "**") {
     if (!nums) return unsupported();
     if (ints && b.as_int() >= 0) {
+      // By squaring: 1 ** INT64_MAX looped 9e18 times without ever overflowing.
       int64_t result = 1, base = a.as_int();
-      for (int64_t e = b.as_int(); e > 0; --e) {
-        if (__builtin_mul_overflow(result, base, &result)) return LineError(line, "integer overflow");
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {
+        if ((e & 1) != 0 && __builtin_mul_overflow(result, base, &result)) return LineError(line, "integer overflow");
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
+          // Squared only while a higher bit remains, so the result would overflow as well.
+          return LineError(line, "integer overflow");
+        }
       }
       return Value(result);
     }

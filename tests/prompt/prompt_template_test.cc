@@ -197,7 +197,9 @@ TEST(RenderLimitsTest, ArithmeticAndSelfReferenceAreErrorsNotCrashes) {
                              "exceeds the template limit"},
                         Case{"{{ '9999999999999999999999' | int }}", StatusCode::kInvalidArgument, "too large for an integer"},
                         Case{"{{ 1e300 | int }}", StatusCode::kInvalidArgument, "too large for an integer"},
-                        Case{"{{ (-9223372036854775807 - 1) | abs }}", StatusCode::kInvalidArgument, "integer overflow"}}) {
+                        Case{"{{ (-9223372036854775807 - 1) | abs }}", StatusCode::kInvalidArgument, "integer overflow"},
+                        Case{"{{ [9223372036854775807, 1] | sum }}", StatusCode::kInvalidArgument, "integer overflow"},
+                        Case{"{{ 3 ** 9223372036854775807 }}", StatusCode::kInvalidArgument, "integer overflow"}}) {
     SCOPED_TRACE(c.source);
     auto t = Template::Parse(c.source);
     ASSERT_OK(t);
@@ -214,14 +216,27 @@ TEST(RenderLimitsTest, ArithmeticAndSelfReferenceAreErrorsNotCrashes) {
   auto deep_out = deep->Render(Value(Dict{}));
   ASSERT_FALSE(deep_out.ok());
   EXPECT_EQ(deep_out.status().code(), StatusCode::kResourceExhausted) << deep_out.status().ToString();
-  EXPECT_NE(deep_out.status().message().find("more than 2000 lists and dicts"), std::string::npos)
+  EXPECT_NE(deep_out.status().message().find("nested more than 500 lists and dicts deep"), std::string::npos)
       << deep_out.status().message();
+  // Wide values are stored as Jinja2 stores them: 2,001 dicts in a list kept in a namespace, a list of them
+  // appended, and a text that grows by a little where it matches.
+  auto wide = Template::Parse(
+      "{% set ns = namespace(rows=[]) %}{% for i in range(2001) %}{% set ns.rows = ns.rows + [{'i': i}] %}"
+      "{% endfor %}{% set out = [] %}{{ out.append(ns.rows) }}{{ out[0] | length }}|"
+      "{{ ((('ab\n' * 2000000)) | replace('\n', '<br>\n')) | length }}");
+  ASSERT_OK(wide);
+  auto wide_out = wide->Render(Value(Dict{}), {.max_steps = 10'000'000});
+  ASSERT_OK(wide_out);
+  EXPECT_EQ(*wide_out, "None2001|14000000");
   // The same operations within range still work as Python's.
   auto fine = Template::Parse(
       "{{ (-9223372036854775807 - 1) % -1 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 'x' | center(5) }}|{{ '42' | int }}|"
-      "{% set a = [1] %}{% set b = [a] %}{{ b.append(a) }}{{ b }}");
+      "{% set a = [1] %}{% set b = [a] %}{{ b.append(a) }}{{ b }}|{{ (-9223372036854775807 - 1) is divisibleby(-1) }}|"
+      "{{ [1, 2, 3][1::9223372036854775807] }}|{{ 1 ** 9223372036854775807 }}|{{ (-1) ** 9223372036854775807 }}|"
+      "{{ (-2) ** 63 }}|{{ 2 ** 62 }}");
   ASSERT_OK(fine);
-  EXPECT_EQ(*fine->Render(Value(Dict{})), "0|-4|2|  x  |42|None[[1], [1]]");
+  EXPECT_EQ(*fine->Render(Value(Dict{})),
+            "0|-4|2|  x  |42|None[[1], [1]]|True|[2]|1|-1|-9223372036854775808|4611686018427387904");
 }
 
 // A template file's YAML aliases are counted each time they are used: a "billion laughs" file reached 3.9 GB.

@@ -93,7 +93,8 @@ class FileSystem {
   virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                                 WritableFileOptions options) = 0;
-  // Returns whether `path` names an existing file.
+  // Returns whether `path` names an existing regular file; kFailedPrecondition when it names something else
+  // (a directory, FIFO, socket or device), which no caller may read as a file or as missing.
   virtual Result<bool> FileExists(const std::string& path) = 0;
   virtual Result<uint64_t> GetFileSize(const std::string& path) = 0;
   // Returns an identifier of the file `path` names now (its inode): equal ids mean the same file, so a

@@ -1,11 +1,11 @@
 // Engine::ImportConversations: chat exports (session/chat_export.h) become sessions of a user.
 #include <algorithm>
-#include <chrono>
 
 #include "engine_impl.h"
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/memory/hash.h"
+#include "strata/util/clock.h"
 
 namespace strata {
 
@@ -27,9 +27,7 @@ std::string ImportedSessionId(std::string_view user, std::string_view agent, con
 
 constexpr int kImportIdAttempts = 8;
 
-int64_t NowMsForImport() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+int64_t NowMsForImport() { return SystemClock()->WallMicros() / 1000; }
 
 // A conversation imported before, in an export again, with its session held (no turn, append or other
 // import between the comparison and the append): unchanged when the session holds exactly its messages

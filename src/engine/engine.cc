@@ -24,6 +24,7 @@
 #include "strata/memory/sqlite_store.h"
 #include "strata/session/owner_locks.h"
 #include "strata/tokenizer/registry.h"
+#include "strata/util/clock.h"
 
 namespace strata {
 namespace {
@@ -510,10 +511,7 @@ Result<int> Engine::Retry(std::string_view id) {
 
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowMs() { return SystemClock()->WallMicros() / 1000; }
 
 // "remember#<ms>-<random>#0": the audit source of one remember call kept without a model (as the
 // pipeline's own remember names its calls).

@@ -10,13 +10,13 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
 #include "pg.h"
 #include "strata/memory/uri.h"
 #include "strata/util/random.h"
+#include "strata/util/clock.h"
 
 namespace strata {
 
@@ -50,10 +50,7 @@ std::string Sha256Hex(std::string_view text) {
 
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowMs() { return SystemClock()->WallMicros() / 1000; }
 
 constexpr char kSchema[] = R"(
 CREATE TABLE IF NOT EXISTS api_keys (

@@ -237,7 +237,17 @@ Status Conn::Ensure() {
     return Status::Unavailable("postgres: the connection to " + RedactUrl(url_) + " was lost inside a transaction");
   }
   if (conn_ == nullptr) {
-    conn_ = PQconnectdb(url_.c_str());
+    // A server that accepts the connection but never answers (a host that drops packets, a stopped
+    // process behind a live port) would hold a connect forever: libpq waits without a limit unless told.
+    // kDefaultConnectTimeout applies unless the URL or PGCONNECT_TIMEOUT says otherwise (later keywords
+    // override earlier ones, and an explicit keyword overrides the environment).
+    const char* from_env = std::getenv("PGCONNECT_TIMEOUT");
+    const bool default_timeout = from_env == nullptr || *from_env == '\0';
+    const std::string timeout = std::to_string(kDefaultConnectTimeout.count());
+    const char* keywords[] = {"connect_timeout", "dbname", nullptr};
+    const char* values[] = {timeout.c_str(), url_.c_str(), nullptr};
+    conn_ = PQconnectdbParams(default_timeout ? keywords : keywords + 1, default_timeout ? values : values + 1,
+                              /*expand_dbname=*/1);
   } else {
     PQreset(conn_);
   }

@@ -12,6 +12,7 @@
 // Thread safety: a Conn is one libpq connection, used by one thread at a time (callers hold a mutex).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -103,8 +104,12 @@ class Rows {
 
 class Conn {
  public:
+  // How long a connect waits for the server when neither the URL (connect_timeout=N) nor PGCONNECT_TIMEOUT
+  // says.
+  static constexpr std::chrono::seconds kDefaultConnectTimeout{10};
+
   // Connects to `url` (a postgres:// URL or a libpq connection string). kUnavailable when the server cannot
-  // be reached, kInvalidArgument for a malformed URL.
+  // be reached or does not answer within the connect timeout, kInvalidArgument for a malformed URL.
   static Result<std::unique_ptr<Conn>> Connect(const std::string& url);
   ~Conn();
   Conn(const Conn&) = delete;  // Owns the connection.

@@ -1,8 +1,11 @@
 // The context store: URIs, presets, file-system operations, index consistency,
 // persistence, export/import.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1927,6 +1930,35 @@ TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {
   ASSERT_OK(hits);
   ASSERT_FALSE(hits->empty());
   EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/before");
+}
+
+// A server that takes the connection and never answers: the connect gives up after
+// pg::Conn::kDefaultConnectTimeout (libpq alone would wait forever), and the URL's own connect_timeout wins.
+TEST(PgStore, AServerThatNeverAnswersIsAnErrorAfterTheConnectTimeout) {
+  ASSERT_EQ(std::getenv("PGCONNECT_TIMEOUT"), nullptr) << "the default is only used without PGCONNECT_TIMEOUT";
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);  // The kernel completes the handshake; nobody reads or answers.
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string base = "postgresql://strata@127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/silent";
+  for (const auto& [url, seconds] : {std::pair{base, pg::Conn::kDefaultConnectTimeout.count()},
+                                     std::pair{base + "?connect_timeout=2", int64_t{2}}}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto conn = pg::Conn::Connect(url);
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
+    ASSERT_FALSE(conn.ok()) << url;
+    EXPECT_EQ(conn.status().code(), StatusCode::kUnavailable) << conn.status().ToString();
+    EXPECT_NE(conn.status().message().find("timeout"), std::string::npos) << conn.status().ToString();
+    // Bounds, not a timing claim: it gave up, and not before the limit it was given.
+    EXPECT_GE(waited.count(), seconds - 1) << url;
+    EXPECT_LE(waited.count(), seconds + 20) << url;
+  }
+  close(listener);
 }
 
 // A bulk load into a new store refreshes the planner's statistics at once (without them finds were planned for

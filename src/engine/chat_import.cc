@@ -126,11 +126,8 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
           }
           continue;
         }
-        if (!existing->source.empty()) {
-          report.skipped.push_back({where, "session " + id + " exists and is not this conversation's import"});
-          continue;
-        }
-        // Created, but its origin never recorded (the last step): an import cut short, done again — unless
+        // The search above took only this conversation's import or one without an origin: created, but its
+        // origin never recorded (the last step): an import cut short, done again — unless
         // it changed in the last two minutes, when another import of it may still be running.
         if (existing->updated_ms > NowMsForImport() - 120'000) {
           report.skipped.push_back({where, "session " + id + " is being imported by another call; try again later"});

@@ -162,6 +162,8 @@ class AnthropicDecoder final : public StreamDecoder {
       }
     } else if (type == "message_delta") {
       if (Get(e, "usage", &usage) && usage.is_object()) usage_ = ReadUsage(usage, usage_.value_or(TokenUsage{}));
+      simdjson::dom::element stop;
+      if (Get(e, "delta", &stop) && Has(stop, "stop_reason")) stop_reason_ = std::string(GetString(stop, "stop_reason"));
     } else if (type == "message_stop") {
       complete_ = true;
     } else if (type == "error") {
@@ -174,6 +176,7 @@ class AnthropicDecoder final : public StreamDecoder {
     STRATA_ASSIGN_OR_RETURN(simdjson::dom::element message, ParsePayload(parser_, body, "anthropic"));
     if (GetString(message, "type") == "error") return ErrorFrom(message);
     id_ = std::string(GetString(message, "id"));
+    stop_reason_ = std::string(GetString(message, "stop_reason"));
     simdjson::dom::element usage, content;
     if (Get(message, "usage", &usage) && usage.is_object()) usage_ = ReadUsage(usage, TokenUsage{});
     if (!Get(message, "content", &content) || !content.is_array()) {
@@ -218,7 +221,9 @@ class AnthropicDecoder final : public StreamDecoder {
     simdjson::dom::element error;
     std::string_view type;
     if (Get(e, "error", &error)) type = GetString(error, "type");
-    return HttpStatusError(StatusForErrorType(type), ToJsonText(e));
+    return EmbeddedError("anthropic",
+                         "an error in the response" + (type.empty() ? std::string() : " (" + std::string(type) + ")"),
+                         StatusForErrorType(type), ToJsonText(e));
   }
 
   simdjson::dom::parser parser_;

@@ -20,6 +20,7 @@ StatusCode CodeFor(const ChatErrorInfo& info) {
     case ChatErrorKind::kEmptyResponse: return StatusCode::kUnavailable;
     case ChatErrorKind::kInvalidResponse: return StatusCode::kDataLoss;
     case ChatErrorKind::kCancelled: return StatusCode::kCancelled;
+    case ChatErrorKind::kContentFilter: return StatusCode::kFailedPrecondition;
     case ChatErrorKind::kHttpStatus: break;
   }
   int s = info.http_status;
@@ -40,6 +41,7 @@ std::string_view ChatErrorKindName(ChatErrorKind kind) {
     case ChatErrorKind::kEmptyResponse: return "empty_response";
     case ChatErrorKind::kInvalidResponse: return "invalid_response";
     case ChatErrorKind::kCancelled: return "cancelled";
+    case ChatErrorKind::kContentFilter: return "content_filter";
   }
   return "unknown";
 }
@@ -68,6 +70,9 @@ Status EmptyResponseError(std::string message) {
 Status CancelledError(std::string message) {
   return MakeChatError({.kind = ChatErrorKind::kCancelled}, std::move(message));
 }
+Status ContentFilterError(std::string message) {
+  return MakeChatError({.kind = ChatErrorKind::kContentFilter}, std::move(message));
+}
 
 Status HttpStatusError(int http_status, std::string_view body, std::optional<std::chrono::milliseconds> retry_after) {
   ChatErrorInfo info{.kind = ChatErrorKind::kHttpStatus, .http_status = http_status,
@@ -77,12 +82,21 @@ Status HttpStatusError(int http_status, std::string_view body, std::optional<std
   return MakeChatError(info, std::move(message));
 }
 
+Status EmbeddedError(std::string_view provider, std::string_view where, int http_status, std::string_view body) {
+  ChatErrorInfo info{.kind = ChatErrorKind::kHttpStatus, .http_status = http_status,
+                     .provider_message = ExtractProviderErrorMessage(body)};
+  std::string message = std::string(provider) + ": " + std::string(where);
+  if (!info.provider_message.empty()) message += ": " + info.provider_message;
+  return MakeChatError(info, std::move(message));
+}
+
 std::optional<ChatErrorInfo> ChatErrorOf(const Status& status) {
   auto kind = status.GetPayload(kKindKey);
   if (!kind) return std::nullopt;
   ChatErrorInfo info;
   for (ChatErrorKind k : {ChatErrorKind::kConnection, ChatErrorKind::kTimeout, ChatErrorKind::kHttpStatus,
-                          ChatErrorKind::kEmptyResponse, ChatErrorKind::kInvalidResponse, ChatErrorKind::kCancelled}) {
+                          ChatErrorKind::kEmptyResponse, ChatErrorKind::kInvalidResponse, ChatErrorKind::kCancelled,
+                          ChatErrorKind::kContentFilter}) {
     if (ChatErrorKindName(k) == *kind) info.kind = k;
   }
   if (auto s = status.GetPayload(kHttpStatusKey)) info.http_status = std::atoi(std::string(*s).c_str());
@@ -101,7 +115,8 @@ bool IsRetryable(const Status& status) {
     case ChatErrorKind::kTimeout:
     case ChatErrorKind::kEmptyResponse: return true;
     case ChatErrorKind::kInvalidResponse:
-    case ChatErrorKind::kCancelled: return false;
+    case ChatErrorKind::kCancelled:
+    case ChatErrorKind::kContentFilter: return false;
     case ChatErrorKind::kHttpStatus: {
       int s = info->http_status;
       return s == 429 || s == 408 || s == 409 || s >= 500;

@@ -273,22 +273,31 @@ class GeminiDecoder final : public StreamDecoder {
     simdjson::dom::element error, usage, candidates, candidate, content, parts;
     if (Get(e, "error", &error) && error.is_object()) {
       int64_t code = GetInt(error, "code", 500);
-      return HttpStatusError(static_cast<int>(code < 400 || code > 599 ? 500 : code), ToJsonText(e));
+      return EmbeddedError("gemini", "an error in a response the server answered with 200",
+                           static_cast<int>(code < 400 || code > 599 ? 500 : code), ToJsonText(e));
     }
     std::string_view id = GetString(e, "responseId");
     if (!id.empty()) id_ = std::string(id);
-    if (Get(e, "usageMetadata", &usage) && usage.is_object()) {
+    if (Get(e, "usageMetadata", &usage) && usage.is_object() && IsCount(usage, "promptTokenCount")) {
       int64_t prompt = GetCount(usage, "promptTokenCount");
       int64_t cached = std::min(GetCount(usage, "cachedContentTokenCount"), prompt);
       usage_ = TokenUsage{.input_other = Uncached(prompt, cached),
                           .output = GetCount(usage, "candidatesTokenCount") + GetCount(usage, "thoughtsTokenCount"),
                           .input_cache_read = cached};
     }
-    if (Get(e, "promptFeedback", &error) && Has(error, "blockReason")) complete_ = true;
+    if (Get(e, "promptFeedback", &error) && Has(error, "blockReason")) {
+      complete_ = true;
+      stop_reason_ = "prompt blocked: " + std::string(GetString(error, "blockReason"));
+      if (std::string_view why = GetString(error, "blockReasonMessage"); !why.empty()) stop_reason_ += " (" + std::string(why) + ")";
+    }
     if (!Get(e, "candidates", &candidates) || !candidates.is_array() || candidates.at(0).get(candidate)) {
       return Status::Ok();
     }
-    if (Has(candidate, "finishReason")) complete_ = true;
+    if (Has(candidate, "finishReason")) {
+      complete_ = true;
+      stop_reason_ = std::string(GetString(candidate, "finishReason"));
+      if (std::string_view why = GetString(candidate, "finishMessage"); !why.empty()) stop_reason_ += ": " + std::string(why);
+    }
     if (!Get(candidate, "content", &content) || !Get(content, "parts", &parts) || !parts.is_array()) {
       return Status::Ok();
     }

@@ -1,5 +1,7 @@
 #include "strata/llm/generate.h"
 
+#include <nlohmann/json.hpp>
+
 #include "strata/llm/chat_error.h"
 #include "strata/message/stream_merge.h"
 
@@ -10,7 +12,19 @@ Result<GenerateResult> Generate(ChatProvider& provider, std::string_view system_
                                 const GenerateCallbacks& callbacks, const GenerateOptions& options) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatStream> stream,
                           provider.Generate(system_prompt, tools, history, options));
-  StreamMerger merger(callbacks.on_tool_call);
+  // Calls completed while the stream runs go out as they complete; those the end completes go out once the
+  // stop reason is known: in a reply cut at the token limit, one whose arguments are not whole JSON was cut.
+  bool ended = false, cut = false;
+  StreamMerger merger([&](const ToolCall& call) {
+    const std::string& arguments = call.function.arguments.value_or("");
+    const bool whole = arguments.find_first_not_of(" \t\r\n") == std::string::npos ||
+                       nlohmann::json::accept(arguments);
+    if (ended && cut && !whole && callbacks.on_cut_tool_call) {
+      callbacks.on_cut_tool_call(call);
+    } else if (callbacks.on_tool_call) {
+      callbacks.on_tool_call(call);
+    }
+  });
   StreamedPart part;
   while (true) {
     STRATA_ASSIGN_OR_RETURN(bool more, stream->Next(&part));
@@ -18,9 +32,12 @@ Result<GenerateResult> Generate(ChatProvider& provider, std::string_view system_
     if (callbacks.on_part) callbacks.on_part(part);
     merger.Push(std::move(part));
   }
+  const std::string stop_reason = stream->stop_reason();
+  ended = true;
+  cut = StopKindOf(stop_reason) == StopKind::kLength;
   auto message = merger.Finish();
-  if (!message.ok()) return EmptyResponseError(message.status().message());
-  return GenerateResult{stream->id(), std::move(*message), stream->usage()};
+  if (!message.ok()) return NoReplyError(message.status().message(), stop_reason);
+  return GenerateResult{stream->id(), std::move(*message), stream->usage(), stop_reason};
 }
 
 }  // namespace strata::llm

@@ -37,6 +37,7 @@ class HttpChatStream final : public ChatStream {
 
   std::string id() const override { return decoder_->id(); }
   std::optional<TokenUsage> usage() const override { return decoder_->usage(); }
+  std::string stop_reason() const override { return decoder_->stop_reason(); }
 
  private:
   Status Fill() {

@@ -312,11 +312,14 @@ class OpenAIChatDecoder final : public StreamDecoder {
     std::string_view id = GetString(chunk, "id");
     if (!id.empty()) id_ = std::string(id);
     simdjson::dom::element usage;
-    if (Get(chunk, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
+    // A usage whose prompt count is not a count is no usage (it would mark the context as nearly free).
+    if (Get(chunk, "usage", &usage) && usage.is_object() && IsCount(usage, "prompt_tokens")) usage_ = UsageFrom(usage, kimi_);
     simdjson::dom::element choices, choice;
     if (!Get(chunk, "choices", &choices) || !choices.is_array()) return Status::Ok();
     if (choices.at(0).get(choice) != simdjson::SUCCESS) return Status::Ok();
-    if (kimi_ && Get(choice, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
+    if (kimi_ && Get(choice, "usage", &usage) && usage.is_object() && IsCount(usage, "prompt_tokens")) {
+      usage_ = UsageFrom(usage, kimi_);
+    }
     simdjson::dom::element delta;
     if (Get(choice, "delta", &delta) && delta.is_object()) {
       if (reasoning_key_ && !reasoning_key_->empty()) {
@@ -329,7 +332,10 @@ class OpenAIChatDecoder final : public StreamDecoder {
         for (simdjson::dom::element call : json::AsArray(calls)) AppendCallDelta(call, out);
       }
     }
-    if (Has(choice, "finish_reason")) complete_ = true;
+    if (Has(choice, "finish_reason")) {
+      complete_ = true;
+      stop_reason_ = std::string(GetString(choice, "finish_reason"));
+    }
     return Status::Ok();
   }
 
@@ -338,11 +344,12 @@ class OpenAIChatDecoder final : public StreamDecoder {
     STRATA_RETURN_IF_ERROR(CheckError(response));
     id_ = std::string(GetString(response, "id"));
     simdjson::dom::element usage, choices, choice, message;
-    if (Get(response, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage, kimi_);
+    if (Get(response, "usage", &usage) && usage.is_object() && IsCount(usage, "prompt_tokens")) usage_ = UsageFrom(usage, kimi_);
     if (!Get(response, "choices", &choices) || !choices.is_array() || choices.at(0).get(choice) ||
         !Get(choice, "message", &message) || !message.is_object()) {
       return InvalidResponseError(std::string(Format()) + ": response has no choices[0].message");
     }
+    stop_reason_ = std::string(GetString(choice, "finish_reason"));
     if (reasoning_key_ && !reasoning_key_->empty()) {
       if (auto reasoning = ReasoningText(message, *reasoning_key_)) out->push_back(ContentPart(ThinkPart{*reasoning, std::nullopt}));
     }
@@ -384,7 +391,8 @@ class OpenAIChatDecoder final : public StreamDecoder {
     int64_t code = GetInt(error, "code", 0);
     if (code < 400 || code > 599) code = GetInt(error, "status", 500);
     if (code < 400 || code > 599) code = 500;
-    return HttpStatusError(static_cast<int>(code), ToJsonText(e));
+    return EmbeddedError(Format(), "error in a response the server answered with 200", static_cast<int>(code),
+                         ToJsonText(e));
   }
 
   void AppendCallDelta(simdjson::dom::element call, std::vector<StreamedPart>* out) {

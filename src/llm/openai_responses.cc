@@ -253,14 +253,16 @@ class ResponsesDecoder final : public StreamDecoder {
       if (Get(e, "response", &response)) {
         ReadResponseId(response);
         ReadUsage(response);
+        ReadStatus(response);
       }
+      if (stop_reason_.empty()) stop_reason_ = type == "response.completed" ? "completed" : "incomplete";
       complete_ = true;
     } else if (type == "response.failed") {
       simdjson::dom::element error;
       if (Get(e, "response", &response) && Get(response, "error", &error) && !error.is_null()) {
         return ErrorFrom(error);
       }
-      return HttpStatusError(500, ToJsonText(e));
+      return EmbeddedError("openai-responses", "the stream's response.failed event", 500, ToJsonText(e));
     } else if (type == "error") {
       return ErrorFrom(e);
     }
@@ -273,6 +275,7 @@ class ResponsesDecoder final : public StreamDecoder {
     if (Get(response, "error", &error) && !error.is_null()) return ErrorFrom(error);
     id_ = std::string(GetString(response, "id"));
     ReadUsage(response);
+    ReadStatus(response);
     if (!Get(response, "output", &output) || !output.is_array()) {
       return InvalidResponseError("openai-responses: response has no output list");
     }
@@ -332,9 +335,25 @@ class ResponsesDecoder final : public StreamDecoder {
     if (!id.empty() && !item_named_) id_ = std::string(id);
   }
 
+  // A response that is "incomplete" says why in incomplete_details.reason ("max_output_tokens",
+  // "content_filter"); a complete one is "completed".
+  void ReadStatus(simdjson::dom::element response) {
+    std::string_view status = GetString(response, "status");
+    simdjson::dom::element details;
+    std::string_view reason;
+    if (Get(response, "incomplete_details", &details) && details.is_object()) reason = GetString(details, "reason");
+    if (!reason.empty()) {
+      stop_reason_ = std::string(reason);
+    } else if (!status.empty()) {
+      stop_reason_ = std::string(status);
+    }
+  }
+
   void ReadUsage(simdjson::dom::element response) {
     simdjson::dom::element usage;
-    if (Get(response, "usage", &usage) && usage.is_object()) usage_ = UsageFrom(usage);
+    // A usage whose input count is not a count (negative, fractional, huge, a string) is no usage: it would
+    // become a usage mark that says the context costs almost nothing.
+    if (Get(response, "usage", &usage) && usage.is_object() && IsCount(usage, "input_tokens")) usage_ = UsageFrom(usage);
   }
 
   static Status ErrorFrom(simdjson::dom::element error) {
@@ -342,7 +361,9 @@ class ResponsesDecoder final : public StreamDecoder {
     int status = code == "rate_limit_exceeded" ? 429 : code == "server_error" ? 500 : 400;
     if (code.empty()) status = 500;
     std::string body = "{\"error\":" + ToJsonText(error) + "}";
-    return HttpStatusError(status, body);
+    return EmbeddedError("openai-responses", "error" + (code.empty() ? std::string() : " " + std::string(code)) +
+                                                 " in a response the server answered with 200",
+                         status, body);
   }
 
   bool item_named_ = false;  // An output item has named the response (its id wins from then on).

@@ -29,6 +29,7 @@ class ScriptedStream final : public ChatStream {
   }
   std::string id() const override { return reply_.id; }
   std::optional<TokenUsage> usage() const override { return reply_.usage; }
+  std::string stop_reason() const override { return reply_.stop_reason; }
 
  private:
   ScriptedReply reply_;

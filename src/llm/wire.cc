@@ -1,6 +1,9 @@
 #include "strata/llm/wire.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <random>
 
@@ -71,12 +74,40 @@ Result<std::unique_ptr<StreamDecoder>> NewStreamDecoder(ProviderKind kind, std::
   return Status::Internal("unhandled provider kind");
 }
 
+StopKind StopKindOf(std::string_view stop_reason) {
+  // The word before any detail ("MALFORMED_FUNCTION_CALL: <finishMessage>", "prompt blocked: SAFETY").
+  std::string word(stop_reason.substr(0, stop_reason.find(':')));
+  for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!word.empty() && word.back() == ' ') word.pop_back();
+  static constexpr std::string_view kEnd[] = {"",         "stop",          "end_turn",  "tool_calls", "tool_use",
+                                              "function_call", "stop_sequence", "completed", "pause_turn"};
+  static constexpr std::string_view kLength[] = {"length", "max_tokens", "max_output_tokens",
+                                                 "model_context_window_exceeded"};
+  static constexpr std::string_view kFiltered[] = {"content_filter", "safety",      "recitation",
+                                                   "blocklist",      "prohibited_content", "spii",
+                                                   "image_safety",   "refusal",     "prompt blocked"};
+  auto in = [&](auto& list) { return std::find(std::begin(list), std::end(list), word) != std::end(list); };
+  if (in(kEnd)) return StopKind::kEnd;
+  if (in(kLength)) return StopKind::kLength;
+  if (in(kFiltered)) return StopKind::kFiltered;
+  return StopKind::kOther;
+}
+
+Status NoReplyError(std::string_view empty, std::string_view stop_reason) {
+  if (stop_reason.empty()) return EmptyResponseError(std::string(empty));
+  if (StopKindOf(stop_reason) == StopKind::kFiltered) {
+    return ContentFilterError("the provider blocked the reply (" + std::string(stop_reason) +
+                              "): the same request would be blocked again");
+  }
+  return EmptyResponseError(std::string(empty) + " (the provider's stop reason: " + std::string(stop_reason) + ")");
+}
+
 namespace {
 
 Result<DecodedResponse> MergeDecoded(const StreamDecoder& decoder, const std::vector<StreamedPart>& parts) {
   auto message = MergeStream(parts);
-  if (!message.ok()) return EmptyResponseError(message.status().message());
-  return DecodedResponse{decoder.id(), std::move(*message), decoder.usage()};
+  if (!message.ok()) return NoReplyError(message.status().message(), decoder.stop_reason());
+  return DecodedResponse{decoder.id(), std::move(*message), decoder.usage(), decoder.stop_reason()};
 }
 
 }  // namespace

@@ -41,6 +41,23 @@ Result<StepResult> Step(llm::ChatProvider& provider, std::string_view system_pro
       results[slot] = std::move(result);
     });
   };
+  // A call whose arguments the end of a reply cut at the output token limit cut too is not run: the model is
+  // told why rather than given a parse error.
+  auto on_cut_tool_call = [&](const ToolCall& call) {
+    if (callbacks.on_tool_call) callbacks.on_tool_call(call);
+    ToolResult result{call,
+                      Message::ToolResult(call.id, "Error: tool \"" + call.function.name +
+                                                       "\" was not run: your reply was cut at the output token limit "
+                                                       "before this call's arguments were complete. Call it again, "
+                                                       "with shorter arguments or after less text."),
+                      true};
+    if (callbacks.on_tool_result) {
+      std::lock_guard lock(callback_mu);
+      callbacks.on_tool_result(result);
+    }
+    std::lock_guard lock(mu);
+    results.emplace_back(std::move(result));
+  };
   auto join_all = [&] {
     for (std::thread& t : workers) t.join();
     workers.clear();
@@ -49,7 +66,9 @@ Result<StepResult> Step(llm::ChatProvider& provider, std::string_view system_pro
   Result<llm::GenerateResult> generated = [&]() -> Result<llm::GenerateResult> {
     try {
       return llm::Generate(provider, system_prompt, toolset.declarations(), history,
-                           {.on_part = callbacks.on_part, .on_tool_call = on_tool_call}, options);
+                           {.on_part = callbacks.on_part, .on_tool_call = on_tool_call,
+                            .on_cut_tool_call = on_cut_tool_call},
+                           options);
     } catch (...) {
       tools_cancel.Cancel();
       join_all();
@@ -63,7 +82,7 @@ Result<StepResult> Step(llm::ChatProvider& provider, std::string_view system_pro
   }
   join_all();
   StepResult out{.id = std::move(generated->id), .message = std::move(generated->message),
-                 .usage = generated->usage};
+                 .usage = generated->usage, .stop_reason = std::move(generated->stop_reason)};
   for (std::optional<ToolResult>& r : results) out.tool_results.push_back(std::move(*r));
   return out;
 }

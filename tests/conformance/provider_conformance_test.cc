@@ -97,7 +97,8 @@ TEST(ProviderConformance, StreamOpenAI) { RunStreamCases("stream_openai", "kimi"
 
 // A reply holding an integer past 64 bits is valid JSON: it was refused whole as "not valid JSON" (simdjson
 // has no place for it). Usage counts that are not counts (1e300, -5, more cached than prompt tokens) are
-// ignored, not turned into INT64_MIN or a negative count that failed the turn later.
+// ignored, not turned into INT64_MIN or a negative count that failed the turn later; a usage whose prompt
+// count is not one is no usage at all (it became a usage mark saying the context cost nothing).
 TEST(ProviderResponses, BigIntegersAreReadAndUsageThatIsNotACountIsIgnored) {
   auto decoded = DecodeResponseBody(
       ProviderKind::kOpenAIChat, "{}",
@@ -109,10 +110,16 @@ TEST(ProviderResponses, BigIntegersAreReadAndUsageThatIsNotACountIsIgnored) {
   ASSERT_OK(decoded);
   ASSERT_TRUE(decoded->message.tool_calls.has_value());
   EXPECT_EQ(decoded->message.tool_calls->at(0).function.arguments.value_or(""), "{\"n\": 123456789012345678901234567890}");
-  ASSERT_TRUE(decoded->usage.has_value());
-  EXPECT_EQ(decoded->usage->input_other, 0);
-  EXPECT_EQ(decoded->usage->output, 0);
-  EXPECT_EQ(decoded->usage->input_cache_read, 0) << "cached tokens beyond the (ignored) prompt count";
+  EXPECT_FALSE(decoded->usage.has_value());
+  auto clamped = DecodeResponseBody(
+      ProviderKind::kOpenAIChat, "{}",
+      R"({"id": "c2", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "x"}}],
+          "usage": {"prompt_tokens": 10, "completion_tokens": -5, "prompt_tokens_details": {"cached_tokens": 15}}})");
+  ASSERT_OK(clamped);
+  ASSERT_TRUE(clamped->usage.has_value());
+  EXPECT_EQ(clamped->usage->input_other, 0);
+  EXPECT_EQ(clamped->usage->output, 0);
+  EXPECT_EQ(clamped->usage->input_cache_read, 10) << "cached tokens beyond the prompt count";
   auto anthropic = DecodeResponseBody(
       ProviderKind::kAnthropic, "{}",
       R"({"id": "m1", "type": "message", "role": "assistant", "stop_reason": "tool_use",

@@ -319,6 +319,102 @@ TEST(ProviderLoopback, AReplyWithNothingInItIsAnEmptyResponse) {
   EXPECT_TRUE(IsRetryable(result.status()));
 }
 
+// Every format's stop reason is read: a blocked reply is a content_filter error naming the provider's reason
+// (not a retryable "empty response"), and a reply cut at the token limit is returned with its reason. (All
+// four were read only as "complete": a cut or filtered reply passed for a whole one.)
+TEST(ProviderLoopback, StopReasonsAreReadAndABlockedReplyNamesWhy) {
+  struct Case {
+    ProviderKind kind;
+    std::string stream;
+    std::string want;  // The stop reason, or the words the content_filter error must hold.
+    bool blocked;
+  };
+  const std::vector<Case> cases = {
+      {ProviderKind::kOpenAIChat, Sse({R"({"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]})", "[DONE]"}),
+       "content_filter", true},
+      {ProviderKind::kOpenAIChat, Sse({R"({"id":"x","choices":[{"index":0,"delta":{"content":"This answer is cut"}}]})",
+                                       R"({"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"length"}]})", "[DONE]"}),
+       "length", false},
+      {ProviderKind::kGemini, Sse({R"({"candidates":[{"finishReason":"SAFETY"}],"responseId":"g"})"}), "SAFETY", true},
+      {ProviderKind::kGemini, Sse({R"({"promptFeedback":{"blockReason":"SAFETY"},"responseId":"g"})"}),
+       "prompt blocked: SAFETY", true},
+      {ProviderKind::kGemini, Sse({R"({"candidates":[{"content":{"role":"model","parts":[{"text":"cut"}]},"finishReason":"MAX_TOKENS"}]})"}),
+       "MAX_TOKENS", false},
+      {ProviderKind::kAnthropic,
+       Sse({R"({"type":"message_start","message":{"id":"m","usage":{"input_tokens":1}}})",
+            R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})",
+            R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"cut"}})",
+            R"({"type":"content_block_stop","index":0})",
+            R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":3}})",
+            R"({"type":"message_stop"})"},
+           true),
+       "max_tokens", false},
+      {ProviderKind::kOpenAIResponses,
+       Sse({R"({"type":"response.incomplete","response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"content_filter"}}})"},
+           true),
+       "content_filter", true},
+      {ProviderKind::kOpenAIResponses,
+       Sse({R"({"type":"response.output_text.delta","output_index":0,"delta":"cut"})",
+            R"({"type":"response.incomplete","response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}})"},
+           true),
+       "max_output_tokens", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.stream);
+    LoopbackServer server;
+    server.Enqueue({.chunks = {c.stream}});
+    auto provider = MustProvider(Config(c.kind, server));
+    auto result = Generate(*provider, "", {}, Hello());
+    if (c.blocked) {
+      ASSERT_FALSE(result.ok());
+      EXPECT_EQ(KindOf(result.status()), "content_filter");
+      EXPECT_FALSE(IsRetryable(result.status()));
+      EXPECT_NE(result.status().message().find(c.want), std::string::npos) << result.status().ToString();
+      EXPECT_EQ(server.received().size(), 1u) << "not retried";
+    } else {
+      ASSERT_OK(result);
+      EXPECT_EQ(result->stop_reason, c.want);
+      EXPECT_EQ(StopKindOf(result->stop_reason), StopKind::kLength);
+      EXPECT_NE(result->message.ExtractText().find("cut"), std::string::npos) << "the text is kept";
+    }
+  }
+  EXPECT_EQ(StopKindOf("stop"), StopKind::kEnd);
+  EXPECT_EQ(StopKindOf(""), StopKind::kEnd);
+  EXPECT_EQ(StopKindOf("MALFORMED_FUNCTION_CALL: bad args"), StopKind::kOther);
+  EXPECT_EQ(StopKindOf("refusal"), StopKind::kFiltered);
+}
+
+// A tool call that only the end of a reply cut at the token limit completed is not run: its result tells the
+// model why (it was run, and the model got a JSON parse error). A call completed before the cut runs.
+TEST(ProviderLoopback, AToolCallCutAtTheTokenLimitIsNotRun) {
+  LoopbackServer server;
+  server.Enqueue({.chunks = {Sse({
+      R"({"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"add","arguments":"{\"a\":1}"}}]}}]})",
+      R"({"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"add","arguments":"{\"a\":"}}]}}]})",
+      R"({"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"length"}]})", "[DONE]"})}});
+  auto provider = MustProvider(Config(ProviderKind::kOpenAIChat, server));
+  std::vector<std::string> ran, cut;
+  auto result = Generate(*provider, "", {}, Hello(),
+                         {.on_tool_call = [&](const ToolCall& call) { ran.push_back(call.id); },
+                          .on_cut_tool_call = [&](const ToolCall& call) { cut.push_back(call.id); }});
+  ASSERT_OK(result);
+  EXPECT_EQ(ran, std::vector<std::string>{"call_1"});
+  EXPECT_EQ(cut, std::vector<std::string>{"call_2"});
+  ASSERT_EQ(result->message.tool_calls->size(), 2u);
+}
+
+// An error the provider sends inside a 200 response says so: no request returned the status it stands for.
+TEST(ProviderLoopback, AnErrorInsideAResponseIsNotCalledAnHttpStatus) {
+  LoopbackServer server;
+  server.Enqueue({.chunks = {Sse({R"({"error":{"message":"upstream exploded","type":"server_error"}})"})}});
+  auto provider = MustProvider(Config(ProviderKind::kOpenAIChat, server));
+  auto result = Generate(*provider, "", {}, Hello());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message(),
+            "openai: error in a response the server answered with 200: upstream exploded");
+  EXPECT_EQ(ChatErrorOf(result.status())->http_status, 500);  // What it is classified as.
+}
+
 TEST(ProviderLoopback, MidStreamErrorEventsAreProviderErrors) {
   LoopbackServer server;
   server.Enqueue({.chunks = {Sse({R"({"type":"message_start","message":{"id":"m","usage":{"input_tokens":1}}})",

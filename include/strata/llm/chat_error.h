@@ -11,6 +11,8 @@
 //                     kFailedPrecondition, 404 kNotFound,
 //                     other 4xx kInvalidArgument
 //   empty_response    kUnavailable                         yes (no text, no media and no tool call)
+//   content_filter    kFailedPrecondition                  no  (the provider blocked the reply or the prompt:
+//                                                               a safety or content filter, a refusal)
 //   invalid_response  kDataLoss                            no  (malformed JSON, unexpected shape)
 //   cancelled         kCancelled                           no
 //
@@ -28,9 +30,18 @@
 
 namespace strata::llm {
 
-enum class ChatErrorKind { kConnection, kTimeout, kHttpStatus, kEmptyResponse, kInvalidResponse, kCancelled };
+enum class ChatErrorKind {
+  kConnection,
+  kTimeout,
+  kHttpStatus,
+  kEmptyResponse,
+  kInvalidResponse,
+  kCancelled,
+  kContentFilter
+};
 
-// Returns "connection", "timeout", "http_status", "empty_response", "invalid_response" or "cancelled".
+// Returns "connection", "timeout", "http_status", "empty_response", "invalid_response", "cancelled" or
+// "content_filter".
 std::string_view ChatErrorKindName(ChatErrorKind kind);
 
 struct ChatErrorInfo {
@@ -49,9 +60,15 @@ Status TimeoutError(std::string message);
 Status InvalidResponseError(std::string message);
 Status EmptyResponseError(std::string message);
 Status CancelledError(std::string message);
+Status ContentFilterError(std::string message);
 // An HTTP error status; `provider_message` is extracted from the error body when possible.
 Status HttpStatusError(int http_status, std::string_view body,
                        std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
+// An error the provider sent inside a response whose HTTP status was 200 (an SSE error event, an error
+// object as the body): the http_status kind with `http_status` the status its type stands for (classifying
+// it), but a message that says where it came from, "<provider>: <where>: <its message>" — not "HTTP 500",
+// which no request returned.
+Status EmbeddedError(std::string_view provider, std::string_view where, int http_status, std::string_view body);
 
 // Returns the error's kind and details, or nullopt if `status` is OK or not a chat error.
 std::optional<ChatErrorInfo> ChatErrorOf(const Status& status);

@@ -3,8 +3,11 @@
 // returns the merged assistant message with the response id and usage.
 //
 // Errors are the provider's (chat_error.h); a reply with no text, media or tool call is an empty_response
-// error (retryable: the caller may call again). Generate does not retry by itself; providers retry what
-// fails before the response starts.
+// error (retryable: the caller may call again), or content_filter when the provider's stop reason says it
+// blocked the reply (not retryable). Generate does not retry by itself; providers retry what fails before
+// the response starts. A reply cut at the output token limit is returned (its stop_reason says so), and the
+// tool calls that only its end completed whose arguments are not whole JSON (cut with the reply) go to
+// on_cut_tool_call instead of on_tool_call when it is set.
 //
 // Thread safety: callbacks run on the calling thread.
 #pragma once
@@ -22,11 +25,13 @@ struct GenerateResult {
   std::string id;
   Message message;
   std::optional<TokenUsage> usage;
+  std::string stop_reason;  // The provider's own (ChatStream::stop_reason); StopKindOf says what it means.
 };
 
 struct GenerateCallbacks {
   std::function<void(const StreamedPart&)> on_part;
   std::function<void(const ToolCall&)> on_tool_call;
+  std::function<void(const ToolCall&)> on_cut_tool_call;
 };
 
 Result<GenerateResult> Generate(ChatProvider& provider, std::string_view system_prompt,

@@ -36,6 +36,8 @@ class ChatStream {
   // The provider's response id ("" until known) and usage (nullopt until reported).
   virtual std::string id() const = 0;
   virtual std::optional<TokenUsage> usage() const = 0;
+  // The provider's own word for why the reply ended ("" until known, or when it gave none): see StopReason.
+  virtual std::string stop_reason() const { return {}; }
 };
 
 struct GenerateOptions {

@@ -38,6 +38,7 @@ struct ScriptedReply {
   std::vector<StreamedPart> parts;
   std::string id;
   std::optional<TokenUsage> usage;
+  std::string stop_reason;  // ChatStream::stop_reason ("" for a plain end).
   Status error;         // Returned by Generate() instead of a stream.
   Status stream_error;  // Returned by Next() after the parts.
 };

@@ -82,18 +82,38 @@ class StreamDecoder {
   const std::optional<TokenUsage>& usage() const { return usage_; }
   // Whether the provider has marked the response complete.
   bool complete() const { return complete_; }
+  // Why it ended, in the provider's words: finish_reason, stop_reason, finishReason, a Responses API
+  // response's incomplete_details.reason, or "prompt blocked: <blockReason>" (Gemini). "" when not said.
+  const std::string& stop_reason() const { return stop_reason_; }
 
  protected:
   std::string id_;
   std::optional<TokenUsage> usage_;
   bool complete_ = false;
+  std::string stop_reason_;
 };
+
+// What a stop reason means for the reply it ended.
+enum class StopKind {
+  kEnd,       // The model finished ("stop", "end_turn", "tool_calls", "STOP", "completed"...), or no reason.
+  kLength,    // Cut at the output token limit: "length", "max_tokens", "MAX_TOKENS", "max_output_tokens".
+  kFiltered,  // Blocked or cut by the provider: "content_filter", "SAFETY", "RECITATION", "refusal",
+              // "prompt blocked: ..." and Gemini's other block reasons.
+  kOther,     // Anything else the provider says ("MALFORMED_FUNCTION_CALL", "OTHER", an unknown word).
+};
+StopKind StopKindOf(std::string_view stop_reason);
+
+// The error for a reply with nothing in it (`empty` says what the merge found: no parts, only thinking),
+// naming the provider's stop reason: content_filter when the provider blocked it (not retryable: the same
+// request is blocked again), else empty_response.
+Status NoReplyError(std::string_view empty, std::string_view stop_reason);
 
 // A whole response, decoded and merged.
 struct DecodedResponse {
   std::string id;
   Message message;
   std::optional<TokenUsage> usage;
+  std::string stop_reason;  // StreamDecoder::stop_reason.
 };
 
 // Decodes a recorded streamed response (the raw text/event-stream bytes) or a non-streamed JSON body, and

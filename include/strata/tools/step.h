@@ -23,6 +23,7 @@ struct StepResult {
   std::string id;
   Message message;
   std::optional<TokenUsage> usage;
+  std::string stop_reason;               // llm::GenerateResult::stop_reason.
   std::vector<ToolResult> tool_results;  // In call order.
 
   // The assistant message followed by the tool results: what to append to the history.

@@ -1,5 +1,6 @@
 #include "cli_util.h"
 
+#include <charconv>
 #include <cstdlib>
 
 #include "commands.h"
@@ -91,6 +92,14 @@ CLI::Validator NumberFrom(bool zero_allowed) {
         double d = std::strtod(value.c_str(), &end);
         if (value.empty() || end != value.c_str() + value.size()) return "must be a number, not \"" + value + "\"";
         if (zero_allowed ? d < 0 : d <= 0) return std::string(zero_allowed ? "must be 0 or more" : "must be more than 0") + ", not " + value;
+        // A whole number past 64 bits would be read as the largest one (a different number, without a word).
+        if (value.find_first_not_of("+0123456789") == std::string::npos && d > 9.2e18) {
+          int64_t exact = 0;
+          const char* digits = value.c_str() + (value[0] == '+' ? 1 : 0);
+          if (std::from_chars(digits, value.c_str() + value.size(), exact).ec != std::errc()) {
+            return "must be at most 9223372036854775807, not " + value;
+          }
+        }
         return std::string();
       },
       zero_allowed ? "NUMBER >= 0" : "NUMBER > 0", zero_allowed ? "non-negative" : "positive");

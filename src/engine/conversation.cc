@@ -91,8 +91,24 @@ Result<TurnResult> Conversation::Turn(Message user, const TurnCallbacks& callbac
     if (callbacks.on_step_end) callbacks.on_step_end(step);
     if (!result.ok()) return result.status();
     std::vector<Message> added = result->NewMessages();
-    STRATA_RETURN_IF_ERROR(log_->Append(std::span<const Message>(added)));
-    if (result->usage) STRATA_RETURN_IF_ERROR(log_->UpdateTokenCount(result->usage->total()));
+    // The provider counted the context up to its reply, not the tool results after it: the usage mark goes
+    // between them (as kimi-cli writes it), so the results count as pending until the next reply's usage.
+    if (result->usage) {
+      STRATA_RETURN_IF_ERROR(log_->AppendWithTokenCount(added, 1, result->usage->total()));
+    } else {
+      STRATA_RETURN_IF_ERROR(log_->Append(std::span<const Message>(added)));
+    }
+    switch (llm::StopKindOf(result->stop_reason)) {
+      case llm::StopKind::kEnd: break;
+      case llm::StopKind::kLength:
+        warn("the reply was cut at the output token limit (stop reason: " + result->stop_reason + ")");
+        break;
+      case llm::StopKind::kFiltered:
+        warn("the provider stopped the reply early (stop reason: " + result->stop_reason + ")");
+        break;
+      case llm::StopKind::kOther: warn("the reply ended with the stop reason " + result->stop_reason); break;
+    }
+    turn.stop_reason = result->stop_reason;
     turn.messages.insert(turn.messages.end(), added.begin(), added.end());
     turn.usage = result->usage;
     turn.steps = step + 1;

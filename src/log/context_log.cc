@@ -255,15 +255,34 @@ Status ContextLog::Append(std::vector<Message>&& messages) {
 }
 
 Status ContextLog::UpdateTokenCount(int64_t token_count) {
-  if (token_count < 0) {
-    return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(token_count));
+  return AppendWithTokenCount({}, 0, token_count);
+}
+
+Status ContextLog::AppendWithTokenCount(std::span<const Message> messages, size_t counted, int64_t token_count) {
+  STRATA_RETURN_IF_ERROR(record_format::CheckTokenCount(token_count));
+  if (counted > messages.size()) {
+    return Status::InvalidArgument("a usage mark after message " + std::to_string(counted) + " of " +
+                                   std::to_string(messages.size()));
   }
+  // Copies first when the messages live in history_ itself, which the inserts below may reallocate.
+  std::vector<Message> copy;
+  if (!messages.empty() && messages.data() >= history_.data() && messages.data() < history_.data() + history_.size()) {
+    copy.assign(messages.begin(), messages.end());
+    messages = copy;
+  }
+  std::string lines;
+  STRATA_RETURN_IF_ERROR(SerializeMessages(messages.first(counted), &lines));
+  const uint64_t usage_at = lines.size();
+  lines += record_format::UsageLine(token_count);
+  STRATA_RETURN_IF_ERROR(SerializeMessages(messages.subspan(counted), &lines));
   STRATA_RETURN_IF_ERROR(PrepareAppend());
-  uint64_t offset = writer_->size();
-  STRATA_RETURN_IF_ERROR(writer_->Append(record_format::UsageLine(token_count)));
+  const uint64_t offset = writer_->size() + usage_at;
+  STRATA_RETURN_IF_ERROR(writer_->Append(lines));
+  history_.insert(history_.end(), messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(counted));
   usages_.push_back(UsageMark{offset, history_.size(), token_count, checkpoints_.size()});
   token_count_ = token_count;
   pending_begin_ = history_.size();
+  history_.insert(history_.end(), messages.begin() + static_cast<std::ptrdiff_t>(counted), messages.end());
   modified_ = true;
   InvalidatePending();
   return Status::Ok();
@@ -286,6 +305,10 @@ std::vector<ContextLog::CheckpointPosition> ContextLog::checkpoints() const {
 Result<int64_t> ContextLog::Checkpoint(bool add_user_message) {
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   int64_t id = next_checkpoint_id_;
+  if (id > record_format::kMaxRecordValue) {
+    return Status::FailedPrecondition("checkpoint ids are used up: the next would be " + std::to_string(id) +
+                                      ", past the largest a log holds (2^53 - 1)");
+  }
   std::string lines = record_format::CheckpointLine(id);
   Message marker = Message::User("<system>CHECKPOINT " + std::to_string(id) + "</system>");
   if (add_user_message) {
@@ -430,9 +453,7 @@ Result<std::string> ContextLog::Rewrite(const std::optional<std::string>& system
   // rebuild below resets.
   const std::optional<std::string> system_prompt = system_prompt_arg;
   const std::vector<Message> messages(messages_arg.begin(), messages_arg.end());
-  if (token_count && *token_count < 0) {
-    return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(*token_count));
-  }
+  if (token_count) STRATA_RETURN_IF_ERROR(record_format::CheckTokenCount(*token_count));
   size_t bad = 0;
   if (system_prompt && !json::IsValidUtf8(*system_prompt, &bad)) {
     return Status::InvalidArgument("system prompt is not valid UTF-8 at byte " + std::to_string(bad));

@@ -16,7 +16,7 @@ Status MemoryLinearStorage::AppendMessage(const Message& message) {
 }
 
 Status MemoryLinearStorage::MarkTokenCount(int64_t token_count) {
-  if (token_count < 0) return Status::InvalidArgument("token count must be non-negative");
+  STRATA_RETURN_IF_ERROR(record_format::CheckTokenCount(token_count));
   token_count_ = token_count;
   return Status::Ok();
 }
@@ -80,7 +80,7 @@ Status JsonlLinearStorage::AppendMessage(const Message& message) {
 }
 
 Status JsonlLinearStorage::MarkTokenCount(int64_t token_count) {
-  if (token_count < 0) return Status::InvalidArgument("token count must be non-negative");
+  STRATA_RETURN_IF_ERROR(record_format::CheckTokenCount(token_count));
   STRATA_RETURN_IF_ERROR(Write(record_format::LinearUsageLine(token_count)));
   token_count_ = token_count;
   return Status::Ok();

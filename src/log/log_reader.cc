@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "json_dom.h"
+#include "record_format.h"
 #include "message_json_internal.h"
 #include "strata/json/json_writer.h"
 
@@ -140,7 +141,7 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 
 // Counts and ids beyond 2^53 are not plausible and would overflow later arithmetic (id + 1, count + pending).
-constexpr int64_t kMaxRecordValue = (int64_t{1} << 53) - 1;
+using record_format::kMaxRecordValue;
 
 Status ReadNonNegative(element v, std::string_view what, int64_t* out) {
   if (v.type() == element_type::INT64 && v.get_int64().value_unsafe() > kMaxRecordValue) {

@@ -8,6 +8,17 @@
 
 namespace strata::record_format {
 
+Status CheckTokenCount(int64_t token_count) {
+  if (token_count < 0) {
+    return Status::InvalidArgument("token count must be non-negative, got " + std::to_string(token_count));
+  }
+  if (token_count > kMaxRecordValue) {
+    return Status::InvalidArgument("token count " + std::to_string(token_count) +
+                                   " is too large: a log holds counts up to 2^53 - 1");
+  }
+  return Status::Ok();
+}
+
 std::string UsageLine(int64_t token_count) {
   return "{\"role\": \"_usage\", \"token_count\": " + std::to_string(token_count) + "}\n";
 }

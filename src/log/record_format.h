@@ -11,6 +11,13 @@
 
 namespace strata::record_format {
 
+// The largest token count or checkpoint id a record holds (2^53 - 1, the integers every JSON reader keeps
+// exact): readers call a larger one damage, so writers refuse to write one.
+constexpr int64_t kMaxRecordValue = (int64_t{1} << 53) - 1;
+
+// kInvalidArgument naming `token_count` unless it is 0 ... kMaxRecordValue.
+Status CheckTokenCount(int64_t token_count);
+
 // kimi-cli writes its internal records with Python's json.dumps defaults: ", " and ": " separators and
 // ASCII-only strings.
 std::string UsageLine(int64_t token_count);        // {"role": "_usage", "token_count": N}\n

@@ -53,6 +53,12 @@ check "check after repair" 0 "$("$STRATA" context check "$f" >/dev/null; echo $?
 check "clear" '{"cleared":true}' "$("$STRATA" context clear "$f")"
 check "empty after clear" 0 "$(wc -c < "$f")"
 check "usage rejects negative" 2 "$("$STRATA" context usage "$f" -5 >/dev/null 2>&1; echo $?)"
+# A count past 64 bits is refused, not read as the largest one; past 2^53 - 1 the log refuses it (its readers
+# would call it damage). Either way the file is untouched.
+check "usage rejects past 64 bits" 2 "$("$STRATA" context usage "$f" 99999999999999999999 >/dev/null 2>&1; echo $?)"
+check "usage names the limit" 1 "$("$STRATA" context usage "$f" 99999999999999999999 2>&1 | grep -c 'at most 9223372036854775807')"
+check "usage rejects past 2^53" 2 "$("$STRATA" context usage "$f" 9007199254740992 >/dev/null 2>&1; echo $?)"
+check "nothing written" 0 "$(wc -c < "$f")"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

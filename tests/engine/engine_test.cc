@@ -740,6 +740,60 @@ TEST_F(ConversationTest, ToolCallsAreAnsweredAndTheModelCalledAgainUntilItStops)
   EXPECT_EQ(turn->messages[2].ExtractText(), "Done.");
 }
 
+// The provider's usage counts the context up to its reply, not the tool results after it: the mark goes
+// between them (as kimi-cli writes it), so a large tool output counts as pending until the next reply. (It
+// went after the results, and a 9,000-token file read was counted as already included.)
+TEST_F(ConversationTest, TheUsageMarkGoesBeforeTheToolResults) {
+  llm::ScriptedReply call = Call("c1", "nope", "{}");
+  call.usage = TokenUsage{.input_other = 40, .output = 2};
+  llm::ScriptedReply done = Text("Done.");
+  done.usage = TokenUsage{.input_other = 60, .output = 3};
+  llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{call, done});
+  std::string path = dir_.File("usage.jsonl");
+  auto c = Conversation::Open(path, model, counter_);
+  ASSERT_OK(c);
+  ASSERT_OK((*c)->Turn("use a tool").status());
+  // user, assistant(call), tool, assistant: the marks after the call (2 messages) and after the last reply.
+  auto marks = (*c)->log().usage_marks();
+  ASSERT_EQ(marks.size(), 2u);
+  EXPECT_EQ(marks[0].messages, 2u);
+  EXPECT_EQ(marks[0].tokens, 42);
+  EXPECT_EQ(marks[1].messages, 4u);
+  std::string text = testing::ReadFileOrDie(path);
+  EXPECT_LT(text.find("\"token_count\": 42"), text.find("\"role\": \"tool\""))
+      << "the mark is written before the tool result:\n" << text;
+  ASSERT_OK((*c)->Close());
+  // Read back from the file, the same.
+  auto again = Conversation::Open(path, model, counter_);
+  ASSERT_OK(again);
+  ASSERT_EQ((*again)->log().usage_marks().size(), 2u);
+  EXPECT_EQ((*again)->log().usage_marks()[0].messages, 2u);
+}
+
+// A reply cut at the output token limit, or stopped by the provider, is kept and the caller warned, naming the
+// provider's reason (it was stored as if whole, without a word).
+TEST_F(ConversationTest, AReplyCutShortIsKeptWithAWarningNamingWhy) {
+  llm::ScriptedReply cut = Text("It was the best of");
+  cut.stop_reason = "length";
+  llm::ScriptedReply recited = Text("It was");
+  recited.stop_reason = "RECITATION";
+  llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{cut, recited, Text("Whole.")});
+  auto c = Conversation::Open(dir_.File("cut.jsonl"), model, counter_);
+  ASSERT_OK(c);
+  std::vector<std::string> warnings;
+  TurnCallbacks callbacks;
+  callbacks.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  auto first = (*c)->Turn("tell me", callbacks);
+  ASSERT_OK(first);
+  EXPECT_EQ(first->stop_reason, "length");
+  ASSERT_OK((*c)->Turn("again", callbacks).status());
+  ASSERT_OK((*c)->Turn("once more", callbacks).status());
+  EXPECT_EQ(warnings, (std::vector<std::string>{
+                          "the reply was cut at the output token limit (stop reason: length)",
+                          "the provider stopped the reply early (stop reason: RECITATION)"}));
+  EXPECT_EQ((*c)->log().history()[1].ExtractText(), "It was the best of");
+}
+
 TEST_F(ConversationTest, StopsAfterMaxStepsOfToolCalls) {
   llm::ScriptedProvider model("m", std::vector<llm::ScriptedReply>{Call("c1", "a", "{}"), Call("c2", "a", "{}")});
   auto c = Conversation::Open(dir_.File("t.jsonl"), model, counter_, {.max_steps = 2});

@@ -455,6 +455,32 @@ TEST_F(ContextLogTest, ImplausibleCountsAreDamageNotOverflow) {
   EXPECT_EQ(log->restore_report().scan.damage.size(), 2u);
 }
 
+// What the reader calls damage is never written: a token count past 2^53 - 1, or a checkpoint id past it, is
+// refused and the file is untouched (the writer wrote them, and the next read dropped them as damage).
+TEST_F(ContextLogTest, ValuesTheReaderRefusesAreNotWritten) {
+  fs_.SetFileDurably("ctx/context.jsonl", "{\"role\": \"_checkpoint\", \"id\": 9007199254740991}\n");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  EXPECT_EQ(log->n_checkpoints(), int64_t{1} << 53);  // Ids 0 ... 2^53 - 1 used.
+  std::string before = Contents();
+  auto next = log->Checkpoint(false);
+  EXPECT_EQ(next.status().code(), StatusCode::kFailedPrecondition) << next.status().ToString();
+  Status big = log->UpdateTokenCount(int64_t{1} << 53);
+  EXPECT_EQ(big.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("too large"), std::string::npos) << big.message();
+  EXPECT_EQ(log->AppendWithTokenCount(std::vector<Message>{Message::User("a")}, 1, int64_t{1} << 53).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(log->AppendWithTokenCount(std::vector<Message>{Message::User("a")}, 2, 5).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Contents(), before);
+  ASSERT_OK(log->UpdateTokenCount((int64_t{1} << 53) - 1));
+  log.reset();  // Releases the writer lock.
+  auto reread = Open();
+  ASSERT_OK(reread->Restore());
+  EXPECT_TRUE(reread->restore_report().scan.damage.empty());
+  EXPECT_EQ(reread->token_count(), (int64_t{1} << 53) - 1);
+}
+
 TEST_F(ContextLogTest, AppendingAMessageFromTheHistoryItself) {
   auto log = Open();
   ASSERT_OK(log->Restore());

@@ -69,6 +69,7 @@ struct TurnResult {
   std::vector<Message> messages;  // Everything the turn appended after the user message.
   int steps = 0;
   std::optional<TokenUsage> usage;  // Of the last step.
+  std::string stop_reason;          // The provider's, for the last step (llm::StopKindOf says what it means).
   bool stopped_at_max_steps = false;  // The model was still calling tools after max_steps steps.
   std::optional<CompactionReport> compaction;  // An automatic compaction after the turn.
 };

@@ -95,8 +95,13 @@ class ContextLog {
   // As above, moving the messages into the history instead of copying them.
   Status Append(Message&& message);
   Status Append(std::vector<Message>&& messages);
-  // Records the provider-reported token count of the whole context (a `_usage` record).
+  // Records the provider-reported token count of the whole context (a `_usage` record). A count past 2^53 - 1
+  // (what the log's readers keep) is kInvalidArgument.
   Status UpdateTokenCount(int64_t token_count);
+  // Appends `messages` with a usage mark of `token_count` after the first `counted` of them, in one write and
+  // one sync: a step's reply, the provider's count of the context up to and including it, then the tool
+  // results no provider has counted yet (they stay pending, as kimi-cli writes them).
+  Status AppendWithTokenCount(std::span<const Message> messages, size_t counted, int64_t token_count);
   // Writes a `_checkpoint` record and, if `add_user_message`, the user message
   // `<system>CHECKPOINT n</system>`. Returns the new checkpoint's id.
   Result<int64_t> Checkpoint(bool add_user_message);

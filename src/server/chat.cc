@@ -11,6 +11,7 @@
 
 #include "server_impl.h"
 #include "strata/engine/provider_config.h"
+#include "strata/llm/chat_error.h"
 #include "strata/llm/http.h"
 #include "strata/llm/wire.h"
 #include "strata/message/message_json.h"
@@ -176,26 +177,36 @@ void DropCacheBreakpoints(Json* j) {
 
 // The reply to a turn, decoded from the upstream's body (streamed or not), handed to the engine, which logs
 // it and commits by policy; what changed is announced to viewers, and a commit wakes the worker.
-void Server::Impl::FinishTurn(Engine* engine, Turn& turn, const llm::ProviderConfig& upstream, bool streamed,
-                              std::string_view body) {
+// A reply that cannot be read whole (a stream that ended before the upstream marked it complete, a line that
+// is not JSON) is not logged, and the error says so: the caller tells the client, which must not take it for
+// a whole reply either. A whole reply with nothing to log (empty, or blocked by the upstream's filter) is
+// not logged either, but it is what the upstream answered: the client gets it as it is.
+Status Server::Impl::FinishTurn(Engine* engine, Turn& turn, const llm::ProviderConfig& upstream, bool streamed,
+                                std::string_view body) {
   Result<llm::DecodedResponse> reply = streamed ? llm::DecodeSseText(upstream.kind, upstream.options, body)
                                                 : llm::DecodeResponseBody(upstream.kind, upstream.options, body);
   if (!reply.ok()) {
     std::fprintf(stderr, "strata serve: session %s: the reply was not logged: %s\n", turn.session().c_str(),
                  reply.status().ToString().c_str());
     turn.Release();
-    return;
+    const std::optional<llm::ChatErrorInfo> kind = llm::ChatErrorOf(reply.status());
+    if (kind && (kind->kind == llm::ChatErrorKind::kEmptyResponse || kind->kind == llm::ChatErrorKind::kContentFilter)) {
+      return Status::Ok();
+    }
+    return Status(reply.status().code(), "the upstream's reply could not be read whole, and session " +
+                                             turn.session() + " did not log it: " + reply.status().message());
   }
   Result<TurnOutcome> done = turn.Finish(reply->message, reply->usage);
   if (!done.ok()) {
     std::fprintf(stderr, "strata serve: session %s: %s\n", turn.session().c_str(), done.status().ToString().c_str());
-    return;
+    return Status::Ok();  // The reply is whole; logging it failed (the server's own trouble, in its log).
   }
   BumpRevision(engine);
   if (done->committed) {
     metrics.Commit("accepted");
     WakeWorker();
   }
+  return Status::Ok();
 }
 
 Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
@@ -337,7 +348,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   if (response->status() >= 400 || !stream) {
     // A whole body: the upstream's error (already in the client's format) or a non-streamed reply.
     STRATA_ASSIGN_OR_RETURN(std::string body, llm::ReadAll(*response));
-    if (turn && response->status() < 400) FinishTurn(engine, *turn, upstream, false, body);
+    if (turn && response->status() < 400) STRATA_RETURN_IF_ERROR(FinishTurn(engine, *turn, upstream, false, body));
     c.res.body = std::move(body);
     return Json();
   }
@@ -375,7 +386,14 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
       held.swap(chunk);
     }
     if (strip_usage) held += filter.Flush();
-    if (turn && !too_long) FinishTurn(engine, *turn, upstream, true, all);
+    if (turn && !too_long) {
+      if (Status finished = FinishTurn(engine, *turn, upstream, true, all); !finished.ok()) {
+        // Instead of the last chunk, which may hold the stream's clean end ([DONE], message_stop) that the
+        // client's SDK would stop at without reading the error.
+        write(StreamErrorEvent(dialect, std::string(finished.message())));
+        return;
+      }
+    }
     if (turn && too_long) {
       std::fprintf(stderr, "strata serve: session %s: a reply over 16 MiB was not logged\n", turn->session().c_str());
       turn->Release();

@@ -204,7 +204,7 @@ struct Server::Impl {
   // The model endpoints (chat.cc).
   Result<Json> ModelEndpoint(Call& c, Dialect dialect);
   // Hands the upstream's reply to a session's turn (logged, usage recorded, committed by policy).
-  void FinishTurn(Engine* engine, Turn& turn, const llm::ProviderConfig& upstream, bool streamed, std::string_view body);
+  Status FinishTurn(Engine* engine, Turn& turn, const llm::ProviderConfig& upstream, bool streamed, std::string_view body);
 };
 
 }  // namespace strata::server

@@ -34,6 +34,12 @@ const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit r
     setTimeout(() => res.socket.destroy(), 20);
     return;
   }
+  if (request.model === "nodone") {
+    // A stream the upstream ends cleanly, but before a finish_reason or [DONE]: a cut reply all the same.
+    res.end(`data: ${JSON.stringify({ id: "cmpl-4", object: "chat.completion.chunk", created: 1, model: "nodone",
+                                      choices: [{ index: 0, delta: { role: "assistant", content: "Partial ans" }, finish_reason: null }] })}\n\n`);
+    return;
+  }
   const chunk = (delta, finish = null, extra = {}) =>
     `data: ${JSON.stringify({ id: "cmpl-2", object: "chat.completion.chunk", created: 1, model: request.model,
                              choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
@@ -207,6 +213,20 @@ test("a stream the upstream breaks is an error to the client, and its retry is l
   assert.equal(received.at(-1).body.messages.filter((m) => m.content === "What is 2+2?").length, 1, "sent once");
   const logged = (await call("GET", "/api/v1/sessions/chat-cut/messages", userKey)).json.result;
   assert.deepEqual(logged.map((m) => [m.role, m.content]), [["user", "What is 2+2?"], ["assistant", "Hello, Alice."]]);
+});
+
+test("a stream that ends before the upstream marks it complete is an error to the client, not a whole reply", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
+                              defaultHeaders: { "X-Strata-Session": "chat-nodone" } });
+  // It ended cleanly before: the client held "Partial ans" as the reply while the session logged none.
+  let text = "";
+  await assert.rejects(async () => {
+    const stream = await client.chat.completions.create({ model: "nodone", stream: true,
+                                                          messages: [{ role: "user", content: "Tell me all." }] });
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
+  }, (e) => e instanceof OpenAI.APIError && /could not be read whole/.test(e.message) && /chat-nodone/.test(e.message));
+  const logged = (await call("GET", "/api/v1/sessions/chat-nodone/messages", userKey)).json.result;
+  assert.deepEqual(logged.map((m) => m.role), ["user"], "no reply logged, and the client was told");
 });
 
 test("commits by policy wait for a reply without tool calls, and one session takes one turn at a time", async () => {

@@ -27,6 +27,11 @@ std::string ImportedSessionId(std::string_view user, std::string_view agent, con
 
 constexpr int kImportIdAttempts = 8;
 
+// The origin an import records the moment it creates a session (under the session's change lock), replaced
+// by the conversation's own source when it finishes: a session with it is an import begun here, which one cut
+// short may take over. A session without any origin is one begun here by hand, never an import's to delete.
+std::string ImportingSource(const std::string& source) { return "importing " + source; }
+
 int64_t NowMsForImport() { return SystemClock()->WallMicros() / 1000; }
 
 // A conversation imported before, in an export again, with its session held (no turn, append or other
@@ -94,7 +99,19 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
           if (free_id.empty()) free_id = candidate;
           continue;
         }
-        if (got->user == user && (got->source == c.source_id || got->source.empty())) {
+        if (got->user == user && got->source.empty()) {
+          // No origin yet: an import creating it this moment records its marker under the session's change
+          // lock, so read it again under that lock; still none, it is the user's own, and stepped over.
+          auto held = impl_->HoldForChange(candidate, "import a conversation");
+          if (!held.ok()) continue;
+          got = sessions->Get(candidate);
+          if (!got.ok()) {
+            if (got.status().code() != StatusCode::kNotFound) return got.status();
+            if (free_id.empty()) free_id = candidate;
+            continue;
+          }
+        }
+        if (got->user == user && (got->source == c.source_id || got->source == ImportingSource(c.source_id))) {
           id = std::move(candidate);
           existing = std::move(got);
           break;
@@ -126,9 +143,9 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
           }
           continue;
         }
-        // The search above took only this conversation's import or one without an origin: created, but its
-        // origin never recorded (the last step): an import cut short, done again — unless
-        // it changed in the last two minutes, when another import of it may still be running.
+        // The search above took only this conversation's import or one marked as being imported: created,
+        // but its origin never recorded (the last step): an import cut short, done again — unless it changed
+        // in the last two minutes, when another import of it may still be running.
         if (existing->updated_ms > NowMsForImport() - 120'000) {
           report.skipped.push_back({where, "session " + id + " is being imported by another call; try again later"});
           continue;
@@ -137,7 +154,20 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
       } else if (existing.status().code() != StatusCode::kNotFound) {
         return existing.status();
       }
-      Result<session::SessionInfo> created = CreateSession(user, agent, id);
+      Result<session::SessionInfo> created = Status::Unavailable("");
+      {
+        // Created and marked as an import under the session's change lock (see ImportingSource).
+        auto held = impl_->HoldForChange(id, "import a conversation");
+        if (!held.ok()) {
+          report.skipped.push_back({where, std::string(held.status().message())});
+          continue;
+        }
+        created = CreateSession(user, agent, id);
+        if (created.ok()) {
+          STRATA_RETURN_IF_ERROR(sessions->SetOrigin(session::SessionRef(*created),
+                                                     {.title = c.title, .source = ImportingSource(c.source_id)}));
+        }
+      }
       if (!created.ok()) {
         if (created.status().code() != StatusCode::kAlreadyExists) return created.status();
         report.skipped.push_back({where, "another import created session " + id + " at the same time"});

@@ -204,7 +204,7 @@ Json ImportReportView(const memory::ImportReport& r) {
 }
 
 Json ExportReportView(const memory::ExportReport& r) {
-  return {{"directories", r.directories}, {"leaves", r.leaves}, {"relations", r.relations}};
+  return {{"directories", r.directories}, {"leaves", r.leaves}, {"relations", r.relations}, {"removed", r.removed}};
 }
 
 Json AddReportView(const ingest::AddReport& r) {
@@ -218,11 +218,8 @@ Result<ingest::AddOptions> ReadAddOptions(const nlohmann::json& args) {
   out.remove_missing = false;  // Requests carry files, not trees: removal only when asked.
   STRATA_RETURN_IF_ERROR(ReadFlag(args, "remove_missing", &out.remove_missing));
   STRATA_RETURN_IF_ERROR(ReadFlag(args, "summarize", &out.summarize));
-  const nlohmann::json* tokens = json::Field(args, "chunk_tokens");
-  if (tokens != nullptr && !tokens->is_null()) {
-    if (!tokens->is_number_integer()) return Status::InvalidArgument("\"chunk_tokens\" must be a whole number");
-    out.extract.chunk_tokens = tokens->get<int64_t>();
-  }
+  // Read as every integer member is (16.0 is 16; 2^64 or 5.5 is refused as not an integer, never wrapped).
+  STRATA_ASSIGN_OR_RETURN(out.extract.chunk_tokens, json::CheckedIntOr(args, "chunk_tokens", out.extract.chunk_tokens));
   return out;
 }
 
@@ -240,6 +237,13 @@ Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& ar
     const nlohmann::json* content = json::Field(f, "content");
     if (path == nullptr || !path->is_string() || content == nullptr || !content->is_string()) {
       return Status::InvalidArgument(where + " must be {\"path\": string, \"content\": string}");
+    }
+    // A misspelt member is refused, not ignored: "encodng": "base64" stored the base64 text as the document.
+    for (const auto& [key, value] : f.items()) {
+      if (key != "path" && key != "content" && key != "encoding") {
+        return Status::InvalidArgument(where + ": unknown member " + json::QuoteForError(key, 40) +
+                                       " (a file takes path, content and encoding)");
+      }
     }
     std::string p = path->get<std::string>();
     // A plain relative path: its segments become node names (no "." or "..", no leading '/', no control

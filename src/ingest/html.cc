@@ -2,11 +2,13 @@
 // headings become "#" lines, block elements paragraphs, list items "- " lines; scripts, styles and other
 // non-text elements are dropped.
 #include <libxml/HTMLparser.h>
+#include <libxml/parser.h>
 #include <libxml/tree.h>
 
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ingest_internal.h"
 
@@ -67,18 +69,42 @@ struct Writer {
       }
     }
   }
-  void Walk(const xmlNode* n, int depth) {
-    for (; n != nullptr; n = n->next) {
-      if (n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) {
-        if (n->content != nullptr) Text(reinterpret_cast<const char*>(n->content));
+  // Walks the tree in document order with a stack of its own, as deep as the page nests (unclosed inline
+  // tags in old HTML nest a level each: a recursion, or a depth cap, lost the text past it).
+  void Walk(const xmlNode* n) {
+    struct Open {
+      const xmlNode* node;
+      bool heading, block, is_pre;
+    };
+    std::vector<Open> open;
+    while (true) {
+      if (n == nullptr) {
+        if (open.empty()) return;
+        const Open o = open.back();
+        open.pop_back();
+        if (o.heading) {
+          Break();
+        } else {
+          pre -= o.is_pre ? 1 : 0;
+          if (o.block) Break();
+        }
+        n = o.node->next;
         continue;
       }
-      if (n->type != XML_ELEMENT_NODE || Dropped(n) || depth > 400) continue;
+      if (n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) {
+        if (n->content != nullptr) Text(reinterpret_cast<const char*>(n->content));
+        n = n->next;
+        continue;
+      }
+      if (n->type != XML_ELEMENT_NODE || Dropped(n)) {
+        n = n->next;
+        continue;
+      }
       if (int level = HeadingLevel(n); level > 0) {
         Break();
         line = std::string(static_cast<size_t>(level), '#') + " ";
-        Walk(n->children, depth + 1);
-        Break();
+        open.push_back({n, true, false, false});
+        n = n->children;
         continue;
       }
       bool block = BlockElement(n);
@@ -87,9 +113,8 @@ struct Writer {
       if (Is(n, "td") || Is(n, "th")) line += line.empty() ? "" : " | ";
       bool is_pre = Is(n, "pre");
       pre += is_pre ? 1 : 0;
-      Walk(n->children, depth + 1);
-      pre -= is_pre ? 1 : 0;
-      if (block) Break();
+      open.push_back({n, false, block, is_pre});
+      n = n->children;
     }
   }
 };
@@ -121,14 +146,17 @@ Result<Extracted> ExtractHtml(std::string_view bytes, const ExtractOptions& opti
   std::call_once(init, [] { xmlInitParser(); });
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("too large for the HTML parser");
   htmlDocPtr doc = htmlReadMemory(bytes.data(), static_cast<int>(bytes.size()), "page.html", nullptr,
-                                  HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+                                  HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET |
+                                      // Without it libxml2 stops reading 256 elements deep, and the text
+                                      // after that point was lost without a word.
+                                      XML_PARSE_HUGE);
   if (doc == nullptr) return Status::InvalidArgument("not HTML that libxml2 can read");
   const xmlNode* root = xmlDocGetRootElement(doc);
   Extracted out;
   out.kind = FileKind::kHtml;
   out.title = Title(root, 0);
   Writer w;
-  w.Walk(root, 0);
+  w.Walk(root);
   w.Break();
   xmlFreeDoc(doc);
   std::string first_heading;

@@ -248,11 +248,16 @@ Result<std::vector<SourceFile>> WalkPaths(std::span<const std::string> paths, co
       walker.Entry(target, name);
     }
   }
-  // Two arguments may name the same relative path: the later one wins, as it would on disk.
+  // Two arguments may name the same relative path: the later one wins, as it would on disk, and the file it
+  // replaces (another file, not the same one named twice) is reported skipped, naming the one added.
   std::stable_sort(out.begin(), out.end(), [](const SourceFile& a, const SourceFile& b) { return a.path < b.path; });
   std::vector<SourceFile> unique;
   for (SourceFile& f : out) {
     if (!unique.empty() && unique.back().path == f.path) {
+      if (report != nullptr && unique.back().disk != f.disk) {
+        report->skipped.push_back({unique.back().disk, "its name " + f.path + " is " + f.disk +
+                                                           "'s too, given later: that file is added there"});
+      }
       unique.back() = std::move(f);
     } else {
       unique.push_back(std::move(f));

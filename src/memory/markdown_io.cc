@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -198,6 +200,42 @@ Json NodeMeta(const Node& node, const std::string& file) {
   return meta;
 }
 
+// The files an earlier export wrote below `dir`, as its .meta.json files list them (a leaf's file and
+// sidecars; each directory's own .meta.json and sidecars), deepest first. Only plain file names are taken from
+// those untrusted files, and links are not followed: nothing outside what an export writes is ever named.
+std::vector<fs::path> EarlierExportFiles(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) return out;
+  std::vector<fs::path> dirs = {dir};
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) dirs.push_back(it->path());
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
+  for (const fs::path& d : dirs) {
+    std::ifstream in(d / ".meta.json", std::ios::binary);
+    if (!in) continue;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Json meta = strata::json::ParseOrDiscard<Json>(text);
+    const Json* children = json::Field(meta, "children");
+    if (children != nullptr && children->is_object()) {
+      for (const auto& [name, child] : children->items()) {
+        const std::string file = json::StringOr(child, "file");
+        if (!file.ends_with(".md") || file.size() <= 3 || file.find('/') != std::string::npos || file.front() == '.') continue;
+        const std::string stem = file.substr(0, file.size() - 3);
+        for (const std::string& f : {file, stem + std::string(kAbstractSuffix), stem + std::string(kOverviewSuffix)}) {
+          out.push_back(d / f);
+        }
+      }
+    }
+    for (const char* own : {".abstract.md", ".overview.md", ".meta.json"}) out.push_back(d / own);
+    if (d == dir) out.push_back(d / ".relations.jsonl");
+    out.push_back(d);  // Removed only once empty.
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const std::string& dir) {
@@ -216,7 +254,20 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   };
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return Status::Internal("export: cannot create the directory: " + ec.message());
+  if (ec) {
+    // The caller's path, not a bug of ours: a file where the directory should be, a missing permission.
+    return Status(ec == std::errc::not_a_directory || ec == std::errc::file_exists ? StatusCode::kInvalidArgument
+                                                                                  : StatusCode::kFailedPrecondition,
+                  "export: cannot create the directory " + dir + ": " + ec.message());
+  }
+  // What an earlier export into `dir` wrote: whatever this one does not write again is removed at the end (a
+  // deleted leaf's file left there came back with the next import).
+  const std::vector<fs::path> earlier = EarlierExportFiles(dir);
+  std::set<std::string> written;
+  auto write = [&](const fs::path& path, std::string_view text) {
+    written.insert(path.lexically_normal().string());
+    return WriteText(path, text, dir);
+  };
   std::map<std::string, Json> dir_meta;  // Local directory path → its .meta.json.
   // Each directory's leaf files, chosen together (LeafFiles).
   std::map<std::string, std::vector<std::string>> leaf_names;
@@ -239,23 +290,24 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
     fs::path path = local_path(node.uri);
     if (node.is_dir) {
       STRATA_RETURN_IF_ERROR(MakeExportDir(path, dir));
-      if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".abstract.md", node.abstract_text, dir));
-      if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(WriteText(path / ".overview.md", node.overview, dir));
+      written.insert(path.lexically_normal().string());
+      if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(write(path / ".abstract.md", node.abstract_text));
+      if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(write(path / ".overview.md", node.overview));
       dir_meta[path.string()]["self"] = NodeMeta(node, "");
       ++report.directories;
     } else {
       fs::path parent = path.parent_path();
       const std::string file = leaf_files[node.uri.Parent().str()].at(std::string(node.uri.name()));
-      STRATA_RETURN_IF_ERROR(WriteText(parent / file, node.content, dir));
+      STRATA_RETURN_IF_ERROR(write(parent / file, node.content));
       std::string stem = file.substr(0, file.size() - 3);
-      STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text, dir));
-      STRATA_RETURN_IF_ERROR(WriteText(parent / (stem + std::string(kOverviewSuffix)), node.overview, dir));
+      STRATA_RETURN_IF_ERROR(write(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text));
+      STRATA_RETURN_IF_ERROR(write(parent / (stem + std::string(kOverviewSuffix)), node.overview));
       dir_meta[parent.string()]["children"][std::string(node.uri.name())] = NodeMeta(node, file);
       ++report.leaves;
     }
   }
   for (const auto& [path, meta] : dir_meta) {
-    STRATA_RETURN_IF_ERROR(WriteText(fs::path(path) / ".meta.json", meta.dump(2) + "\n", dir));
+    STRATA_RETURN_IF_ERROR(write(fs::path(path) / ".meta.json", meta.dump(2) + "\n"));
   }
   std::string relations;
   for (const Node& node : nodes) {
@@ -268,7 +320,20 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       ++report.relations;
     }
   }
-  if (!relations.empty()) STRATA_RETURN_IF_ERROR(WriteText(fs::path(dir) / ".relations.jsonl", relations, dir));
+  if (!relations.empty()) STRATA_RETURN_IF_ERROR(write(fs::path(dir) / ".relations.jsonl", relations));
+  // The earlier export's files this one did not write again: its leaves deleted since, and their directories
+  // once empty (a directory still holding files of the user's own is kept).
+  for (const fs::path& old : earlier) {
+    if (written.contains(old.lexically_normal().string())) continue;
+    fs::file_status st = fs::symlink_status(old, ec);
+    if (ec || !fs::exists(st)) continue;
+    if (fs::is_directory(st)) {
+      if (fs::is_empty(old, ec) && !ec) fs::remove(old, ec);
+    } else if (fs::is_regular_file(st) && fs::remove(old, ec)) {
+      ++report.removed;
+    }
+    ec.clear();
+  }
   return report;
 }
 
@@ -346,6 +411,16 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       return NaturalLess(a.path().filename().string(), b.path().filename().string());
     });
     std::vector<std::pair<fs::path, Uri>> subdirs;
+    // The node names this directory's entries took, and the file that took each: "note" and "note.md" are
+    // both leaf "note", and the later one would overwrite the earlier while both were counted.
+    std::map<std::string, std::string> taken;
+    auto claim = [&](const std::string& name, const fs::path& file) {
+      auto [it, fresh] = taken.emplace(name, file.filename().string());
+      if (!fresh) {
+        Skip(&report.skipped, shown(file), "its node name " + name + " is " + it->second + "'s, imported there");
+      }
+      return fresh;
+    };
     for (const auto& e : entries) {
       std::string file = e.path().filename().string();
       if (file.starts_with('.')) continue;  // Sidecars and hidden files.
@@ -365,10 +440,14 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
           Skip(&report.skipped, shown(e.path()), child.status().message());
           continue;
         }
+        if (!claim(file, e.path())) continue;
         subdirs.emplace_back(e.path(), *child);
         continue;
       }
-      if (!fs::is_regular_file(st)) continue;
+      if (!fs::is_regular_file(st)) {
+        Skip(&report.skipped, shown(e.path()), "not a regular file (a pipe, socket or device)");
+        continue;
+      }
       if (file.ends_with(kAbstractSuffix) || file.ends_with(kOverviewSuffix)) {
         std::string_view suffix = file.ends_with(kAbstractSuffix) ? kAbstractSuffix : kOverviewSuffix;
         std::string base = file.substr(0, file.size() - suffix.size()) + ".md";
@@ -387,6 +466,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
         Skip(&report.skipped, shown(e.path()), child.ok() ? "a file cannot be a scope" : child.status().message());
         continue;
       }
+      if (!claim(name, e.path())) continue;
       Result<std::string> read = ReadText(e.path(), top);
       if (!read.ok()) {
         if (read.status().code() == StatusCode::kInternal) return read.status().WithContext("import");

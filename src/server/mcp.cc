@@ -135,7 +135,10 @@ std::vector<Tool> MakeTools() {
                                             {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}}}},
                                            {"path", "content"})}}},
                {"remove_missing", Prop("boolean", "Remove what an earlier add to this URI brought from files not sent now")},
-               {"summarize", Prop("boolean", "Queue the server's model to summarise each added file")}},
+               {"summarize", Prop("boolean", "Queue the server's model to summarise each added file")},
+               {"chunk_tokens", {{"type", "integer"}, {"minimum", ingest::kMinChunkTokens},
+                                 {"maximum", ingest::kMaxChunkTokens},
+                                 {"description", "The most tokens a chunk holds (default 512)"}}}},
               {"uri", "files"})},
       {"remember", "Remember", "Remember something about you for later sessions: a text (deduplicated against what is "
                                "already known, merged or superseded when the model decides so), or the messages of a "

@@ -146,6 +146,12 @@ void Server::Impl::AddStoreRoutes() {
       if (path == nullptr || !path->is_string() || content == nullptr || !content->is_string()) {
         return Status::InvalidArgument("files[" + std::to_string(i) + "] must be {\"path\": string, \"content\": string}");
       }
+      for (const auto& [key, value] : (*files)[i].items()) {
+        if (key != "path" && key != "content") {
+          return Status::InvalidArgument("files[" + std::to_string(i) + "]: unknown member " + json::QuoteForError(key, 40) +
+                                         " (a file takes path and content)");
+        }
+      }
       tree.push_back({path->get<std::string>(), content->get<std::string>()});
     }
     STRATA_ASSIGN_OR_RETURN(memory::ImportReport report, c.engine->ImportFiles(tree, uri.str()));

@@ -160,6 +160,27 @@ TEST(IngestExtract, HtmlDropsScriptsAndKeepsHeadings) {
   EXPECT_FALSE(Extract(FileKind::kHtml, "empty.html", "<html><script>x</script></html>", {}).ok());
 }
 
+// Old HTML leaves inline tags open, and each nests a level: libxml2 stopped reading 256 elements deep and the
+// walk skipped what lay below 400, so the rest of the page was lost without a word.
+TEST(IngestExtract, HtmlNestedDeeplyIsReadToTheEnd) {
+  std::string soup = "<html><head><title>Soup</title></head><body>";
+  for (int i = 0; i < 400; ++i) soup += "<font size=2>para " + std::to_string(i) + " text here<br>\n";
+  soup += "<p>THE END</p></body></html>";
+  std::string nested = "<html><body><p>before</p>";
+  for (int i = 0; i < 100'000; ++i) nested += "<div>";
+  nested += "deep text";
+  for (int i = 0; i < 100'000; ++i) nested += "</div>";
+  nested += "<p>after</p></body></html>";
+  for (const auto& [html, wanted] : {std::pair{soup, std::vector<std::string>{"para 0 text", "para 399 text", "THE END"}},
+                                     std::pair{nested, std::vector<std::string>{"before", "deep text", "after"}}}) {
+    auto e = Extract(FileKind::kHtml, "page.html", html, {.chunk_tokens = 100'000});
+    ASSERT_OK(e);
+    std::string all;
+    for (const Chunk& c : e->chunks) all += c.text + "\n";
+    for (const std::string& w : wanted) EXPECT_NE(all.find(w), std::string::npos) << w;
+  }
+}
+
 TEST(IngestExtract, PdfPagesAreKeptAndDamagedPdfsRefused) {
   testing::TempDir dir;
   std::string pdf = ReadBytes(MakePdf(dir.path()));
@@ -429,6 +450,31 @@ TEST_F(IngestTree, ALinkNamedAsThePathIsFollowed) {
   paths = {dir_.File("dangling")};
   fs::create_symlink(dir_.File("nowhere"), paths[0]);
   EXPECT_EQ(engine_->AddResources(paths, "strata://resources/single").status().code(), StatusCode::kNotFound);
+}
+
+// Two paths that land on one name: the later is added, and the file it replaces is named among the skipped
+// (before, it vanished without a word, while HTTP refused the same request).
+TEST_F(IngestTree, TwoFilesOfOneNameAreNotLostSilently) {
+  fs::create_directories(dir_.File("a"));
+  fs::create_directories(dir_.File("b"));
+  testing::WriteFileOrDie(dir_.File("a/readme.md"), "# From A\n\nalpha text\n");
+  testing::WriteFileOrDie(dir_.File("b/readme.md"), "# From B\n\nbeta text\n");
+  std::vector<std::string> paths = {dir_.File("a/readme.md"), dir_.File("b/readme.md")};
+  auto files = engine_->AddResources(paths, "strata://resources/two");
+  ASSERT_OK(files);
+  EXPECT_EQ(files->added, std::vector<std::string>{"readme.md"});
+  ASSERT_EQ(files->skipped.size(), 1u);
+  EXPECT_NE(files->skipped[0].path.find("a/readme.md"), std::string::npos) << files->skipped[0].path;
+  EXPECT_NE(files->skipped[0].reason.find("b/readme.md"), std::string::npos) << files->skipped[0].reason;
+  paths = {dir_.File("a"), dir_.File("b")};
+  auto dirs = engine_->AddResources(paths, "strata://resources/two");
+  ASSERT_OK(dirs);
+  EXPECT_EQ(dirs->skipped.size(), 1u);
+  // One file named twice is one file: nothing skipped.
+  paths = {dir_.File("a"), dir_.File("a/readme.md")};
+  auto twice = engine_->AddResources(paths, "strata://resources/once");
+  ASSERT_OK(twice);
+  EXPECT_TRUE(twice->skipped.empty()) << twice->skipped[0].reason;
 }
 
 // A changed or removed file takes only its own chunks with it: a file added at a path below it and a note

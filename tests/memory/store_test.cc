@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1417,6 +1418,30 @@ TEST_P(StoreTest, FindUnderAMissingDirectoryIsAnErrorThatNamesItButAnEmptyScopeI
   EXPECT_TRUE(empty_scope->empty());
 }
 
+// Two files of one node name ("note" and "note.md"; a directory "sub" and a file "sub.md"): the first is
+// imported, the other named as skipped, and the counts are what was written. A pipe is named too.
+TEST_P(StoreTest, ImportNamesFilesThatWouldTakeAnotherFilesNode) {
+  testing::TempDir in;
+  testing::WriteFileOrDie(in.File("note"), "B from note");
+  testing::WriteFileOrDie(in.File("note.md"), "A from note.md");
+  std::filesystem::create_directories(in.File("sub"));
+  testing::WriteFileOrDie(in.File("sub/inner.md"), "inside");
+  testing::WriteFileOrDie(in.File("sub.md"), "a leaf named like the directory");
+  ASSERT_EQ(mkfifo(in.File("pipe.md").c_str(), 0600), 0);
+  auto imported = ImportMarkdown(*store_, in.path(), U("strata://resources/clash"));
+  ASSERT_OK(imported);
+  EXPECT_EQ(imported->leaves, 2);  // note and sub/inner.
+  std::set<std::string> skipped;
+  for (const SkippedPath& s : imported->skipped) skipped.insert(s.path + ": " + s.reason);
+  EXPECT_EQ(skipped.size(), 3u) << ::testing::PrintToString(skipped);
+  EXPECT_TRUE(skipped.contains("note.md: its node name note is note's, imported there")) << ::testing::PrintToString(skipped);
+  EXPECT_TRUE(skipped.contains("sub.md: its node name sub is sub's, imported there")) << ::testing::PrintToString(skipped);
+  EXPECT_TRUE(skipped.contains("pipe.md: not a regular file (a pipe, socket or device)")) << ::testing::PrintToString(skipped);
+  auto note = store_->Read(U("strata://resources/clash/note"), Level::kContent);
+  ASSERT_OK(note);
+  EXPECT_EQ(*note, "B from note");
+}
+
 TEST_P(StoreTest, ImportWritesNumberedFilesInNumberOrder) {
   // Write order is what Find takes for a leaf's neighbours: turn-2 must sit between turn-1 and turn-10.
   testing::TempDir in;
@@ -1528,6 +1553,38 @@ TEST_P(StoreTest, RelativeScoreFusionKeepsTheMarginThatRankFusionLoses) {
   ASSERT_OK(rrf_hits);
   ASSERT_FALSE(rrf_hits->empty());
   EXPECT_NE((*rrf_hits)[0].uri.str(), "strata://resources/notes/target");
+}
+
+// Exporting again into the same directory removes what the earlier export wrote for leaves deleted since
+// (the next import brought them back), and leaves the user's own files alone. A file as the target is named.
+TEST_P(StoreTest, ExportingAgainRemovesTheFilesOfWhatIsGone) {
+  ASSERT_OK(store_->Write(U("strata://resources/again/keep"), "A"));
+  ASSERT_OK(store_->Write(U("strata://resources/again/gone"), "B", {.abstract_text = "b"}));
+  ASSERT_OK(store_->Write(U("strata://resources/again/sub/inner"), "C"));
+  testing::TempDir out;
+  ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/again"), out.path()));
+  testing::WriteFileOrDie(out.File("mine.txt"), "the user's own");
+  testing::WriteFileOrDie(out.File("sub/mine.md"), "also the user's");
+  ASSERT_TRUE(std::filesystem::exists(out.File("gone.md")));
+  ASSERT_OK(store_->Remove(U("strata://resources/again/gone"), false));
+  ASSERT_OK(store_->Remove(U("strata://resources/again/sub"), true));
+  auto again = ExportMarkdown(*store_, U("strata://resources/again"), out.path());
+  ASSERT_OK(again);
+  EXPECT_EQ(again->leaves, 1);
+  EXPECT_EQ(again->removed, 7);  // gone's three files, inner's three, sub's .meta.json.
+  EXPECT_FALSE(std::filesystem::exists(out.File("gone.md")));
+  EXPECT_FALSE(std::filesystem::exists(out.File("gone.abstract.md")));
+  EXPECT_FALSE(std::filesystem::exists(out.File("sub/inner.md")));
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("mine.txt")), "the user's own");
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("sub/mine.md")), "also the user's");
+  auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/again-copy"));
+  ASSERT_OK(imported);
+  EXPECT_EQ(store_->Stat(U("strata://resources/again-copy/gone")).status().code(), StatusCode::kNotFound);
+  // A file where the directory should be: the caller's mistake, named.
+  testing::WriteFileOrDie(out.File("a-file"), "x");
+  auto onto_file = ExportMarkdown(*store_, U("strata://resources/again"), out.File("a-file"));
+  EXPECT_EQ(onto_file.status().code(), StatusCode::kInvalidArgument) << onto_file.status().ToString();
+  EXPECT_NE(onto_file.status().message().find("a-file"), std::string::npos) << onto_file.status().ToString();
 }
 
 TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {

@@ -284,6 +284,16 @@ TEST_F(ServerTest, DocumentsPostedAsFilesBecomeResourcesOnce) {
   EXPECT_NE(twice.raw.find("files[1].path \\\"dup.md\\\" is files[0]'s too"), std::string::npos) << twice.raw;
   EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://user/alice/docs/ok.md"), alice).status, 404) << "nothing added";
   EXPECT_EQ(Call("POST", "/api/v1/resources", alice, Json{{"uri", "strata://user/alice/docs"}, {"files", 3}}.dump()).status, 400);
+  // A misspelt member of a file is refused, naming it, on both routes that take files (it was ignored, and
+  // "encodng": "base64" stored the base64 text as the document).
+  for (const char* route : {"/api/v1/resources", "/api/v1/fs/import"}) {
+    Reply misspelt = Call("POST", route, alice,
+                          Json{{"uri", "strata://user/alice/docs"},
+                               {"files", {{{"path", "pic.md"}, {"content", "IyBTZWNyZXQ="}, {"encodng", "base64"}}}}}.dump());
+    EXPECT_EQ(misspelt.status, 400) << route << ": " << misspelt.raw;
+    EXPECT_NE(misspelt.raw.find("files[0]: unknown member \\\"encodng\\\""), std::string::npos) << misspelt.raw;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://user/alice/docs/pic.md"), alice).status, 404);
 }
 
 TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {

@@ -164,6 +164,35 @@ TEST(ChatExportTest, OpenAiJsonlIsOneConversationOrOnePerLineWithContentIds) {
   EXPECT_EQ(parsed->conversations[0].source_id.rfind("jsonl-", 0), 0u);
 }
 
+// A lone surrogate escape (half of an emoji cut in two) is allowed by JSON's grammar and refused by JSON
+// readers: it refused the whole export. It is read as U+FFFD, and every conversation is kept; escaped
+// backslashes and whole pairs are left as they are. A byte-order mark before a JSON Lines file is not its
+// first line's damage.
+TEST(ChatExportTest, ALoneSurrogateOrAByteOrderMarkCostsNoConversation) {
+  const std::string convo = R"({"id":"ID","title":"T","current_node":"n","mapping":{"n":{"id":"n","parent":null,)"
+                            R"("message":{"author":{"role":"user"},"content":{"content_type":"text","parts":["TEXT"]}}}}})";
+  auto with = [&](std::string id, std::string text) {
+    std::string c = convo;
+    c.replace(c.find("ID"), 2, id);
+    c.replace(c.find("TEXT"), 4, text);
+    return c;
+  };
+  const std::string bytes = "[" + with("c1", "cut emoji \\ud83d here") + "," + with("c2", "whole \\ud83d\\ude00 pair") +
+                            "," + with("c3", "a backslash \\\\ud83d, not an escape") + "]";
+  auto parsed = ParseChatExport(bytes, ChatExportFormat::kChatGpt, "conversations.json");
+  ASSERT_OK(parsed);
+  ASSERT_EQ(parsed->conversations.size(), 3u);
+  EXPECT_EQ(Texts(parsed->conversations[0]), std::vector<std::string>{"user: cut emoji \xEF\xBF\xBD here"});
+  EXPECT_EQ(Texts(parsed->conversations[1]), std::vector<std::string>{"user: whole \xF0\x9F\x98\x80 pair"});
+  EXPECT_EQ(Texts(parsed->conversations[2]), std::vector<std::string>{"user: a backslash \\ud83d, not an escape"});
+  auto jsonl = ParseChatExport("\xEF\xBB\xBF{\"role\":\"user\",\"content\":\"hi \\ud83d\"}\n{\"role\":\"assistant\",\"content\":\"hello\"}\n",
+                               ChatExportFormat::kOpenAiJsonl, "o.jsonl");
+  ASSERT_OK(jsonl);
+  EXPECT_TRUE(jsonl->skipped.empty()) << jsonl->skipped[0].reason;
+  ASSERT_EQ(jsonl->conversations.size(), 1u);
+  EXPECT_EQ(Texts(jsonl->conversations[0]), (std::vector<std::string>{"user: hi \xEF\xBF\xBD", "assistant: hello"}));
+}
+
 // An export is untrusted: JSON nested deep enough to overflow the stack of a recursive copy or dump is
 // refused with the depth and where it was found, in every format, never crashing the process.
 TEST(ChatExportTest, DeeplyNestedJsonIsAClearErrorInEveryFormat) {
@@ -283,16 +312,37 @@ TEST(ChatImportTest, EachConversationBecomesASessionOnceWithItsTitleAndTimes) {
   ASSERT_EQ(bobs->imported.size(), 3u);
   EXPECT_NE(bobs->imported[0].session, pasta);
 
-  // An import a crash cut short (the session made, its origin never recorded) is left alone while it may
-  // still be running, and done again, whole, once it is older than that.
+  // A session of that id that alice began by hand (no origin) is hers: never deleted, whatever its age; the
+  // import steps over it to the conversation's next id. (It was taken for an import cut short and, two
+  // minutes after its last change, deleted with its messages and archives.)
   ASSERT_OK(engine.DeleteSession(pasta, /*force=*/true));
   ASSERT_OK(engine.CreateSession("alice", "", pasta));
+  ASSERT_OK(engine.AddMessages(pasta, std::vector<Message>{Message::User("my own note: the code is 4711")}));
+  ASSERT_OK((*engine.sessions())->SetOrigin(pasta, {.created_ms = 1'000, .updated_ms = 2'000}));  // Long ago.
+  auto beside = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(beside);
+  ASSERT_EQ(beside->imported.size(), 1u);
+  EXPECT_NE(beside->imported[0].session, pasta);
+  EXPECT_EQ(SessionTexts(engine, pasta), (std::vector<std::string>{"user: my own note: the code is 4711"}));
+  // And the next import finds the conversation at that id, not a third copy.
+  auto stepped = engine.ImportConversations(*exported, "alice");
+  ASSERT_OK(stepped);
+  EXPECT_TRUE(stepped->imported.empty());
+  EXPECT_EQ(stepped->unchanged.size(), 3u);
+  ASSERT_OK(engine.DeleteSession(beside->imported[0].session, /*force=*/true));
+
+  // An import a crash cut short (the session made and marked as being imported, its origin never recorded)
+  // is left alone while it may still be running, and done again, whole, once it is older than that.
+  ASSERT_OK(engine.DeleteSession(pasta, /*force=*/true));
+  ASSERT_OK(engine.CreateSession("alice", "", pasta));
+  ASSERT_OK((*engine.sessions())->SetOrigin(pasta, {.title = "Pasta", .source = "importing chatgpt-c1"}));
   ASSERT_OK(engine.AddMessages(pasta, std::vector<Message>{Message::User("Boil time for spaghetti?")}));
   auto running = engine.ImportConversations(*exported, "alice");
   ASSERT_OK(running);
   EXPECT_TRUE(running->imported.empty());
   EXPECT_NE(running->skipped.back().reason.find("being imported by another call"), std::string::npos);
-  ASSERT_OK((*engine.sessions())->SetOrigin(pasta, {.created_ms = 1'000, .updated_ms = 2'000}));  // Long ago.
+  ASSERT_OK((*engine.sessions())->SetOrigin(pasta, {.title = "Pasta", .source = "importing chatgpt-c1",
+                                                    .created_ms = 1'000, .updated_ms = 2'000}));  // Long ago.
   auto redone = engine.ImportConversations(*exported, "alice");
   ASSERT_OK(redone);
   ASSERT_EQ(redone->imported.size(), 1u);

@@ -22,6 +22,7 @@ namespace strata::memory {
 
 struct ExportReport {
   int64_t directories = 0, leaves = 0, relations = 0;
+  int64_t removed = 0;  // Files an earlier export into the directory wrote for what is gone since.
 };
 
 // A file or directory left out of an import or an add, and why. `path` is relative to the tree read.

@@ -253,10 +253,15 @@ class Client:
                 "summarize": summarize}
         return AddReport(self._call("POST", "/api/v1/resources", body={k: v for k, v in body.items() if v is not None}))
 
-    def import_sessions(self, format: str, content: str, user: str | None = None, *, agent: str | None = None,
+    def import_sessions(self, format: str, content: str | bytes, user: str | None = None, *, agent: str | None = None,
                         commit: bool = False, name: str | None = None) -> ChatImportReport:
         """A chat export's text (chatgpt, claude, kimi or openai-jsonl) as sessions; a user key imports for
-        its own user. Importing it again adds nothing."""
+        its own user. Importing it again adds nothing. `content` may be bytes (UTF-8), as Engine takes it."""
+        if isinstance(content, (bytes, bytearray)):
+            try:
+                content = bytes(content).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise error_class("invalid_argument")(f"content is not UTF-8 at byte {e.start}") from None
         body = {"format": format, "content": content, "user": user, "agent": agent, "commit": commit, "name": name}
         return ChatImportReport(self._call("POST", "/api/v1/sessions/import",
                                            body={k: v for k, v in body.items() if v is not None}))

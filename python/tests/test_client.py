@@ -193,6 +193,13 @@ def test_a_chat_export_is_imported_once_in_process_and_over_http(server, tmp_pat
     assert report.imported[0].session == first.imported[0].session
     assert report.imported[0].archive == 1
     assert local.import_sessions("chatgpt", CHATGPT_EXPORT, "alice").unchanged == [report.imported[0].session]
+    # Bytes are taken on both (the client raised a bare TypeError); bytes that are not UTF-8 are refused.
+    encoded = CHATGPT_EXPORT.encode("utf-8")
+    assert alice.import_sessions("chatgpt", encoded).unchanged == [first.imported[0].session]
+    assert local.import_sessions("chatgpt", encoded, "alice").unchanged == [report.imported[0].session]
+    with pytest.raises(strata.InvalidArgumentError) as e:
+        alice.import_sessions("chatgpt", b"[\xff]")
+    assert "byte 1" in e.value.message
     local.close()
 
 

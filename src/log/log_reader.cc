@@ -289,6 +289,10 @@ Result<ScanSummary> ScanLog(FileSystem* fs, const std::string& path, LogFormat f
                                                                              : DamageKind::kInvalidRecord)
                                : DamageKind::kTornTail,
                line.number, line.offset, line.text.size(), s.message()};
+      if (line.number == 1 && line.text.starts_with("\xEF\xBB\xBF")) {
+        // An editor's byte-order mark, which kimi-cli refuses too: said, rather than only the JSON error.
+        d.reason = "the line begins with a UTF-8 byte-order mark (EF BB BF), which is not JSON: " + d.reason;
+      }
       if (!line.terminated) {
         d.reason = "torn tail (last line has no newline and is not a complete record): " + d.reason;
         summary.torn_tail = d;

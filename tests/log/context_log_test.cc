@@ -445,6 +445,18 @@ TEST(LineReaderTest, OverlongLinesAreSkippedNotBuffered) {
   EXPECT_EQ(seen[3], std::make_tuple(std::string(), 285u, 120u, false, true));
 }
 
+// A byte-order mark an editor put before the first line makes it damage, as in kimi-cli; the reason says so.
+TEST_F(ContextLogTest, AByteOrderMarkIsNamedInTheDamagesReason) {
+  fs_.SetFileDurably("ctx/context.jsonl",
+                     "\xEF\xBB\xBF{\"role\": \"_system_prompt\", \"content\": \"P\"}\n{\"role\":\"user\",\"content\":\"hi\"}\n");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_EQ(log->restore_report().scan.damage.size(), 1u);
+  EXPECT_NE(log->restore_report().scan.damage[0].reason.find("byte-order mark"), std::string::npos)
+      << log->restore_report().scan.damage[0].reason;
+  EXPECT_EQ(log->history().size(), 1u);
+}
+
 TEST_F(ContextLogTest, ImplausibleCountsAreDamageNotOverflow) {
   fs_.SetFileDurably("ctx/context.jsonl",
                      "{\"role\": \"_checkpoint\", \"id\": 9223372036854775807}\n{\"role\": \"_usage\", \"token_count\": 9223372036854775807}\n");

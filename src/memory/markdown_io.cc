@@ -200,11 +200,32 @@ Json NodeMeta(const Node& node, const std::string& file) {
   return meta;
 }
 
-// The files an earlier export wrote below `dir`, as its .meta.json files list them (a leaf's file and
-// sidecars; each directory's own .meta.json and sidecars), deepest first. Only plain file names are taken from
-// those untrusted files, and links are not followed: nothing outside what an export writes is ever named.
-std::vector<fs::path> EarlierExportFiles(const fs::path& dir) {
-  std::vector<fs::path> out;
+// A path as a key that does not depend on how it was spelt ("sp/", "./sp", "sp//x").
+std::string PathKey(const fs::path& p) {
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+struct EarlierFile {
+  fs::path path;
+  bool own_sidecar = false;  // A directory's own .abstract.md / .overview.md.
+};
+
+// The files an earlier export of the same subtree wrote below `dir`, as its .meta.json files list them (a
+// leaf's file and sidecars; each directory's own .meta.json and sidecars), deepest first. Only directories
+// whose .meta.json records that export (ExportRecord: the subtree's URI and the directory's place below
+// `dir`) count: another export nested inside (even of the same subtree), an export of another subtree into
+// the same directory, a tree from before the record or the user's own are not this one's. Only plain file names are taken from those untrusted files, and links are not
+// followed: nothing outside what an export writes is ever named.
+// What each .meta.json of an export of `root` into `top` records in "export" for its directory `d`.
+Json ExportRecord(const Uri& root, const fs::path& top, const fs::path& d) {
+  std::string place = PathKey(d).size() > PathKey(top).size() ? PathKey(d).substr(PathKey(top).size() + 1) : "";
+  return {{"uri", root.str()}, {"path", place}};
+}
+
+std::vector<EarlierFile> EarlierExportFiles(const fs::path& dir, const Uri& root) {
+  std::vector<EarlierFile> out;
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return out;
   std::vector<fs::path> dirs = {dir};
@@ -218,6 +239,8 @@ std::vector<fs::path> EarlierExportFiles(const fs::path& dir) {
     if (!in) continue;
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Json meta = strata::json::ParseOrDiscard<Json>(text);
+    const Json* record = json::Field(meta, "export");
+    if (record == nullptr || *record != ExportRecord(root, dir, d)) continue;
     const Json* children = json::Field(meta, "children");
     if (children != nullptr && children->is_object()) {
       for (const auto& [name, child] : children->items()) {
@@ -225,13 +248,15 @@ std::vector<fs::path> EarlierExportFiles(const fs::path& dir) {
         if (!file.ends_with(".md") || file.size() <= 3 || file.find('/') != std::string::npos || file.front() == '.') continue;
         const std::string stem = file.substr(0, file.size() - 3);
         for (const std::string& f : {file, stem + std::string(kAbstractSuffix), stem + std::string(kOverviewSuffix)}) {
-          out.push_back(d / f);
+          out.push_back({d / f});
         }
       }
     }
-    for (const char* own : {".abstract.md", ".overview.md", ".meta.json"}) out.push_back(d / own);
-    if (d == dir) out.push_back(d / ".relations.jsonl");
-    out.push_back(d);  // Removed only once empty.
+    out.push_back({d / ".abstract.md", true});
+    out.push_back({d / ".overview.md", true});
+    out.push_back({d / ".meta.json"});
+    if (PathKey(d) == PathKey(dir)) out.push_back({d / ".relations.jsonl"});
+    out.push_back({d});  // Removed only once empty.
   }
   return out;
 }
@@ -262,12 +287,13 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   }
   // What an earlier export into `dir` wrote: whatever this one does not write again is removed at the end (a
   // deleted leaf's file left there came back with the next import).
-  const std::vector<fs::path> earlier = EarlierExportFiles(dir);
-  std::set<std::string> written;
+  const std::vector<EarlierFile> earlier = EarlierExportFiles(dir, root);
+  std::set<std::string> written;  // PathKey of every file and directory this export writes.
   auto write = [&](const fs::path& path, std::string_view text) {
-    written.insert(path.lexically_normal().string());
+    written.insert(PathKey(path));
     return WriteText(path, text, dir);
   };
+  written.insert(PathKey(dir));
   std::map<std::string, Json> dir_meta;  // Local directory path → its .meta.json.
   // Each directory's leaf files, chosen together (LeafFiles).
   std::map<std::string, std::vector<std::string>> leaf_names;
@@ -290,7 +316,7 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
     fs::path path = local_path(node.uri);
     if (node.is_dir) {
       STRATA_RETURN_IF_ERROR(MakeExportDir(path, dir));
-      written.insert(path.lexically_normal().string());
+      written.insert(PathKey(path));
       if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(write(path / ".abstract.md", node.abstract_text));
       if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(write(path / ".overview.md", node.overview));
       dir_meta[path.string()]["self"] = NodeMeta(node, "");
@@ -306,7 +332,8 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       ++report.leaves;
     }
   }
-  for (const auto& [path, meta] : dir_meta) {
+  for (auto& [path, meta] : dir_meta) {
+    meta["export"] = ExportRecord(root, dir, path);  // Whose files these are, for the next export here.
     STRATA_RETURN_IF_ERROR(write(fs::path(path) / ".meta.json", meta.dump(2) + "\n"));
   }
   std::string relations;
@@ -323,8 +350,12 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   if (!relations.empty()) STRATA_RETURN_IF_ERROR(write(fs::path(dir) / ".relations.jsonl", relations));
   // The earlier export's files this one did not write again: its leaves deleted since, and their directories
   // once empty (a directory still holding files of the user's own is kept).
-  for (const fs::path& old : earlier) {
-    if (written.contains(old.lexically_normal().string())) continue;
+  for (const EarlierFile& e : earlier) {
+    const fs::path& old = e.path;
+    if (written.contains(PathKey(old))) continue;
+    // A directory still exported keeps its own sidecars: the export writes one only when the node has that
+    // layer, and one there now is the user's (an overview written by hand, which import reads).
+    if (e.own_sidecar && written.contains(PathKey(old.parent_path()))) continue;
     fs::file_status st = fs::symlink_status(old, ec);
     if (ec || !fs::exists(st)) continue;
     if (fs::is_directory(st)) {

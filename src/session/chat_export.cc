@@ -175,6 +175,14 @@ Status ReadClaudeConversation(const json& conv, ImportedConversation* out) {
       int64_t t = IsoToMs(m, "created_at");
       if (t >= newest) newest = t, leaf = &m;
     }
+    if (leaf == nullptr) {
+      // Every message is another's parent: the links form a cycle. The chain ends at the newest message and,
+      // as in a ChatGPT export, at the first message it reaches twice.
+      for (const json& m : *messages) {
+        int64_t t = IsoToMs(m, "created_at");
+        if (t >= newest) newest = t, leaf = &m;
+      }
+    }
     std::set<std::string> seen;
     for (const json* m = leaf; m != nullptr;) {
       std::string uuid = strata::json::StringOr(*m, "uuid");

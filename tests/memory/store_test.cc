@@ -1580,6 +1580,23 @@ TEST_P(StoreTest, ExportingAgainRemovesTheFilesOfWhatIsGone) {
   auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/again-copy"));
   ASSERT_OK(imported);
   EXPECT_EQ(store_->Stat(U("strata://resources/again-copy/gone")).status().code(), StatusCode::kNotFound);
+  // What the export did not write is never its to remove: a directory's own overview written by hand (the
+  // export writes one only when the node has that layer), another export nested inside the directory, and
+  // the files of an export of another subtree into the same directory.
+  ASSERT_OK(store_->Write(U("strata://resources/again/d/leaf"), "D"));
+  ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/again"), out.path()));
+  testing::WriteFileOrDie(out.File("d/.overview.md"), "my own overview of d");
+  ASSERT_OK(store_->Write(U("strata://resources/nested/n"), "N"));
+  ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/nested"), out.File("team")));
+  auto kept = ExportMarkdown(*store_, U("strata://resources/again"), out.path());
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->removed, 0);
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("d/.overview.md")), "my own overview of d");
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("team/n.md")), "N");
+  auto other = ExportMarkdown(*store_, U("strata://resources/nested"), out.path());
+  ASSERT_OK(other);
+  EXPECT_EQ(other->removed, 0);
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("keep.md")), "A");
   // A file where the directory should be: the caller's mistake, named.
   testing::WriteFileOrDie(out.File("a-file"), "x");
   auto onto_file = ExportMarkdown(*store_, U("strata://resources/again"), out.File("a-file"));

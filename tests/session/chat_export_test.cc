@@ -136,6 +136,14 @@ TEST(ChatExportTest, ClaudeReadsBlocksOrTextFollowsTheChainAndNamesAttachments) 
   EXPECT_NE(parsed->skipped[0].reason.find("no user or assistant text"), std::string::npos);
   EXPECT_EQ(parsed->skipped[1].where, "conversations.json[3] (No id)");
   EXPECT_NE(parsed->skipped[1].reason.find("no \"uuid\""), std::string::npos);
+  // Parent links that form a cycle end the chain where it repeats (it was skipped as having no text).
+  auto cycle = ParseChatExport(
+      R"([{"uuid":"u4","name":"cycle","chat_messages":[{"uuid":"a","sender":"human","text":"A","parent_message_uuid":"b"},)"
+      R"({"uuid":"b","sender":"assistant","text":"B","parent_message_uuid":"a"}]}])",
+      ChatExportFormat::kClaude, "cyc.json");
+  ASSERT_OK(cycle);
+  ASSERT_EQ(cycle->conversations.size(), 1u);
+  EXPECT_EQ(Texts(cycle->conversations[0]), (std::vector<std::string>{"user: A", "assistant: B"}));
 }
 
 TEST(ChatExportTest, OpenAiJsonlIsOneConversationOrOnePerLineWithContentIds) {

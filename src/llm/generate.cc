@@ -13,12 +13,11 @@ Result<GenerateResult> Generate(ChatProvider& provider, std::string_view system_
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatStream> stream,
                           provider.Generate(system_prompt, tools, history, options));
   // Calls completed while the stream runs go out as they complete; those the end completes go out once the
-  // stop reason is known: in a reply cut at the token limit, one whose arguments are not whole JSON was cut.
+  // stop reason is known: in a reply cut at the token limit, one whose arguments are not whole JSON was cut
+  // (none at all too: the reply ended after the call's name).
   bool ended = false, cut = false;
   StreamMerger merger([&](const ToolCall& call) {
-    const std::string& arguments = call.function.arguments.value_or("");
-    const bool whole = arguments.find_first_not_of(" \t\r\n") == std::string::npos ||
-                       nlohmann::json::accept(arguments);
+    const bool whole = nlohmann::json::accept(call.function.arguments.value_or(""));
     if (ended && cut && !whole && callbacks.on_cut_tool_call) {
       callbacks.on_cut_tool_call(call);
     } else if (callbacks.on_tool_call) {

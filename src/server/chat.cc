@@ -178,9 +178,11 @@ void DropCacheBreakpoints(Json* j) {
 // The reply to a turn, decoded from the upstream's body (streamed or not), handed to the engine, which logs
 // it and commits by policy; what changed is announced to viewers, and a commit wakes the worker.
 // A reply that cannot be read whole (a stream that ended before the upstream marked it complete, a line that
-// is not JSON) is not logged, and the error says so: the caller tells the client, which must not take it for
-// a whole reply either. A whole reply with nothing to log (empty, or blocked by the upstream's filter) is
-// not logged either, but it is what the upstream answered: the client gets it as it is.
+// is not JSON: invalid_response) is not logged, and the error says so: the caller tells the client, which
+// must not take it for a whole reply either. Any other reply that is not logged (empty, blocked by the
+// upstream's filter, or the upstream's own error event) is what the upstream answered: the client gets it as
+// it is. A reply that did not end normally (cut at the token limit, stopped by a filter) is logged as the
+// client got it, and the server's log says why it ended.
 Status Server::Impl::FinishTurn(Engine* engine, Turn& turn, const llm::ProviderConfig& upstream, bool streamed,
                                 std::string_view body) {
   Result<llm::DecodedResponse> reply = streamed ? llm::DecodeSseText(upstream.kind, upstream.options, body)
@@ -190,11 +192,13 @@ Status Server::Impl::FinishTurn(Engine* engine, Turn& turn, const llm::ProviderC
                  reply.status().ToString().c_str());
     turn.Release();
     const std::optional<llm::ChatErrorInfo> kind = llm::ChatErrorOf(reply.status());
-    if (kind && (kind->kind == llm::ChatErrorKind::kEmptyResponse || kind->kind == llm::ChatErrorKind::kContentFilter)) {
-      return Status::Ok();
-    }
+    if (kind && kind->kind != llm::ChatErrorKind::kInvalidResponse) return Status::Ok();
     return Status(reply.status().code(), "the upstream's reply could not be read whole, and session " +
                                              turn.session() + " did not log it: " + reply.status().message());
+  }
+  if (llm::StopKindOf(reply->stop_reason) != llm::StopKind::kEnd) {
+    std::fprintf(stderr, "strata serve: session %s: the reply ended with the stop reason %s (logged as sent)\n",
+                 turn.session().c_str(), reply->stop_reason.c_str());
   }
   Result<TurnOutcome> done = turn.Finish(reply->message, reply->usage);
   if (!done.ok()) {

@@ -130,7 +130,7 @@ Result<std::optional<int64_t>> Call::OptIntArg(std::string_view name) const {
   }
   if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {
     std::optional<int64_t> v = json::WholeNumber(*f);
-    if (!v) return not_an_integer();
+    if (!v) return Status::InvalidArgument("\"" + std::string(name) + "\" " + json::IntegerProblem(*f));
     return v;
   }
   return std::optional<int64_t>();

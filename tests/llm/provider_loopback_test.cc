@@ -401,6 +401,20 @@ TEST(ProviderLoopback, AToolCallCutAtTheTokenLimitIsNotRun) {
   EXPECT_EQ(ran, std::vector<std::string>{"call_1"});
   EXPECT_EQ(cut, std::vector<std::string>{"call_2"});
   ASSERT_EQ(result->message.tool_calls->size(), 2u);
+  // Cut right after the call's name, before any argument: cut too (it ran with no arguments).
+  LoopbackServer named_only;
+  named_only.Enqueue({.chunks = {Sse({
+      R"({"id":"y","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_3","type":"function","function":{"name":"list_directory"}}]}}]})",
+      R"({"id":"y","choices":[{"index":0,"delta":{},"finish_reason":"length"}]})", "[DONE]"})}});
+  auto bare = MustProvider(Config(ProviderKind::kOpenAIChat, named_only));
+  ran.clear();
+  cut.clear();
+  ASSERT_OK(Generate(*bare, "", {}, Hello(),
+                     {.on_tool_call = [&](const ToolCall& call) { ran.push_back(call.id); },
+                      .on_cut_tool_call = [&](const ToolCall& call) { cut.push_back(call.id); }})
+                .status());
+  EXPECT_TRUE(ran.empty());
+  EXPECT_EQ(cut, std::vector<std::string>{"call_3"});
 }
 
 // An error the provider sends inside a 200 response says so: no request returned the status it stands for.

@@ -30,6 +30,12 @@ const upstreamHandler = fakeUpstream(received, { type: "error", error: { type: "
   const event = (data) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
   const parts = [event({ type: "message_start", message: { ...message, content: [], stop_reason: null,
                                                             usage: { input_tokens: 21, output_tokens: 1 } } })];
+  if (request.model === "overloaded") {
+    // The upstream's own error event, mid-stream.
+    parts.push(event({ type: "error", error: { type: "overloaded_error", message: "Overloaded (fake)" } }));
+    writeSlowly(res, parts);
+    return;
+  }
   if (wantsTool) {
     parts.push(event({ type: "content_block_start", index: 0,
                        content_block: { type: "tool_use", id: "toolu_1", name: "get_weather", input: {} } }),
@@ -175,6 +181,14 @@ test("errors arrive as the SDK's own error classes", async () => {
     model: "fake-claude", max_tokens: 10,
     messages: [{ role: "user", content: [{ type: "tool_use", id: "t", name: "n", input: {} }] }] }),
                        (e) => e instanceof Anthropic.BadRequestError && /messages\[0\]\.content\[0\]/.test(e.message));
+  // The upstream's own error event mid-stream reaches a session's client as it was sent, its type kept (the
+  // server put its own "could not be read whole" api_error in its place).
+  await assert.rejects(async () => {
+    const stream = await client(userKey, { "X-Strata-Session": "claude-overloaded" }).messages.create({
+      model: "overloaded", max_tokens: 10, stream: true, messages: [{ role: "user", content: "x" }] });
+    for await (const _ of stream) { /* drain */ }
+  }, (e) => e instanceof Anthropic.APIError && /Overloaded \(fake\)/.test(e.message) && /overloaded_error/.test(e.message)
+            && !/read whole/.test(e.message));
   // Another user's session is not there.
   const bob = (await strata.call("POST", "/api/v1/admin/keys", rootKey, { user: "bob" })).json.result.key;
   await assert.rejects(client(bob, { "X-Strata-Session": "claude-1" }).messages.create({

@@ -294,6 +294,17 @@ TEST_F(ServerTest, DocumentsPostedAsFilesBecomeResourcesOnce) {
     EXPECT_NE(misspelt.raw.find("files[0]: unknown member \\\"encodng\\\""), std::string::npos) << misspelt.raw;
   }
   EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://user/alice/docs/pic.md"), alice).status, 404);
+  // chunk_tokens is read as every integer member: 16.0 is 16, and a number past 64 bits is named so (it was
+  // wrapped: 2^64 - 1 was "not -1").
+  for (const char* raw : {"18446744073709551615", "18446744073709551621", "9223372036854775808"}) {
+    Reply wide = Call("POST", "/api/v1/resources", alice,
+                      std::string(R"({"uri": "strata://user/alice/docs", "files": [], "chunk_tokens": )") + raw + "}");
+    EXPECT_EQ(wide.status, 400) << raw << ": " << wide.raw;
+    EXPECT_NE(wide.raw.find("\\\"chunk_tokens\\\" must be an integer of at most 64 bits"), std::string::npos) << wide.raw;
+  }
+  Reply sixteen = Call("POST", "/api/v1/resources", alice,
+                       R"({"uri": "strata://user/alice/docs", "files": [{"path": "s.md", "content": "# S"}], "chunk_tokens": 16.0})");
+  EXPECT_EQ(sixteen.status, 200) << sixteen.raw;
 }
 
 TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {

@@ -78,6 +78,18 @@ int64_t IntOr(const J& j, std::string_view key, int64_t fallback) {
   return WholeNumber(*f).value_or(fallback);
 }
 
+// What is wrong with `j` as an integer argument: "must be an integer of at most 64 bits" for a whole number
+// past int64 (as Python's front end says it), else "must be an integer".
+template <typename J>
+std::string IntegerProblem(const J& j) {
+  bool too_wide = j.is_number_unsigned();  // Only past INT64_MAX does WholeNumber refuse one.
+  if (j.is_number_float()) {
+    const double v = j.template get<double>();
+    too_wide = std::isfinite(v) && v == std::trunc(v) && std::fabs(v) >= 9223372036854775808.0;
+  }
+  return too_wide ? "must be an integer of at most 64 bits" : "must be an integer";
+}
+
 // IntOr for arguments a caller sent: `fallback` when absent or null, kInvalidArgument naming `key` when it
 // is there but not a whole number an int64 holds (1e300, 2^63, 5.5, "5"), where IntOr quietly uses the
 // fallback. The words are HTTP's for the same member.
@@ -86,7 +98,7 @@ Result<int64_t> CheckedIntOr(const J& j, std::string_view key, int64_t fallback)
   const J* f = Field(j, key);
   if (f == nullptr || f->is_null()) return fallback;
   if (std::optional<int64_t> v = WholeNumber(*f)) return *v;
-  return Status::InvalidArgument("\"" + std::string(key) + "\" must be an integer");
+  return Status::InvalidArgument("\"" + std::string(key) + "\" " + IntegerProblem(*f));
 }
 
 template <typename J>

@@ -6,8 +6,8 @@
 // error (retryable: the caller may call again), or content_filter when the provider's stop reason says it
 // blocked the reply (not retryable). Generate does not retry by itself; providers retry what fails before
 // the response starts. A reply cut at the output token limit is returned (its stop_reason says so), and the
-// tool calls that only its end completed whose arguments are not whole JSON (cut with the reply) go to
-// on_cut_tool_call instead of on_tool_call when it is set.
+// tool calls that only its end completed whose arguments are not whole JSON (cut with the reply; none at all
+// also) go to on_cut_tool_call instead of on_tool_call when it is set.
 //
 // Thread safety: callbacks run on the calling thread.
 #pragma once

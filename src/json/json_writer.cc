@@ -316,6 +316,39 @@ bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
   return true;
 }
 
+std::string ReplaceLoneSurrogateEscapes(std::string_view text) {
+  auto surrogate = [&](size_t at, bool high) {  // text[at] is the start of "\uXXXX"?
+    if (at + 6 > text.size() || text[at] != '\\' || (text[at + 1] != 'u' && text[at + 1] != 'U')) return false;
+    unsigned v = 0;
+    for (size_t i = at + 2; i < at + 6; ++i) {
+      char c = text[i];
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      v = v * 16 + static_cast<unsigned>(d);
+    }
+    return high ? (v >= 0xD800 && v <= 0xDBFF) : (v >= 0xDC00 && v <= 0xDFFF);
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '\\' || i + 1 >= text.size()) {
+      out += text[i++];
+      continue;
+    }
+    if (surrogate(i, true) && surrogate(i + 6, false)) {  // A whole pair.
+      out.append(text.substr(i, 12));
+      i += 12;
+    } else if (surrogate(i, true) || surrogate(i, false)) {
+      out += "\\ufffd";
+      i += 6;
+    } else {  // Any other escape, its next character taken with it (an escaped backslash is not a \u).
+      out.append(text.substr(i, 2));
+      i += 2;
+    }
+  }
+  return out;
+}
+
 std::string ReplaceInvalidUtf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());

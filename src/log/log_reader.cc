@@ -233,6 +233,24 @@ Status RecordParser::Parse(const LogLine& line, LogRecord* out, bool* utf8_repla
     error = impl_->parser.parse(impl_->scratch.data(), impl_->scratch.size() - kLinePadding, false).get(root);
     *utf8_replaced = true;
   }
+  if (error != simdjson::SUCCESS && line.text.find("\\u") != std::string_view::npos) {
+    // A lone surrogate escape (half of an emoji cut in two): JSON's grammar allows it and kimi-cli (Python's
+    // json) reads it; simdjson refuses the line. It is read as U+FFFD, as invalid UTF-8 is.
+    const std::string_view current =
+        *utf8_replaced ? std::string_view(impl_->scratch).substr(0, impl_->scratch.size() - kLinePadding) : line.text;
+    std::string repaired = json::ReplaceLoneSurrogateEscapes(current);
+    if (repaired != current) {
+      impl_->scratch = std::move(repaired);
+      impl_->scratch.append(kLinePadding, '\0');
+      element again;
+      if (impl_->parser.parse(impl_->scratch.data(), impl_->scratch.size() - kLinePadding, false).get(again) ==
+          simdjson::SUCCESS) {
+        root = again;
+        error = simdjson::SUCCESS;
+        *utf8_replaced = true;
+      }
+    }
+  }
   if (error != simdjson::SUCCESS) {
     std::string detail = json::DescribeSyntaxError(*utf8_replaced ? std::string_view(impl_->scratch).substr(0, impl_->scratch.size() - kLinePadding) : line.text);
     if (detail.empty()) detail = std::string("invalid JSON: ") + simdjson::error_message(error);
@@ -304,7 +322,7 @@ Result<ScanSummary> ScanLog(FileSystem* fs, const std::string& path, LogFormat f
     }
     if (replaced) {
       summary.damage.push_back(Damage{DamageKind::kInvalidUtf8, line.number, line.offset, line.text.size(),
-                                      "invalid UTF-8 replaced by U+FFFD; the record was kept"});
+                                      "text that is not Unicode (invalid UTF-8, a lone surrogate escape) replaced by U+FFFD; the record was kept"});
     }
     if (!line.terminated) summary.missing_final_newline = true;
     ++summary.records;

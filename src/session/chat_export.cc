@@ -205,46 +205,11 @@ Status ReadClaudeConversation(const json& conv, ImportedConversation* out) {
   return Status::Ok();
 }
 
-// `text` with every \u escape of a lone UTF-16 surrogate (half of a pair, as an emoji cut in two leaves it)
-// made \ufffd, which JSON readers refuse while its grammar allows it.
-std::string WithoutLoneSurrogates(std::string_view text) {
-  auto surrogate = [&](size_t at, bool high) {  // text[at] is the start of "\uXXXX"?
-    if (at + 6 > text.size() || text[at] != '\\' || (text[at + 1] != 'u' && text[at + 1] != 'U')) return false;
-    unsigned v = 0;
-    for (size_t i = at + 2; i < at + 6; ++i) {
-      char c = text[i];
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (d < 0) return false;
-      v = v * 16 + static_cast<unsigned>(d);
-    }
-    return high ? (v >= 0xD800 && v <= 0xDBFF) : (v >= 0xDC00 && v <= 0xDFFF);
-  };
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    if (text[i] != '\\' || i + 1 >= text.size()) {
-      out += text[i++];
-      continue;
-    }
-    if (surrogate(i, true) && surrogate(i + 6, false)) {  // A whole pair.
-      out.append(text.substr(i, 12));
-      i += 12;
-    } else if (surrogate(i, true) || surrogate(i, false)) {
-      out += "\\ufffd";
-      i += 6;
-    } else {  // Any other escape, its next character taken with it (an escaped backslash is not a \u).
-      out.append(text.substr(i, 2));
-      i += 2;
-    }
-  }
-  return out;
-}
-
 Result<ChatExport> ParseConversationArray(std::string_view bytes, ChatExportFormat format, std::string_view name) {
   // Depth-limited: the value is copied and walked recursively below.
   json all = strata::json::ParseOrDiscard<json>(bytes);
   // A lone surrogate (a cut emoji) in one message refused the whole export: it is read as U+FFFD.
-  if (all.is_discarded()) all = strata::json::ParseOrDiscard<json>(WithoutLoneSurrogates(bytes));
+  if (all.is_discarded()) all = strata::json::ParseOrDiscard<json>(strata::json::ReplaceLoneSurrogateEscapes(bytes));
   if (all.is_discarded()) {
     return Status::InvalidArgument(std::string(name) + ": " + strata::json::DescribeSyntaxError(bytes));
   }
@@ -293,7 +258,7 @@ Result<ChatExport> ParseOpenAiJsonl(std::string_view bytes, std::string_view nam
     json j = strata::json::ParseOrDiscard<json>(line);
     std::string repaired;
     if (j.is_discarded()) {
-      repaired = WithoutLoneSurrogates(line);
+      repaired = strata::json::ReplaceLoneSurrogateEscapes(line);
       j = strata::json::ParseOrDiscard<json>(repaired);
       if (!j.is_discarded()) line = repaired;
     }

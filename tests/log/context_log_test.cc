@@ -408,6 +408,22 @@ TEST_F(ContextLogTest, InvalidUtf8IsReplacedLikeKimiCli) {
   EXPECT_EQ(log->restore_report().scan.damage[0].kind, DamageKind::kInvalidUtf8);
 }
 
+// A lone surrogate escape (half of an emoji cut in two) is valid JSON that kimi-cli reads; simdjson refused the
+// line. It is kept with U+FFFD, reported as replaced text; a whole pair and an escaped backslash are as written.
+TEST_F(ContextLogTest, ALoneSurrogateEscapeIsReplacedNotDamage) {
+  fs_.SetFileDurably("ctx/context.jsonl",
+                     "{\"role\":\"user\",\"content\":\"cut \\ud83d\"}\n"
+                     "{\"role\":\"user\",\"content\":\"pair \\ud83d\\ude00 and \\\\ud83d\"}\n");
+  auto log = Open();
+  ASSERT_OK(log->Restore());
+  ASSERT_EQ(log->history().size(), 2u);
+  EXPECT_EQ(log->history()[0].ExtractText(), "cut \xEF\xBF\xBD");
+  EXPECT_EQ(log->history()[1].ExtractText(), "pair \xF0\x9F\x98\x80 and \\ud83d");
+  ASSERT_EQ(log->restore_report().scan.damage.size(), 1u);
+  EXPECT_EQ(log->restore_report().scan.damage[0].kind, DamageKind::kInvalidUtf8);
+  EXPECT_EQ(log->restore_report().scan.damage[0].line, 1u);
+}
+
 TEST_F(ContextLogTest, UnknownInternalRecordsAreKeptAndCounted) {
   fs_.SetFileDurably("ctx/context.jsonl", "{\"role\": \"_meta\", \"x\": 1}\n{\"role\":\"user\",\"content\":\"a\"}\n");
   auto log = Open();

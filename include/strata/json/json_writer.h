@@ -54,5 +54,8 @@ void AppendUtf8(std::string* out, char32_t cp);
 
 // Returns `s` with every invalid UTF-8 sequence replaced by U+FFFD (Python's errors="replace").
 std::string ReplaceInvalidUtf8(std::string_view s);
+// JSON text with every \u escape of a lone UTF-16 surrogate (half of a pair, as an emoji cut in two leaves it)
+// made \ufffd: JSON's grammar allows one, JSON readers (simdjson, nlohmann) refuse the whole document.
+std::string ReplaceLoneSurrogateEscapes(std::string_view json_text);
 
 }  // namespace strata::json

@@ -82,7 +82,8 @@ class RecordParser {
   RecordParser& operator=(const RecordParser&) = delete;
 
   // Parses `line` (which must have kLinePadding readable bytes after its text). Returns kInvalidArgument
-  // saying why the line is not a record. Sets `*utf8_replaced` when invalid UTF-8 had to be replaced.
+  // saying why the line is not a record. Sets `*utf8_replaced` when text that is not Unicode (invalid UTF-8, a
+  // lone surrogate escape) had to be replaced by U+FFFD.
   Status Parse(const LogLine& line, LogRecord* out, bool* utf8_replaced);
 
  private:

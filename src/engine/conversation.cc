@@ -143,12 +143,18 @@ Result<std::vector<Message>> Conversation::AssembledLocked(const std::string& sy
   options.reserve_for_reply = options_.reserve_for_reply;
   options.system_prompt = system_prompt;
   std::span<const Message> rest = history;
-  if (!history.empty() && window::SummaryOf(history[0])) {
-    options.pinned.push_back(history[0]);
+  // A compaction's summary (the log's first message) is the assembler's summary, sent as the log holds it:
+  // left out with a warning when it does not fit, as for a session (it was pinned, and the turn failed).
+  const bool has_summary = !history.empty() && window::SummaryOf(history[0]).has_value();
+  if (has_summary) {
+    options.summary = history[0].ExtractText();
+    options.summary_role = history[0].role;
+    options.summary_tokens = counter_.CountMessages({&history[0], 1});
+    options.first_index = 1;
     rest = rest.subspan(1);
   }
-  if (index_->pinned != options.pinned.size()) index_->history.Reset();  // The indexed span moved.
-  index_->pinned = options.pinned.size();
+  if (index_->pinned != (has_summary ? 1u : 0u)) index_->history.Reset();  // The indexed span moved.
+  index_->pinned = has_summary ? 1 : 0;
   index_->history.Sync(rest);
   STRATA_ASSIGN_OR_RETURN(window::Assembly a, window::Assemble(rest, index_->history, options, counter_));
   if (warnings != nullptr) {
@@ -160,7 +166,9 @@ Result<std::vector<Message>> Conversation::AssembledLocked(const std::string& sy
                                      "-token budget after the system prompt and summary; /compact, or raise "
                                      "--max-context");
   }
-  return window::AssembledMessages(rest, a, options);
+  std::vector<Message> out = window::AssembledMessages(rest, a, options);
+  if (a.summary_included) out[options.pinned.size()] = history[0];  // As the log holds it.
+  return out;
 }
 
 Result<int64_t> Conversation::Checkpoint() {

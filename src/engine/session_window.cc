@@ -190,40 +190,49 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     ao.system_prompt = sent_system;
     ao.pinned = options.pinned;
     std::span<const Message> rest = history;
-    bool has_summary = !history.empty() && window::SummaryOf(history[0]).has_value();
+    auto count_one = [&](const Message& m) { return counter.CountMessages({&m, 1}); };
+    // A compaction's summary (the log's first message) is the assembler's summary, not a pinned message:
+    // one that does not fit is left out with summary_over_budget, as docs/window.md says (pinned, it made
+    // the whole request an invalid budget). It is sent as the log holds it.
+    const bool has_summary = !history.empty() && window::SummaryOf(history[0]).has_value();
     if (has_summary) {
-      ao.pinned.push_back(history[0]);
+      ao.summary = history[0].ExtractText();
+      ao.summary_role = history[0].role;
+      ao.summary_tokens = count_one(history[0]);
+      ao.first_index = 1;
       rest = rest.subspan(1);
     }
     window::HistoryIndex index(&counter);
     index.Sync(rest);
     STRATA_ASSIGN_OR_RETURN(window::Assembly a, window::Assemble(rest, index, ao, counter));
 
-    auto count_one = [&](const Message& m) { return counter.CountMessages({&m, 1}); };
     if (!system.empty()) out.tokens.system = count_one(Message::System(system));
     if (!sent_system.empty()) out.tokens.memories = count_one(Message::System(sent_system)) - out.tokens.system;
     for (const Message& m : options.pinned) out.tokens.pinned += count_one(m);
-    if (has_summary) out.tokens.summary = count_one(history[0]);
+    if (a.summary_included) out.tokens.summary = a.summary_tokens;
     out.tokens.history = a.history_tokens;
     out.tokens.reserved = options.reserved_tokens;
     out.tokens.reply = reserve;
     out.window = options.max_context_tokens;
     out.budget = a.budget;
     out.total_tokens = a.total_tokens;
-    out.summary_included = has_summary;
+    out.summary_included = a.summary_included;
 
     out.message_tokens.assign(history.size(), 0);
     out.included.assign(history.size(), false);
     size_t offset = has_summary ? 1 : 0;
     if (has_summary) {
-      out.message_tokens[0] = out.tokens.summary;
-      out.included[0] = true;
+      out.message_tokens[0] = a.summary_tokens;
+      out.included[0] = a.summary_included;
     }
     for (size_t i = 0; i < rest.size(); ++i) out.message_tokens[i + offset] = index.tokens(i);
     for (size_t i : a.included) out.included[i + offset] = true;
     for (const window::AssemblyWarning& w : a.warnings) out.warnings.push_back(w.message);
-    if (size_t left_out = rest.size() - a.included.size(); left_out > 0) {
-      out.warnings.push_back(std::to_string(left_out) + " of " + std::to_string(rest.size()) +
+    // Counted over the log as `messages` lists it, the summary too (summary_over_budget says when it alone
+    // was left out).
+    if (a.included.size() < rest.size()) {
+      const size_t kept = static_cast<size_t>(std::count(out.included.begin(), out.included.end(), true));
+      out.warnings.push_back(std::to_string(history.size() - kept) + " of " + std::to_string(history.size()) +
                              " messages left out: the newest that fit the " + std::to_string(a.budget) +
                              "-token budget (after the system prompt, memories and summary) are sent, each tool call "
                              "with its results or not at all");
@@ -245,6 +254,7 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     }
     out.system_prompt = std::move(sent_system);
     out.messages = window::AssembledMessages(rest, a, ao);
+    if (a.summary_included) out.messages[ao.pinned.size()] = history[0];  // As the log holds it.
     out.history = std::move(history);  // `rest` points into it: last.
     return out;
   });

@@ -7,9 +7,10 @@ namespace {
 
 bool HasToolCalls(const Message& m) { return m.role == Role::kAssistant && m.tool_calls && !m.tool_calls->empty(); }
 
-std::string Describe(const HistoryUnit& unit) {
-  if (unit.end - unit.begin == 1) return "message " + std::to_string(unit.begin);
-  return "messages " + std::to_string(unit.begin) + "-" + std::to_string(unit.end - 1);
+// `base` is the caller's index of history[0] (AssembleOptions::first_index).
+std::string Describe(const HistoryUnit& unit, size_t base) {
+  if (unit.end - unit.begin == 1) return "message " + std::to_string(base + unit.begin);
+  return "messages " + std::to_string(base + unit.begin) + "-" + std::to_string(base + unit.end - 1);
 }
 
 }  // namespace
@@ -176,19 +177,19 @@ Result<Assembly> Assemble(std::span<const Message> history, const HistoryIndex& 
       const HistoryUnit& u = *it;
       if (u.state == HistoryUnit::State::kOrphan) {
         a.warnings.push_back({AssemblyWarning::Code::kOrphanToolResult,
-                              Describe(u) + ": a tool result that answers no call before it; not sent", u.begin});
+                              Describe(u, options.first_index) + ": a tool result that answers no call before it; not sent", u.begin});
         continue;
       }
       if (u.state != HistoryUnit::State::kOk) {
         a.warnings.push_back({AssemblyWarning::Code::kIncompleteToolGroup,
-                              Describe(u) + ": tool calls without all their results; the group is not sent",
+                              Describe(u, options.first_index) + ": tool calls without all their results; the group is not sent",
                               u.begin});
         continue;
       }
       if (a.history_tokens + u.tokens > remaining) {
         if (chosen.empty()) {
           a.warnings.push_back({AssemblyWarning::Code::kNewestOverBudget,
-                                "the newest " + Describe(u) + " takes " + std::to_string(u.tokens) +
+                                "the newest " + Describe(u, options.first_index) + " takes " + std::to_string(u.tokens) +
                                     " tokens, more than the " + std::to_string(remaining) +
                                     " left for history; no history is sent",
                                 u.begin});
@@ -199,7 +200,7 @@ Result<Assembly> Assemble(std::span<const Message> history, const HistoryIndex& 
       chosen.push_back(&u);
       for (size_t i : u.unmatched) {
         a.warnings.push_back({AssemblyWarning::Code::kUnmatchedToolResult,
-                              "message " + std::to_string(i) + ": a tool result whose id (" +
+                              "message " + std::to_string(options.first_index + i) + ": a tool result whose id (" +
                                   history[i].tool_call_id.value_or("") +
                                   ") answers no call of its group, or one already answered; not sent",
                               i});

@@ -2,6 +2,7 @@
 // conversation turn loop, the JSON views, provider resolution, and untrusted input (wrongly typed model
 // replies, damaged session files) that must come back as errors, never as a dead process.
 #include "strata/engine/engine.h"
+#include "strata/window/compaction.h"
 #include "strata/engine/keys.h"
 
 #include <gtest/gtest.h>
@@ -152,6 +153,33 @@ TEST_F(EngineTest, TheNewestMessageLeftOutIsExplainedByWhatItIs) {
   for (const std::string& w : ctx->warnings) warnings += w + "\n";
   EXPECT_NE(warnings.find("answers no call"), std::string::npos) << warnings;
   EXPECT_EQ(warnings.find("does not fit"), std::string::npos) << warnings;
+}
+
+// A compaction's summary is the window's summary, not a pinned message: one that does not fit is left out
+// with a warning (pinned, it made the request an invalid budget), and warnings number messages as the log
+// does (they counted from after the summary).
+TEST_F(EngineTest, ASummaryThatDoesNotFitIsLeftOutAndWarningsCountItsPlace) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "compacted"));
+  const std::string summary = "Alice planned a long trip to Kyoto with many details about temples and trains";
+  Message call = Message::Assistant("");
+  call.tool_calls = std::vector<ToolCall>{{.id = "call-1", .function = {"lookup", "{}"}}};
+  ASSERT_OK(engine_->AddMessages("compacted", std::vector{window::MakeSummaryMessage(summary), Message::User("hi"),
+                                                          Message::Assistant("hello"), call}));
+  auto tight = engine_->AssembleSession("compacted", {.max_context_tokens = 30, .reserve_for_reply = 0});
+  ASSERT_OK(tight);
+  EXPECT_FALSE(tight->summary_included);
+  EXPECT_FALSE(tight->included[0]);
+  std::string warnings;
+  for (const std::string& w : tight->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("the summary"), std::string::npos) << warnings;
+  // The call without its result is the log's message 3 (after the summary), as `included` numbers it.
+  EXPECT_NE(warnings.find("message 3: tool calls without all their results"), std::string::npos) << warnings;
+  EXPECT_FALSE(tight->included[3]);
+  auto roomy = engine_->AssembleSession("compacted", {.max_context_tokens = 8000, .reserve_for_reply = 0});
+  ASSERT_OK(roomy);
+  EXPECT_TRUE(roomy->summary_included);
+  ASSERT_FALSE(roomy->messages.empty());
+  EXPECT_EQ(roomy->messages[0], window::MakeSummaryMessage(summary)) << "sent as the log holds it";
 }
 
 // A caller's metadata is nested at most 64 levels (an export puts it two levels deeper, and it must read

@@ -95,6 +95,9 @@ struct AssembleOptions {
   std::optional<std::string> summary;           // The compressed prefix; "" counts as absent.
   std::optional<int64_t> summary_tokens;        // Overrides counting the summary message.
   Role summary_role = Role::kSystem;            // How the summary is sent.
+  size_t first_index = 0;  // The caller's index of history[0] in warnings' text (1 when its log's first
+                           // message, a compaction summary, is passed as `summary`). AssemblyWarning::index
+                           // stays an index of `history`.
 };
 
 struct AssemblyWarning {

@@ -200,9 +200,12 @@ Json NodeMeta(const Node& node, const std::string& file) {
   return meta;
 }
 
-// A path as a key that does not depend on how it was spelt ("sp/", "./sp", "sp//x").
+// A path as a key that does not depend on how it was spelt ("sp/", "./sp", "sp//x", ".", "/abs/sp"): absolute,
+// normal, without a trailing separator.
 std::string PathKey(const fs::path& p) {
-  std::string s = p.lexically_normal().string();
+  std::error_code ec;
+  fs::path absolute = fs::absolute(p, ec);
+  std::string s = (ec ? p : absolute).lexically_normal().string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
 }
@@ -212,26 +215,36 @@ struct EarlierFile {
   bool own_sidecar = false;  // A directory's own .abstract.md / .overview.md.
 };
 
+// What each .meta.json of an export of `root` into `top` records in "export" for its directory `d`: the
+// subtree, and the directory's place below `top` ("" for `top` itself).
+Json ExportRecord(const Uri& root, const fs::path& top, const fs::path& d) {
+  std::string place = fs::path(PathKey(d)).lexically_relative(PathKey(top)).string();
+  if (place == ".") place.clear();
+  return {{"uri", root.str()}, {"path", place}};
+}
+
 // The files an earlier export of the same subtree wrote below `dir`, as its .meta.json files list them (a
 // leaf's file and sidecars; each directory's own .meta.json and sidecars), deepest first. Only directories
 // whose .meta.json records that export (ExportRecord: the subtree's URI and the directory's place below
 // `dir`) count: another export nested inside (even of the same subtree), an export of another subtree into
 // the same directory, a tree from before the record or the user's own are not this one's. Only plain file names are taken from those untrusted files, and links are not
 // followed: nothing outside what an export writes is ever named.
-// What each .meta.json of an export of `root` into `top` records in "export" for its directory `d`.
-Json ExportRecord(const Uri& root, const fs::path& top, const fs::path& d) {
-  std::string place = PathKey(d).size() > PathKey(top).size() ? PathKey(d).substr(PathKey(top).size() + 1) : "";
-  return {{"uri", root.str()}, {"path", place}};
-}
-
 std::vector<EarlierFile> EarlierExportFiles(const fs::path& dir, const Uri& root) {
   std::vector<EarlierFile> out;
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return out;
   std::vector<fs::path> dirs = {dir};
-  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (it->is_directory(ec) && !it->is_symlink(ec)) dirs.push_back(it->path());
+  // An export writes no directory whose name starts with '.': .git and the like are not walked. A directory
+  // that cannot be read is passed over, the walk goes on.
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
+    std::error_code entry_ec;
+    if (!it->is_directory(entry_ec) || it->is_symlink(entry_ec)) continue;
+    if (it->path().filename().string().starts_with('.')) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    dirs.push_back(it->path());
   }
   std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
   for (const fs::path& d : dirs) {
@@ -294,7 +307,10 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
     return WriteText(path, text, dir);
   };
   written.insert(PathKey(dir));
-  std::map<std::string, Json> dir_meta;  // Local directory path → its .meta.json.
+  // Each local directory's .meta.json, by PathKey (the root's own entry and its leaves' must be one entry
+  // however the directory was spelt: "out/" lost the root's children), and the path it is written at.
+  std::map<std::string, Json> dir_meta;
+  std::map<std::string, fs::path> dir_at;
   // Each directory's leaf files, chosen together (LeafFiles).
   std::map<std::string, std::vector<std::string>> leaf_names;
   std::map<std::string, std::set<std::string>> dir_names;
@@ -319,7 +335,8 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       written.insert(PathKey(path));
       if (!node.abstract_text.empty()) STRATA_RETURN_IF_ERROR(write(path / ".abstract.md", node.abstract_text));
       if (!node.overview.empty()) STRATA_RETURN_IF_ERROR(write(path / ".overview.md", node.overview));
-      dir_meta[path.string()]["self"] = NodeMeta(node, "");
+      dir_meta[PathKey(path)]["self"] = NodeMeta(node, "");
+      dir_at.emplace(PathKey(path), path);
       ++report.directories;
     } else {
       fs::path parent = path.parent_path();
@@ -328,13 +345,15 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       std::string stem = file.substr(0, file.size() - 3);
       STRATA_RETURN_IF_ERROR(write(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text));
       STRATA_RETURN_IF_ERROR(write(parent / (stem + std::string(kOverviewSuffix)), node.overview));
-      dir_meta[parent.string()]["children"][std::string(node.uri.name())] = NodeMeta(node, file);
+      dir_meta[PathKey(parent)]["children"][std::string(node.uri.name())] = NodeMeta(node, file);
+      dir_at.emplace(PathKey(parent), parent);
       ++report.leaves;
     }
   }
-  for (auto& [path, meta] : dir_meta) {
-    meta["export"] = ExportRecord(root, dir, path);  // Whose files these are, for the next export here.
-    STRATA_RETURN_IF_ERROR(write(fs::path(path) / ".meta.json", meta.dump(2) + "\n"));
+  for (auto& [key, meta] : dir_meta) {
+    const fs::path& at = dir_at.at(key);
+    meta["export"] = ExportRecord(root, dir, at);  // Whose files these are, for the next export here.
+    STRATA_RETURN_IF_ERROR(write(at / ".meta.json", meta.dump(2) + "\n"));
   }
   std::string relations;
   for (const Node& node : nodes) {

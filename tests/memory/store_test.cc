@@ -1597,6 +1597,32 @@ TEST_P(StoreTest, ExportingAgainRemovesTheFilesOfWhatIsGone) {
   ASSERT_OK(other);
   EXPECT_EQ(other->removed, 0);
   EXPECT_EQ(testing::ReadFileOrDie(out.File("keep.md")), "A");
+  // However the directory is spelt (".", a trailing '/'), the same export is recognised and another nested
+  // inside it, of the same subtree, is not: "." recorded the nested one's place as the top's and removed it,
+  // and "out/" lost the root's own list of leaves, so a deleted leaf came back.
+  testing::TempDir spelt;
+  ASSERT_OK(store_->Write(U("strata://resources/spelt/a"), "A"));
+  ASSERT_OK(store_->Write(U("strata://resources/spelt/b"), "B"));
+  ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/spelt"), spelt.File("zz")));
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(spelt.path());
+  auto here = ExportMarkdown(*store_, U("strata://resources/spelt"), ".");
+  auto here_again = ExportMarkdown(*store_, U("strata://resources/spelt"), "./");
+  std::filesystem::current_path(before);
+  ASSERT_OK(here);
+  ASSERT_OK(here_again);
+  EXPECT_EQ(here_again->removed, 0);
+  EXPECT_EQ(testing::ReadFileOrDie(spelt.File("zz/a.md")), "A");
+  ASSERT_OK(store_->Remove(U("strata://resources/spelt/a"), false));
+  auto slash = ExportMarkdown(*store_, U("strata://resources/spelt"), spelt.path() + "/");
+  ASSERT_OK(slash);
+  EXPECT_EQ(slash->removed, 3);  // a's file and sidecars at the top; zz's copy is another export's.
+  EXPECT_FALSE(std::filesystem::exists(spelt.File("a.md")));
+  EXPECT_EQ(testing::ReadFileOrDie(spelt.File("zz/a.md")), "A");
+  // The root's .meta.json still lists its leaves (the file-to-leaf map an import reads).
+  const std::string top = testing::ReadFileOrDie(spelt.File(".meta.json"));
+  EXPECT_NE(top.find("\"children\""), std::string::npos) << top;
+  EXPECT_NE(top.find("\"b.md\""), std::string::npos) << top;
   // A file where the directory should be: the caller's mistake, named.
   testing::WriteFileOrDie(out.File("a-file"), "x");
   auto onto_file = ExportMarkdown(*store_, U("strata://resources/again"), out.File("a-file"));

@@ -2,10 +2,12 @@
 // headings become "#" lines, block elements paragraphs, list items "- " lines; scripts, styles and other
 // non-text elements are dropped.
 #include <libxml/HTMLparser.h>
-#include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,10 +44,96 @@ int HeadingLevel(const xmlNode* n) {
   return (h == 'h' || h == 'H') && d >= '1' && d <= '6' ? d - '0' : 0;
 }
 
+// libxml2's HTML parser stops at this many open elements (xmlParserMaxDepth, 256), give or take the root's.
+constexpr size_t kDeepestParsed = 250;
+
+// The text of a page read without a parser, in one pass: comments, scripts and styles dropped, tags dropped
+// (a block's tag breaks the paragraph), the common entities decoded. For pages the parser cannot read whole.
+std::string TextOfMarkup(std::string_view html) {
+  auto lower_starts = [&](size_t at, std::string_view word) {
+    if (at + word.size() > html.size()) return false;
+    for (size_t k = 0; k < word.size(); ++k) {
+      char c = html[at + k];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != word[k]) return false;
+    }
+    return true;
+  };
+  auto find_lower = [&](size_t from, std::string_view word) {
+    for (size_t at = html.find('<', from); at != std::string_view::npos; at = html.find('<', at + 1)) {
+      if (lower_starts(at, word)) return at;
+    }
+    return html.size();
+  };
+  std::string out;
+  bool space = false;
+  for (size_t i = 0; i < html.size();) {
+    const char c = html[i];
+    if (c == '<') {
+      if (html.compare(i, 4, "<!--") == 0) {
+        size_t end = html.find("-->", i + 4);
+        i = end == std::string_view::npos ? html.size() : end + 3;
+        continue;
+      }
+      for (std::string_view raw : {"script", "style"}) {
+        if (lower_starts(i + 1, raw)) {
+          size_t close = find_lower(i + 1, "</" + std::string(raw));
+          i = close;  // The end tag itself is skipped below.
+          break;
+        }
+      }
+      if (i >= html.size()) break;
+      size_t end = html.find('>', i);
+      std::string_view tag = html.substr(i + 1, (end == std::string_view::npos ? html.size() : end) - i - 1);
+      if (!tag.empty() && tag[0] == '/') tag.remove_prefix(1);
+      size_t name_end = 0;
+      while (name_end < tag.size() && std::isalnum(static_cast<unsigned char>(tag[name_end]))) ++name_end;
+      std::string name(tag.substr(0, name_end));
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      static constexpr std::string_view kBlocks[] = {"p", "div", "br", "li", "tr", "table", "ul", "ol", "pre",
+                                                     "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "section",
+                                                     "article", "hr", "dt", "dd"};
+      if (std::find(std::begin(kBlocks), std::end(kBlocks), name) != std::end(kBlocks)) {
+        while (!out.empty() && out.back() == ' ') out.pop_back();
+        if (!out.empty() && !out.ends_with("\n\n")) out += "\n\n";
+        space = false;
+      }
+      i = end == std::string_view::npos ? html.size() : end + 1;
+      continue;
+    }
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f') {
+      space = !out.empty() && out.back() != '\n';
+      ++i;
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    if (c == '&') {
+      static constexpr std::pair<std::string_view, std::string_view> kEntities[] = {
+          {"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&apos;", "'"},
+          {"&nbsp;", " "}};
+      bool decoded = false;
+      for (const auto& [entity, text] : kEntities) {
+        if (html.compare(i, entity.size(), entity) == 0) {
+          out += text;
+          i += entity.size();
+          decoded = true;
+          break;
+        }
+      }
+      if (decoded) continue;
+    }
+    out += c;
+    ++i;
+  }
+  return out;
+}
+
 struct Writer {
   std::string out;
   std::string line;  // The paragraph being written.
   int pre = 0;
+  size_t deepest = 0;  // The most elements open at once.
 
   void Break() {
     size_t end = line.find_last_not_of(" \n");
@@ -104,6 +192,7 @@ struct Writer {
         Break();
         line = std::string(static_cast<size_t>(level), '#') + " ";
         open.push_back({n, true, false, false});
+        deepest = std::max(deepest, open.size());
         n = n->children;
         continue;
       }
@@ -114,6 +203,7 @@ struct Writer {
       bool is_pre = Is(n, "pre");
       pre += is_pre ? 1 : 0;
       open.push_back({n, false, block, is_pre});
+      deepest = std::max(deepest, open.size());
       n = n->children;
     }
   }
@@ -146,10 +236,7 @@ Result<Extracted> ExtractHtml(std::string_view bytes, const ExtractOptions& opti
   std::call_once(init, [] { xmlInitParser(); });
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("too large for the HTML parser");
   htmlDocPtr doc = htmlReadMemory(bytes.data(), static_cast<int>(bytes.size()), "page.html", nullptr,
-                                  HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET |
-                                      // Without it libxml2 stops reading 256 elements deep, and the text
-                                      // after that point was lost without a word.
-                                      XML_PARSE_HUGE);
+                                  HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
   if (doc == nullptr) return Status::InvalidArgument("not HTML that libxml2 can read");
   const xmlNode* root = xmlDocGetRootElement(doc);
   Extracted out;
@@ -159,6 +246,11 @@ Result<Extracted> ExtractHtml(std::string_view bytes, const ExtractOptions& opti
   w.Walk(root);
   w.Break();
   xmlFreeDoc(doc);
+  // libxml2 stops reading (the rest of the page lost) at 256 open elements, which old HTML's unclosed inline
+  // tags reach (400 unclosed <font>s). Past it the page's text is read without its structure instead: every
+  // word is kept. (XML_PARSE_HUGE lifts the limit, but matching each end tag against that many open ones
+  // made a 1 MB page of them take 50 s.)
+  if (w.deepest >= kDeepestParsed) w.out = TextOfMarkup(bytes);
   std::string first_heading;
   std::vector<Block> blocks = MarkdownBlocks(w.out, &first_heading, /*keep_ranges=*/false);
   if (out.title.empty()) out.title = first_heading;

@@ -43,10 +43,16 @@ struct ConversationState {
   std::unique_ptr<Conversation> conversation;
 };
 
-py::object TurnResultRecord(const TurnResult& r) {
+py::object TurnResultRecord(const TurnResult& r, const std::vector<std::string>& warnings) {
   py::dict out;
   out["messages"] = MessagesToPy(r.messages);
   out["steps"] = r.steps;
+  // Why the last reply ended, in the provider's words ("length": cut at the token limit), and what the turn
+  // warned of (strata chat prints these): a cut reply must not pass for a whole one in Python either.
+  out["stop_reason"] = r.stop_reason;
+  py::list told;
+  for (const std::string& w : warnings) told.append(w);
+  out["warnings"] = told;
   out["stopped_at_max_steps"] = r.stopped_at_max_steps;
   if (r.usage) {
     py::dict u;
@@ -102,6 +108,8 @@ class PyConversation {
   py::object Send(py::handle user, py::object on_text) {
     Message message = PyUnicode_Check(user.ptr()) ? Message::User(user.cast<std::string>()) : MessageFromPy(user, "message");
     TurnCallbacks callbacks;
+    std::vector<std::string> warnings;  // Written on the turn's thread, read after it.
+    callbacks.on_warning = [&warnings](const std::string& w) { warnings.push_back(w); };
     if (!on_text.is_none()) {
       callbacks.on_part = [on_text](const StreamedPart& part) {
         const auto* content = std::get_if<ContentPart>(&part);
@@ -116,7 +124,7 @@ class PyConversation {
       };
     }
     TurnResult result = Check(NoGil([&] { return state_->conversation->Turn(std::move(message), callbacks); }));
-    return TurnResultRecord(result);
+    return TurnResultRecord(result, warnings);
   }
 
   std::optional<int64_t> Undo() {
@@ -207,7 +215,7 @@ script (scripted replies), record / replay.
       .def("send", &PyConversation::Send, py::arg("message"), py::kw_only(), py::arg("on_text") = py::none(), R"doc(
 One user turn: `message` is text or a message dict. Returns a record with `text` (the final reply's
 text), `messages` (everything the turn appended after the user message), `steps`, `usage`,
-`stopped_at_max_steps` and `compacted`. on_text(str) receives the reply's text as it streams.
+`stopped_at_max_steps`, `compacted`, `stop_reason` (the provider's, e.g. \"length\" for a reply cut at the token limit) and `warnings`. on_text(str) receives the reply's text as it streams.
 )doc")
       .def("undo", &PyConversation::Undo, "Reverts the last turn; returns its checkpoint id (None when there is none).")
       .def("clear", &PyConversation::Clear, "Forgets the conversation (the old log is kept as a rotation).")

@@ -42,6 +42,7 @@ def test_a_turn_calls_a_python_tool_and_logs_everything(tmp_path):
     result = chat.send("Weather in Paris?", on_text=streamed.append)
     assert result.text == "Sunny in Paris." and "".join(streamed) == "Sunny in Paris."
     assert result.steps == 3 and not result.stopped_at_max_steps
+    assert result.stop_reason == "" and result.warnings == []
     assert seen == [("Paris", "C")]
     tool_messages = [m for m in result.messages if m["role"] == "tool"]
     assert json.loads(tool_messages[0]["content"]) == {"city": "Paris", "sky": "sunny", "unit": "C"}
@@ -81,3 +82,15 @@ def test_undo_and_bad_settings(tmp_path):
         strata.Conversation(str(tmp_path / "d.jsonl"), provider="scripted", nonsense=1)
     with pytest.raises(strata.StrataError):
         strata.Conversation(str(tmp_path / "e.jsonl"), provider="no-such-provider")
+
+
+def test_a_reply_cut_short_says_why(tmp_path):
+    # A reply cut at the token limit passed for a whole one: its stop reason and the warning strata chat
+    # prints reach Python too.
+    script = scripted(tmp_path, [{"text": "It was the best of", "stop_reason": "length"}])
+    chat = strata.Conversation(str(tmp_path / "cut.jsonl"), provider="scripted", script=script)
+    result = chat.send("Tell me the opening line.")
+    assert result.text == "It was the best of"
+    assert result.stop_reason == "length"
+    assert result.warnings == ["the reply was cut at the output token limit (stop reason: length)"]
+    chat.close()

@@ -164,8 +164,13 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
         }
         created = CreateSession(user, agent, id);
         if (created.ok()) {
-          STRATA_RETURN_IF_ERROR(sessions->SetOrigin(session::SessionRef(*created),
-                                                     {.title = c.title, .source = ImportingSource(c.source_id)}));
+          Status marked = sessions->SetOrigin(session::SessionRef(*created),
+                                              {.title = c.title, .source = ImportingSource(c.source_id)});
+          if (!marked.ok()) {
+            // Unmarked, it would pass for the user's own session forever: it goes, as it came.
+            (void)DeleteSession(session::SessionRef(*created), /*force=*/true);
+            return marked;
+          }
         }
       }
       if (!created.ok()) {

@@ -74,6 +74,7 @@ Result<ScriptedReply> ReplyFromJson(const Json& r, const std::string& where) {
   if (!r.is_object()) return Status::InvalidArgument(where + ": expected an object");
   ScriptedReply reply;
   STRATA_ASSIGN_OR_RETURN(reply.id, json::OptionalString(r, "id", where));
+  STRATA_ASSIGN_OR_RETURN(reply.stop_reason, json::OptionalString(r, "stop_reason", where));
   if (r.contains("text")) {
     if (!r["text"].is_string()) return Status::InvalidArgument(where + ".text: expected a string");
     reply.parts.push_back(ContentPart(TextPart{r["text"].get<std::string>()}));

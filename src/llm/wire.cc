@@ -95,9 +95,15 @@ StopKind StopKindOf(std::string_view stop_reason) {
 
 Status NoReplyError(std::string_view empty, std::string_view stop_reason) {
   if (stop_reason.empty()) return EmptyResponseError(std::string(empty));
+  if (stop_reason.starts_with("prompt blocked")) {
+    return ContentFilterError("the provider refused the request (" + std::string(stop_reason) +
+                              "): the same request would be refused again");
+  }
   if (StopKindOf(stop_reason) == StopKind::kFiltered) {
-    return ContentFilterError("the provider blocked the reply (" + std::string(stop_reason) +
-                              "): the same request would be blocked again");
+    // A reply filtered on its way out depends on what was sampled: another attempt may pass (a summary that
+    // recited a quote once must not send a commit's job to the dead letters at once).
+    return EmptyResponseError("the provider blocked the reply (" + std::string(stop_reason) +
+                              "): nothing of it came back; another attempt may pass");
   }
   return EmptyResponseError(std::string(empty) + " (the provider's stop reason: " + std::string(stop_reason) + ")");
 }

@@ -319,27 +319,28 @@ TEST(ProviderLoopback, AReplyWithNothingInItIsAnEmptyResponse) {
   EXPECT_TRUE(IsRetryable(result.status()));
 }
 
-// Every format's stop reason is read: a blocked reply is a content_filter error naming the provider's reason
-// (not a retryable "empty response"), and a reply cut at the token limit is returned with its reason. (All
+// Every format's stop reason is read: a refused prompt is a content_filter error and a reply filtered on its
+// way out an empty_response, both naming the provider's reason (it named none), and a reply cut at the token
+// limit is returned with its reason. (All
 // four were read only as "complete": a cut or filtered reply passed for a whole one.)
 TEST(ProviderLoopback, StopReasonsAreReadAndABlockedReplyNamesWhy) {
   struct Case {
     ProviderKind kind;
     std::string stream;
-    std::string want;  // The stop reason, or the words the content_filter error must hold.
-    bool blocked;
+    std::string want;   // The stop reason, or the words the error must hold.
+    std::string error;  // The error's kind; "" for a reply.
   };
   const std::vector<Case> cases = {
       {ProviderKind::kOpenAIChat, Sse({R"({"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]})", "[DONE]"}),
-       "content_filter", true},
+       "content_filter", "empty_response"},
       {ProviderKind::kOpenAIChat, Sse({R"({"id":"x","choices":[{"index":0,"delta":{"content":"This answer is cut"}}]})",
                                        R"({"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"length"}]})", "[DONE]"}),
-       "length", false},
-      {ProviderKind::kGemini, Sse({R"({"candidates":[{"finishReason":"SAFETY"}],"responseId":"g"})"}), "SAFETY", true},
+       "length", ""},
+      {ProviderKind::kGemini, Sse({R"({"candidates":[{"finishReason":"SAFETY"}],"responseId":"g"})"}), "SAFETY", "empty_response"},
       {ProviderKind::kGemini, Sse({R"({"promptFeedback":{"blockReason":"SAFETY"},"responseId":"g"})"}),
-       "prompt blocked: SAFETY", true},
+       "prompt blocked: SAFETY", "content_filter"},
       {ProviderKind::kGemini, Sse({R"({"candidates":[{"content":{"role":"model","parts":[{"text":"cut"}]},"finishReason":"MAX_TOKENS"}]})"}),
-       "MAX_TOKENS", false},
+       "MAX_TOKENS", ""},
       {ProviderKind::kAnthropic,
        Sse({R"({"type":"message_start","message":{"id":"m","usage":{"input_tokens":1}}})",
             R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})",
@@ -348,16 +349,16 @@ TEST(ProviderLoopback, StopReasonsAreReadAndABlockedReplyNamesWhy) {
             R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":3}})",
             R"({"type":"message_stop"})"},
            true),
-       "max_tokens", false},
+       "max_tokens", ""},
       {ProviderKind::kOpenAIResponses,
        Sse({R"({"type":"response.incomplete","response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"content_filter"}}})"},
            true),
-       "content_filter", true},
+       "content_filter", "empty_response"},
       {ProviderKind::kOpenAIResponses,
        Sse({R"({"type":"response.output_text.delta","output_index":0,"delta":"cut"})",
             R"({"type":"response.incomplete","response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}})"},
            true),
-       "max_output_tokens", false},
+       "max_output_tokens", ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.stream);
@@ -365,12 +366,13 @@ TEST(ProviderLoopback, StopReasonsAreReadAndABlockedReplyNamesWhy) {
     server.Enqueue({.chunks = {c.stream}});
     auto provider = MustProvider(Config(c.kind, server));
     auto result = Generate(*provider, "", {}, Hello());
-    if (c.blocked) {
+    if (!c.error.empty()) {
+      // A refused prompt is refused again; a reply filtered on its way out may pass another time.
       ASSERT_FALSE(result.ok());
-      EXPECT_EQ(KindOf(result.status()), "content_filter");
-      EXPECT_FALSE(IsRetryable(result.status()));
+      EXPECT_EQ(KindOf(result.status()), c.error);
+      EXPECT_EQ(IsRetryable(result.status()), c.error == "empty_response");
       EXPECT_NE(result.status().message().find(c.want), std::string::npos) << result.status().ToString();
-      EXPECT_EQ(server.received().size(), 1u) << "not retried";
+      EXPECT_EQ(server.received().size(), 1u) << "Generate does not retry by itself";
     } else {
       ASSERT_OK(result);
       EXPECT_EQ(result->stop_reason, c.want);

@@ -11,8 +11,9 @@
 //                     kFailedPrecondition, 404 kNotFound,
 //                     other 4xx kInvalidArgument
 //   empty_response    kUnavailable                         yes (no text, no media and no tool call)
-//   content_filter    kFailedPrecondition                  no  (the provider blocked the reply or the prompt:
-//                                                               a safety or content filter, a refusal)
+//   content_filter    kFailedPrecondition                  no  (the provider refused the prompt: a safety
+//                                                               or content filter; a reply filtered on its
+//                                                               way out is empty_response, naming why)
 //   invalid_response  kDataLoss                            no  (malformed JSON, unexpected shape)
 //   cancelled         kCancelled                           no
 //

@@ -9,7 +9,7 @@
 // Script JSON (a file for `strata chat --provider scripted --script FILE`): a list of replies, or
 // {"model": M, "replies": [...]}. A reply is one of
 //   {"text": "..."}                                   one text part
-//   {"parts": [<streamed part>...], "id": ..., "usage": {"input_other":..,"output":..,...}}
+//   {"parts": [<streamed part>...], "id": ..., "usage": {"input_other":..,"output":..,...}, "stop_reason": ...}
 //   {"error": {"kind": "http_status", "status": 429, "message": "..."}}   fails before streaming
 //   {"parts": [...], "stream_error": {"kind": "connection", "message": "..."}}  fails mid-stream
 // where a streamed part is a content part ({"type":"text",...}), a tool call ({"type":"function",...}) or a

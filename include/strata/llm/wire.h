@@ -104,8 +104,9 @@ enum class StopKind {
 StopKind StopKindOf(std::string_view stop_reason);
 
 // The error for a reply with nothing in it (`empty` says what the merge found: no parts, only thinking),
-// naming the provider's stop reason: content_filter when the provider blocked it (not retryable: the same
-// request is blocked again), else empty_response.
+// naming the provider's stop reason: content_filter when the provider refused the prompt (not retryable:
+// the same request is refused again), else empty_response (retryable; a reply filtered on its way out
+// depends on what was sampled).
 Status NoReplyError(std::string_view empty, std::string_view stop_reason);
 
 // A whole response, decoded and merged.

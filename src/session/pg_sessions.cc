@@ -424,7 +424,9 @@ class PgSessions final : public Sessions {
           number > 999'999'999) {
         continue;
       }
-      STRATA_RETURN_IF_ERROR(Enqueue(info, static_cast<int>(number)).status().WithContext("session " + info.id));
+      STRATA_RETURN_IF_ERROR(internal::EnqueueUnfinishedCommit(*options_.queue, info, static_cast<int>(number))
+                                 .status()
+                                 .WithContext("session " + info.id));
     }
     return Status::Ok();
   }

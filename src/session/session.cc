@@ -805,7 +805,7 @@ class FileSessions final : public Sessions {
       }
       STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(id, n));
       if (a.state != ArchiveState::kDone && a.state != ArchiveState::kFailed) {
-        STRATA_RETURN_IF_ERROR(Enqueue(info, n).status());
+        STRATA_RETURN_IF_ERROR(internal::EnqueueUnfinishedCommit(*options_.queue, info, n).status());
       }
     }
     // A crash after the rename and before session.json was written left the count one short (checkpoint
@@ -1045,6 +1045,14 @@ Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int arch
   Json payload = {{"session", info.id}, {"archive", archive}};
   if (!info.incarnation.empty()) payload["incarnation"] = info.incarnation;
   return queue.Enqueue(kCommitJobKind, CommitJobKey(info), payload.dump());
+}
+
+Result<int64_t> EnqueueUnfinishedCommit(JobQueue& queue, const SessionInfo& info, int archive) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<Job> dead, queue.List(JobState::kDead, CommitJobKey(info)));
+  for (const Job& job : dead) {
+    if (json::IntOr(json::ParseOrDiscard<Json>(job.payload), "archive", -1) == archive) return int64_t{0};
+  }
+  return EnqueueCommit(queue, info, archive);
 }
 
 Result<ArchiveState> ParseArchiveState(std::string_view s) {

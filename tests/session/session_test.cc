@@ -551,6 +551,28 @@ TEST_P(SessionTest, DeleteWaitsForPhaseTwoUnlessForced) {
   EXPECT_TRUE(sessions_->List()->empty());
 }
 
+// A worker marks a job dead, then its archive failed. An open between the two found an unfinished archive
+// and queued it again: phase 2 ran twice. An archive whose job is dead waits for `session retry`.
+TEST_P(SessionTest, AnOpenDoesNotQueueAnArchiveWhoseJobJustDied) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("a")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  auto claimed = queue_->Claim();
+  ASSERT_OK(claimed);
+  ASSERT_TRUE(claimed->has_value());
+  ASSERT_OK(queue_->Fail(**claimed, Status::FailedPrecondition("no model"), /*retryable=*/false));
+  Reopen();  // The archive is still "archived": the window between the two.
+  std::vector<Job> jobs = Jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].state, JobState::kDead);
+  // Retried, it runs again: once.
+  ASSERT_OK(queue_->Retry(jobs[0].id));
+  Reopen();
+  jobs = Jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].state, JobState::kPending);
+}
+
 TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRevertAndCommit) {
   ASSERT_OK(sessions_->Create("alice", "", "s1"));
   ASSERT_OK(sessions_->Add("s1", Message::User("m1")));

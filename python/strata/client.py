@@ -310,6 +310,10 @@ class Client:
     def set_system_prompt(self, session_id: str, prompt: str) -> None:
         self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/system-prompt", body={"prompt": prompt})
 
+    def record_usage(self, session_id: str, tokens: int) -> None:
+        """A usage mark: the provider-reported tokens of the session's whole context."""
+        self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/usage", body={"tokens": tokens})
+
     def context(self, session_id: str, *, max_context_tokens: int | None = None,
                 reserve_for_reply: int | None = None, memory_limit: int | None = None, query: str | None = None,
                 system_prompt: str | None = None, encoding: str | None = None) -> SessionContext:

@@ -59,6 +59,11 @@ def test_sessions_commit_and_task_events_over_http(server):
     alice.add_messages("trip", [{"role": "user", "content": "I always take the aisle seat on long flights."},
                                 {"role": "assistant", "content": "Noted."}])
     assert [m["role"] for m in alice.messages("trip")] == ["user", "assistant"]
+    # A usage mark, as Engine.record_usage writes it (the client had no record_usage).
+    alice.record_usage("trip", 93)
+    assert alice.session_log("trip").usage_tokens == 93
+    with pytest.raises(strata.InvalidArgumentError):
+        alice.record_usage("trip", -1)
     assert alice.context("trip", max_context_tokens=4000).sent[0]["content"].startswith("I always")
     ticket = alice.commit("trip")
     assert isinstance(ticket, strata.CommitOutcome) and ticket.archive == 1 and ticket.task_id > 0

@@ -185,6 +185,16 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(id, prompt));
     return Json{{"session", id}, {"system_prompt", prompt}};
   }).Takes("prompt"));
+  // A usage mark: the provider-reported tokens of the session's whole context (Engine::RecordUsage), as the
+  // CLI's `session usage` and Python's record_usage write it.
+  Add(Route("POST", "/api/v1/sessions/{id}/usage", [this](Call& c) -> Result<Json> {
+    const std::string& id = c.req.path_params.at(0);
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> tokens, c.OptIntArg("tokens"));
+    if (!tokens) return Status::InvalidArgument("\"tokens\" is required");
+    STRATA_RETURN_IF_ERROR(c.engine->RecordUsage(id, *tokens));
+    return Json{{"session", id}, {"tokens", *tokens}};
+  }).Takes("tokens"));
   Add(Route("POST", "/api/v1/sessions/{id}/compact", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));

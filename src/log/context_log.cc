@@ -204,11 +204,12 @@ Result<ContextReplay> ReplayContext(FileSystem* fs, const std::string& path,
 namespace {
 
 // Validates `messages` and appends their lines to `*lines`.
-Status SerializeMessages(std::span<const Message> messages, std::string* lines) {
+// `first` is the caller's index of messages[0], for the error.
+Status SerializeMessages(std::span<const Message> messages, std::string* lines, size_t first = 0) {
   for (size_t i = 0; i < messages.size(); ++i) {
     std::string bad = FindInvalidUtf8(messages[i]);
     if (!bad.empty()) {
-      return Status::InvalidArgument("message " + std::to_string(i) + ": " + bad + " is not valid UTF-8");
+      return Status::InvalidArgument("message " + std::to_string(first + i) + ": " + bad + " is not valid UTF-8");
     }
     AppendMessageJson(messages[i], lines);
     lines->push_back('\n');
@@ -274,7 +275,7 @@ Status ContextLog::AppendWithTokenCount(std::span<const Message> messages, size_
   STRATA_RETURN_IF_ERROR(SerializeMessages(messages.first(counted), &lines));
   const uint64_t usage_at = lines.size();
   lines += record_format::UsageLine(token_count);
-  STRATA_RETURN_IF_ERROR(SerializeMessages(messages.subspan(counted), &lines));
+  STRATA_RETURN_IF_ERROR(SerializeMessages(messages.subspan(counted), &lines, counted));
   STRATA_RETURN_IF_ERROR(PrepareAppend());
   const uint64_t offset = writer_->size() + usage_at;
   STRATA_RETURN_IF_ERROR(writer_->Append(lines));

@@ -125,6 +125,9 @@ Result<std::optional<int64_t>> Call::OptIntArg(std::string_view name) const {
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(q->c_str(), &end, 10);
+    if (!q->empty() && *end == '\0' && errno == ERANGE) {
+      return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer of at most 64 bits");
+    }
     if (q->empty() || *end != '\0' || errno == ERANGE) return not_an_integer();
     return std::optional<int64_t>(v);
   }

@@ -350,10 +350,11 @@ Result<ChatExport> ReadChatExport(const std::string& path, ChatExportFormat form
                             if (record.kind == LogRecord::Kind::kSystemPrompt) system = Message::System(record.text);
                             return Status::Ok();
                           }));
-  // An invalid UTF-8 line is kept with U+FFFD in place of its bad bytes (its damage says so); others are left out.
+  // A line with text that is not Unicode (invalid UTF-8, a lone surrogate escape) is kept with U+FFFD in its
+  // place (its damage says so); others are left out.
   for (const Damage& d : summary.damage) {
     out.skipped.push_back({name + " " + d.ToString(),
-                           d.kind == DamageKind::kInvalidUtf8 ? "damaged line, kept with its bad bytes replaced"
+                           d.kind == DamageKind::kInvalidUtf8 ? "damaged line, kept with U+FFFD in place of what is not Unicode"
                                                               : "damaged line, left out"});
   }
   if (system) messages.insert(messages.begin(), std::move(*system));

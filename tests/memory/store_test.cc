@@ -2035,7 +2035,10 @@ TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {
 // A server that takes the connection and never answers: the connect gives up after
 // pg::Conn::kDefaultConnectTimeout (libpq alone would wait forever), and the URL's own connect_timeout wins.
 TEST(PgStore, AServerThatNeverAnswersIsAnErrorAfterTheConnectTimeout) {
-  ASSERT_EQ(std::getenv("PGCONNECT_TIMEOUT"), nullptr) << "the default is only used without PGCONNECT_TIMEOUT";
+  // The default is used only without PGCONNECT_TIMEOUT: unset for the test, as it was found.
+  const char* from_env = std::getenv("PGCONNECT_TIMEOUT");
+  const std::optional<std::string> saved = from_env != nullptr ? std::optional<std::string>(from_env) : std::nullopt;
+  unsetenv("PGCONNECT_TIMEOUT");
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(listener, 0);
   sockaddr_in address{};
@@ -2059,6 +2062,7 @@ TEST(PgStore, AServerThatNeverAnswersIsAnErrorAfterTheConnectTimeout) {
     EXPECT_LE(waited.count(), seconds + 20) << url;
   }
   close(listener);
+  if (saved) setenv("PGCONNECT_TIMEOUT", saved->c_str(), 1);
 }
 
 // A bulk load into a new store refreshes the planner's statistics at once (without them finds were planned for

@@ -225,6 +225,7 @@ test("a stream that ends before the upstream marks it complete is an error to th
                                                           messages: [{ role: "user", content: "Tell me all." }] });
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
   }, (e) => e instanceof OpenAI.APIError && /could not be read whole/.test(e.message) && /chat-nodone/.test(e.message));
+  assert.equal(text, "", "the cut reply's last chunk is withheld: the error event takes its place");
   const logged = (await call("GET", "/api/v1/sessions/chat-nodone/messages", userKey)).json.result;
   assert.deepEqual(logged.map((m) => m.role), ["user"], "no reply logged, and the client was told");
 });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ingest_internal.h"
+#include "strata/json/json_writer.h"
 
 namespace strata::ingest::internal {
 namespace {
@@ -49,19 +50,32 @@ constexpr size_t kDeepestParsed = 250;
 
 // The text of a page read without a parser, in one pass: comments, scripts and styles dropped, tags dropped
 // (a block's tag breaks the paragraph), the common entities decoded. For pages the parser cannot read whole.
+// A '<' opens a tag only before a letter, '/', '!' or '?' ("a < b" is text), and a tag ends at the first '>'
+// outside quotes.
 std::string TextOfMarkup(std::string_view html) {
-  auto lower_starts = [&](size_t at, std::string_view word) {
+  auto lower = [](char ch) { return static_cast<char>(std::tolower(static_cast<unsigned char>(ch))); };
+  // Whether a tag named `word` (case aside) starts at html[at], the name ending there.
+  auto named = [&](size_t at, std::string_view word) {
     if (at + word.size() > html.size()) return false;
     for (size_t k = 0; k < word.size(); ++k) {
-      char c = html[at + k];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      if (c != word[k]) return false;
+      if (lower(html[at + k]) != word[k]) return false;
     }
-    return true;
+    const size_t after = at + word.size();
+    return after == html.size() || html[after] == '>' || html[after] == '/' ||
+           std::isspace(static_cast<unsigned char>(html[after]));
   };
-  auto find_lower = [&](size_t from, std::string_view word) {
-    for (size_t at = html.find('<', from); at != std::string_view::npos; at = html.find('<', at + 1)) {
-      if (lower_starts(at, word)) return at;
+  // The end of the tag opened at html[at] (the index after its '>'), quoted attribute values skipped.
+  auto tag_end = [&](size_t at) {
+    char quote = 0;
+    for (size_t k = at + 1; k < html.size(); ++k) {
+      const char ch = html[k];
+      if (quote != 0) {
+        if (ch == quote) quote = 0;
+      } else if (ch == '"' || ch == '\'') {
+        quote = ch;
+      } else if (ch == '>') {
+        return k + 1;
+      }
     }
     return html.size();
   };
@@ -69,27 +83,31 @@ std::string TextOfMarkup(std::string_view html) {
   bool space = false;
   for (size_t i = 0; i < html.size();) {
     const char c = html[i];
-    if (c == '<') {
+    const char next = i + 1 < html.size() ? html[i + 1] : '\0';
+    if (c == '<' && (std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '!' || next == '?')) {
       if (html.compare(i, 4, "<!--") == 0) {
-        size_t end = html.find("-->", i + 4);
+        // "<!-->" and "<!--->" are whole (empty) comments.
+        size_t end = html.compare(i, 5, "<!-->") == 0 ? i + 2 : html.compare(i, 6, "<!--->") == 0 ? i + 3 : html.find("-->", i + 4);
         i = end == std::string_view::npos ? html.size() : end + 3;
         continue;
       }
+      size_t end = tag_end(i);
+      std::string_view tag = html.substr(i + 1, end - i - 1);
       for (std::string_view raw : {"script", "style"}) {
-        if (lower_starts(i + 1, raw)) {
-          size_t close = find_lower(i + 1, "</" + std::string(raw));
-          i = close;  // The end tag itself is skipped below.
+        if (named(i + 1, raw)) {
+          // Its text is not the page's: skip to its end tag.
+          size_t close = i + 1;
+          while ((close = html.find("</", close)) != std::string_view::npos && !named(close + 2, raw)) close += 2;
+          end = close == std::string_view::npos ? html.size() : tag_end(close);
+          tag = raw;
           break;
         }
       }
-      if (i >= html.size()) break;
-      size_t end = html.find('>', i);
-      std::string_view tag = html.substr(i + 1, (end == std::string_view::npos ? html.size() : end) - i - 1);
       if (!tag.empty() && tag[0] == '/') tag.remove_prefix(1);
       size_t name_end = 0;
       while (name_end < tag.size() && std::isalnum(static_cast<unsigned char>(tag[name_end]))) ++name_end;
       std::string name(tag.substr(0, name_end));
-      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      for (char& ch : name) ch = lower(ch);
       static constexpr std::string_view kBlocks[] = {"p", "div", "br", "li", "tr", "table", "ul", "ol", "pre",
                                                      "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "section",
                                                      "article", "hr", "dt", "dd"};
@@ -98,7 +116,7 @@ std::string TextOfMarkup(std::string_view html) {
         if (!out.empty() && !out.ends_with("\n\n")) out += "\n\n";
         space = false;
       }
-      i = end == std::string_view::npos ? html.size() : end + 1;
+      i = end;
       continue;
     }
     if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f') {
@@ -126,7 +144,8 @@ std::string TextOfMarkup(std::string_view html) {
     out += c;
     ++i;
   }
-  return out;
+  // The bytes were not decoded as the page declares them: what is not UTF-8 becomes U+FFFD.
+  return json::ReplaceInvalidUtf8(out);
 }
 
 struct Writer {
@@ -235,8 +254,14 @@ Result<Extracted> ExtractHtml(std::string_view bytes, const ExtractOptions& opti
   static std::once_flag init;
   std::call_once(init, [] { xmlInitParser(); });
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("too large for the HTML parser");
-  htmlDocPtr doc = htmlReadMemory(bytes.data(), static_cast<int>(bytes.size()), "page.html", nullptr,
-                                  HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+  htmlParserCtxtPtr ctxt = htmlNewParserCtxt();
+  if (ctxt == nullptr) return Status::Internal("html: out of memory");
+  htmlDocPtr doc = htmlCtxtReadMemory(ctxt, bytes.data(), static_cast<int>(bytes.size()), "page.html", nullptr,
+                                      HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+  // libxml2 halts (the rest of the page unread) at 256 open elements — counted over every element, those
+  // the walk skips too — and at a text node over 10 MB: a halted parser has SAX disabled.
+  const bool halted = ctxt->disableSAX != 0;
+  htmlFreeParserCtxt(ctxt);
   if (doc == nullptr) return Status::InvalidArgument("not HTML that libxml2 can read");
   const xmlNode* root = xmlDocGetRootElement(doc);
   Extracted out;
@@ -247,10 +272,10 @@ Result<Extracted> ExtractHtml(std::string_view bytes, const ExtractOptions& opti
   w.Break();
   xmlFreeDoc(doc);
   // libxml2 stops reading (the rest of the page lost) at 256 open elements, which old HTML's unclosed inline
-  // tags reach (400 unclosed <font>s). Past it the page's text is read without its structure instead: every
-  // word is kept. (XML_PARSE_HUGE lifts the limit, but matching each end tag against that many open ones
+  // tags reach (400 unclosed <font>s), or at a text node over 10 MB. Then the page's text is read without its
+  // structure instead: every word is kept. (XML_PARSE_HUGE lifts the limit, but matching each end tag against that many open ones
   // made a 1 MB page of them take 50 s.)
-  if (w.deepest >= kDeepestParsed) w.out = TextOfMarkup(bytes);
+  if (halted || w.deepest >= kDeepestParsed) w.out = TextOfMarkup(bytes);
   std::string first_heading;
   std::vector<Block> blocks = MarkdownBlocks(w.out, &first_heading, /*keep_ranges=*/false);
   if (out.title.empty()) out.title = first_heading;

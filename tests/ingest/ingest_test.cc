@@ -171,13 +171,33 @@ TEST(IngestExtract, HtmlNestedDeeplyIsReadToTheEnd) {
   nested += "deep text";
   for (int i = 0; i < 100'000; ++i) nested += "</div>";
   nested += "<p>after</p></body></html>";
+  // Nested deep inside an element the walk skips (an svg), and a text node over libxml2's 10 MB: the parser
+  // halted there too, unnoticed. The page read without the parser keeps text the markup only seems to hide
+  // ("a < b"), a '>' in an attribute, an empty comment, a tag named like script, and bytes that are not UTF-8.
+  std::string svg = "<html><body><p>before</p><svg>";
+  for (int i = 0; i < 300; ++i) svg += "<g>";
+  for (int i = 0; i < 300; ++i) svg += "</g>";
+  svg += "</svg><p>after the svg</p></body></html>";
+  std::string big = "<html><body><pre>";
+  for (int i = 0; i < 1'100'000; ++i) big += "word word ";  // 11 MB of text in one node.
+  big += "THEVERYEND</pre><p>after pre</p></body></html>";
+  std::string tricky = "<html><body>";
+  for (int i = 0; i < 300; ++i) tricky += "<font>";
+  tricky += "a < b and c > d omega <a title=\"x > y\" href=#>link text</a> <!--> kept <stylesheet>sheet</stylesheet> "
+            "caf\xE9 <script>var hidden = 1;</script> tail";
   for (const auto& [html, wanted] : {std::pair{soup, std::vector<std::string>{"para 0 text", "para 399 text", "THE END"}},
-                                     std::pair{nested, std::vector<std::string>{"before", "deep text", "after"}}}) {
+                                     std::pair{nested, std::vector<std::string>{"before", "deep text", "after"}},
+                                     std::pair{svg, std::vector<std::string>{"before", "after the svg"}},
+                                     std::pair{big, std::vector<std::string>{"THEVERYEND", "after pre"}},
+                                     std::pair{tricky, std::vector<std::string>{"a < b and c > d omega", "link text", "kept",
+                                                                               "sheet", "caf\xEF\xBF\xBD", "tail"}}}) {
     auto e = Extract(FileKind::kHtml, "page.html", html, {.chunk_tokens = 100'000});
     ASSERT_OK(e);
     std::string all;
     for (const Chunk& c : e->chunks) all += c.text + "\n";
     for (const std::string& w : wanted) EXPECT_NE(all.find(w), std::string::npos) << w;
+    EXPECT_EQ(all.find("hidden"), std::string::npos);
+    EXPECT_EQ(all.find("href"), std::string::npos);
   }
 }
 

@@ -424,9 +424,13 @@ class PgSessions final : public Sessions {
           number > 999'999'999) {
         continue;
       }
-      STRATA_RETURN_IF_ERROR(internal::EnqueueUnfinishedCommit(*options_.queue, info, static_cast<int>(number))
-                                 .status()
-                                 .WithContext("session " + info.id));
+      Result<std::optional<std::string>> failed =
+          internal::EnqueueUnfinishedCommit(*options_.queue, info, static_cast<int>(number));
+      if (!failed.ok()) return failed.status().WithContext("session " + info.id);
+      if (*failed) {
+        STRATA_RETURN_IF_ERROR(SetArchiveState(SessionRef(info), static_cast<int>(number), ArchiveState::kFailed, **failed)
+                                   .WithContext("session " + info.id));
+      }
     }
     return Status::Ok();
   }

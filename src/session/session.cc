@@ -805,7 +805,8 @@ class FileSessions final : public Sessions {
       }
       STRATA_ASSIGN_OR_RETURN(ArchiveInfo a, ReadArchive(id, n));
       if (a.state != ArchiveState::kDone && a.state != ArchiveState::kFailed) {
-        STRATA_RETURN_IF_ERROR(internal::EnqueueUnfinishedCommit(*options_.queue, info, n).status());
+        STRATA_ASSIGN_OR_RETURN(std::optional<std::string> failed, internal::EnqueueUnfinishedCommit(*options_.queue, info, n));
+        if (failed) STRATA_RETURN_IF_ERROR(WriteState(id, n, ArchiveState::kFailed, *failed, a.messages, a.notes));
       }
     }
     // A crash after the rename and before session.json was written left the count one short (checkpoint
@@ -1047,12 +1048,15 @@ Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int arch
   return queue.Enqueue(kCommitJobKind, CommitJobKey(info), payload.dump());
 }
 
-Result<int64_t> EnqueueUnfinishedCommit(JobQueue& queue, const SessionInfo& info, int archive) {
+Result<std::optional<std::string>> EnqueueUnfinishedCommit(JobQueue& queue, const SessionInfo& info, int archive) {
   STRATA_ASSIGN_OR_RETURN(std::vector<Job> dead, queue.List(JobState::kDead, CommitJobKey(info)));
   for (const Job& job : dead) {
-    if (json::IntOr(json::ParseOrDiscard<Json>(job.payload), "archive", -1) == archive) return int64_t{0};
+    if (json::IntOr(json::ParseOrDiscard<Json>(job.payload), "archive", -1) == archive) {
+      return std::optional<std::string>(job.last_error.empty() ? "its job failed" : job.last_error);
+    }
   }
-  return EnqueueCommit(queue, info, archive);
+  STRATA_RETURN_IF_ERROR(EnqueueCommit(queue, info, archive).status());
+  return std::optional<std::string>();
 }
 
 Result<ArchiveState> ParseArchiveState(std::string_view s) {

@@ -36,10 +36,11 @@ Status ValidateIncarnation(std::string_view incarnation);
 // Queues phase 2 of `archive` of `info` under the session's reference (CommitJobKey); payload
 // {"session", "archive", "incarnation"?}. Idempotent, as JobQueue::Enqueue is.
 Result<int64_t> EnqueueCommit(JobQueue& queue, const SessionInfo& info, int archive);
-// EnqueueCommit for an unfinished archive found on open, unless a job of it is dead: a worker marks the job
-// dead, then the archive failed, and an open in between queued a second job that ran phase 2 again. (A
-// dead job's archive waits for `session retry`.) 0 when it was not queued.
-Result<int64_t> EnqueueUnfinishedCommit(JobQueue& queue, const SessionInfo& info, int archive);
+// For an unfinished archive found on open: the last error of a dead job of it, or nullopt when it has none
+// and EnqueueCommit queued it. A worker marks the job dead, then the archive failed: an open in between
+// queued a second job that ran phase 2 again; and a crash in between left the archive looking in progress.
+// The caller records the archive as failed with the error (it waits for `session retry`).
+Result<std::optional<std::string>> EnqueueUnfinishedCommit(JobQueue& queue, const SessionInfo& info, int archive);
 
 // Checkpoint tags (CheckpointInfo). The digest of a run of messages chains each message's JSON into the
 // digest of those before it, so that every prefix's digest comes from one pass: PrefixDigests(m)[i] is

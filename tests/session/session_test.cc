@@ -561,12 +561,19 @@ TEST_P(SessionTest, AnOpenDoesNotQueueAnArchiveWhoseJobJustDied) {
   ASSERT_OK(claimed);
   ASSERT_TRUE(claimed->has_value());
   ASSERT_OK(queue_->Fail(**claimed, Status::FailedPrecondition("no model"), /*retryable=*/false));
-  Reopen();  // The archive is still "archived": the window between the two.
+  Reopen();  // The archive is still "archived": the window between the two (or a crash in it).
   std::vector<Job> jobs = Jobs();
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].state, JobState::kDead);
-  // Retried, it runs again: once.
+  // The open finishes the interrupted step: the archive is failed, with the job's reason.
+  auto archives = sessions_->Archives("s1");
+  ASSERT_OK(archives);
+  ASSERT_EQ(archives->size(), 1u);
+  EXPECT_EQ((*archives)[0].state, ArchiveState::kFailed);
+  EXPECT_NE((*archives)[0].error.find("no model"), std::string::npos) << (*archives)[0].error;
+  // Retried (the job and the archive, as `session retry` does), it runs again: once.
   ASSERT_OK(queue_->Retry(jobs[0].id));
+  ASSERT_OK(sessions_->SetArchiveState("s1", 1, ArchiveState::kArchived, ""));
   Reopen();
   jobs = Jobs();
   ASSERT_EQ(jobs.size(), 1u);

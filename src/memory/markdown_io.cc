@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <map>
@@ -248,10 +247,11 @@ std::vector<EarlierFile> EarlierExportFiles(const fs::path& dir, const Uri& root
   }
   std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
   for (const fs::path& d : dirs) {
-    std::ifstream in(d / ".meta.json", std::ios::binary);
-    if (!in) continue;
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Json meta = strata::json::ParseOrDiscard<Json>(text);
+    // Read as every untrusted file of the tree is: a link, a pipe or a device is not this export's .meta.json
+    // (a pipe opened by a stream waited for a writer forever).
+    Result<std::string> text = ReadText(d / ".meta.json", dir);
+    if (!text.ok()) continue;
+    Json meta = strata::json::ParseOrDiscard<Json>(*text);
     const Json* record = json::Field(meta, "export");
     if (record == nullptr || *record != ExportRecord(root, dir, d)) continue;
     const Json* children = json::Field(meta, "children");

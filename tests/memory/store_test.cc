@@ -1,6 +1,7 @@
 // The context store: URIs, presets, file-system operations, index consistency,
 // persistence, export/import.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <random>
 #include <set>
 #include <sstream>
@@ -1628,6 +1630,39 @@ TEST_P(StoreTest, ExportingAgainRemovesTheFilesOfWhatIsGone) {
   auto onto_file = ExportMarkdown(*store_, U("strata://resources/again"), out.File("a-file"));
   EXPECT_EQ(onto_file.status().code(), StatusCode::kInvalidArgument) << onto_file.status().ToString();
   EXPECT_NE(onto_file.status().message().find("a-file"), std::string::npos) << onto_file.status().ToString();
+}
+
+// The tree an export cleans up is the user's: a .meta.json that is a pipe or a link is not read as an earlier
+// export's list (a pipe read as a stream waited for a writer forever, and the export with it).
+TEST_P(StoreTest, ExportReadsNoPipeOrLinkAsAnEarlierExportsList) {
+  ASSERT_OK(store_->Write(U("strata://resources/piped/sub/leaf"), "L"));
+  testing::TempDir out;
+  ASSERT_OK(ExportMarkdown(*store_, U("strata://resources/piped"), out.path()));
+  const std::string sub_meta = testing::ReadFileOrDie(out.File("sub/.meta.json"));
+  // The subdirectory's list, as a link to a copy elsewhere: the export does not take its word.
+  testing::WriteFileOrDie(out.File("elsewhere.json"), sub_meta);
+  std::filesystem::remove(out.File("sub/.meta.json"));
+  std::filesystem::create_symlink(out.File("elsewhere.json"), out.File("sub/.meta.json"));
+  ASSERT_OK(store_->Remove(U("strata://resources/piped/sub"), true));
+  ASSERT_OK(store_->Write(U("strata://resources/piped/other"), "O"));
+  auto linked = ExportMarkdown(*store_, U("strata://resources/piped"), out.path());
+  ASSERT_OK(linked);
+  EXPECT_TRUE(std::filesystem::exists(out.File("sub/leaf.md")));  // Listed only through the link: not removed.
+  EXPECT_EQ(linked->removed, 0);
+  // A pipe where the list should be.
+  std::filesystem::remove(out.File("sub/.meta.json"));
+  ASSERT_EQ(::mkfifo(out.File("sub/.meta.json").c_str(), 0600), 0);
+  auto done = std::async(std::launch::async, [&] { return ExportMarkdown(*store_, U("strata://resources/piped"), out.path()); });
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    // Let a reader stuck on the pipe go (it sees an end of file) before failing.
+    int fd = ::open(out.File("sub/.meta.json").c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    done.wait();
+    FAIL() << "the export waited on a pipe named .meta.json";
+  }
+  auto piped = done.get();
+  ASSERT_OK(piped);
+  EXPECT_EQ(testing::ReadFileOrDie(out.File("other.md")), "O");
 }
 
 TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {

@@ -30,6 +30,9 @@ from .tool import Tool, tool
 from .client import Client
 
 try:
+    from . import _strata
+    from ._text_guard import guard_text
+    guard_text(_strata, ["Engine", "Turn", "ContextLog", "History", "Conversation"], ["count_tokens", "encode", "decode"])
     from ._strata import (ContextLog, Conversation, Engine, History, Turn, count_tokens, decode, encode)
 except ImportError as e:  # The HTTP client works without the compiled module.
     _import_error = e

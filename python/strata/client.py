@@ -88,14 +88,21 @@ class Client:
               timeout: float | None = None, accept: str | None = None):
         data = None
         extra = {}
-        if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            extra["Content-Type"] = "application/json"
-        elif method in ("POST", "PUT"):
-            data = b""
+        try:
+            if body is not None:
+                data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+                extra["Content-Type"] = "application/json"
+            elif method in ("POST", "PUT"):
+                data = b""
+            url = self._url(path, query)
+        except UnicodeEncodeError as e:
+            # A str with a lone surrogate (os.fsdecode of bytes that are not UTF-8), as the engine in process
+            # names it (python/strata/_text_guard.py).
+            raise error_class("invalid_argument")(
+                f"{method} {path}: {e.object[max(0, e.start - 30):e.end + 30]!r} is not valid Unicode: "
+                f"{e.object[e.start:e.end]!r} at index {e.start} is a lone surrogate") from None
         if accept:
             extra["Accept"] = accept
-        url = self._url(path, query)
         request = urllib.request.Request(url, data=data, method=method, headers=self._headers(extra))
         try:
             return urllib.request.urlopen(request, timeout=timeout or self.timeout)
@@ -134,7 +141,17 @@ class Client:
 
     @staticmethod
     def _id(value: str) -> str:
-        return urllib.parse.quote(str(value), safe="")
+        # As the TypeScript client: "" and "." / ".." are no id (a URL makes them another route), and a
+        # surrogate no UTF-8 holds is named, not a UnicodeEncodeError.
+        text = str(value)
+        if text in ("", ".", ".."):
+            raise error_class("invalid_argument")(f"an id or name must not be {text!r}")
+        try:
+            return urllib.parse.quote(text, safe="")
+        except UnicodeEncodeError as e:
+            raise error_class("invalid_argument")(
+                f"the id {text!r} is not valid Unicode: {text[e.start:e.end]!r} at index {e.start} is a lone "
+                "surrogate") from None
 
     # ---- Service ----
 

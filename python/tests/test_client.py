@@ -296,3 +296,27 @@ def test_a_checkpoint_from_before_a_commit_is_refused_alike_in_process_and_over_
     local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
     assert [c["tag"] for c in local.session_log("over-http").checkpoints] == [served.tag]
     local.close()
+
+
+def test_text_that_is_not_unicode_and_ids_that_are_no_id_are_refused_alike(server, tmp_path, engine):
+    """A lone surrogate (os.fsdecode of bytes that are not UTF-8) is InvalidArgumentError in process and
+    over HTTP, naming the character (it was pybind11's TypeError and urllib's UnicodeEncodeError); an id
+    holding '/' or no id at all never reaches another route (get_session("s1/status") answered s1's
+    status)."""
+    client = strata.Client(server.url, server.key("ops", role="admin"))
+    bad = "strata://resources/u/\udcff"
+    for call in (lambda: engine.read(bad), lambda: engine.write(bad, "x"), lambda: engine.find("q\udcff", limit=3),
+                 lambda: strata.count_tokens("\udcff"), lambda: strata.ContextLog(str(tmp_path / "c\udcff.jsonl")),
+                 lambda: client.read(bad), lambda: client.write("strata://resources/u/a", "x\udcff"),
+                 lambda: client.get_session("s\udcff")):
+        with pytest.raises(strata.InvalidArgumentError, match=r"'\\udcff' at index \d+ is a lone surrogate"):
+            call()
+    client.create_session(session_id="s1")
+    for session_id in ("s1/status", "s1/log", "../s1", "", ".", ".."):
+        with pytest.raises(strata.InvalidArgumentError):
+            client.get_session(session_id)
+        with pytest.raises(strata.InvalidArgumentError):
+            engine.get_session(session_id)
+    # What is not a text problem is still the error it was.
+    with pytest.raises(TypeError):
+        engine.read(42)

@@ -738,7 +738,7 @@ TEST_F(ServerTest, TheViewerIsServedWithoutAKeyAndWithAStrictPolicy) {
   EXPECT_EQ(script->status, 200);
   EXPECT_NE(script->get_header_value("Content-Type").find("text/javascript"), std::string::npos);
   EXPECT_EQ(Call("GET", "/viewer/missing.js", "").status, 404);
-  EXPECT_EQ(Call("GET", "/viewer/..%2Fkeys.db", "").status, 404);
+  EXPECT_EQ(Call("GET", "/viewer/..%2Fkeys.db", "").status, 400);  // An encoded '/' is refused before routing.
   // The data stays behind the key.
   EXPECT_EQ(Call("GET", "/api/v1/sessions", "").status, 401);
 }
@@ -1078,6 +1078,16 @@ TEST_F(ServerTest, ANameARouteDoesNotTakeIsRefusedNamingIt) {
   Reply bad_id = Call("GET", "/api/v1/sessions/caf%C3%A9/messages", kRootKey);
   EXPECT_EQ(bad_id.status, 400) << bad_id.raw;
   EXPECT_NE(bad_id.raw.find("may contain only letters"), std::string::npos) << bad_id.raw;
+  // An encoded '/' in an id was decoded before routing: "s1%2Fstatus" answered session s1's status.
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", kRootKey, R"({"id":"enc"})").status, 200);
+  for (const char* path : {"/api/v1/sessions/enc%2Fstatus", "/api/v1/sessions/enc%2flog?limit=1", "/api/v1/tasks/1%2F"}) {
+    Reply slash = Call("GET", path, kRootKey);
+    EXPECT_EQ(slash.status, 400) << path << ": " << slash.raw;
+    EXPECT_NE(slash.raw.find("holds an encoded '/'"), std::string::npos) << slash.raw;
+  }
+  EXPECT_NE(Call("GET", "/api/v1/sessions/enc%2Fstatus", kRootKey).raw.find(R"(\"enc/status\")"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/enc%2Estatus", kRootKey).status, 404);  // Another escape: read as it was.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/n"), kRootKey).status, 200);  // %2F in a query.
   EXPECT_EQ(Call("GET", "/viewer/..", "").status, 404);
   Reply signed_id = Call("GET", "/api/v1/tasks/+5", kRootKey);  // strtoll took a sign and blanks: task 5.
   EXPECT_EQ(signed_id.status, 400) << signed_id.raw;

@@ -1,0 +1,61 @@
+"""Text that is not UTF-8, at the module's edge.
+
+A ``str`` holding a lone surrogate (what ``os.fsdecode`` makes of a file name's bytes that are not UTF-8) cannot
+become the UTF-8 text every entry point takes: pybind11 refused it as "incompatible function arguments"
+(``TypeError``) or "Unable to cast" (``RuntimeError``), not as the ``InvalidArgumentError`` the rest of the
+module raises for bad input. Each entry point is wrapped so that such a failure, when an argument is such a
+string, is raised as ``InvalidArgumentError`` naming the argument and the character. Strings inside lists and
+dicts (messages, metadata) are checked where they are converted (python/src/convert.cc).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .errors import InvalidArgumentError
+
+
+def _not_utf8(args: tuple, kwargs: dict) -> str | None:
+    """Names the first argument that is a str no UTF-8 can hold, or None."""
+    named = [(f"argument {i + 1}", a) for i, a in enumerate(args)] + [(f"{k!r}", v) for k, v in kwargs.items()]
+    for name, value in named:
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return (f"{name} is not valid Unicode: {value[e.start:e.end]!r} at index {e.start} is a lone "
+                    f"surrogate (a name decoded from bytes that are not UTF-8?)")
+    return None
+
+
+def _guard(func: Any, where: str, skip_self: bool) -> Any:
+    @functools.wraps(func)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (TypeError, RuntimeError):
+            problem = _not_utf8(args[1:] if skip_self else args, kwargs)
+            if problem is None:
+                raise
+            raise InvalidArgumentError(f"{where}: {problem}") from None
+    return guarded
+
+
+def guard_text(module: Any, classes: list[str], functions: list[str]) -> None:
+    """Wraps the public methods (and constructors) of `classes` and the `functions` of the compiled module."""
+    for class_name in classes:
+        cls = getattr(module, class_name)
+        for name, member in list(vars(cls).items()):
+            if name.startswith("_") and name != "__init__":
+                continue
+            if isinstance(member, property):
+                continue
+            where = f"{class_name}.{name}" if name != "__init__" else class_name
+            if isinstance(member, staticmethod):
+                setattr(cls, name, staticmethod(_guard(member.__func__, where, skip_self=False)))
+            elif callable(getattr(cls, name, None)):
+                setattr(cls, name, _guard(getattr(cls, name), where, skip_self=True))
+    for name in functions:
+        setattr(module, name, _guard(getattr(module, name), name, skip_self=False))

@@ -24,7 +24,8 @@ STRATA_NPM_PACKAGES=(tiktoken@1.0.22 gpt-tokenizer@4.0.0 eventsource-parser@4.1.
                      @modelcontextprotocol/sdk@1.32.2 puppeteer-core@24.43.1 typescript@5.9.3 openapi-typescript@7.13.0)
 export STRATA_NPM_CACHE
 
-strata_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each line says how long the script has run (bash's SECONDS), so a slow stage shows in CI's log.
+strata_log() { printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 # strata_install PACKAGE... installs the packages that are not installed yet.
 strata_install() {

@@ -14,6 +14,7 @@
 #include "strata/llm/generate.h"
 #include "strata/memory/uri.h"
 #include "strata/prompt/value.h"
+#include "strata/util/ascii.h"
 #include "strata/util/clock.h"
 #include "strata/util/file_system.h"
 #include "strata/util/utf8.h"
@@ -372,7 +373,15 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
     }
     return Status::Ok();
   };
-  if (existing.empty()) {
+  // The same text kept already needs no model to call it a duplicate (without one, it was kept a second time
+  // as written).
+  auto same = std::find_if(existing.begin(), existing.end(), [&](const memory::Node& n) {
+    return StripAsciiWhitespace(n.content) == StripAsciiWhitespace(c.content);
+  });
+  if (same != existing.end() && !StripAsciiWhitespace(c.content).empty()) {
+    plan.push_back({0, same->uri.str(), MemoryAction::kSkip, source, now, "the same text is kept already",
+                    same->content, same->content, "", "", c.category});
+  } else if (existing.empty()) {
     STRATA_RETURN_IF_ERROR(create("no similar memory"));
   } else {
     Json list = Json::array();

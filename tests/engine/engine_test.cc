@@ -427,7 +427,9 @@ TEST_F(EngineTest, WronglyTypedDedupRepliesAreReadByTheRulesNotThrown) {
                             R"({"decision": ["skip"], "reason": {"why": 1}})", R"([1, 2, 3])"}) {
     SCOPED_TRACE(reply);
     dedup_ = Text(reply);
-    auto changes = engine_->Remember("strata://user/alice", "Alice prefers aisle seats on long flights.", "preferences");
+    // Another text each time: the same text again is a duplicate without asking the model.
+    auto changes = engine_->Remember("strata://user/alice",
+                                     "Alice prefers aisle seats on long flights, " + std::string(reply), "preferences");
     ASSERT_OK(changes);
     ASSERT_FALSE(changes->empty());
   }

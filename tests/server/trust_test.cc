@@ -595,7 +595,8 @@ TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
   };
   const std::vector<Ask> asks = {{"Takes coffee black, no sugar.", "preferences"},
                                  {"Takes coffee black, no sugar.", "preferences"},
-                                 {"Takes coffee black, no sugar.", "preferences"},
+                                 {"Takes coffee black, no sugar, not even at work.", "preferences"},
+                                 {"Takes coffee black, no sugar, not even at work.", "preferences"},
                                  {"Reads on the train every morning.", ""}};
   // Each change as "action uri: reason" with the user's name replaced by U.
   auto line = [](std::string user, const std::string& action, std::string uri, std::string reason) {
@@ -649,16 +650,19 @@ TEST_F(TrustTest, RememberWithoutAModelIsAnsweredAlikeByEveryFrontEnd) {
   }
   EXPECT_EQ(over_mcp, over_http);
   EXPECT_EQ(by_tool, over_http);
-  ASSERT_EQ(over_http.size(), 4u);
+  ASSERT_EQ(over_http.size(), 5u);
   for (const auto& changes : over_http) ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(over_http[0][0].rfind("create strata://user/U/memories/preferences/", 0), 0u) << over_http[0][0];
-  EXPECT_EQ(over_http[1][0].rfind("create strata://user/U/memories/preferences/note-", 0), 0u) << over_http[1][0];
-  EXPECT_NE(over_http[1][0].find("kept as written, without deduplication: no API key"), std::string::npos)
-      << over_http[1][0];
-  EXPECT_EQ(over_http[2][0].rfind("skip strata://user/U/memories/preferences/note-", 0), 0u) << over_http[2][0];
-  EXPECT_EQ(over_http[3][0].rfind("create strata://user/U/memories/notes/note-", 0), 0u) << over_http[3][0];
+  // The same text again needs no model to be a duplicate (it was kept a second time as written).
+  const std::string first = over_http[0][0].substr(7, over_http[0][0].find(": ") - 7);
+  EXPECT_EQ(over_http[1][0], "skip " + first + ": the same text is kept already");
+  EXPECT_EQ(over_http[2][0].rfind("create strata://user/U/memories/preferences/note-", 0), 0u) << over_http[2][0];
+  EXPECT_NE(over_http[2][0].find("kept as written, without deduplication: no API key"), std::string::npos)
+      << over_http[2][0];
+  EXPECT_EQ(over_http[3][0].rfind("skip strata://user/U/memories/preferences/note-", 0), 0u) << over_http[3][0];
+  EXPECT_EQ(over_http[4][0].rfind("create strata://user/U/memories/notes/note-", 0), 0u) << over_http[4][0];
   // A kept note has its history: created once, by a remember call.
-  std::string note = over_http[3][0].substr(7, over_http[3][0].find(": ", 7) - 7);
+  std::string note = over_http[4][0].substr(7, over_http[4][0].find(": ", 7) - 7);
   note.replace(note.find("/U/"), 3, "/alice/");
   Reply history = Call("GET", "/api/v1/memories/history?uri=" + Q(note), alice);
   ASSERT_EQ(history.status, 200) << history.raw;

@@ -272,6 +272,21 @@ TEST_F(PipelineTest, MalformedForGoodFailsTheCommitAndKeepsTheArchive) {
   EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
 }
 
+// A memory whose text is kept already (blanks at its ends aside) is a duplicate without asking the model:
+// with no model to ask, it was kept a second time.
+TEST_F(PipelineTest, TheSameTextKeptAlreadyIsSkippedWithoutADedupCall) {
+  Answer(kSeat);
+  ASSERT_OK(store_->Write(*Uri::Parse("strata://user/alice/memories/preferences/aisle"),
+                          "  Alice prefers aisle seats on long flights.\n"));
+  CommitDiff diff = CommitAndRun({Message::User("I always want an aisle seat on long flights.")});
+  ASSERT_EQ(diff.changes.size(), 1u);
+  EXPECT_EQ(diff.changes[0].action, MemoryAction::kSkip);
+  EXPECT_EQ(diff.changes[0].uri, "strata://user/alice/memories/preferences/aisle");
+  EXPECT_EQ(diff.changes[0].reason, "the same text is kept already");
+  EXPECT_EQ(calls_[static_cast<int>(Stage::kDedup)], 0);
+  EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+}
+
 TEST_F(PipelineTest, InterruptedPhaseTwoResumesWithoutDuplicates) {
   const char* two = R"({"memories": [
       {"category": "preferences", "key": "seat", "abstract": "Aisle seats", "content": "Prefers aisle seats."},
@@ -288,7 +303,7 @@ TEST_F(PipelineTest, InterruptedPhaseTwoResumesWithoutDuplicates) {
     return Text(R"({"decision": "create"})");
   };
   // An existing event makes the second candidate need a dedup call, which fails: phase 2 stops halfway.
-  ASSERT_OK(store_->Write(*Uri::Parse("strata://user/alice/memories/events/kyoto"), "Went to Kyoto in April 2026."));
+  ASSERT_OK(store_->Write(*Uri::Parse("strata://user/alice/memories/events/kyoto"), "Went to Kyoto in April 2026 with Ken."));
   ASSERT_OK(sessions_->Add("s1", Message::User("I loved Kyoto; aisle seats on the way")));
   ASSERT_OK(sessions_->Commit("s1"));
   ASSERT_OK(pipeline_->RunPending(*queue_, 1));

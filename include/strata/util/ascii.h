@@ -15,4 +15,11 @@ inline std::string AsciiLower(std::string_view s) {
   return out;
 }
 
+// Returns `s` without the spaces, tabs, carriage returns and line feeds at its two ends.
+inline std::string_view StripAsciiWhitespace(std::string_view s) {
+  size_t begin = s.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
 }  // namespace strata

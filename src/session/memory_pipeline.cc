@@ -351,6 +351,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
   std::vector<double> similarity;
   for (const memory::ScoredUri& s : similar) {
     if (s.score < options_.similarity_threshold || existing.size() >= options_.max_similar) continue;
+    if (c.fixed_uri && s.uri == *c.fixed_uri) continue;  // Consolidation: the memory itself is not its duplicate.
     STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> node, IfExists(store_.Stat(s.uri)));
     if (!node) continue;
     existing.push_back(std::move(*node));
@@ -845,6 +846,11 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
   return out;
 }
 
+namespace {
+// What an earlier version wrote as `superseded_by` of a memory it set aside while deciding it.
+constexpr std::string_view kConsolidating = "consolidation in progress";
+}  // namespace
+
 Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view under, const Canceller* cancel) {
   CancelScope cancel_scope(cancel);
   STRATA_ASSIGN_OR_RETURN(Uri root, Uri::Parse(under));
@@ -864,17 +870,24 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
                               LockOwners({std::string(dir.uri.kind()) + "/" + std::string(dir.uri.scope_id())}));
       STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> leaves, store_.List(dir.uri));
       for (const memory::Node& leaf : leaves) {
-        if (leaf.is_dir || Metadata(leaf.metadata).contains("valid_to")) continue;
+        if (leaf.is_dir) continue;
         // An earlier step may have superseded or removed it.
         STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> current, IfExists(store_.Stat(leaf.uri)));
-        if (!current || Metadata(current->metadata).contains("valid_to")) continue;
-        // Set it aside, then decide it against the others as if it were new.
+        if (!current) continue;
         Json meta = Metadata(current->metadata);
-        meta["valid_to"] = stamp;
-        meta["superseded_by"] = "consolidation in progress";
-        memory::WriteOptions hide;
-        hide.metadata = meta.dump();
-        STRATA_RETURN_IF_ERROR(store_.Write(leaf.uri, current->content, hide));
+        if (json::StringOr(meta, "superseded_by") == kConsolidating) {
+          // Set aside by a consolidation that ended before deciding it (an earlier version hid each memory
+          // while deciding it, and an error or a crash left it hidden for good): current again.
+          meta.erase("valid_to");
+          meta.erase("superseded_by");
+          memory::WriteOptions restore;
+          restore.metadata = meta.dump();
+          STRATA_RETURN_IF_ERROR(store_.Write(leaf.uri, current->content, restore));
+        } else if (meta.contains("valid_to")) {
+          continue;
+        }
+        // Decided against the others as if it were new (Apply leaves it out of its own similar ones); nothing
+        // is set aside before the decision, so an error or a crash leaves it as it was.
         Candidate c;
         c.category = spec.name;
         c.key = leaf.uri.name();
@@ -890,8 +903,10 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
           return ch.uri == leaf.uri.str() && (ch.action == MemoryAction::kCreate || ch.action == MemoryAction::kMerge);
         });
         if (!kept) {
-          // Merged into another or skipped as a duplicate: it stays superseded by what absorbed it.
+          // Merged into another or skipped as a duplicate: superseded by what absorbed it.
+          meta["valid_to"] = stamp;
           meta["superseded_by"] = changes.empty() ? "" : changes[0].uri;
+          memory::WriteOptions hide;
           hide.metadata = meta.dump();
           STRATA_RETURN_IF_ERROR(store_.Write(leaf.uri, current->content, hide));
           std::vector<AuditEntry> entry = {{0, leaf.uri.str(), MemoryAction::kSupersede, source, stamp,

@@ -426,6 +426,35 @@ TEST_F(PipelineTest, ConsolidationMergesNearDuplicatesThatSlippedThrough) {
   for (const auto& c : *again) EXPECT_NE(c.action, MemoryAction::kSupersede) << c.uri;
 }
 
+// A consolidation that fails halfway (its model unreachable) leaves every memory as it was: each was set
+// aside while it was decided, and an error left the first hidden from find and dedup for good. One an
+// earlier version left set aside is current again after the next consolidation.
+TEST_F(PipelineTest, AConsolidationThatFailsLeavesEveryMemoryCurrent) {
+  const std::string a = "strata://user/alice/memories/preferences/seat_a";
+  const std::string b = "strata://user/alice/memories/preferences/seat_b";
+  ASSERT_OK(store_->Write(*Uri::Parse(a), "Alice prefers aisle seats on flights."));
+  ASSERT_OK(store_->Write(*Uri::Parse(b), "Alice prefers aisle seats on long flights."));
+  respond_ = [](Stage, const llm::ScriptedProvider::Request&) {
+    llm::ScriptedReply r;
+    r.error = Status::Unavailable("model overloaded");
+    return r;
+  };
+  auto failed = pipeline_->Consolidate("strata://user/alice");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status().ToString();
+  EXPECT_FALSE(Superseded(a));
+  EXPECT_FALSE(Superseded(b));
+  // What an earlier version left behind: a memory set aside "in progress" by a consolidation that died.
+  Json meta = {{"valid_to", 1}, {"superseded_by", "consolidation in progress"}};
+  ASSERT_OK(store_->Write(*Uri::Parse(a), "Alice prefers aisle seats on flights.", {.metadata = meta.dump()}));
+  ASSERT_TRUE(Superseded(a));
+  Answer(R"({"decision": "create"})");
+  ASSERT_OK(pipeline_->Consolidate("strata://user/alice"));
+  EXPECT_FALSE(Superseded(a));
+  EXPECT_FALSE(Superseded(b));
+  EXPECT_EQ(*store_->Read(*Uri::Parse(a), memory::Level::kContent), "Alice prefers aisle seats on flights.");
+}
+
 // Phase 2 killed at random moments, then resumed by a fresh process: every fact ends up stored exactly
 // once, the archive is done, the store is consistent, and each decision was recorded once.
 TEST(PipelineCrash, KilledAnywhereInPhaseTwoResumesWithoutLossOrDuplicates) {

@@ -330,7 +330,8 @@ Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std:
 }
 
 Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, const std::string& source,
-                                                        const std::vector<std::string>& links) {
+                                                        const std::vector<std::string>& links,
+                                                        const std::function<Status()>& still_wanted) {
   STRATA_ASSIGN_OR_RETURN(std::vector<AuditEntry> recorded, audit_.BySource(source));
   std::vector<MemoryChange> changes;
   if (!recorded.empty()) {  // Decided before a crash: redo exactly that.
@@ -463,6 +464,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
       }
     }
   }
+  if (still_wanted) STRATA_RETURN_IF_ERROR(still_wanted());
   STRATA_RETURN_IF_ERROR(audit_.Record(plan));
   STRATA_RETURN_IF_ERROR(Replay(plan, links));
   for (const AuditEntry& e : plan) changes.push_back({e.action, e.uri, e.reason});
@@ -634,10 +636,18 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   if (!info.agent.empty()) owners.push_back("agent/" + info.agent);
   std::vector<std::string> links = {archive_uri.str()};
   links.insert(links.end(), contexts.begin(), contexts.end());
+  // A session deleted (or deleted and begun again on its id) while the model decided a candidate leaves no
+  // memory: its delete returned before this worker's next lease renewal would have noticed.
+  auto same_session = [&]() -> Status {
+    Result<SessionInfo> now = sessions_.Get(session);
+    if (now.ok() && SessionRef(*now) == SessionRef(info)) return Status::Ok();
+    if (!now.ok() && now.status().code() != StatusCode::kNotFound) return now.status();
+    return Status::NotFound("session " + info.id + " was deleted while phase 2 ran; nothing more is remembered from it");
+  };
   for (size_t i = 0; i < candidates.size(); ++i) {
     std::string source = SessionRef(info) + "#" + std::to_string(archive) + "#" + std::to_string(i);
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held, LockOwners(owners));
-    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links));
+    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links, same_session));
     diff.changes.insert(diff.changes.end(), changes.begin(), changes.end());
   }
   // The directories that changed describe their current memories in their L1 (which is what the

@@ -73,9 +73,11 @@ TEST_F(FleetTest, TheSameFactCommittedThroughTwoInstancesAtOnceIsStoredOnce) {
     if (stage == Stage::kExtract) {
       both_extracted.Arrive(std::chrono::seconds(20));
       // Each session states the fact in its own words, under its own key: only dedup can see they agree.
-      std::string key = prompt.find("first session") != std::string::npos ? "peanuts-1" : "peanuts-2";
+      bool first = prompt.find("first session") != std::string::npos;
+      std::string key = first ? "peanuts-1" : "peanuts-2";
+      std::string content = first ? "Alice is allergic to peanuts." : "Alice is allergic to peanuts; they make her ill.";
       return TextReply(R"({"memories": [{"category": "events", "key": ")" + key +
-                       R"(", "abstract": "Allergic to peanuts", "content": "Alice is allergic to peanuts."}]})");
+                       R"(", "abstract": "Allergic to peanuts", "content": ")" + content + R"("}]})");
     }
     if (stage == Stage::kDedup) {
       ++dedup_calls;

@@ -426,6 +426,33 @@ TEST_F(PipelineTest, ConsolidationMergesNearDuplicatesThatSlippedThrough) {
   for (const auto& c : *again) EXPECT_NE(c.action, MemoryAction::kSupersede) << c.uri;
 }
 
+// A session deleted while the model decides one of its candidates leaves no memory, nor does one begun
+// again on its id: the delete returned long before the worker's next lease renewal would have noticed.
+TEST_F(PipelineTest, ASessionDeletedWhileACandidateIsDecidedLeavesNoMemory) {
+  ASSERT_OK(store_->Write(*Uri::Parse("strata://user/alice/memories/preferences/aisle"),
+                          "Alice prefers aisle seats on flights."));
+  for (bool again : {false, true}) {
+    SCOPED_TRACE(again ? "deleted and begun again" : "deleted");
+    const std::string id = again ? "s3" : "s2";
+    ASSERT_OK(sessions_->Create("alice", "helper", id));
+    respond_ = [&](Stage stage, const llm::ScriptedProvider::Request&) {
+      if (stage == Stage::kSummary) return Text("Summary.");
+      if (stage == Stage::kExtract) return Text(kSeat);
+      EXPECT_OK(sessions_->Delete(id, true));  // While the model decides.
+      if (again) EXPECT_OK(sessions_->Create("alice", "helper", id));
+      return Text(R"({"decision": "create"})");
+    };
+    ASSERT_OK(sessions_->Add(id, Message::User("I always want an aisle seat on long flights.")));
+    auto ticket = sessions_->Commit(id);
+    ASSERT_OK(ticket);
+    auto done = pipeline_->ProcessArchive(id, ticket->archive);
+    ASSERT_FALSE(done.ok());
+    EXPECT_NE(done.status().message().find("was deleted while phase 2 ran"), std::string::npos) << done.status().ToString();
+    ASSERT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+  }
+  EXPECT_GE(calls_[static_cast<int>(Stage::kDedup)], 2);
+}
+
 // A consolidation that fails halfway (its model unreachable) leaves every memory as it was: each was set
 // aside while it was decided, and an error left the first hidden from find and dedup for good. One an
 // earlier version left set aside is current again after the next consolidation.

@@ -150,8 +150,12 @@ class MemoryPipeline {
   Result<std::string> Summarize(std::string_view session, int archive, const std::string& transcript);
   Result<std::vector<Candidate>> Extract(const std::string& transcript, const std::string& summary,
                                          const SessionInfo& info, std::string* error);
+  // Decides `candidate` (asking the model when similar memories exist) and applies the decision.
+  // `still_wanted`, when given, is asked after the model answered and before anything is written: an error
+  // from it (the session was deleted meanwhile) is returned and nothing is written.
   Result<std::vector<MemoryChange>> Apply(const Candidate& candidate, const std::string& source,
-                                          const std::vector<std::string>& links);
+                                          const std::vector<std::string>& links,
+                                          const std::function<Status()>& still_wanted = nullptr);
   // Renders `prompt_id`, asks the model, and returns the JSON object in its reply once `check` (if any)
   // accepts it; a reply that does not parse or check is shown its error and asked again, up to
   // parse_attempts. Fails with kUnavailable "<what> failed after N attempts: ..." (last error in

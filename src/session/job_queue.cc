@@ -205,6 +205,15 @@ class SqliteJobQueue final : public JobQueue {
     return txn.Commit();
   }
 
+  Status Release(const Job& job, const Status& why) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "UPDATE jobs SET state = 'pending', attempts = MAX(attempts - 1, 0), last_error = ?3, updated_ms = ?4, "
+                "not_before_ms = 0 WHERE id = ?1 AND claim = ?2 AND state = 'running'");
+    STRATA_RETURN_IF_ERROR(s.Bind(1, job.id).Bind(2, job.claim).Bind(3, why.ToString()).Bind(4, NowMs()).Run());
+    if (sqlite3_changes(db_.get()) == 0) return LostClaim(job.id, "give it back");
+    return Status::Ok();
+  }
+
   Status Retry(int64_t id) override {
     std::lock_guard lock(mu_);
     Stmt s(db_,

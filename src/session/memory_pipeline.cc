@@ -713,6 +713,12 @@ class LeaseKeeper {
   std::thread thread_;
 };
 
+// A job's work that stopped because its worker was told to stop (a shutdown), not because its claim was lost
+// or the work failed.
+bool ShuttingDown(const Status& s, const Canceller* cancel) {
+  return s.code() == StatusCode::kCancelled && cancel != nullptr && cancel->cancelled();
+}
+
 }  // namespace
 
 Result<bool> MemoryPipeline::RunJob(JobQueue& queue, const Job& job, const Canceller* cancel) {
@@ -741,12 +747,16 @@ Result<bool> MemoryPipeline::RunJob(JobQueue& queue, const Job& job, const Cance
       }
     }
     if (done.ok()) return settle(queue.Complete(job));
+    if (ShuttingDown(done, cancel)) {
+      STRATA_ASSIGN_OR_RETURN(bool released, settle(queue.Release(job, done)));
+      (void)released;
+      return done;
+    }
     StatusCode code = done.code();
     bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
                      code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal;
     STRATA_ASSIGN_OR_RETURN(bool still_held, settle(queue.Fail(job, done, !permanent)));
     (void)still_held;
-    if (code == StatusCode::kCancelled && cancel != nullptr && cancel->cancelled()) return done;
     return false;
   }
   Json payload = strata::json::ParseOrDiscard<Json>(job.payload);
@@ -778,10 +788,14 @@ Result<bool> MemoryPipeline::RunJob(JobQueue& queue, const Job& job, const Cance
     }
   }
   if (diff.ok()) return settle(queue.Complete(job));
+  if (ShuttingDown(diff.status(), cancel)) {  // Resumes where it stopped at the next start, no attempt spent.
+    STRATA_ASSIGN_OR_RETURN(bool released, settle(queue.Release(job, diff.status())));
+    (void)released;
+    return diff.status();
+  }
   // Bad or missing input cannot get better by waiting, nor can a model that refuses the request for good
   // (HTTP 401/403 are kFailedPrecondition); model and parse failures may.
   StatusCode code = diff.status().code();
-  // A cancelled job goes back to the queue; the archive resumes where it stopped.
   bool permanent = code == StatusCode::kNotFound || code == StatusCode::kDataLoss ||
                    code == StatusCode::kFailedPrecondition || code == StatusCode::kInternal;
   STRATA_ASSIGN_OR_RETURN(bool still_held, settle(queue.Fail(job, diff.status(), !permanent)));
@@ -792,7 +806,6 @@ Result<bool> MemoryPipeline::RunJob(JobQueue& queue, const Job& job, const Cance
     // every open. (It may be gone: that is why the job failed.)
     (void)sessions_.SetArchiveState(job.key, static_cast<int>(archive), ArchiveState::kFailed, diff.status().message());
   }
-  if (code == StatusCode::kCancelled && cancel != nullptr && cancel->cancelled()) return diff.status();
   return false;
 }
 

@@ -172,6 +172,16 @@ class PgJobQueue final : public JobQueue {
     return txn.Commit();
   }
 
+  Status Release(const Job& job, const Status& why) override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'pending', attempts = GREATEST(attempts - 1, 0), "
+                                                    "last_error = $3, updated_ms = $4, not_before_ms = 0 "
+                                                    "WHERE id = $1 AND claim = $2 AND state = 'running'",
+                                                    {job.id, job.claim, why.ToString(), NowMs()}));
+    if (r.affected() == 0) return LostClaim(job.id, "give it back");
+    return Status::Ok();
+  }
+
   Status Retry(int64_t id) override {
     std::lock_guard lock(mu_);
     Result<pg::Rows> r = conn_->Exec("UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = $2 "

@@ -117,6 +117,29 @@ TEST_P(JobQueueTest, RetryableFailuresBackOffThenGoDead) {
   EXPECT_FALSE(queue_->Retry(*id).ok());  // Only dead jobs.
 }
 
+// A job given back by a worker that is shutting down is pending at once and has spent no attempt: five
+// rolling restarts during one job's work made it dead.
+TEST_P(JobQueueTest, AJobGivenBackAtShutdownSpendsNoAttempt) {
+  auto id = queue_->Enqueue("commit", "s", "1");
+  ASSERT_OK(id);
+  for (int restart = 0; restart < 8; ++restart) {
+    Job job = ClaimOrDie();
+    EXPECT_EQ(job.attempts, 1);
+    ASSERT_OK(queue_->Release(job, Status::Cancelled("shutting down")));
+    auto after = queue_->Get(*id);
+    ASSERT_OK(after);
+    ASSERT_TRUE(after->has_value());
+    EXPECT_EQ((*after)->state, JobState::kPending);
+    EXPECT_EQ((*after)->attempts, 0);
+    EXPECT_NE((*after)->last_error.find("shutting down"), std::string::npos) << (*after)->last_error;
+    // Given back twice, or by a claim that no longer holds it: refused, nothing changed.
+    EXPECT_EQ(queue_->Release(job, Status::Cancelled("again")).code(), StatusCode::kAborted);
+  }
+  Job job = ClaimOrDie();  // At once: no backoff.
+  ASSERT_OK(queue_->Fail(job, Status::Unavailable("model down"), true));
+  EXPECT_EQ((*queue_->Get(*id))->attempts, 1);  // A real failure still counts.
+}
+
 TEST_P(JobQueueTest, PermanentErrorsGoDeadAtOnceAndNeverBlockTheKey) {
   auto bad = queue_->Enqueue("commit", "s", "1");
   auto next = queue_->Enqueue("commit", "s", "2");

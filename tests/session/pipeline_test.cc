@@ -453,6 +453,36 @@ TEST_F(PipelineTest, ASessionDeletedWhileACandidateIsDecidedLeavesNoMemory) {
   EXPECT_GE(calls_[static_cast<int>(Stage::kDedup)], 2);
 }
 
+// Phase 2 stopped by its worker's shutdown goes back to the queue without spending an attempt: five
+// rolling restarts during one job made it dead, its archive failed "request cancelled".
+TEST_F(PipelineTest, PhaseTwoStoppedByAShutdownSpendsNoAttempt) {
+  std::unique_ptr<Canceller> shutdown;
+  respond_ = [&](Stage stage, const llm::ScriptedProvider::Request&) {
+    if (stage == Stage::kSummary) return Text("Summary.");
+    shutdown->Cancel();  // The worker is told to stop while the model extracts.
+    llm::ScriptedReply r;
+    r.error = Status::Cancelled("request cancelled");
+    return r;
+  };
+  ASSERT_OK(sessions_->Add("s1", Message::User("I always want an aisle seat on long flights.")));
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  for (int restart = 0; restart < 7; ++restart) {
+    shutdown = std::make_unique<Canceller>();  // Each start its own.
+    auto ran = pipeline_->RunPending(*queue_, 1, shutdown.get());
+    EXPECT_EQ(ran.status().code(), StatusCode::kCancelled) << ran.status().ToString();
+    auto job = queue_->Get(ticket->job_id);
+    ASSERT_OK(job);
+    ASSERT_TRUE(job->has_value());
+    EXPECT_EQ((*job)->state, JobState::kPending);
+    EXPECT_EQ((*job)->attempts, 0);
+  }
+  EXPECT_NE((*sessions_->Archives("s1"))[0].state, ArchiveState::kFailed);
+  Answer(kSeat);
+  ASSERT_OK(pipeline_->RunPending(*queue_));
+  EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
+}
+
 // A consolidation that fails halfway (its model unreachable) leaves every memory as it was: each was set
 // aside while it was decided, and an error left the first hidden from find and dedup for good. One an
 // earlier version left set aside is current again after the next consolidation.

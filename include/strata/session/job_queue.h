@@ -80,6 +80,9 @@ class JobQueue {
   virtual Status Renew(const Job& job) = 0;
   virtual Status Complete(const Job& job) = 0;
   virtual Status Fail(const Job& job, const Status& error, bool retryable) = 0;
+  // Gives the job back untried (its worker is shutting down): pending at once, this attempt not counted,
+  // `why` kept as its last error. Rolling restarts must not use up a job's attempts.
+  virtual Status Release(const Job& job, const Status& why) = 0;
   virtual Status RemoveKey(std::string_view key) = 0;
   virtual Status Retry(int64_t id) = 0;
   virtual Status Expedite(std::string_view key) = 0;

@@ -159,7 +159,15 @@ Result<std::vector<memory::Relation>> Engine::Relations(std::string_view uri) {
 }
 
 Result<std::vector<memory::Node>> Engine::List(std::string_view uri, const memory::ListOptions& options) {
-  return WithUri(*impl_, "list", uri, [&](memory::ContextStore& s, const memory::Uri& u) { return s.List(u, options); });
+  return WithUri(*impl_, "list", uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<std::vector<memory::Node>> {
+    Result<std::vector<memory::Node>> nodes = s.List(u, options);
+    // A scope comes into being with its first write: listing one with nothing in it yet (a user's own, the
+    // default of every front end for a user's key) is an empty answer, as searching it is (docs/memory.md).
+    if (!nodes.ok() && nodes.status().code() == StatusCode::kNotFound && (u.is_scope_root() || u.is_kind_dir())) {
+      return std::vector<memory::Node>{};
+    }
+    return nodes;
+  });
 }
 
 

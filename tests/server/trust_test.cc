@@ -579,6 +579,32 @@ TEST_F(TrustTest, EveryFrontEndTakesAndRefusesTheSameFindArguments) {
   EXPECT_EQ(http_glob.body["result"].size(), 2u) << http_glob.raw;
 }
 
+// A user's key lists its own scope by default: before the user's first write that scope does not exist, and
+// ls, tree and MCP's list and tree answered 404 "strata://user/carol does not exist" while find, grep and
+// glob answered empty. Now every front end answers empty; a directory below a scope that is not there is
+// still named as missing.
+TEST_F(TrustTest, ANewUsersOwnScopeListsEmptyOnEveryFrontEnd) {
+  std::string carol = Issue("carol");
+  for (const char* path : {"/api/v1/fs/ls", "/api/v1/fs/tree", "/api/v1/fs/ls?uri=strata%3A%2F%2Fuser%2Fcarol"}) {
+    Reply r = Call("GET", path, carol);
+    EXPECT_EQ(r.status, 200) << path << ": " << r.raw;
+    EXPECT_EQ(r.body["result"], Json::array()) << path;
+  }
+  for (const char* tool : {"list", "tree"}) {
+    Reply r = Call("POST", "/mcp", carol, McpCall(tool, Json::object()));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.raw.find("isError\":true"), std::string::npos) << r.raw;
+    EXPECT_EQ(r.body["result"]["structuredContent"]["nodes"], Json::array()) << r.raw;
+  }
+  Reply below = Call("GET", "/api/v1/fs/ls?uri=" + Q("strata://user/carol/memories"), carol);
+  EXPECT_EQ(below.status, 404) << below.raw;
+  auto engine = Engine::Open({.data_dir = dir_.File("data"), .read_only = true});
+  ASSERT_OK(engine);
+  auto listed = (*engine)->List("strata://user/nobody");
+  ASSERT_OK(listed);
+  EXPECT_TRUE(listed->empty());
+}
+
 // Remember on a server with no usable model (its default provider has no key): the same four calls by
 // three users through HTTP, MCP and the agent's tool get the same changes — the first stored through the
 // pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction

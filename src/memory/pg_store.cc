@@ -910,7 +910,10 @@ class PgStore final : public ContextStore {
   Status BumpGeneration(pg::Conn& c, Plan* plan) {
     if (plan->generation >= 0) return Status::Ok();
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c.Exec("UPDATE store_meta SET value = (value::bigint + 1)::text WHERE key = "
-                                               "'vector_generation' RETURNING value::bigint"));
+                                               "'vector_generation' RETURNING value::bigint, (SELECT value FROM "
+                                               "store_meta WHERE key = 'embed_model')"));
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, r.Text(0, 1));
+    STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));  // Vectors of one embedder only.
     STRATA_ASSIGN_OR_RETURN(plan->generation, r.Int(0, 0));
     return c.Exec("SELECT pg_notify($1, current_schema() || ' ' || $2)", {kChannel, plan->generation}).status();
   }
@@ -1355,10 +1358,11 @@ class PgStore final : public ContextStore {
       if (all || hash != HashHex(EmbeddingText(row.node))) plan.Put(std::move(row));
     }
     if (all) STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_vectors").status());
-    STRATA_RETURN_IF_ERROR(Apply(*c, plan));
-    STRATA_RETURN_IF_ERROR(BumpGeneration(*c, &plan));
+    // The store's model first: the vectors written below are checked against it (BumpGeneration).
     STRATA_RETURN_IF_ERROR(
         c->Exec("UPDATE store_meta SET value = $1 WHERE key = 'embed_model'", {model_}).status());
+    STRATA_RETURN_IF_ERROR(Apply(*c, plan));
+    STRATA_RETURN_IF_ERROR(BumpGeneration(*c, &plan));
     STRATA_RETURN_IF_ERROR(txn.Commit());
     auto index_lock = WriteIndex();
     index_generation_ = -1;  // Rebuilt whole before the next vector search.
@@ -1439,6 +1443,8 @@ class PgStore final : public ContextStore {
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration(*c));
     if (index_generation_ == -2) index_generation_ = indexed_through_;
     if (generation == index_generation_) return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet(*c, "embed_model"));
+    STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
     STRATA_ASSIGN_OR_RETURN(pg::Rows removed, c->Exec("SELECT node_id FROM store_vector_removals WHERE generation > $1",
                                                       {index_generation_}));
     for (int i = 0; i < removed.size(); ++i) {
@@ -1477,6 +1483,8 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_RETURN_IF_ERROR(c->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration(*c));
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet(*c, "embed_model"));
+    STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
     STRATA_RETURN_IF_ERROR(LoadVectors(*c, -1, index.get()));
     STRATA_RETURN_IF_ERROR(txn.Commit());
     index_ = std::move(index);

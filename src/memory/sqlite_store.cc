@@ -874,8 +874,10 @@ class SqliteStore final : public ContextStore {
     }
     auto lock = LockForWrite();
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
-    if (generation != index_generation_) STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
-    return Status::Ok();
+    if (generation == index_generation_) return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
+    STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
+    return RebuildIndexLocked();
   }
 
   Result<std::string> MetaGet(std::string_view key) {
@@ -987,6 +989,8 @@ class SqliteStore final : public ContextStore {
   }
 
   Status BumpGeneration(Plan* plan) {
+    STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
+    STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));  // Vectors of one embedder only.
     STRATA_RETURN_IF_ERROR(db_.Exec(
         "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'vector_generation'"));
     STRATA_ASSIGN_OR_RETURN(plan->generation, ReadGeneration());
@@ -1106,8 +1110,8 @@ class SqliteStore final : public ContextStore {
       }
     }
     if (all) STRATA_RETURN_IF_ERROR(db_.Exec("DELETE FROM vectors"));
+    STRATA_RETURN_IF_ERROR(MetaSet("embed_model", model_));  // First: what Apply writes is checked against it.
     STRATA_RETURN_IF_ERROR(Apply(plan));
-    STRATA_RETURN_IF_ERROR(MetaSet("embed_model", model_));
     STRATA_RETURN_IF_ERROR(BumpGeneration(&plan));
     STRATA_RETURN_IF_ERROR(txn.Commit());
     generation_ = plan.generation;

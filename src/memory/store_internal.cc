@@ -243,6 +243,14 @@ void Plan::Merge(Plan other) {
   generation = std::max(generation, other.generation);
 }
 
+Status CheckEmbedModel(std::string_view stored, std::string_view mine) {
+  if (stored == mine) return Status::Ok();
+  return Status::FailedPrecondition(
+      "the store's vectors are now embedded with " + json::QuoteForError(stored, 80) +
+      " (another instance with another embedder re-embedded them), and this one embeds with " +
+      json::QuoteForError(mine, 80) + ": give every instance on one store the same embedder, then restart this one");
+}
+
 const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i) {
   static const WriteOptions kDefaults;
   return options.empty() ? kDefaults : options.size() == 1 ? options[0] : options[i];

@@ -63,6 +63,11 @@ struct Plan {
 // Reads one stored row (nullopt: none), inside the backend's transaction.
 using FindFn = std::function<Result<std::optional<Row>>(const Uri&)>;
 
+// kFailedPrecondition when the store's vectors (`stored`, its embed_model) are no longer this instance's
+// embedder's (`mine`): another instance on the store, started with another embedder, re-embedded them. Its
+// vectors and this one's must not be mixed (each instance matched only its own, at cosine 0 to the others).
+Status CheckEmbedModel(std::string_view stored, std::string_view mine);
+
 // The defaults used for a leaf of WriteBatch without options of its own.
 const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i);
 

@@ -1632,6 +1632,37 @@ TEST_P(StoreTest, ExportingAgainRemovesTheFilesOfWhatIsGone) {
   EXPECT_NE(onto_file.status().message().find("a-file"), std::string::npos) << onto_file.status().ToString();
 }
 
+// Two instances on one store with different embedders: the second re-embeds everything at open, and the first
+// then refuses to mix its vectors in (writes and vector searches fail naming both models) instead of each
+// matching only its own writes at cosine 0 to the other's.
+TEST_P(StoreTest, AnInstanceWhoseEmbedderIsNoLongerTheStoresRefusesToMixVectors) {
+  ASSERT_OK(store_->Write(U("strata://resources/e/doc"), "tea from Kyoto"));
+  std::unique_ptr<ContextStore> other;
+  {
+    std::shared_ptr<Embedder> small(NewLocalHashedEmbedder(256));
+    auto opened = pg() ? OpenPgStore(url_, {.embedder = small})
+                       : OpenSqliteStore(dir_.path(), {.embedder = small, .synchronous_full = false});
+    ASSERT_OK(opened);
+    other = std::move(*opened);
+  }
+  ASSERT_OK(other->Write(U("strata://resources/e/other"), "coffee from Kyoto"));
+  Status write = store_->Write(U("strata://resources/e/mine"), "green tea");
+  EXPECT_EQ(write.code(), StatusCode::kFailedPrecondition) << write.ToString();
+  EXPECT_NE(write.message().find("local-hash-v1-256"), std::string::npos) << write.ToString();
+  const std::vector<std::string> tea = {"tea"};
+  auto query = store_->EmbedTexts(tea);
+  ASSERT_OK(query);
+  auto searched = store_->VectorNeighbours((*query)[0], {.under = U("strata://resources")}, 5);
+  EXPECT_EQ(searched.status().code(), StatusCode::kFailedPrecondition) << searched.status().ToString();
+  EXPECT_EQ(store_->Stat(U("strata://resources/e/mine")).status().code(), StatusCode::kNotFound);
+  // The instance whose embedder the store has works on; reopened with it, so does the first.
+  ASSERT_OK(other->Write(U("strata://resources/e/more"), "more tea"));
+  other.reset();
+  Reopen(std::shared_ptr<Embedder>(NewLocalHashedEmbedder(256)));
+  ASSERT_OK(store_->Write(U("strata://resources/e/mine"), "green tea"));
+  ExpectConsistent();
+}
+
 // The tree an export cleans up is the user's: a .meta.json that is a pipe or a link is not read as an earlier
 // export's list (a pipe read as a stream waited for a writer forever, and the export with it).
 TEST_P(StoreTest, ExportReadsNoPipeOrLinkAsAnEarlierExportsList) {

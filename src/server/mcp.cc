@@ -394,7 +394,13 @@ struct McpHandler::Impl {
 
   Result<Json> RunTool(const std::string& name, const Json& args, const Canceller* cancel) {
     if (name == "health") {
-      return Json{{"alive", true}, {"user", who.user}, {"account", who.account}, {"protocol", kMcpProtocolVersion}};
+      // What the identity reaches, since "default" names two: stdio without --user is the user default (its
+      // scope and the shared ones), a server without keys the open account (everything).
+      Json reach = who.reach.everything()
+                       ? Json("everything")
+                       : Json::array({"strata://user/" + who.user, "strata://resources", "strata://agent"});
+      return Json{{"alive", true}, {"user", who.user}, {"account", who.account}, {"reach", reach},
+                  {"protocol", kMcpProtocolVersion}};
     }
     if (name == "find") return Find(args, false);
     if (name == "search") return Find(args, true);

@@ -63,7 +63,10 @@ test("the handshake negotiates 2025-11-25 and lists every tool with a schema", a
 });
 
 test("remember → find → read, and every other tool", async () => {
-  assert.equal((await call("health")).user, "alice", "identity comes from the transport");
+  const health = await call("health");
+  assert.equal(health.user, "alice", "identity comes from the transport");
+  // What the identity reaches: "default" names both a user (stdio without --user) and the open account.
+  assert.deepEqual(health.reach, ["strata://user/alice", "strata://resources", "strata://agent"]);
   const remembered = await call("remember", { text: "Alice prefers green tea in the afternoon.", category: "preferences" });
   assert.ok(remembered.uri.startsWith("strata://user/alice/memories/preferences/"), JSON.stringify(remembered));
   await call("write", { uri: "strata://user/alice/memories/travel/kyoto", content: "Alice flies to Kyoto in April.\nShe stays near Gion." });

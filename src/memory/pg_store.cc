@@ -405,7 +405,7 @@ class PgStore final : public ContextStore {
       }
       if (ids.size() > 1 && !recursive) {
         return Status::FailedPrecondition(uri.str() + " is a directory with " + std::to_string(ids.size() - 1) +
-                                          " entries below it; remove it recursively (-r) to delete them all");
+                                          " entries below it; remove it recursively (recursive=true; -r on the command line) to delete them all");
       }
       STRATA_ASSIGN_OR_RETURN(std::optional<std::string> uncounted, UncountTerms(c, ids));
       STRATA_RETURN_IF_ERROR(c.Exec("DELETE FROM store_nodes WHERE id = ANY($1::bigint[])", {IdArray(ids)}).status());

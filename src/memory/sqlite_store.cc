@@ -407,7 +407,7 @@ class SqliteStore final : public ContextStore {
     }
     if (ids.size() > 1 && !recursive) {
       return Status::FailedPrecondition(uri.str() + " is a directory with " + std::to_string(ids.size() - 1) +
-                                        " entries below it; remove it recursively (-r) to delete them all");
+                                        " entries below it; remove it recursively (recursive=true; -r on the command line) to delete them all");
     }
     Stmt del_node(Conn(), "DELETE FROM nodes WHERE id = ?");
     Stmt del_fts(Conn(), "DELETE FROM fts WHERE rowid = ?");

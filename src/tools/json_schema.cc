@@ -124,6 +124,12 @@ class Validator {
     }
   }
 
+  // A number as the schema or the caller wrote it: 1, not 1.0, when it is whole.
+  static std::string Shown(double x) {
+    if (std::fabs(x) < 9007199254740992.0 && x == std::trunc(x)) return std::to_string(static_cast<int64_t>(x));
+    return Json(x).dump();
+  }
+
   static std::string CheckNumber(const Json& schema, double x, const std::string& path) {
     auto num = [&](const char* key, double* out) {
       auto it = schema.find(key);
@@ -132,13 +138,13 @@ class Validator {
       return true;
     };
     double limit;
-    if (num("minimum", &limit) && x < limit) return path + ": " + Json(x).dump() + " is less than the minimum " + Json(limit).dump();
-    if (num("maximum", &limit) && x > limit) return path + ": " + Json(x).dump() + " is greater than the maximum " + Json(limit).dump();
-    if (num("exclusiveMinimum", &limit) && x <= limit) return path + ": must be greater than " + Json(limit).dump();
-    if (num("exclusiveMaximum", &limit) && x >= limit) return path + ": must be less than " + Json(limit).dump();
+    if (num("minimum", &limit) && x < limit) return path + ": " + Shown(x) + " is less than the minimum " + Shown(limit);
+    if (num("maximum", &limit) && x > limit) return path + ": " + Shown(x) + " is greater than the maximum " + Shown(limit);
+    if (num("exclusiveMinimum", &limit) && x <= limit) return path + ": must be greater than " + Shown(limit);
+    if (num("exclusiveMaximum", &limit) && x >= limit) return path + ": must be less than " + Shown(limit);
     if (num("multipleOf", &limit) && limit > 0) {
       double q = x / limit;
-      if (std::fabs(q - std::round(q)) > 1e-9) return path + ": must be a multiple of " + Json(limit).dump();
+      if (std::fabs(q - std::round(q)) > 1e-9) return path + ": must be a multiple of " + Shown(limit);
     }
     return "";
   }

@@ -17,8 +17,9 @@ Result<GenerateResult> Generate(ChatProvider& provider, std::string_view system_
   // (none at all too: the reply ended after the call's name).
   bool ended = false, cut = false;
   StreamMerger merger([&](const ToolCall& call) {
-    const bool whole = nlohmann::json::accept(call.function.arguments.value_or(""));
-    if (ended && cut && !whole && callbacks.on_cut_tool_call) {
+    // Parsed only in a cut reply (each argument string of every other reply is read by the tool itself).
+    if (ended && cut && callbacks.on_cut_tool_call &&
+        !nlohmann::json::accept(call.function.arguments.value_or(""))) {
       callbacks.on_cut_tool_call(call);
     } else if (callbacks.on_tool_call) {
       callbacks.on_tool_call(call);

@@ -30,10 +30,16 @@ bool Dropped(const xmlNode* n) {
   return false;
 }
 
+// Elements that end a paragraph of the text (headings aside: HeadingLevel), in the parsed tree and in the
+// one-pass reading of markup the parser gave up on (TextOfMarkup).
+constexpr const char* kBlockElements[] = {"p",       "div",     "li",      "pre",        "blockquote", "tr",
+                                          "dt",      "dd",      "section", "article",    "table",      "ul",
+                                          "ol",      "dl",      "br",      "hr",         "header",     "footer",
+                                          "main",    "aside",   "nav",     "figure",     "figcaption", "address",
+                                          "form",    "fieldset", "details", "summary",   "caption",    "body"};
+
 bool BlockElement(const xmlNode* n) {
-  for (const char* name : {"p", "div", "li", "pre", "blockquote", "tr", "dt", "dd", "section", "article", "table",
-                           "ul", "ol", "dl", "br", "hr", "header", "footer", "main", "aside", "nav", "figure",
-                           "figcaption", "address", "form", "fieldset", "details", "summary", "caption", "body"}) {
+  for (const char* name : kBlockElements) {
     if (Is(n, name)) return true;
   }
   return false;
@@ -108,10 +114,8 @@ std::string TextOfMarkup(std::string_view html) {
       while (name_end < tag.size() && std::isalnum(static_cast<unsigned char>(tag[name_end]))) ++name_end;
       std::string name(tag.substr(0, name_end));
       for (char& ch : name) ch = lower(ch);
-      static constexpr std::string_view kBlocks[] = {"p", "div", "br", "li", "tr", "table", "ul", "ol", "pre",
-                                                     "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "section",
-                                                     "article", "hr", "dt", "dd"};
-      if (std::find(std::begin(kBlocks), std::end(kBlocks), name) != std::end(kBlocks)) {
+      const bool heading = name.size() == 2 && name[0] == 'h' && name[1] >= '1' && name[1] <= '6';
+      if (heading || std::find(std::begin(kBlockElements), std::end(kBlockElements), name) != std::end(kBlockElements)) {
         while (!out.empty() && out.back() == ' ') out.pop_back();
         if (!out.empty() && !out.ends_with("\n\n")) out += "\n\n";
         space = false;

@@ -939,9 +939,21 @@ std::string CutLine(std::string_view text, size_t max) {
 
 }  // namespace
 
+namespace {
+
+// A user message that opens with a <system>…</system> text part is what the agent put there, not what the
+// user said: a compaction's summary (kimi-cli's shape, window::MakeSummaryMessage), a notice.
+bool FromTheSystem(const Message& m) {
+  if (m.role != Role::kUser || m.content.empty()) return false;
+  const auto* first = std::get_if<TextPart>(&m.content[0]);
+  return first != nullptr && first->text.starts_with("<system>") && first->text.ends_with("</system>");
+}
+
+}  // namespace
+
 void Account(const Message& m, SessionInfo& info, int sign) {
   info.stats.messages += sign;
-  if (m.role == Role::kUser) info.stats.turns += sign;
+  if (m.role == Role::kUser && !FromTheSystem(m)) info.stats.turns += sign;
   size_t chars = 0;
   for (const ContentPart& part : m.content) {
     if (const auto* text = std::get_if<TextPart>(&part)) chars += text->text.size();
@@ -966,7 +978,7 @@ void Account(const Message& m, SessionInfo& info, int sign) {
 void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info) {
   std::string first_user, last_user;
   for (const Message& m : messages) {
-    if (m.role != Role::kUser) continue;
+    if (m.role != Role::kUser || FromTheSystem(m)) continue;  // A summary is not the session's first request.
     std::string text = m.ExtractText(" ");
     if (text.empty()) continue;
     if (first_user.empty()) first_user = text;

@@ -180,6 +180,12 @@ TEST_F(EngineTest, ASummaryThatDoesNotFitIsLeftOutAndWarningsCountItsPlace) {
   EXPECT_TRUE(roomy->summary_included);
   ASSERT_FALSE(roomy->messages.empty());
   EXPECT_EQ(roomy->messages[0], window::MakeSummaryMessage(summary)) << "sent as the log holds it";
+  // The summary is not a turn of the user's, nor the session's first request (its abstract read
+  // "<system>Previous context has been compacted…").
+  auto info = engine_->GetSession("compacted");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->stats.turns, 1);
+  EXPECT_EQ(info->abstract_text, "hi");
 }
 
 // A caller's metadata is nested at most 64 levels (an export puts it two levels deeper, and it must read

@@ -174,6 +174,10 @@ py::list Records(const char* type, const std::vector<OrderedJson>& views) {
   return out;
 }
 
+py::object NodeList(py::list nodes, bool truncated) {
+  return PackageModule("strata.types").attr("NodeList")(std::move(nodes), truncated);
+}
+
 Message MessageFromPy(py::handle value, std::string_view where) {
   if (PyUnicode_Check(value.ptr())) {
     // A str is a message's JSON text (a context.jsonl line); plain words are a mistake said as such.

@@ -55,6 +55,8 @@ py::object FromJsonText(std::string_view text);
 py::object Record(const char* type, const OrderedJson& view);
 // A list of views, each wrapped in `type`.
 py::list Records(const char* type, const std::vector<OrderedJson>& views);
+// `strata.types.NodeList(nodes, truncated)`: what ls and tree return.
+py::object NodeList(py::list nodes, bool truncated);
 
 // A message from a dict in kosong's shape (or JSON text of one); errors name `where` and the field.
 Message MessageFromPy(py::handle value, std::string_view where);

@@ -270,14 +270,20 @@ class PyEngine {
 
   // Integers arrive signed, so that a negative one is the InvalidArgumentError HTTP's Client raises (with
   // HTTP's words), not pybind's TypeError.
-  py::list List(const std::string& uri, bool recursive, const Int& limit_arg) {
+  py::object List(const std::string& uri, bool recursive, const Int& limit_arg) {
     const int64_t limit = limit_arg.Get("limit");
     if (limit < 0) Raise(Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit)));
-    return Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
-      STRATA_ASSIGN_OR_RETURN(auto nodes,
-                              e.List(uri, {.recursive = recursive, .limit = static_cast<size_t>(limit)}));
+    bool truncated = false;  // One more is asked for, to say when the limit cut the list (as HTTP and MCP do).
+    py::list listed = Records("Node", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      const size_t want = limit > 0 ? static_cast<size_t>(limit) + 1 : 0;
+      STRATA_ASSIGN_OR_RETURN(auto nodes, e.List(uri, {.recursive = recursive, .limit = want}));
+      if (limit > 0 && nodes.size() > static_cast<size_t>(limit)) {
+        nodes.resize(static_cast<size_t>(limit));
+        truncated = true;
+      }
       return NodeViews(nodes);
     })));
+    return NodeList(std::move(listed), truncated);
   }
 
   py::object Stat(const std::string& uri) {

@@ -24,7 +24,7 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
                      PermissionDeniedError, ResourceExhaustedError, StrataError, UnauthenticatedError,
                      UnavailableError)
 from .types import (AddReport, Archive, AuditEntry, Change, ChatImportReport, Checkpoint, CommitDiff, CommitOutcome, Compaction, FindResult, GrepMatch,
-                    Hit, Node, NodeDetail, Record, Session, SessionContext, SessionLog, SessionStatus, Task,
+                    Hit, Node, NodeDetail, NodeList, Record, Session, SessionContext, SessionLog, SessionStatus, Task,
                     TurnOutcome)
 from .tool import Tool, tool
 from .client import Client
@@ -51,7 +51,7 @@ __all__ = [
     "StrataError", "InvalidArgumentError", "NotFoundError", "FailedPreconditionError", "UnavailableError",
     "ResourceExhaustedError", "DataLossError", "CancelledError", "DeadlineExceededError", "AlreadyExistsError",
     "InternalError", "UnauthenticatedError", "PermissionDeniedError", "AbortedError",
-    "Record", "Checkpoint", "Node", "NodeDetail", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
+    "Record", "Checkpoint", "Node", "NodeDetail", "NodeList", "Hit", "FindResult", "GrepMatch", "Session", "Archive", "Task",
     "SessionStatus", "CommitOutcome", "CommitDiff", "Compaction", "AuditEntry", "Change", "SessionContext", "SessionLog", "TurnOutcome",
     "ChatImportReport", "AddReport",
 ]

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 from .errors import StrataError, error_class
 from .types import (AddReport, AuditEntry, Change, ChatImportReport, Checkpoint, CommitDiff, CommitOutcome, Compaction, FindResult,
-                    GrepMatch, ImportReport, Node, NodeDetail, Session, SessionContext, SessionLog, SessionStatus, Task)
+                    GrepMatch, ImportReport, Node, NodeDetail, NodeList, Session, SessionContext, SessionLog, SessionStatus, Task)
 
 __all__ = ["Client"]
 
@@ -182,13 +182,23 @@ class Client:
     def read(self, uri: str, level: int = 2) -> str:
         return self._call("GET", "/api/v1/fs/read", {"uri": uri, "level": level})["content"]
 
-    def ls(self, uri: str | None = None, *, recursive: bool = False, limit: int = 0) -> list[Node]:
+    def ls(self, uri: str | None = None, *, recursive: bool = False, limit: int = 0) -> NodeList:
         """The children of `uri`; without it, of what the key may list (a user key: its own scope)."""
-        return _records(Node, self._call("GET", "/api/v1/fs/ls", {"uri": uri, "recursive": recursive,
-                                                                  "limit": limit or None}))
+        return self._nodes("/api/v1/fs/ls", {"uri": uri, "recursive": recursive, "limit": limit or None})
 
-    def tree(self, uri: str | None = None, *, limit: int = 0) -> list[Node]:
-        return _records(Node, self._call("GET", "/api/v1/fs/tree", {"uri": uri, "limit": limit or None}))
+    def tree(self, uri: str | None = None, *, limit: int = 0) -> NodeList:
+        return self._nodes("/api/v1/fs/tree", {"uri": uri, "limit": limit or None})
+
+    def _nodes(self, path: str, query: dict) -> NodeList:
+        """A listing, with ``truncated`` from the server's X-Strata-Truncated header."""
+        with self._open("GET", path, query) as response:
+            raw = response.read()
+            truncated = response.headers.get("X-Strata-Truncated") == "true"
+        try:
+            result = json.loads(raw)["result"]
+        except (ValueError, KeyError, TypeError):
+            raise error_class("internal")(f"GET {path}: the server's answer is not the envelope of a list") from None
+        return NodeList(_records(Node, result), truncated)
 
     def stat(self, uri: str) -> NodeDetail:
         return NodeDetail(self._call("GET", "/api/v1/fs/stat", {"uri": uri}))

@@ -125,6 +125,18 @@ class Node(Record):
     __slots__ = ()
 
 
+class NodeList(list):
+    """What ``ls`` and ``tree`` return: a list of Node, whose ``truncated`` is True when ``limit`` cut it (there
+    are more), in process and over HTTP alike (MCP's list and tree say the same)."""
+
+    def __init__(self, nodes=(), truncated: bool = False):
+        super().__init__(nodes)
+        self.truncated = truncated
+
+    def __repr__(self) -> str:
+        return f"NodeList({list.__repr__(self)}, truncated={self.truncated})"
+
+
 class NodeDetail(Node):
     """``stat``: a Node plus ``overview``, ``metadata`` (a dict) and ``relations`` ([{from, to, reason}])."""
     __slots__ = ()

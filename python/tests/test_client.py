@@ -320,3 +320,20 @@ def test_text_that_is_not_unicode_and_ids_that_are_no_id_are_refused_alike(serve
     # What is not a text problem is still the error it was.
     with pytest.raises(TypeError):
         engine.read(42)
+
+
+def test_a_listing_the_limit_cut_says_so_in_process_and_over_http(server, tmp_path):
+    """ls and tree with a limit return a NodeList whose truncated says whether there are more (MCP's list said
+    so; HTTP, Python and TypeScript returned a bare list)."""
+    admin = strata.Client(server.url, server.key("ops", role="admin"))
+    for i in range(3):
+        admin.write(f"strata://resources/cut/n{i}", f"note {i}")
+    local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
+    for front in (admin, local):
+        two = front.ls("strata://resources/cut", limit=2)
+        assert isinstance(two, strata.NodeList) and len(two) == 2 and two.truncated, front
+        assert not front.ls("strata://resources/cut", limit=3).truncated, front
+        assert not front.ls("strata://resources/cut").truncated, front
+        assert front.tree("strata://resources", limit=1).truncated, front
+        assert [n.uri for n in front.ls("strata://resources/cut", limit=2)] == [n.uri for n in two]
+    local.close()

@@ -12,8 +12,14 @@ void Server::Impl::AddStoreRoutes() {
       STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 0));
       if (limit < 0) return Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit));
       STRATA_ASSIGN_OR_RETURN(bool asked_recursive, c.BoolArg("recursive"));
+      // One more than the limit is asked for, to say when the list was cut (as MCP's list and tree do).
+      const size_t want = limit > 0 ? static_cast<size_t>(limit) + 1 : 0;
       STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || asked_recursive,
-                                                                     .limit = static_cast<size_t>(limit)}));
+                                                                     .limit = want}));
+      if (limit > 0 && nodes.size() > static_cast<size_t>(limit)) {
+        nodes.resize(static_cast<size_t>(limit));
+        c.res.headers.emplace_back("X-Strata-Truncated", "true");
+      }
       Json out = Json::array();
       for (const memory::Node& n : nodes) out.push_back(views::NodeView(n));
       return out;

@@ -11,7 +11,7 @@ import { parseSse } from "./sse.js";
 import type {
   AddReport, ApiKey, ApiPath, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, Checkpoint, CommitDiff,
   CommitResult, CompactResult, ExportedTree, FindResult, GrepMatch, HttpMethod, ImportReport, IssuedKey, MemoryChange, Message,
-  MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session,
+  MethodOf, Node, NodeDetail, NodeList, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation, ResultOf, Session,
   SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, TreeFile,
   WaitedCommit,
 } from "./types.js";
@@ -231,6 +231,12 @@ const kPollIntervalMs = 500;
  * Results carry the server's field names (`is_dir`, `created_ms`, `task_id`, ...); options are camelCase
  * and are sent under the server's names. Every failure is a {@link StrataError}.
  */
+/** The nodes of a listing with `truncated` always set (false unless the server said the limit cut it). */
+function asNodeList(nodes: Node[]): NodeList {
+  if (!("truncated" in nodes)) Object.defineProperty(nodes, "truncated", { value: false, enumerable: false });
+  return nodes as NodeList;
+}
+
 export class StrataClient {
   readonly baseUrl: string;
   readonly #apiKey: string | undefined;
@@ -303,14 +309,14 @@ export class StrataClient {
    * Lists the directory at `uri` (default: everything for an admin key, the user's own scope for a user
    * key); with `recursive`, its whole subtree.
    */
-  ls(uri?: string, options: LsOptions = {}): Promise<Node[]> {
-    return this.call("get", "/api/v1/fs/ls", { query: { uri, recursive: options.recursive, limit: options.limit } },
-                     options);
+  async ls(uri?: string, options: LsOptions = {}): Promise<NodeList> {
+    return asNodeList(await this.call("get", "/api/v1/fs/ls",
+                                      { query: { uri, recursive: options.recursive, limit: options.limit } }, options));
   }
 
   /** Lists the subtree at `uri` (default as for ls), parents before children. */
-  tree(uri?: string, options: TreeOptions = {}): Promise<Node[]> {
-    return this.call("get", "/api/v1/fs/tree", { query: { uri, limit: options.limit } }, options);
+  async tree(uri?: string, options: TreeOptions = {}): Promise<NodeList> {
+    return asNodeList(await this.call("get", "/api/v1/fs/tree", { query: { uri, limit: options.limit } }, options));
   }
 
   /** Returns the node at `uri` with its overview, metadata and the relations the caller may see. */
@@ -693,7 +699,12 @@ export class StrataClient {
         signal: deadline.signal,
       });
       const text = await response.text();
-      return unwrap(verb, url, response, text) as ResultOf<P, M>;
+      const result = unwrap(verb, url, response, text) as ResultOf<P, M>;
+      // A listing the limit cut says so in a header (ls, tree): kept on the array, out of its JSON.
+      if (Array.isArray(result) && response.headers.get("x-strata-truncated") === "true") {
+        Object.defineProperty(result, "truncated", { value: true, enumerable: false });
+      }
+      return result;
     } catch (error) {
       throw failure(error, deadline, verb, url);
     } finally {

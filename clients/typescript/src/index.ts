@@ -16,7 +16,7 @@ export type {
   AddReport, ApiKey, ApiPath, Archive, AuditEntry, BodyOf, BodyRequired, ChangeEvent, ChatImportReport, Checkpoint,
   CommitDiff,
   CommitResult, CompactResult, ContentPart, ExportedTree, FindResult, GrepMatch, Hit, HttpMethod, ImportReport, IssuedKey,
-  MemoryChange, Message, MethodOf, Node, NodeDetail, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation,
+  MemoryChange, Message, MethodOf, Node, NodeDetail, NodeList, NoEnvelope, PathParamsOf, QueryOf, QueryRequired, Relation,
   ResultOf, Session, SessionContext, SessionLog, SessionStatus, SourceFile, Task, TaskState, TokenCount, ToolCall,
   TreeFile, WaitedCommit,
 } from "./types.js";

@@ -58,6 +58,11 @@ type Schemas = components["schemas"];
  * a newer one replaced.
  */
 export type Node = Schemas["Node"];
+/**
+ * What `ls` and `tree` return: the nodes, and `truncated: true` when the `limit` cut the list (there are
+ * more), as the server's `X-Strata-Truncated` header, Python's `NodeList` and MCP's list say.
+ */
+export type NodeList = Node[] & { truncated: boolean };
 /** A node with its `overview` (L1), `metadata` and the `relations` the caller may see. */
 export type NodeDetail = Schemas["NodeDetail"];
 /** A relation between two nodes: `from`, `to`, `reason`. */

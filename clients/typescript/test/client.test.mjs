@@ -93,7 +93,12 @@ test("the store: write, read, ls, tree, stat, mkdir, link, glob, grep, mv, expor
             "ls without a URI: the key's own scope");
   assert.ok((await alice.ls("strata://user/alice", { recursive: true })).some((n) => n.uri === kyoto));
   assert.ok((await alice.tree("strata://user/alice")).some((n) => n.uri === kyoto));
-  assert.equal((await alice.tree("strata://user/alice", { limit: 1 })).length, 1);
+  const cut = await alice.tree("strata://user/alice", { limit: 1 });
+  assert.equal(cut.length, 1);
+  assert.equal(cut.truncated, true, "the limit cut the listing, and it says so");
+  assert.equal(JSON.stringify(cut), JSON.stringify([...cut]), "truncated stays out of the JSON");
+  assert.equal((await alice.ls("strata://user/alice/notes", { limit: 5 })).truncated, false);
+  assert.equal((await alice.ls("strata://user/alice/notes")).truncated, false);
 
   const detail = await alice.stat(kyoto);
   assert.equal(detail.overview, "Alice flies to Kyoto in April.\nShe stays near Gion.");

@@ -2,6 +2,8 @@
 #include "strata/engine/turn.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+#include <span>
 
 #include "engine_impl.h"
 #include "guard.h"
@@ -9,10 +11,66 @@
 #include "strata/json/json_writer.h"
 #include "strata/tokenizer/registry.h"
 #include "strata/util/clock.h"
+#include "strata/window/compaction.h"
 
 namespace strata {
 
 using engine_internal::Guard;
+
+namespace {
+
+// A tool call's arguments as JSON text compared by value ({"x": [1, 2]} is {"x":[1,2]}), else as written.
+bool SameArguments(const std::optional<std::string>& a, const std::optional<std::string>& b) {
+  const std::string& x = a ? *a : std::string();
+  const std::string& y = b ? *b : std::string();
+  if (x == y) return true;
+  nlohmann::json jx = nlohmann::json::parse(x, nullptr, false), jy = nlohmann::json::parse(y, nullptr, false);
+  return !jx.is_discarded() && !jy.is_discarded() && jx == jy;
+}
+
+// Whether `sent` (a message a client sent back) is `logged` (as the session holds it): what a client echoes
+// of a reply differs in form (no thinking, arguments spaced otherwise, content null or ""), not in its words,
+// calls or the call it answers.
+bool SameMessage(const Message& sent, const Message& logged) {
+  if (sent.role != logged.role || sent.ExtractText() != logged.ExtractText() ||
+      sent.tool_call_id.value_or("") != logged.tool_call_id.value_or("")) {
+    return false;
+  }
+  const size_t calls = sent.tool_calls ? sent.tool_calls->size() : 0;
+  if (calls != (logged.tool_calls ? logged.tool_calls->size() : 0)) return false;
+  for (size_t i = 0; i < calls; ++i) {
+    const ToolCall& a = (*sent.tool_calls)[i];
+    const ToolCall& b = (*logged.tool_calls)[i];
+    if (a.id != b.id || a.function.name != b.function.name || !SameArguments(a.function.arguments, b.function.arguments)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// How many of the turn's first messages the session holds already: a client that sends the whole
+// conversation every time (the SDKs' tool runners do) repeats the session's messages before its new ones.
+// The repeated part must be the session's live messages whole, in order: all of them, or after a
+// compaction's summary the ones after it, which the client then sends after the older ones the summary
+// stands for. 0 when the turn does not repeat them.
+size_t RepeatedPrefix(std::span<const Message> turn, std::span<const Message> logged) {
+  const bool summarised = !logged.empty() && window::SummaryOf(logged.front()).has_value();
+  const std::span<const Message> live = summarised ? logged.subspan(1) : logged;
+  if (live.empty() || turn.size() < live.size()) return 0;
+  auto repeats_at = [&](size_t start) {
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (!SameMessage(turn[start + i], live[i])) return false;
+    }
+    return true;
+  };
+  if (!summarised) return repeats_at(0) ? live.size() : 0;
+  for (size_t start = turn.size() - live.size() + 1; start-- > 0;) {
+    if (repeats_at(start)) return start + live.size();
+  }
+  return 0;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRequest request) {
   return Guard("turn", [&]() -> Result<std::unique_ptr<Turn>> {
@@ -49,6 +107,18 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     STRATA_RETURN_IF_ERROR(CheckRefs(request.reach, request.turn));
     STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, impl_->Sessions());
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> logged, sessions->Messages(turn->ref_));
+    // The whole conversation sent again (as the SDKs' tool runners and most chat clients do): only what
+    // follows the session's own messages is new. It was all logged and sent upstream again.
+    if (const size_t repeated = RepeatedPrefix(request.turn, logged); repeated > 0) {
+      if (repeated == request.turn.size()) {
+        // Nothing new: the same turn again (its reply never came, or a prefill to go on from), as the session
+        // holds it, so that below it is neither logged nor sent twice.
+        const size_t live = std::min(repeated, logged.size());
+        request.turn.assign(logged.end() - static_cast<std::ptrdiff_t>(live), logged.end());
+      } else {
+        request.turn.erase(request.turn.begin(), request.turn.begin() + static_cast<std::ptrdiff_t>(repeated));
+      }
+    }
     // A tool result must answer a call the session (or the turn, before it) holds: the window would leave it
     // out, and the turn was refused as if it did not fit.
     for (size_t i = 0; i < request.turn.size(); ++i) {

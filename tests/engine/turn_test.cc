@@ -253,6 +253,54 @@ TEST_F(TurnTest, ATurnRetriedAfterItsReplyNeverCameIsLoggedOnce) {
 }
 
 // A tool result must answer a call: one that answers none was refused as if the 5-token turn did not fit.
+// A client that sends the whole conversation each time (the SDKs' tool runners do) repeats the session's
+// messages before its new ones: only the new ones are logged and sent, whatever form the client gives its
+// echo of the replies (arguments spaced otherwise, no thinking). Each turn logged the whole history again.
+TEST_F(TurnTest, TheWholeConversationSentAgainLogsOnlyWhatIsNew) {
+  auto first = engine_->BeginTurn("resend", Ask("Look up the weather in Kyoto."));
+  ASSERT_OK(first);
+  Message call = Message::Assistant("");
+  call.content.push_back(ThinkPart{.think = "The user wants weather.", .encrypted = "sig"});
+  call.tool_calls = std::vector<ToolCall>{{.id = "call-1", .function = {"weather", R"({"city": "Kyoto"})"}}};
+  ASSERT_OK((*first)->Finish(call));
+  // The client echoes the call its own way and adds the tool's result: one new message.
+  Message echoed = Message::Assistant("");
+  echoed.tool_calls = std::vector<ToolCall>{{.id = "call-1", .function = {"weather", R"({"city":"Kyoto"})"}}};
+  TurnRequest again = Ask("Look up the weather in Kyoto.");
+  again.turn.push_back(echoed);
+  again.turn.push_back(Message::ToolResult("call-1", "Sunny, 21 C"));
+  auto second = engine_->BeginTurn("resend", again);
+  ASSERT_OK(second);
+  const SessionContext& ctx = (*second)->context();
+  ASSERT_EQ(ctx.messages.size(), 3u) << "sent upstream once each";
+  ASSERT_OK((*second)->Finish(Message::Assistant("It is sunny in Kyoto.")));
+  std::vector<Message> log = Log("resend");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[2].role, Role::kTool);
+  EXPECT_EQ(log[3].ExtractText(), "It is sunny in Kyoto.");
+  // The same unanswered turn again, the whole conversation with it: not logged twice.
+  TurnRequest nothing = again;
+  nothing.turn.push_back(Message::Assistant("It is sunny in Kyoto."));
+  TurnRequest third = nothing;
+  third.turn.push_back(Message::User("And tomorrow?"));
+  {
+    auto broken = engine_->BeginTurn("resend", third);
+    ASSERT_OK(broken);
+    ASSERT_OK((*broken)->Accept());  // The model took it; its reply never came.
+  }
+  auto retried = engine_->BeginTurn("resend", third);
+  ASSERT_OK(retried);
+  ASSERT_OK((*retried)->Finish(Message::Assistant("Rain.")));
+  log = Log("resend");
+  ASSERT_EQ(log.size(), 6u);
+  EXPECT_EQ(log[4].ExtractText(), "And tomorrow?");
+  // A client that sends only its new turn is read as before, even when its words repeat an earlier turn's.
+  auto only_new = engine_->BeginTurn("resend", Ask("Look up the weather in Kyoto."));
+  ASSERT_OK(only_new);
+  ASSERT_OK((*only_new)->Finish(Message::Assistant("Still sunny.")));
+  EXPECT_EQ(Log("resend").size(), 8u);
+}
+
 TEST_F(TurnTest, AToolResultThatAnswersNoCallIsRefusedNamingIt) {
   TurnRequest r = Ask("");
   r.turn = {Message::ToolResult("call_nope", "Sunny")};

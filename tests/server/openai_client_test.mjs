@@ -130,6 +130,20 @@ test("with a session the client sends only its new turn; Strata logs both sides 
   assert.equal(session.json.result[3].content, "Whole reply.");
 });
 
+test("a client that sends the whole conversation every time has each message logged and sent once", async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey,
+                              defaultHeaders: { "X-Strata-Session": "chat-resend" } });
+  const history = [{ role: "system", content: "You are terse." }, { role: "user", content: "My name is Alice." }];
+  const first = await client.chat.completions.create({ model: "fake-model", messages: history });
+  history.push(first.choices[0].message, { role: "user", content: "What is my name?" });
+  await client.chat.completions.create({ model: "fake-model", messages: history });
+  const sent = received.at(-1).body.messages.map((m) => m.role);
+  assert.equal(sent.filter((r) => r === "user").length, 2, `the first question went upstream once: ${sent}`);
+  const log = await call("GET", "/api/v1/sessions/chat-resend/log", userKey);
+  assert.deepEqual(log.json.result.messages.map((m) => m.role), ["user", "assistant", "user", "assistant"],
+                   JSON.stringify(log.json.result.messages));
+});
+
 test("streamed tool calls reach the client whole and are logged", async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey,
                               defaultHeaders: { "X-Strata-Session": "chat-tools" } });

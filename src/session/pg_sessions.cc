@@ -759,6 +759,12 @@ class PgSessions final : public Sessions {
                   .status());
           LiveLog next;
           next.version = NewVersion(op);
+          // The system prompt is the session's, not the archived messages': the new version starts with it.
+          if (log->system_prompt) {
+            Record rec = PromptRecord(*log->system_prompt);
+            STRATA_RETURN_IF_ERROR(InsertRecords(*op.conn, info.id, next.version, 0, {&rec, 1}));
+            next.system_prompt = log->system_prompt;
+          }
           next.rotations = std::move(log->rotations);
           *log = std::move(next);
           op.row.version = log->version;

@@ -420,7 +420,19 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     int64_t count = static_cast<int64_t>(log->history().size());
     if (count == 0) return Status::FailedPrecondition("session " + info.id + " has no messages to commit");
+    // The system prompt is the session's, not the archived messages': the next log starts with it. Written
+    // beside the log first, and put in its place after the archive's rename (Open finishes that step after
+    // a crash between the two: NextMessagesPath).
+    const std::optional<std::string> prompt = log->system_prompt();
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(info.id));
+    if (prompt) {
+      (void)fs().RemoveFile(NextMessagesPath(info.id));
+      std::unique_ptr<ContextLog> next =
+          ContextLog::Open(NextMessagesPath(info.id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock});
+      STRATA_RETURN_IF_ERROR(next->Restore().status());
+      STRATA_RETURN_IF_ERROR(next->WriteSystemPrompt(*prompt));
+      STRATA_RETURN_IF_ERROR(next->Close());
+    }
     STRATA_ASSIGN_OR_RETURN(int last, LastArchiveLocked(info.id));
     int number = last + 1;
     std::string dir = ArchiveDir(info.id, number);
@@ -428,6 +440,7 @@ class FileSessions final : public Sessions {
     STRATA_RETURN_IF_ERROR(fs().SyncDirectory(Dir(info.id) + "/history"));
     // The one step that moves the messages: before it they are current, after it archived.
     STRATA_RETURN_IF_ERROR(fs().RenameFile(MessagesPath(info.id), dir + "/messages.jsonl"));
+    if (prompt) STRATA_RETURN_IF_ERROR(fs().RenameFile(NextMessagesPath(info.id), MessagesPath(info.id)));
     STRATA_RETURN_IF_ERROR(fs().SyncDirectory(Dir(info.id)));
     STRATA_RETURN_IF_ERROR(fs().SyncDirectory(dir));
     STRATA_RETURN_IF_ERROR(WriteState(info.id, number, ArchiveState::kArchived, "", count));
@@ -584,6 +597,19 @@ class FileSessions final : public Sessions {
   std::string Dir(std::string_view id) const { return root_ + "/" + std::string(id); }
   std::string InfoPath(std::string_view id) const { return Dir(id) + "/session.json"; }
   std::string MessagesPath(std::string_view id) const { return Dir(id) + "/messages.jsonl"; }
+  // The next log a commit prepares (its system prompt), renamed into MessagesPath once the messages moved.
+  std::string NextMessagesPath(std::string_view id) const { return Dir(id) + "/messages.next.jsonl"; }
+
+  // A commit that stopped between its two renames left the next log beside an archived one: it is put in
+  // place. One that stopped before the first left it beside the live log, which stays: it is removed.
+  Status FinishCommitRenameLocked(const std::string& id) {
+    STRATA_ASSIGN_OR_RETURN(bool next, fs().FileExists(NextMessagesPath(id)));
+    if (!next || options_.read_only) return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(bool live, fs().FileExists(MessagesPath(id)));
+    if (live) return fs().RemoveFile(NextMessagesPath(id));
+    STRATA_RETURN_IF_ERROR(fs().RenameFile(NextMessagesPath(id), MessagesPath(id)));
+    return fs().SyncDirectory(Dir(id));
+  }
   std::string ArchiveDir(std::string_view id, int n) const { return Dir(id) + "/history/" + ArchiveName(n); }
 
   // The session `ref` names; another incarnation of its id is as missing as a session that never was.
@@ -636,6 +662,7 @@ class FileSessions final : public Sessions {
       }
     }
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
+    STRATA_RETURN_IF_ERROR(FinishCommitRenameLocked(id));
     std::unique_ptr<ContextLog> storage = ContextLog::Open(
         MessagesPath(id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock, .read_only = options_.read_only});
     STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(MessagesPath(id))));
@@ -790,6 +817,7 @@ class FileSessions final : public Sessions {
   // Finishes what a crash interrupted: state for archives that lack it, phase-2 jobs for unfinished ones.
   Status RecoverLocked(const std::string& id) {
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ParsedSessionRef{id, "", false}));
+    STRATA_RETURN_IF_ERROR(FinishCommitRenameLocked(id));
     STRATA_ASSIGN_OR_RETURN(std::vector<int> numbers, ArchiveNumbers(id));
     int64_t commits = 0;
     for (int n : numbers) {

@@ -362,6 +362,40 @@ TEST_P(SessionTest, RevertToACheckpointDropsWhatCameAfterAndKeepsTheOldLog) {
   EXPECT_EQ(sessions_->Get("s1")->stats.messages, 1);
 }
 
+// The system prompt is the session's, not the committed messages': it was the first record of the log a
+// commit archives, and the next conversation (the model endpoints' turns, context, a fork) had none.
+TEST_P(SessionTest, ACommitKeepsTheSystemPrompt) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  ASSERT_OK(sessions_->SetSystemPrompt("s1", "You are PIRATE bot."));
+  ASSERT_OK(sessions_->Add("s1", Message::User("Ahoy.")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  auto log = sessions_->Log("s1");
+  ASSERT_OK(log);
+  EXPECT_TRUE(log->messages.empty());
+  EXPECT_EQ(log->system_prompt.value_or("(none)"), "You are PIRATE bot.");
+  ASSERT_OK(sessions_->Add("s1", Message::User("Again.")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  ASSERT_OK(sessions_->Add("s1", Message::User("Third.")));
+  auto fork = sessions_->Fork("s1", "s2", std::nullopt);
+  ASSERT_OK(fork);
+  for (const char* id : {"s1", "s2"}) {
+    auto after = sessions_->Log(id);
+    ASSERT_OK(after);
+    EXPECT_EQ(after->system_prompt.value_or("(none)"), "You are PIRATE bot.") << id;
+    EXPECT_EQ(after->messages.size(), 1u) << id;
+  }
+  Reopen();
+  EXPECT_EQ(sessions_->Log("s1")->system_prompt.value_or("(none)"), "You are PIRATE bot.");
+  ASSERT_EQ(sessions_->ArchiveMessages("s1", 2)->size(), 1u);
+  if (!Pg()) {
+    // A commit that stopped between its two renames: the next log, prompt and all, is put in place.
+    std::filesystem::rename(dir_.File("sessions/s1/messages.jsonl"), dir_.File("sessions/s1/messages.next.jsonl"));
+    Reopen();
+    EXPECT_EQ(sessions_->Log("s1")->system_prompt.value_or("(none)"), "You are PIRATE bot.");
+    EXPECT_FALSE(std::filesystem::exists(dir_.File("sessions/s1/messages.next.jsonl")));
+  }
+}
+
 TEST_P(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
   ASSERT_OK(sessions_->Create("alice", "coder", "s1"));
   ASSERT_OK(sessions_->SetSystemPrompt("s1", "You are terse."));
@@ -623,7 +657,8 @@ TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRever
   EXPECT_EQ(sessions_->Checkpoint("s1")->id, 0);
   EXPECT_EQ(sessions_->Log("s1")->rotations, (std::vector<std::string>{"messages_1.jsonl", "messages_2.jsonl"}));
 
-  // A commit archives the whole log: the next one starts empty, rotations stay and go on counting.
+  // A commit archives the whole log: the next one starts with the prompt alone, rotations stay and go on
+  // counting.
   auto ticket = sessions_->Commit("s1");
   ASSERT_OK(ticket);
   EXPECT_EQ(ticket->messages, 1);
@@ -633,7 +668,7 @@ TEST_P(SessionTest, CheckpointsUsageMarksAndThePromptKeepTheirPlacesThroughRever
   EXPECT_TRUE(log->checkpoints.empty());
   EXPECT_TRUE(log->usage_marks.empty());
   EXPECT_EQ(log->usage_tokens, 0);
-  EXPECT_FALSE(log->system_prompt.has_value());
+  EXPECT_EQ(log->system_prompt.value_or("(none)"), "second prompt");
   EXPECT_EQ(sessions_->Checkpoint("s1")->id, 0);
   ASSERT_OK(sessions_->Add("s1", Message::User("m4")));
   ASSERT_OK(sessions_->Revert("s1", {0}));

@@ -115,9 +115,12 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
     if (!result.llm_error.ok()) out.llm_error = result.llm_error.message();
     out.tokens_before = result.tokens_before;
     out.tokens_after = result.tokens_after;
-    if (result.compacted == 0 && !result.pruned_fallback) {
+    // Too little to compact, or a fallback (the model failed) whose pruning changed nothing: the log, its
+    // checkpoints and their tags stay as they are (a rewrite put every checkpoint at message 0, and a revert
+    // to one then removed the whole conversation).
+    if ((result.compacted == 0 && !result.pruned_fallback) || result.messages == history) {
       STRATA_ASSIGN_OR_RETURN(out.session, s->Get(id));
-      return out;  // Too little to compact: nothing changes.
+      return out;
     }
     // Messages appended (or a revert) while the model was summarising would be lost by the replacement:
     // it happens only if the log is still what was summarised, checked under the session's lock.

@@ -69,7 +69,7 @@ class EngineTest : public ::testing::Test {
         ++dedup_calls_;
         return Next(dedup_queue_, dedup_);
       }
-      return Text("?");
+      return other_;
     });
     auto e = Engine::Open({.data_dir = dir_.path(), .model = model_.get(), .ignore_prompt_env = true,
                            .shipped_prompts_dir = STRATA_PROMPTS_DIR});
@@ -100,6 +100,7 @@ class EngineTest : public ::testing::Test {
   llm::ScriptedReply summary_ = Text("Alice talked about travel.");
   llm::ScriptedReply extraction_ = Text(kSeat);
   llm::ScriptedReply dedup_ = Text(R"({"decision": "create", "reason": "new"})");
+  llm::ScriptedReply other_ = Text("?");  // Every other call (a compaction's summary, a chat).
   std::function<void(Stage)> on_call_;  // Runs before each model reply.
   std::mutex mu_;
   std::vector<llm::ScriptedReply> extraction_queue_;  // Answered first, in order.
@@ -186,6 +187,32 @@ TEST_F(EngineTest, ASummaryThatDoesNotFitIsLeftOutAndWarningsCountItsPlace) {
   ASSERT_OK(info);
   EXPECT_EQ(info->stats.turns, 1);
   EXPECT_EQ(info->abstract_text, "hi");
+}
+
+// A compaction whose model failed and whose fallback pruned nothing leaves the session as it was: it was
+// rewritten anyway, every checkpoint moved to message 0, and a revert to one then removed the whole
+// conversation.
+TEST_F(EngineTest, ACompactionThatChangesNothingLeavesTheLogAndItsCheckpoints) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "keep"));
+  std::vector<Message> four;
+  for (int i = 0; i < 4; ++i) four.push_back(i % 2 == 0 ? Message::User("question " + std::to_string(i)) : Message::Assistant("answer"));
+  ASSERT_OK(engine_->AddMessages("keep", four));
+  auto checkpoint = engine_->Checkpoint("keep");
+  ASSERT_OK(checkpoint);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_OK(engine_->AddMessages("keep", std::vector{i % 2 == 0 ? Message::User("more " + std::to_string(i)) : Message::Assistant("ok")}));
+  }
+  other_.error = Status::Unavailable("model down (HTTP 503)");
+  auto compacted = engine_->CompactSession("keep");
+  ASSERT_OK(compacted);
+  EXPECT_TRUE(compacted->pruned_fallback);
+  auto log = engine_->GetSessionLog("keep");
+  ASSERT_OK(log);
+  EXPECT_TRUE(log->rotations.empty()) << "not rewritten";
+  ASSERT_EQ(log->checkpoints.size(), 1u);
+  EXPECT_EQ(log->checkpoints[0].messages, 4);
+  ASSERT_OK(engine_->Revert("keep", {checkpoint->id}));
+  EXPECT_EQ(engine_->SessionMessages("keep")->size(), 4u);
 }
 
 // A caller's metadata is nested at most 64 levels (an export puts it two levels deeper, and it must read

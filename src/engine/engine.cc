@@ -24,6 +24,7 @@
 #include "strata/memory/sqlite_store.h"
 #include "strata/session/owner_locks.h"
 #include "strata/tokenizer/registry.h"
+#include "strata/util/ascii.h"
 #include "strata/util/clock.h"
 
 namespace strata {
@@ -560,13 +561,16 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
     }
     std::string cat = category.empty() ? "notes" : std::string(category);
     if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";
+    // Named by the text without the blanks at its ends, as the pipeline compares texts: "x" and "x\n" are
+    // one note.
+    const std::string_view kept = StripAsciiWhitespace(text);
     char name[32];
     std::snprintf(name, sizeof name, "note-%012llx",
-                  static_cast<unsigned long long>(std::hash<std::string_view>{}(text) & 0xffffffffffffULL));
+                  static_cast<unsigned long long>(std::hash<std::string_view>{}(kept) & 0xffffffffffffULL));
     session::MemoryChange change{session::MemoryAction::kCreate, scope_uri.str() + "/memories/" + cat + "/" + name,
                                  "kept as written, without deduplication: " + why.message()};
     Result<std::string> before = Read(change.uri);
-    if (before.ok() && *before == text) {
+    if (before.ok() && StripAsciiWhitespace(*before) == kept) {
       change.action = session::MemoryAction::kSkip;
       change.reason = "already kept as written";
       return std::vector<session::MemoryChange>{change};

@@ -391,6 +391,14 @@ TEST_F(EngineTest, RememberWithoutThePipelinesPromptsKeepsTheTextAsWritten) {
             std::string::npos)
       << kept->front().reason;
   EXPECT_EQ(*(*e)->Read(kept->front().uri), "Alice likes green tea.");
+  // The same words with other blanks at their ends are the same text: skipped, not a second note.
+  for (const char* again : {"Alice likes green tea.\n", "  Alice likes green tea.  "}) {
+    auto same = (*e)->Remember("strata://user/alice", again);
+    ASSERT_OK(same);
+    ASSERT_EQ(same->size(), 1u);
+    EXPECT_EQ(same->front().action, session::MemoryAction::kSkip) << again;
+    EXPECT_EQ(same->front().uri, kept->front().uri);
+  }
 }
 
 // Remember with a model that fails: before anything was remembered the text is kept as written (the same

@@ -53,10 +53,27 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view tar
   return out;
 }
 
+// What is wrong with the raw path (before decoding), or "": an encoded '/' in a segment, which no id or name
+// holds, named with its segment.
+std::string PathError(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  size_t at = path.find("%2");
+  while (at != std::string_view::npos && !(at + 2 < path.size() && (path[at + 2] == 'F' || path[at + 2] == 'f'))) {
+    at = path.find("%2", at + 1);
+  }
+  if (at == std::string_view::npos) return "";
+  size_t begin = path.rfind('/', at) + 1;
+  size_t end = path.find('/', at);
+  std::string segment(path.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+  return "the path segment " + json::QuoteForError(httplib::detail::decode_url(segment, false)) +
+         " holds an encoded '/' (%2F): no id or name holds one";
+}
+
 HttpRequest Convert(const httplib::Request& in) {
   HttpRequest out;
   out.method = in.method;
   out.path = in.path;
+  out.path_error = PathError(in.target);
   out.query = ParseQuery(in.target);
   for (const auto& [k, v] : in.headers) {
     std::string name = k;
@@ -113,30 +130,6 @@ class HttplibServer final : public HttpServer {
       res.status = 500;
       res.set_content(R"({"status":"error","error":{"code":"internal","message":"unexpected error in the handler"}})",
                       "application/json");
-    });
-    // httplib routes the decoded path, so "sessions/s1%2Fstatus" was routed as "sessions/s1/status": another
-    // route, answering for session s1. No path parameter (an id, a name, a key) holds a '/': an encoded one
-    // is refused before routing, naming the segment.
-    server_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-      std::string_view path = req.target;
-      path = path.substr(0, path.find('?'));
-      size_t at = path.find("%2");
-      while (at != std::string_view::npos && !(at + 2 < path.size() && (path[at + 2] == 'F' || path[at + 2] == 'f'))) {
-        at = path.find("%2", at + 1);
-      }
-      if (at == std::string_view::npos) return httplib::Server::HandlerResponse::Unhandled;
-      size_t begin = path.rfind('/', at) + 1;
-      size_t end = path.find('/', at);
-      std::string segment(path.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
-      std::string body = R"({"status":"error","error":{"code":"invalid_argument","message":)";
-      json::AppendString(&body,
-                         "the path segment " + json::QuoteForError(httplib::detail::decode_url(segment, false)) +
-                             " holds an encoded '/' (%2F): no id or name holds one",
-                         json::StringStyle::kAsciiEscape);
-      body += "}}";
-      res.status = 400;
-      res.set_content(body, "application/json");
-      return httplib::Server::HandlerResponse::Handled;
     });
     // Errors httplib raises itself (413 body too large, 404 no route, 400 bad request line) in the same
     // envelope; an unmatched route goes to the NotFound handler when one is set.

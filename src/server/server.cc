@@ -295,6 +295,7 @@ void Server::Impl::Dispatch(const RouteSpec& route, const HttpRequest& req, Http
     } else if (allowed.ok() && req.body_error_status != 0) {
       allowed = Status::InvalidArgument("the request body could not be read");
     }
+    if (allowed.ok() && !req.path_error.empty()) allowed = Status::InvalidArgument(req.path_error);
     result = allowed.ok() ? Run(route, req, res, &raw) : Result<Json>(allowed);
   } catch (const std::exception& e) {
     result = Status::Internal(std::string("unexpected error: ") + e.what());
@@ -509,10 +510,12 @@ Result<int> Server::Bind() {
   }
   s.http->NotFound([](const HttpRequest& req, HttpResponse& res) {
     std::string request_id = RequestIdOf(req, res);
-    res.status = 404;
+    const bool bad_path = !req.path_error.empty();  // "a%2Fb" split an id into two segments: no route.
+    res.status = bad_path ? 400 : 404;
     Json envelope = {{"status", "error"},
-                     {"error", {{"code", "not_found"},
-                                {"message", "no route " + req.method + " " + json::QuoteForError(req.path, 120)},
+                     {"error", {{"code", bad_path ? "invalid_argument" : "not_found"},
+                                {"message", bad_path ? req.path_error
+                                                     : "no route " + req.method + " " + json::QuoteForError(req.path, 120)},
                                 {"request_id", request_id}}}};
     res.body = views::Dump(envelope);
   });

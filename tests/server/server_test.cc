@@ -1084,7 +1084,9 @@ TEST_F(ServerTest, ANameARouteDoesNotTakeIsRefusedNamingIt) {
     Reply slash = Call("GET", path, kRootKey);
     EXPECT_EQ(slash.status, 400) << path << ": " << slash.raw;
     EXPECT_NE(slash.raw.find("holds an encoded '/'"), std::string::npos) << slash.raw;
+    EXPECT_FALSE(slash.body["error"].value("request_id", "").empty()) << "every answer has a request id: " << slash.raw;
   }
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/a%2Fb/messages/more", kRootKey).status, 400);  // No route, but why said.
   EXPECT_NE(Call("GET", "/api/v1/sessions/enc%2Fstatus", kRootKey).raw.find(R"(\"enc/status\")"), std::string::npos);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/enc%2Estatus", kRootKey).status, 404);  // Another escape: read as it was.
   EXPECT_EQ(Call("GET", "/api/v1/fs/read?uri=" + Q("strata://resources/n"), kRootKey).status, 200);  // %2F in a query.

@@ -31,6 +31,10 @@ struct HttpRequest {
   // dispatch, which answers the error in the route's own shape (the model endpoints' SDKs read theirs) with
   // a request id.
   int body_error_status = 0;
+  // Set when the request's path holds what no route may be asked with (an encoded '/' in a segment: the
+  // transport routes the decoded path, so "sessions/s1%2Fstatus" reached another route): what is wrong,
+  // answered 400 before the route runs.
+  std::string path_error;
 
   // Returns the first header `name` (case-insensitive), or "".
   std::string Header(std::string_view name) const;

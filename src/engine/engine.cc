@@ -17,6 +17,7 @@
 #include "engine_impl.h"
 #include "guard.h"
 #include "strata/json/checked.h"
+#include "strata/llm/chat_error.h"
 #include "strata/memory/embedder.h"
 #include "strata/memory/skill.h"
 #include "pg.h"
@@ -535,6 +536,18 @@ std::string KeptNoteSource() {
 
 }  // namespace
 
+namespace engine_internal {
+
+Status ModelRefusal(Status status) {
+  std::optional<llm::ChatErrorInfo> info = llm::ChatErrorOf(status);
+  if (!info || (status.code() != StatusCode::kInvalidArgument && status.code() != StatusCode::kNotFound)) {
+    return status;
+  }
+  return Status::FailedPrecondition("the model refused the request: " + std::string(status.message()));
+}
+
+}  // namespace engine_internal
+
 Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view scope, std::string_view text,
                                                            std::string_view category, const Canceller* cancel) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "remember"));
@@ -553,7 +566,12 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
     }
     // No model to deduplicate with (none configured, unavailable, or it found nothing to remember): every
     // front end keeps the text as written rather than lose it, and says so in the change's reason.
-    if (why.code() != StatusCode::kFailedPrecondition && why.code() != StatusCode::kUnavailable) return why;
+    // Any answer of the model's but a cancellation (a 400 for a wrong model name, a 429) is one it could not
+    // be used for, as a missing one: the text is kept the same way whatever the code.
+    const bool models = llm::ChatErrorOf(why).has_value() && why.code() != StatusCode::kCancelled;
+    if (why.code() != StatusCode::kFailedPrecondition && why.code() != StatusCode::kUnavailable && !models) {
+      return why;
+    }
     STRATA_ASSIGN_OR_RETURN(memory::Uri scope_uri, memory::Uri::Parse(scope));
     if ((scope_uri.kind() != "user" && scope_uri.kind() != "agent") || !scope_uri.is_scope_root()) {
       return Status::InvalidArgument("remember: '" + std::string(scope) +
@@ -612,7 +630,7 @@ Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view 
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "consolidate"));
   return Guard("consolidate", [&]() -> Result<std::vector<session::MemoryChange>> {
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
-    return p->Consolidate(under, cancel);
+    return engine_internal::ModelRefusal(p->Consolidate(under, cancel));
   });
 }
 

@@ -29,4 +29,16 @@ inline Status Writable(const EngineOptions& options, std::string_view what) {
   return Status::FailedPrecondition(std::string(what) + " refused: the data is open read-only (--read-only)");
 }
 
+// A model's refusal of a request the engine made (HTTP 400, 404, 422: a wrong model name, a prompt it will
+// not take) is not the caller's mistake: kFailedPrecondition saying it was the model's answer, not
+// kInvalidArgument or kNotFound, which front ends answer as the caller's own 400 or 404 ("HTTP 404" read as
+// a missing scope). Every other status is returned as it is.
+Status ModelRefusal(Status status);
+
+template <typename T>
+Result<T> ModelRefusal(Result<T> result) {
+  if (result.ok()) return result;
+  return ModelRefusal(result.status());
+}
+
 }  // namespace strata::engine_internal

@@ -106,7 +106,8 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
     options.instruction = std::string(focus);
     options.counter = &Counter("o200k_base");
     options.generate.cancel = cancel;
-    STRATA_ASSIGN_OR_RETURN(window::CompactionResult result, window::Compact(*provider, history, options));
+    STRATA_ASSIGN_OR_RETURN(window::CompactionResult result,
+                            engine_internal::ModelRefusal(window::Compact(*provider, history, options)));
     SessionCompaction out;
     out.summary = result.summary;
     out.compacted = result.compacted;

@@ -2,6 +2,7 @@
 // conversation turn loop, the JSON views, provider resolution, and untrusted input (wrongly typed model
 // replies, damaged session files) that must come back as errors, never as a dead process.
 #include "strata/engine/engine.h"
+#include "strata/llm/chat_error.h"
 #include "strata/window/compaction.h"
 #include "strata/engine/keys.h"
 
@@ -399,6 +400,32 @@ TEST_F(EngineTest, RememberWithoutThePipelinesPromptsKeepsTheTextAsWritten) {
     EXPECT_EQ(same->front().action, session::MemoryAction::kSkip) << again;
     EXPECT_EQ(same->front().uri, kept->front().uri);
   }
+}
+
+// The model's own refusal (a 400 for a prompt it will not take, a 404 for a wrong model name, a 429) is not
+// the caller's mistake: remember keeps the text as written whatever the code (a 400 or 404 lost it and came
+// back as the caller's own invalid_argument / not_found), and consolidation names the model.
+TEST_F(EngineTest, TheModelsRefusalIsNotTheCallersErrorAndRememberKeepsTheText) {
+  for (int code : {400, 404, 429}) {
+    SCOPED_TRACE(code);
+    llm::ScriptedReply refused;
+    refused.error = llm::HttpStatusError(code, R"({"error":{"message":"no such model"}})");
+    extraction_ = refused;
+    const std::string text = "Alice keeps bees, code " + std::to_string(code) + ".";
+    auto kept = engine_->Remember("strata://user/alice", text);
+    ASSERT_OK(kept);
+    ASSERT_EQ(kept->size(), 1u);
+    EXPECT_NE(kept->front().reason.find("kept as written"), std::string::npos) << kept->front().reason;
+    EXPECT_EQ(*engine_->Read(kept->front().uri), text);
+  }
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/a", "Alice prefers aisle seats on flights."));
+  ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/b", "Alice prefers aisle seats on long flights."));
+  dedup_.error = llm::HttpStatusError(404, R"({"error":{"message":"model not found"}})");
+  auto consolidated = engine_->Consolidate("strata://user/alice");
+  ASSERT_FALSE(consolidated.ok());
+  EXPECT_EQ(consolidated.status().code(), StatusCode::kFailedPrecondition) << consolidated.status().ToString();
+  EXPECT_NE(consolidated.status().message().find("the model refused the request"), std::string::npos)
+      << consolidated.status().ToString();
 }
 
 // Remember with a model that fails: before anything was remembered the text is kept as written (the same

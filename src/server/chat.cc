@@ -93,6 +93,63 @@ namespace {
 
 // A server-sent event that the dialect's SDKs raise as an error: OpenAI's streams carry {"error": {...}} as
 // data, Anthropic's an `error` event.
+// Splits a stream of server-sent events into what may go to the client now and what is held: the events
+// from the first that ends the stream (OpenAI's `data: [DONE]`, Anthropic's message_stop) on, and an event
+// not yet whole.
+class StreamEnds {
+ public:
+  // Takes the next bytes; returns those to write now.
+  std::string Feed(std::string_view bytes) {
+    pending_ += bytes;
+    std::string out;
+    size_t start = 0;
+    for (size_t end; (end = NextBoundary(pending_, start)) != std::string::npos;) {
+      std::string_view event = std::string_view(pending_).substr(start, end - start);
+      if (held_.empty() && !Ends(event)) {
+        out += event;
+      } else {
+        held_ += event;
+      }
+      start = end;
+    }
+    pending_.erase(0, start);
+    return out;
+  }
+  // What was held, and what was never a whole event.
+  std::string Rest() {
+    std::string out = std::move(held_) + std::move(pending_);
+    held_.clear();
+    pending_.clear();
+    return out;
+  }
+
+ private:
+  // The end of the event that starts at `from` (past its blank line), or npos.
+  static size_t NextBoundary(const std::string& s, size_t from) {
+    for (size_t i = s.find('\n', from); i != std::string::npos; i = s.find('\n', i + 1)) {
+      if (i + 1 < s.size() && s[i + 1] == '\n') return i + 2;
+      if (i + 2 < s.size() && s[i + 1] == '\r' && s[i + 2] == '\n') return i + 3;
+    }
+    return std::string::npos;
+  }
+  static bool Ends(std::string_view event) {
+    for (size_t at = 0; at < event.size();) {
+      size_t nl = event.find('\n', at);
+      std::string_view line = event.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line == "data: [DONE]" || line == "data:[DONE]" || line == "event: message_stop" ||
+          line == "event:message_stop" || line.starts_with("data: {\"type\":\"message_stop\"") ||
+          line.starts_with("data: {\"type\": \"message_stop\"")) {
+        return true;
+      }
+      if (nl == std::string_view::npos) break;
+      at = nl + 1;
+    }
+    return false;
+  }
+  std::string pending_, held_;
+};
+
 std::string StreamErrorEvent(Dialect dialect, const std::string& message) {
   if (dialect == Dialect::kAnthropic) {
     Json event = {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}};
@@ -356,15 +413,18 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
     c.res.body = std::move(body);
     return Json();
   }
-  // Streamed: each chunk goes to the client as it arrives; the whole stream is decoded for the log at the end.
+  // Streamed: each event goes to the client as it arrives; the whole stream is decoded for the log at the end.
   std::shared_ptr<llm::HttpResponse> live(std::move(response));
-  // The last chunk is held back until the reply is in the session's log, so a client that sends its next
-  // turn as soon as the stream ends finds the previous reply there (the turn ends before it goes out).
+  // The stream's end ([DONE], message_stop) is held back until the reply is in the session's log, so a client
+  // that sends its next turn as soon as the stream ends finds the previous reply there (the turn ends before
+  // it goes out). Every other event goes out at once: holding each chunk until the next arrived kept text the
+  // model had written from the client while the model paused (reasoning, building a tool call).
   c.res.stream = [this, live, engine, upstream, slot, turn, dialect, strip_usage](const ChunkWriter& write) {
     constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
     bool too_long = false;
     UsageChunkFilter filter;
+    StreamEnds ends;
     while (!shut_down.load()) {
       Result<bool> more = live->Read(&chunk);
       if (!more.ok()) {
@@ -372,6 +432,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
         // not given a clean end it would take for the whole reply. Nothing of the reply is logged; the
         // turn, logged already, is not logged again when the client retries it (Engine::BeginTurn).
         if (turn) turn->Release();
+        held = ends.Rest();
         if (!held.empty() && !write(held)) return;
         write(StreamErrorEvent(dialect, "the upstream's stream broke before the reply ended: " +
                                             std::string(more.status().message())));
@@ -386,9 +447,10 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
         chunk = filter.Feed(chunk);
         if (chunk.empty()) continue;
       }
-      if (!held.empty() && !write(held)) return;  // The client went away: nothing of the reply is logged.
-      held.swap(chunk);
+      std::string now = ends.Feed(chunk);
+      if (!now.empty() && !write(now)) return;  // The client went away: nothing of the reply is logged.
     }
+    held = ends.Rest();
     if (strip_usage) held += filter.Flush();
     if (turn && !too_long) {
       if (Status finished = FinishTurn(engine, *turn, upstream, true, all); !finished.ok()) {

@@ -12,6 +12,10 @@ const rootKey = "root-key-for-the-openai-client-test";
 const received = [];  // Bodies the fake upstream got.
 let strata, serverPort, userKey, call;
 
+// Resolved when the client of the "paused" test has the model's first words.
+let firstWordsArrived;
+const firstWordsSeen = new Promise((resolve) => { firstWordsArrived = resolve; });
+
 // The fake upstream answers like OpenAI: streamed chunks (text, or a tool call split over chunks) or a whole
 // completion; a request for model "broken" gets a 429 in OpenAI's error shape.
 const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit reached", type: "rate_limit_error", code: "rate_limited" } }, (request, res) => {
@@ -32,6 +36,18 @@ const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit r
     res.write(`data: ${JSON.stringify({ id: "cmpl-3", object: "chat.completion.chunk", created: 1, model: "cut",
                                         choices: [{ index: 0, delta: { role: "assistant", content: "Hel" }, finish_reason: null }] })}\n\n`);
     setTimeout(() => res.socket.destroy(), 20);
+    return;
+  }
+  if (request.model === "paused") {
+    // The model writes its first words, then pauses (thinking) until the client has them: a proxy that held
+    // them back until the next chunk would wait here for good (the test's timeout).
+    res.write(`data: ${JSON.stringify({ id: "cmpl-5", object: "chat.completion.chunk", created: 1, model: "paused",
+                                        choices: [{ index: 0, delta: { role: "assistant", content: "Hello" }, finish_reason: null }] })}\n\n`);
+    firstWordsSeen.then(() => {
+      res.write(`data: ${JSON.stringify({ id: "cmpl-5", object: "chat.completion.chunk", created: 1, model: "paused",
+                                          choices: [{ index: 0, delta: { content: " again." }, finish_reason: "stop" }] })}\n\n`);
+      res.end("data: [DONE]\n\n");
+    });
     return;
   }
   if (request.model === "nodone") {
@@ -229,6 +245,21 @@ test("a stream the upstream breaks is an error to the client, and its retry is l
   assert.deepEqual(logged.map((m) => [m.role, m.content]), [["user", "What is 2+2?"], ["assistant", "Hello, Alice."]]);
 });
 
+test("the model's words reach the client while the model pauses", { timeout: 20_000 }, async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey,
+                              defaultHeaders: { "X-Strata-Session": "chat-paused" } });
+  const stream = await client.chat.completions.create({ model: "paused", stream: true,
+                                                        messages: [{ role: "user", content: "Say hello." }] });
+  let text = "";
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? "";
+    if (text === "Hello") firstWordsArrived();  // Held back until the next chunk, this never came.
+  }
+  assert.equal(text, "Hello again.");
+  const logged = (await call("GET", "/api/v1/sessions/chat-paused/messages", userKey)).json.result;
+  assert.deepEqual(logged.map((m) => [m.role, m.content]), [["user", "Say hello."], ["assistant", "Hello again."]]);
+});
+
 test("a stream that ends before the upstream marks it complete is an error to the client, not a whole reply", async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
                               defaultHeaders: { "X-Strata-Session": "chat-nodone" } });
@@ -239,7 +270,8 @@ test("a stream that ends before the upstream marks it complete is an error to th
                                                           messages: [{ role: "user", content: "Tell me all." }] });
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
   }, (e) => e instanceof OpenAI.APIError && /could not be read whole/.test(e.message) && /chat-nodone/.test(e.message));
-  assert.equal(text, "", "the cut reply's last chunk is withheld: the error event takes its place");
+  // What came before the cut went out as it came (text is never held back from the client), the error after it.
+  assert.equal(text, "Partial ans", "the reply's text as far as it came, then the error");
   const logged = (await call("GET", "/api/v1/sessions/chat-nodone/messages", userKey)).json.result;
   assert.deepEqual(logged.map((m) => m.role), ["user"], "no reply logged, and the client was told");
 });

@@ -93,6 +93,31 @@ namespace {
 
 // A server-sent event that the dialect's SDKs raise as an error: OpenAI's streams carry {"error": {...}} as
 // data, Anthropic's an `error` event.
+// The upstream's response headers that reach the client as they were: retry and rate-limit hints (OpenAI's
+// and Anthropic's names).
+constexpr std::string_view kUpstreamHintHeaders[] = {
+    "retry-after",
+    "retry-after-ms",
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-limit",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-limit",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-input-tokens-reset",
+    "anthropic-ratelimit-output-tokens-limit",
+    "anthropic-ratelimit-output-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset",
+};
+
 // Splits a stream of server-sent events into what may go to the client now and what is held: the events
 // from the first that ends the stream (OpenAI's `data: [DONE]`, Anthropic's message_stop) on, and an event
 // not yet whole.
@@ -406,6 +431,12 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   std::string content_type(response->header("content-type"));
   c.res.content_type = content_type.empty() ? "application/json" : content_type;
   if (std::string id(response->header("request-id")); !id.empty()) c.res.headers.emplace_back("request-id", id);
+  // The upstream's back-off hints, which the SDKs read (retry-after) and clients budget by.
+  for (std::string_view name : kUpstreamHintHeaders) {
+    if (std::string_view value = response->header(name); !value.empty()) {
+      c.res.headers.emplace_back(std::string(name), std::string(value));
+    }
+  }
   if (response->status() >= 400 || !stream) {
     // A whole body: the upstream's error (already in the client's format) or a non-streamed reply.
     STRATA_ASSIGN_OR_RETURN(std::string body, llm::ReadAll(*response));

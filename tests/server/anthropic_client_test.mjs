@@ -3,7 +3,7 @@
 //   node anthropic_client_test.mjs PATH/TO/strata        (STRATA_NPM_CACHE holds the pinned npm packages)
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import { fakeUpstream, requireNpm, startProxy, writeSlowly } from "./harness.mjs";
+import { fakeUpstream, header, requireNpm, startProxy, writeSlowly } from "./harness.mjs";
 
 const sdk = requireNpm("@anthropic-ai/sdk");
 const Anthropic = sdk.default ?? sdk.Anthropic ?? sdk;
@@ -170,7 +170,8 @@ test("a session idle for --commit-after-idle is committed into memory", async ()
 
 test("errors arrive as the SDK's own error classes", async () => {
   await assert.rejects(client(userKey).messages.create({ model: "broken", max_tokens: 10, messages: [{ role: "user", content: "x" }] }),
-                       (e) => e instanceof Anthropic.RateLimitError && /Rate limit reached/.test(e.message));
+                       (e) => e instanceof Anthropic.RateLimitError && /Rate limit reached/.test(e.message) &&
+                              header(e, "anthropic-ratelimit-requests-remaining") === "0");
   await assert.rejects(client("sk-strata-wrong").messages.create({ model: "fake-claude", max_tokens: 10,
                                                                    messages: [{ role: "user", content: "x" }] }),
                        (e) => e instanceof Anthropic.AuthenticationError);

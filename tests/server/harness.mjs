@@ -87,11 +87,20 @@ export function fakeUpstream(received, rateLimitError, answer) {
       const request = JSON.parse(body);
       received.push({ headers: req.headers, body: request });
       if (request.model === "broken") {
-        res.writeHead(429, { "content-type": "application/json" });
+        // With the back-off hints real providers send (the SDKs read retry-after).
+        res.writeHead(429, { "content-type": "application/json", "retry-after": "7", "x-ratelimit-remaining-requests": "0",
+                             "anthropic-ratelimit-requests-remaining": "0" });
         res.end(JSON.stringify(rateLimitError));
         return;
       }
       answer(request, res);
     });
   };
+}
+
+// A response header of an SDK's error (a fetch Headers object, or a plain one in older SDKs).
+export function header(error, name) {
+  const headers = error?.headers;
+  if (!headers) return undefined;
+  return typeof headers.get === "function" ? headers.get(name) ?? undefined : headers[name];
 }

@@ -3,7 +3,7 @@
 //   node openai_client_test.mjs PATH/TO/strata        (STRATA_NPM_CACHE holds the pinned npm packages)
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
-import { fakeUpstream, requireNpm, startProxy, writeSlowly } from "./harness.mjs";
+import { fakeUpstream, header, requireNpm, startProxy, writeSlowly } from "./harness.mjs";
 
 const OpenAI = requireNpm("openai").default ?? requireNpm("openai");
 
@@ -190,7 +190,8 @@ test("streamed tool calls reach the client whole and are logged", async () => {
 test("errors: the upstream's error reaches the client as an APIError; bad keys and another user's session are refused", async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0 });
   await assert.rejects(client.chat.completions.create({ model: "broken", messages: [{ role: "user", content: "x" }] }),
-                       (e) => e.status === 429 && /Rate limit reached/.test(e.message));
+                       (e) => e.status === 429 && /Rate limit reached/.test(e.message) &&
+                              header(e, "retry-after") === "7" && header(e, "x-ratelimit-remaining-requests") === "0");
   // A refused request leaves the session as it was (the turn is logged only once the upstream takes it).
   const inSession = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
                                  defaultHeaders: { "X-Strata-Session": "chat-refused" } });

@@ -163,7 +163,11 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     for (auto m = history.rbegin(); query.empty() && m != history.rend(); ++m) {
       if (m->role == Role::kUser && !window::SummaryOf(*m)) query = m->ExtractText(" ");
     }
-    std::string memory_block;
+    const MessageTokenCounter& counter = Counter(options.encoding);
+    auto count_one = [&](const Message& m) { return counter.CountMessages({&m, 1}); };
+    // Memories go in the system prompt only as far as they leave room for the reply, the pinned messages,
+    // the tools and the newest message: recalled whole, they made a turn that fit an invalid budget (400).
+    std::string sent_system = system;
     if (options.memory_limit > 0 && !query.empty() && !info.user.empty()) {
       STRATA_ASSIGN_OR_RETURN(memory::Uri under, memory::Uri::Parse("strata://user/" + info.user));
       memory::FindOptions find;
@@ -173,20 +177,32 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
       if (!hits.ok()) {
         out.warnings.push_back("memories were not recalled: " + hits.status().message());
       } else {
+        int64_t room = options.max_context_tokens - reserve - options.reserved_tokens;
+        for (const Message& m : options.pinned) room -= count_one(m);
+        if (!history.empty()) room -= count_one(history.back());
+        const std::string head =
+            (system.empty() ? "" : system + "\n\n") + "What you remember about this user (from earlier sessions):";
+        std::string block;
+        size_t left_out = 0;
         for (memory::Hit& h : *hits) {
           if (h.is_dir || h.abstract_text.empty()) continue;
-          memory_block += "\n- " + h.abstract_text;
+          std::string with = block + "\n- " + h.abstract_text;
+          if (count_one(Message::System(head + with)) > room) {
+            ++left_out;
+            continue;
+          }
+          block = std::move(with);
           out.memories.push_back(std::move(h));
+        }
+        if (!block.empty()) sent_system = head + block;
+        if (left_out > 0) {
+          out.warnings.push_back(std::to_string(left_out) + " recalled " + (left_out == 1 ? "memory" : "memories") +
+                                 " left out: no room in the window beside the system prompt, the reply reserve and the "
+                                 "newest message");
         }
       }
     }
-    std::string sent_system = system;
-    if (!memory_block.empty()) {
-      if (!sent_system.empty()) sent_system += "\n\n";
-      sent_system += "What you remember about this user (from earlier sessions):" + memory_block;
-    }
 
-    const MessageTokenCounter& counter = Counter(options.encoding);
     window::AssembleOptions ao;
     ao.max_context_tokens = options.max_context_tokens;
     ao.reserve_for_reply = reserve;
@@ -194,7 +210,6 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     ao.system_prompt = sent_system;
     ao.pinned = options.pinned;
     std::span<const Message> rest = history;
-    auto count_one = [&](const Message& m) { return counter.CountMessages({&m, 1}); };
     // A compaction's summary (the log's first message) is the assembler's summary, not a pinned message:
     // one that does not fit is left out with summary_over_budget, as docs/window.md says (pinned, it made
     // the whole request an invalid budget). It is sent as the log holds it.

@@ -404,6 +404,33 @@ TEST_F(TurnTest, MemoriesOfTheOwnerAreRecalledIntoTheSystemPrompt) {
   EXPECT_LE(ctx.total_tokens, ctx.budget + ctx.tokens.reply);
 }
 
+// Recalled memories fill only the room the window leaves beside the system prompt, the reply reserve and the
+// new turn: appended whole, eight of them made a turn that fitted an invalid budget (400).
+TEST_F(TurnTest, RecalledMemoriesFitTheWindowOrAreLeftOut) {
+  for (int i = 0; i < 8; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_OK(engine_->Write("strata://user/alice/memories/preferences/seat" + n,
+                             "Alice prefers aisle seats on long flights, note " + n + ".",
+                             {.abstract_text = "Prefers aisle seats on long flights and trains, with legroom, note " + n}));
+  }
+  TurnRequest r = Ask("Which seat should I book on long flights?");
+  r.system = "You are a travel agent.";
+  r.max_context_tokens = 120;
+  r.reserve_for_reply = 30;
+  r.memory_limit = 8;
+  auto turn = engine_->BeginTurn("small", std::move(r));
+  ASSERT_OK(turn);
+  const SessionContext& ctx = (*turn)->context();
+  EXPECT_FALSE(ctx.memories.empty()) << "as many as fit are recalled";
+  EXPECT_LT(ctx.memories.size(), 8u);
+  EXPECT_LE(ctx.total_tokens, ctx.budget + ctx.tokens.reply);
+  ASSERT_FALSE(ctx.messages.empty());
+  EXPECT_EQ(ctx.messages.back().ExtractText(), "Which seat should I book on long flights?");
+  std::string warnings;
+  for (const std::string& w : ctx.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("recalled memories left out"), std::string::npos) << warnings;
+}
+
 TEST_F(TurnTest, AnotherUsersSessionIsNotThere) {
   ASSERT_OK(engine_->BeginTurn("chat-1", Ask("mine")));  // Created for alice, then released.
   auto theirs = engine_->BeginTurn("chat-1", Ask("let me in", "bob"));

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "strata/tokenizer/message_counter.h"
+
 namespace strata::tokenizer {
 namespace {
 
@@ -63,6 +65,7 @@ int64_t ScriptRatioEstimator::CountMessages(std::span<const Message> messages) c
     for (const ContentPart& part : m.content) {
       if (const auto* t = std::get_if<TextPart>(&part)) n += EstimateTokens(t->text, weights_);
       if (const auto* t = std::get_if<ThinkPart>(&part)) n += EstimateTokens(t->think, weights_);
+      if (const auto* media = std::get_if<MediaPart>(&part)) n += EstimateMediaTokens(*media);
     }
     if (m.tool_calls) {
       for (const ToolCall& c : *m.tool_calls) {

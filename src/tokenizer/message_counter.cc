@@ -15,6 +15,7 @@ int64_t EncodingMessageCounter::CountMessage(const Message& m) const {
   for (const ContentPart& part : m.content) {
     if (const auto* text = std::get_if<TextPart>(&part)) n += static_cast<int64_t>(e.Count(text->text));
     if (const auto* think = std::get_if<ThinkPart>(&part)) n += static_cast<int64_t>(e.Count(think->think));
+    if (const auto* media = std::get_if<MediaPart>(&part)) n += EstimateMediaTokens(*media);
   }
   if (m.tool_calls) {
     for (const ToolCall& call : *m.tool_calls) {

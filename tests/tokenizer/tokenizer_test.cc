@@ -455,6 +455,57 @@ TEST(MessageCounterTest, CountsTextToolCallsAndOverhead) {
   EXPECT_EQ(counter.CountPrompt(both), counter.CountMessages(both) + 3);
 }
 
+namespace {
+
+MediaPart Image(std::string_view mime, std::string_view bytes, std::optional<std::string> detail = std::nullopt) {
+  return MediaPart{MediaKind::kImage, "data:" + std::string(mime) + ";base64," + Base64(bytes), std::nullopt, detail};
+}
+
+std::string Png(uint32_t w, uint32_t h) {
+  std::string b("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
+  for (uint32_t v : {w, h}) {
+    for (int shift : {24, 16, 8, 0}) b += static_cast<char>((v >> shift) & 0xFF);
+  }
+  return b + std::string("\x08\x02\0\0\0", 5);
+}
+
+}  // namespace
+
+// A media part costs a prompt what the provider bills for it, estimated: it cost nothing, and twenty images
+// were sent into a 2,000-token window. Images by OpenAI's rule, their size read from the data they carry.
+TEST(MessageCounterTest, MediaPartsCostWhatProvidersBillForThem) {
+  EXPECT_EQ(EstimateMediaTokens(Image("image/png", Png(512, 512))), 85 + 170);
+  EXPECT_EQ(EstimateMediaTokens(Image("image/png", Png(2048, 4096))), 85 + 170 * 6);  // 768 x 1536.
+  EXPECT_EQ(EstimateMediaTokens(Image("image/png", Png(4000, 100))), 85 + 170 * 4);   // 2048 x 51.
+  EXPECT_EQ(EstimateMediaTokens(Image("image/png", Png(2048, 4096), "low")), 85);
+  EXPECT_EQ(EstimateMediaTokens(Image("image/gif", std::string("GIF89a\x0a\x00\x0a\x00", 10))), 255);
+  // A JPEG's size is in its frame header, after the segments before it.
+  std::string jpeg("\xFF\xD8\xFF\xE0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+                   "\xFF\xC0\x00\x11\x08\x02\x58\x03\x20\x03\x01\x22\x00",
+                   33);
+  EXPECT_EQ(EstimateMediaTokens(Image("image/jpeg", jpeg)), 85 + 170 * 4);  // 800 x 600.
+  std::string webp = std::string("RIFF\0\0\0\0WEBPVP8X", 16) + std::string(8, '\0') +
+                     std::string("\xE7\x03\x00\xC7\x00\x00", 6);  // 1000 x 200.
+  EXPECT_EQ(EstimateMediaTokens(Image("image/webp", webp)), 85 + 170 * 2);
+  // What cannot be read: a URL, damaged data.
+  EXPECT_EQ(EstimateMediaTokens(MediaPart{MediaKind::kImage, "https://example.com/cat.png"}),
+            EncodingMessageCounter::kUnknownImageTokens);
+  EXPECT_EQ(EstimateMediaTokens(Image("image/png", "not a png")), EncodingMessageCounter::kUnknownImageTokens);
+  EXPECT_EQ(EstimateMediaTokens(MediaPart{MediaKind::kImage, "data:image/png;base64,%%%"}),
+            EncodingMessageCounter::kUnknownImageTokens);
+  // Audio by its bytes, with a floor.
+  EXPECT_EQ(EstimateMediaTokens(MediaPart{MediaKind::kAudio, "data:audio/wav;base64," + Base64(std::string(320'000, 'a'))}),
+            200);
+  EXPECT_EQ(EstimateMediaTokens(MediaPart{MediaKind::kAudio, "https://example.com/a.mp3"}), 100);
+  // In a message, every counter counts them.
+  Message seen = Message::User("What is this?");
+  seen.content.push_back(Image("image/png", Png(512, 512)));
+  auto enc = Get("o200k_base");
+  ASSERT_NE(enc, nullptr);
+  EncodingMessageCounter counter(enc);
+  EXPECT_EQ(counter.CountMessage(seen), counter.CountMessage(Message::User("What is this?")) + 255);
+}
+
 // A tally (one message at a time, as a one-pass reader counts) equals CountMessages of the same messages,
 // rounding included, for every counter.
 TEST(MessageCounterTest, TalliesEqualCountMessages) {

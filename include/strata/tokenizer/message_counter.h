@@ -14,13 +14,23 @@
 
 namespace strata::tokenizer {
 
+// An estimate of what a media part costs a prompt. Images: OpenAI's published rule (85 at low detail; else
+// 85 + 170 per 512-pixel tile of the image fitted within 2048 x 2048 with its shorter side at most 768),
+// the size read from a data: URL's PNG, GIF, WebP or JPEG header, kUnknownImageTokens when it cannot be.
+// Audio and video: by the bytes a data: URL carries (audio 1 token per 1.6 kB, about 10 a second at
+// 128 kbit/s; video 1 per 800 bytes), at least 100 and 1,000.
+int64_t EstimateMediaTokens(const MediaPart& part);
+
 // Counts messages the way OpenAI's chat format bills them: per message a fixed overhead
 // (kTokensPerMessage) plus the tokens of its role, name (+1), text and thinking, and of each tool call's
-// name and arguments and the tool_call_id. Media parts count nothing here (providers bill them by size).
+// name and arguments and the tool_call_id. Media parts count what EstimateMediaTokens says (providers bill
+// them by size: without it, twenty images cost a 2,000-token window nothing and were all sent).
 // CountMessages() is the sum over the messages, without the reply priming that CountPrompt() adds.
 class EncodingMessageCounter final : public MessageTokenCounter {
  public:
   static constexpr int64_t kTokensPerMessage = 3;
+  // An image whose size cannot be read (a URL, an unknown format): a 1024 x 1024 image at high detail.
+  static constexpr int64_t kUnknownImageTokens = 765;
   static constexpr int64_t kReplyPriming = 3;
 
   explicit EncodingMessageCounter(std::shared_ptr<const Encoding> encoding) : encoding_(std::move(encoding)) {}

@@ -25,7 +25,8 @@ std::string NewRequestId() {
 
 std::string_view AnthropicErrorType(int http_status) {
   switch (http_status) {
-    case 400: case 409: case 413: return "invalid_request_error";
+    case 400: case 409: return "invalid_request_error";
+    case 413: return "request_too_large";  // Anthropic's own type for a body over the limit.
     case 401: return "authentication_error";
     case 403: return "permission_error";
     case 404: return "not_found_error";

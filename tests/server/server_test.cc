@@ -97,7 +97,7 @@ TEST_F(ServerTest, EveryResponseIsOneEnvelopeWithARequestId) {
   Reply anthropic = Call("POST", "/v1/messages", kRootKey, std::string(9 << 20, ' '));
   EXPECT_EQ(anthropic.status, 413);
   EXPECT_EQ(anthropic.body["type"], "error") << anthropic.raw.substr(0, 300);
-  EXPECT_EQ(anthropic.body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(anthropic.body["error"]["type"], "request_too_large");  // Anthropic's own type for it.
   EXPECT_FALSE(anthropic.request_id.empty());
   Reply openai = Call("POST", "/v1/chat/completions", kRootKey, std::string(9 << 20, ' '));
   EXPECT_EQ(openai.status, 413);

@@ -4,6 +4,7 @@
 
 #include "engine_impl.h"
 #include "guard.h"
+#include "strata/util/ascii.h"
 #include "strata/engine/engine.h"
 #include "strata/memory/uri.h"
 #include "strata/tokenizer/registry.h"
@@ -221,6 +222,23 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
       ao.first_index = 1;
       rest = rest.subspan(1);
     }
+    // After a commit the live log starts afresh: the newest archive's summary (phase 2's) is the window's
+    // summary until a compaction writes one, so the model does not lose the conversation at each commit
+    // (by policy every 40 turns, 24k tokens or 10 idle minutes). An archive phase 2 has not summarised yet
+    // gives way to the one before it.
+    std::optional<Message> archived_summary;
+    if (!has_summary && info.stats.commits > 0) {
+      Result<std::vector<session::ArchiveInfo>> archives = s->Archives(id);
+      for (size_t i = archives.ok() ? archives->size() : 0, tried = 0; i-- > 0 && tried < 3; ++tried) {
+        Result<std::optional<std::string>> text = s->ReadArchiveFile(id, (*archives)[i].number, "summary.md");
+        if (!text.ok() || !*text || StripAsciiWhitespace(**text).empty()) continue;
+        archived_summary = window::MakeSummaryMessage(std::string(StripAsciiWhitespace(**text)));
+        ao.summary = archived_summary->ExtractText();
+        ao.summary_role = archived_summary->role;
+        ao.summary_tokens = count_one(*archived_summary);
+        break;
+      }
+    }
     window::HistoryIndex index(&counter);
     index.Sync(rest);
     STRATA_ASSIGN_OR_RETURN(window::Assembly a, window::Assemble(rest, index, ao, counter));
@@ -273,7 +291,9 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     }
     out.system_prompt = std::move(sent_system);
     out.messages = window::AssembledMessages(rest, a, ao);
-    if (a.summary_included) out.messages[ao.pinned.size()] = history[0];  // As the log holds it.
+    if (a.summary_included) {  // As the log (or the archive's summary message) holds it.
+      out.messages[ao.pinned.size()] = archived_summary ? *archived_summary : history[0];
+    }
     out.history = std::move(history);  // `rest` points into it: last.
     return out;
   });

@@ -190,6 +190,33 @@ TEST_F(EngineTest, ASummaryThatDoesNotFitIsLeftOutAndWarningsCountItsPlace) {
   EXPECT_EQ(info->abstract_text, "hi");
 }
 
+// After a commit the live log starts afresh, and the window carries the conversation on in the newest
+// archive's summary (phase 2's), so a model does not lose it at each commit: the next turn was sent
+// with nothing of what came before.
+TEST_F(EngineTest, AfterACommitTheWindowCarriesTheArchivesSummary) {
+  ASSERT_OK(engine_->CreateSession("alice", "", "carried"));
+  ASSERT_OK(engine_->AddMessages("carried", std::vector{Message::User("I am planning a trip to Kyoto."),
+                                                        Message::Assistant("Lovely.")}));
+  auto before = engine_->AssembleSession("carried", {.max_context_tokens = 8000});
+  ASSERT_OK(before);
+  EXPECT_FALSE(before->summary_included);
+  ASSERT_OK(engine_->Commit("carried", {.wait = true}));
+  ASSERT_OK(engine_->AddMessages("carried", std::vector{Message::User("Which temples first?")}));
+  auto after = engine_->AssembleSession("carried", {.max_context_tokens = 8000});
+  ASSERT_OK(after);
+  EXPECT_TRUE(after->summary_included);
+  ASSERT_EQ(after->messages.size(), 2u);
+  EXPECT_EQ(window::SummaryOf(after->messages[0]).value_or(""), "Alice talked about travel.");
+  EXPECT_EQ(after->messages[1].ExtractText(), "Which temples first?");
+  EXPECT_GT(after->tokens.summary, 0);
+  ASSERT_EQ(after->history.size(), 1u) << "the log itself is not changed";
+  // A window too small for it leaves it out, the newest message first.
+  auto tight = engine_->AssembleSession("carried", {.max_context_tokens = 25, .reserve_for_reply = 0});
+  ASSERT_OK(tight);
+  EXPECT_FALSE(tight->summary_included);
+  EXPECT_EQ(tight->messages.back().ExtractText(), "Which temples first?");
+}
+
 // A compaction whose model failed and whose fallback pruned nothing leaves the session as it was: it was
 // rewritten anyway, every checkpoint moved to message 0, and a revert to one then removed the whole
 // conversation.

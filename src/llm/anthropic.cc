@@ -16,6 +16,8 @@
 // (every non-null usage field replaces the running value), message_stop, error. A non-streamed response
 // reads the same blocks; a tool_use `input` becomes its arguments as Python's json.dumps writes it (", " and
 // ": " separators, non-ASCII escaped), as kosong does.
+#include <algorithm>
+
 #include "json_dom.h"
 #include "wire_internal.h"
 #include "strata/json/checked.h"
@@ -411,8 +413,35 @@ Result<std::vector<Message>> ParseAnthropicRequestMessages(std::string_view mess
         std::string id = json::StringOr(block, "tool_use_id");
         if (id.empty()) return Status::InvalidArgument(at + ": a tool_result block needs a tool_use_id");
         const Json* result = json::Field(block, "content");
+        const bool failed = json::BoolOr(block, "is_error", false);
+        const bool has_image = result != nullptr && result->is_array() &&
+                               std::any_of(result->begin(), result->end(), [](const Json& part) {
+                                 return part.is_object() && json::StringOr(part, "type") == "image";
+                               });
+        if (has_image) {
+          // Text and images (a screenshot a computer-use tool returns), kept as parts: ToolResultBlock writes
+          // them back as tool_result blocks.
+          Message shown = Message::ToolResult(id, "");
+          shown.content.clear();
+          if (failed) shown.content.push_back(TextPart{"<system>ERROR: the tool failed</system>"});
+          for (size_t k = 0; k < result->size(); ++k) {
+            const Json& part = (*result)[k];
+            const std::string part_at = at + ".content[" + std::to_string(k) + "]";
+            const std::string kind = part.is_object() ? json::StringOr(part, "type") : "";
+            if (kind == "text") {
+              shown.content.push_back(TextPart{json::StringOr(part, "text")});
+            } else if (kind == "image") {
+              STRATA_ASSIGN_OR_RETURN(ContentPart image, ImagePart(part, part_at));
+              shown.content.push_back(std::move(image));
+            } else {
+              return Status::InvalidArgument(part_at + " must be a text or image block");
+            }
+          }
+          out.push_back(std::move(shown));
+          continue;
+        }
         STRATA_ASSIGN_OR_RETURN(std::string text, TextOfContent(result != nullptr ? *result : Json(), at + ".content"));
-        if (json::BoolOr(block, "is_error", false)) text = "<system>ERROR: the tool failed</system>\n" + text;
+        if (failed) text = "<system>ERROR: the tool failed</system>\n" + text;
         out.push_back(Message::ToolResult(id, std::move(text)));
       } else {
         return Status::InvalidArgument(at + ": a " + role + " message cannot hold a \"" + type + "\" block");

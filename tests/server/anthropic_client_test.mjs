@@ -154,6 +154,25 @@ test("streamed tool use reaches the client whole, and the tool result goes back 
   assert.equal(sent[2].content[0].tool_use_id, "toolu_1");
 });
 
+test("a tool result holding an image (a screenshot) is taken and sent back with its image", async () => {
+  const inSession = client(userKey, { "X-Strata-Session": "claude-shot" });
+  const tools = [{ name: "get_weather", description: "Weather for a city",
+                   input_schema: { type: "object", properties: { city: { type: "string" } } } }];
+  const message = await inSession.messages.stream({ model: "fake-claude", max_tokens: 100, tools,
+                                                    messages: [{ role: "user", content: "Weather in Kyoto?" }] }).finalMessage();
+  const use = message.content.find((b) => b.type === "tool_use");
+  const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } };
+  const answer = await inSession.messages.create({ model: "fake-claude", max_tokens: 100, tools, messages: [
+    { role: "user", content: [{ type: "tool_result", tool_use_id: use.id,
+                                content: [{ type: "text", text: "The forecast page:" }, image] }] }] });
+  assert.equal(answer.content[0].text, "Whole reply.");
+  const sent = received.findLast((r) => JSON.stringify(r.body.messages).includes("The forecast page:")).body.messages;
+  const result = sent.at(-1).content[0];
+  assert.equal(result.type, "tool_result");
+  assert.deepEqual(result.content.map((b) => b.type), ["text", "image"], JSON.stringify(result));
+  assert.deepEqual(result.content[1].source, image.source);
+});
+
 test("a session idle for --commit-after-idle is committed into memory", async () => {
   const inSession = client(userKey, { "X-Strata-Session": "claude-idle" });
   await inSession.messages.create({ model: "fake-claude", max_tokens: 10, messages: [{ role: "user", content: "I like tea." }] });

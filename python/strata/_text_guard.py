@@ -35,11 +35,17 @@ def _guard(func: Any, where: str, skip_self: bool) -> Any:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (TypeError, RuntimeError):
+        except (TypeError, RuntimeError) as e:
+            # Only pybind11's refusal to convert the arguments is read so, and only when a string among them no
+            # UTF-8 holds (which pybind11 refuses too); its own message stays as the cause.
+            said = str(e)
+            if not any(p in said for p in ("incompatible function arguments", "incompatible constructor arguments",
+                                           "Unable to cast")):
+                raise
             problem = _not_utf8(args[1:] if skip_self else args, kwargs)
             if problem is None:
                 raise
-            raise InvalidArgumentError(f"{where}: {problem}") from None
+            raise InvalidArgumentError(f"{where}: {problem}") from e
     return guarded
 
 

@@ -180,19 +180,29 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
       } else {
         int64_t room = options.max_context_tokens - reserve - options.reserved_tokens;
         for (const Message& m : options.pinned) room -= count_one(m);
-        if (!history.empty()) room -= count_one(history.back());
+        // The newest messages that must go: the turn being sent (all of it), else the newest message with the
+        // tool calls its results answer.
+        size_t newest = options.pending.empty() ? std::min<size_t>(history.size(), 1) : options.pending.size();
+        while (newest < history.size() && history[history.size() - newest].role == Role::kTool) ++newest;
+        for (size_t i = history.size() - newest; i < history.size(); ++i) room -= count_one(history[i]);
         const std::string head =
             (system.empty() ? "" : system + "\n\n") + "What you remember about this user (from earlier sessions):";
+        // The prompt counted once, each line by itself (counting the whole prompt again for each line was
+        // quadratic in a long system prompt).
+        const int64_t empty = count_one(Message::System(""));
+        int64_t used = count_one(Message::System(head));
         std::string block;
         size_t left_out = 0;
         for (memory::Hit& h : *hits) {
           if (h.is_dir || h.abstract_text.empty()) continue;
-          std::string with = block + "\n- " + h.abstract_text;
-          if (count_one(Message::System(head + with)) > room) {
+          const std::string line = "\n- " + h.abstract_text;
+          const int64_t cost = count_one(Message::System(line)) - empty + 1;  // +1: a merge across the joint.
+          if (used + cost > room) {
             ++left_out;
             continue;
           }
-          block = std::move(with);
+          used += cost;
+          block += line;
           out.memories.push_back(std::move(h));
         }
         if (!block.empty()) sent_system = head + block;

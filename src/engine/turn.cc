@@ -36,6 +36,15 @@ bool SameMessage(const Message& sent, const Message& logged) {
       sent.tool_call_id.value_or("") != logged.tool_call_id.value_or("")) {
     return false;
   }
+  // The same words with another image or file are another message.
+  auto media = [](const Message& m) {
+    std::vector<std::pair<MediaKind, std::string_view>> out;
+    for (const ContentPart& part : m.content) {
+      if (const auto* p = std::get_if<MediaPart>(&part)) out.emplace_back(p->kind, p->url);
+    }
+    return out;
+  };
+  if (media(sent) != media(logged)) return false;
   const size_t calls = sent.tool_calls ? sent.tool_calls->size() : 0;
   if (calls != (logged.tool_calls ? logged.tool_calls->size() : 0)) return false;
   for (size_t i = 0; i < calls; ++i) {
@@ -50,22 +59,21 @@ bool SameMessage(const Message& sent, const Message& logged) {
 
 // How many of the turn's first messages the session holds already: a client that sends the whole
 // conversation every time (the SDKs' tool runners do) repeats the session's messages before its new ones.
-// The repeated part must be the session's live messages whole, in order: all of them, or after a
-// compaction's summary the ones after it, which the client then sends after the older ones the summary
-// stands for. 0 when the turn does not repeat them.
-size_t RepeatedPrefix(std::span<const Message> turn, std::span<const Message> logged) {
-  const bool summarised = !logged.empty() && window::SummaryOf(logged.front()).has_value();
-  const std::span<const Message> live = summarised ? logged.subspan(1) : logged;
-  if (live.empty() || turn.size() < live.size()) return 0;
+// `anchor` is what must be repeated, whole and in order, just before the new ones: the session's live
+// messages (after a compaction's summary, the ones after it), or, when a commit left none, the newest
+// archive's last messages. Older messages may come before it only when something (a summary, an archive)
+// stands for them; otherwise the anchor must open the turn. 0 when the turn does not repeat it.
+size_t RepeatedPrefix(std::span<const Message> turn, std::span<const Message> anchor, bool older_allowed) {
+  if (anchor.empty() || turn.size() < anchor.size()) return 0;
   auto repeats_at = [&](size_t start) {
-    for (size_t i = 0; i < live.size(); ++i) {
-      if (!SameMessage(turn[start + i], live[i])) return false;
+    for (size_t i = 0; i < anchor.size(); ++i) {
+      if (!SameMessage(turn[start + i], anchor[i])) return false;
     }
     return true;
   };
-  if (!summarised) return repeats_at(0) ? live.size() : 0;
-  for (size_t start = turn.size() - live.size() + 1; start-- > 0;) {
-    if (repeats_at(start)) return start + live.size();
+  if (!older_allowed) return repeats_at(0) ? anchor.size() : 0;
+  for (size_t start = turn.size() - anchor.size() + 1; start-- > 0;) {
+    if (repeats_at(start)) return start + anchor.size();
   }
   return 0;
 }
@@ -109,14 +117,31 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> logged, sessions->Messages(turn->ref_));
     // The whole conversation sent again (as the SDKs' tool runners and most chat clients do): only what
     // follows the session's own messages is new. It was all logged and sent upstream again.
-    if (const size_t repeated = RepeatedPrefix(request.turn, logged); repeated > 0) {
-      if (repeated == request.turn.size()) {
+    const bool summarised = !logged.empty() && window::SummaryOf(logged.front()).has_value();
+    std::span<const Message> live(logged);
+    if (summarised) live = live.subspan(1);
+    std::vector<Message> archived_tail;  // After a commit left no live message: the newest archive's last.
+    if (live.empty() && info->stats.commits > 0 && request.turn.size() > 2) {
+      Result<std::vector<session::ArchiveInfo>> archives = sessions->Archives(turn->ref_);
+      if (archives.ok() && !archives->empty()) {
+        Result<std::vector<Message>> last = sessions->ArchiveMessages(turn->ref_, archives->back().number);
+        if (last.ok() && last->size() >= 2) {
+          archived_tail.assign(last->end() - static_cast<std::ptrdiff_t>(std::min<size_t>(last->size(), 4)), last->end());
+        }
+      }
+    }
+    const std::span<const Message> anchor = live.empty() ? std::span<const Message>(archived_tail) : live;
+    const bool older_allowed = summarised || info->stats.commits > 0;
+    if (const size_t repeated = RepeatedPrefix(request.turn, anchor, older_allowed); repeated > 0) {
+      if (repeated < request.turn.size()) {
+        request.turn.erase(request.turn.begin(), request.turn.begin() + static_cast<std::ptrdiff_t>(repeated));
+      } else if (!live.empty()) {
         // Nothing new: the same turn again (its reply never came, or a prefill to go on from), as the session
         // holds it, so that below it is neither logged nor sent twice.
-        const size_t live = std::min(repeated, logged.size());
-        request.turn.assign(logged.end() - static_cast<std::ptrdiff_t>(live), logged.end());
+        request.turn.assign(live.begin(), live.end());
       } else {
-        request.turn.erase(request.turn.begin(), request.turn.begin() + static_cast<std::ptrdiff_t>(repeated));
+        return Status::InvalidArgument("the turn repeats the conversation the session committed already and adds "
+                                       "no message after it");
       }
     }
     // A tool result must answer a call the session (or the turn, before it) holds: the window would leave it

@@ -1358,6 +1358,10 @@ class PgStore final : public ContextStore {
       if (all || hash != HashHex(EmbeddingText(row.node))) plan.Put(std::move(row));
     }
     if (all) STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_vectors").status());
+    if (!all) {  // Recomputing stale vectors is for the store's own model: a stale instance must not relabel it.
+      STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet(*c, "embed_model"));
+      STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
+    }
     // The store's model first: the vectors written below are checked against it (BumpGeneration).
     STRATA_RETURN_IF_ERROR(
         c->Exec("UPDATE store_meta SET value = $1 WHERE key = 'embed_model'", {model_}).status());

@@ -1110,6 +1110,10 @@ class SqliteStore final : public ContextStore {
       }
     }
     if (all) STRATA_RETURN_IF_ERROR(db_.Exec("DELETE FROM vectors"));
+    if (!all) {  // Recomputing stale vectors is for the store's own model: a stale instance must not relabel it.
+      STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
+      STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
+    }
     STRATA_RETURN_IF_ERROR(MetaSet("embed_model", model_));  // First: what Apply writes is checked against it.
     STRATA_RETURN_IF_ERROR(Apply(plan));
     STRATA_RETURN_IF_ERROR(BumpGeneration(&plan));

@@ -301,6 +301,54 @@ TEST_F(TurnTest, TheWholeConversationSentAgainLogsOnlyWhatIsNew) {
   EXPECT_EQ(Log("resend").size(), 8u);
 }
 
+// The whole conversation sent again after a commit (the live log empty, or holding only what came after it)
+// is anchored on what the session holds last: it was logged again whole, and by the commit policy every turn
+// then committed. A message with the same words but another image is another message.
+TEST_F(TurnTest, TheWholeConversationSentAgainAfterACommitLogsOnlyWhatIsNew) {
+  auto say = [&](std::vector<Message> whole, const std::string& reply) {
+    TurnRequest r = Ask("unused");
+    r.turn = std::move(whole);
+    auto turn = engine_->BeginTurn("after", r);
+    EXPECT_OK(turn);
+    if (turn.ok()) EXPECT_OK((*turn)->Finish(Message::Assistant(reply)));
+  };
+  std::vector<Message> whole = {Message::User("hello")};
+  say(whole, "hi");
+  whole.push_back(Message::Assistant("hi"));
+  whole.push_back(Message::User("how are you"));
+  say(whole, "fine");
+  ASSERT_OK(engine_->Commit("after", {}));
+  whole.push_back(Message::Assistant("fine"));
+  whole.push_back(Message::User("third"));
+  say(whole, "ok3");
+  EXPECT_EQ(Log("after").size(), 2u) << "only the third turn and its reply";
+  whole.push_back(Message::Assistant("ok3"));
+  whole.push_back(Message::User("fourth"));
+  say(whole, "ok4");
+  std::vector<Message> log = Log("after");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[2].ExtractText(), "fourth");
+  // The same words with another image: a new message, not the one the session holds.
+  Message cat = Message::User("What is this?");
+  cat.content.push_back(MediaPart{MediaKind::kImage, "https://example.com/cat.png"});
+  {
+    TurnRequest r = Ask("unused");
+    r.turn = {cat};
+    auto turn = engine_->BeginTurn("pictures", r);
+    ASSERT_OK(turn);
+    ASSERT_OK((*turn)->Accept());  // Its reply never came.
+  }
+  Message dog = Message::User("What is this?");
+  dog.content.push_back(MediaPart{MediaKind::kImage, "https://example.com/dog.png"});
+  TurnRequest r = Ask("unused");
+  r.turn = {dog};
+  auto turn = engine_->BeginTurn("pictures", r);
+  ASSERT_OK(turn);
+  const Message& sent = (*turn)->context().messages.back();
+  ASSERT_EQ(sent.content.size(), 2u);
+  EXPECT_EQ(std::get<MediaPart>(sent.content[1]).url, "https://example.com/dog.png");
+}
+
 TEST_F(TurnTest, AToolResultThatAnswersNoCallIsRefusedNamingIt) {
   TurnRequest r = Ask("");
   r.turn = {Message::ToolResult("call_nope", "Sunny")};

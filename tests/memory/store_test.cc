@@ -1655,6 +1655,8 @@ TEST_P(StoreTest, AnInstanceWhoseEmbedderIsNoLongerTheStoresRefusesToMixVectors)
   auto searched = store_->VectorNeighbours((*query)[0], {.under = U("strata://resources")}, 5);
   EXPECT_EQ(searched.status().code(), StatusCode::kFailedPrecondition) << searched.status().ToString();
   EXPECT_EQ(store_->Stat(U("strata://resources/e/mine")).status().code(), StatusCode::kNotFound);
+  // Nor may it relabel the store as its own by reindexing (the other instance would then refuse every write).
+  EXPECT_EQ(store_->Reindex().code(), StatusCode::kFailedPrecondition);
   // The instance whose embedder the store has works on; reopened with it, so does the first.
   ASSERT_OK(other->Write(U("strata://resources/e/more"), "more tea"));
   other.reset();

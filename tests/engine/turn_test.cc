@@ -329,20 +329,19 @@ TEST_F(TurnTest, TheWholeConversationSentAgainAfterACommitLogsOnlyWhatIsNew) {
   ASSERT_EQ(log.size(), 4u);
   EXPECT_EQ(log[2].ExtractText(), "fourth");
   // The same words with another image: a new message, not the one the session holds.
-  Message cat = Message::User("What is this?");
-  cat.content.push_back(MediaPart{MediaKind::kImage, "https://example.com/cat.png"});
-  {
+  auto picture = [&](const std::string& url) {
+    Message m = Message::User("What is this?");
+    m.content.push_back(MediaPart{MediaKind::kImage, url});
     TurnRequest r = Ask("unused");
-    r.turn = {cat};
-    auto turn = engine_->BeginTurn("pictures", r);
-    ASSERT_OK(turn);
-    ASSERT_OK((*turn)->Accept());  // Its reply never came.
+    r.turn = {m};
+    return engine_->BeginTurn("pictures", r);
+  };
+  {
+    auto cat = picture("https://example.com/cat.png");
+    ASSERT_OK(cat);
+    ASSERT_OK((*cat)->Accept());  // Its reply never came.
   }
-  Message dog = Message::User("What is this?");
-  dog.content.push_back(MediaPart{MediaKind::kImage, "https://example.com/dog.png"});
-  TurnRequest r = Ask("unused");
-  r.turn = {dog};
-  auto turn = engine_->BeginTurn("pictures", r);
+  auto turn = picture("https://example.com/dog.png");
   ASSERT_OK(turn);
   const Message& sent = (*turn)->context().messages.back();
   ASSERT_EQ(sent.content.size(), 2u);

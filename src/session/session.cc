@@ -663,9 +663,16 @@ class FileSessions final : public Sessions {
     }
     STRATA_RETURN_IF_ERROR(CloseStorageLocked(id));
     STRATA_RETURN_IF_ERROR(FinishCommitRenameLocked(id));
+    // Read-only, a commit stopped between its renames is read as it will be finished: the next log.
+    std::string path = MessagesPath(id);
+    if (options_.read_only) {
+      STRATA_ASSIGN_OR_RETURN(bool live, fs().FileExists(path));
+      STRATA_ASSIGN_OR_RETURN(bool next, fs().FileExists(NextMessagesPath(id)));
+      if (!live && next) path = NextMessagesPath(id);
+    }
     std::unique_ptr<ContextLog> storage = ContextLog::Open(
-        MessagesPath(id), ContextLogOptions{.fs = options_.fs, .clock = options_.clock, .read_only = options_.read_only});
-    STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(MessagesPath(id))));
+        path, ContextLogOptions{.fs = options_.fs, .clock = options_.clock, .read_only = options_.read_only});
+    STRATA_RETURN_IF_ERROR(storage->Restore().status().WithContext(Shown(path)));
     ContextLog* raw = storage.get();
     std::lock_guard map_lock(map_mu_);
     open_[id] = OpenLog{std::move(storage), LogSignature(info), file_id, file_id};

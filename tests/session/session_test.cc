@@ -390,6 +390,14 @@ TEST_P(SessionTest, ACommitKeepsTheSystemPrompt) {
   if (!Pg()) {
     // A commit that stopped between its two renames: the next log, prompt and all, is put in place.
     std::filesystem::rename(dir_.File("sessions/s1/messages.jsonl"), dir_.File("sessions/s1/messages.next.jsonl"));
+    sessions_.reset();
+    {
+      // Read-only, it is read as it will be finished, and left as it is.
+      auto reader = OpenSessions(dir_.path(), {.clock = &clock_, .queue = queue_.get(), .read_only = true});
+      ASSERT_OK(reader);
+      EXPECT_EQ((*reader)->Log("s1")->system_prompt.value_or("(none)"), "You are PIRATE bot.");
+      EXPECT_TRUE(std::filesystem::exists(dir_.File("sessions/s1/messages.next.jsonl")));
+    }
     Reopen();
     EXPECT_EQ(sessions_->Log("s1")->system_prompt.value_or("(none)"), "You are PIRATE bot.");
     EXPECT_FALSE(std::filesystem::exists(dir_.File("sessions/s1/messages.next.jsonl")));

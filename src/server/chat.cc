@@ -118,6 +118,13 @@ constexpr std::string_view kUpstreamHintHeaders[] = {
     "anthropic-ratelimit-output-tokens-reset",
 };
 
+// The end of the server-sent event that starts at `from` in `s` (past its blank line, "\n\n" or
+// "\r\n\r\n"), or npos when it is not whole yet.
+size_t SseEventEnd(std::string_view s, size_t from) {
+  size_t lf = s.find("\n\n", from), crlf = s.find("\r\n\r\n", from);
+  return std::min(lf == std::string_view::npos ? lf : lf + 2, crlf == std::string_view::npos ? crlf : crlf + 4);
+}
+
 // Splits a stream of server-sent events into what may go to the client now and what is held: the events
 // from the first that ends the stream (OpenAI's `data: [DONE]`, Anthropic's message_stop) on, and an event
 // not yet whole.
@@ -128,7 +135,7 @@ class StreamEnds {
     pending_ += bytes;
     std::string out;
     size_t start = 0;
-    for (size_t end; (end = NextBoundary(pending_, start)) != std::string::npos;) {
+    for (size_t end; (end = SseEventEnd(pending_, start)) != std::string::npos;) {
       std::string_view event = std::string_view(pending_).substr(start, end - start);
       if (held_.empty() && !Ends(event)) {
         out += event;
@@ -149,14 +156,6 @@ class StreamEnds {
   }
 
  private:
-  // The end of the event that starts at `from` (past its blank line), or npos.
-  static size_t NextBoundary(const std::string& s, size_t from) {
-    for (size_t i = s.find('\n', from); i != std::string::npos; i = s.find('\n', i + 1)) {
-      if (i + 1 < s.size() && s[i + 1] == '\n') return i + 2;
-      if (i + 2 < s.size() && s[i + 1] == '\r' && s[i + 2] == '\n') return i + 3;
-    }
-    return std::string::npos;
-  }
   static bool Ends(std::string_view event) {
     for (size_t at = 0; at < event.size();) {
       size_t nl = event.find('\n', at);
@@ -195,8 +194,7 @@ class UsageChunkFilter {
     std::string out;
     size_t start = 0;
     while (true) {
-      size_t lf = pending_.find("\n\n", start), crlf = pending_.find("\r\n\r\n", start);
-      size_t end = std::min(lf == std::string::npos ? lf : lf + 2, crlf == std::string::npos ? crlf : crlf + 4);
+      size_t end = SseEventEnd(pending_, start);
       if (end == std::string::npos) break;
       std::string_view event(pending_.data() + start, end - start);
       if (!UsageOnly(event)) out += event;

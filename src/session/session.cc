@@ -365,7 +365,7 @@ class FileSessions final : public Sessions {
       prompt = log->system_prompt();
       messages.assign(log->history().begin(), log->history().begin() + static_cast<ptrdiff_t>(end));
     }
-    STRATA_ASSIGN_OR_RETURN(SessionInfo info, Create(source.user, source.agent, new_id, ""));
+    STRATA_ASSIGN_OR_RETURN(SessionInfo info, Create(source.user, source.agent, new_id, std::nullopt));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(info.id));
     STRATA_ASSIGN_OR_RETURN(ContextLog * log, StorageLocked(info, lock));
     if (prompt) STRATA_RETURN_IF_ERROR(log->WriteSystemPrompt(*prompt));

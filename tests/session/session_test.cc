@@ -432,6 +432,31 @@ TEST_P(SessionTest, ForkCopiesOwnersPromptAndMessagesUpToACheckpoint) {
   EXPECT_EQ(sessions_->Fork("s1", "s3", CheckpointRef{9}).status().code(), StatusCode::kNotFound);
 }
 
+// A fork is a session of its own: deleted and forked again under the same id, it is another incarnation, and
+// a checkpoint's tag from the first fork names nothing in the second. (A fork once had no incarnation on the
+// file backend, so every fork under one id was the same one to tags, audit links and jobs.)
+TEST_P(SessionTest, AForkMadeAgainUnderTheSameIdIsAnotherIncarnation) {
+  ASSERT_OK(sessions_->Create("alice", "coder", "src"));
+  ASSERT_OK(sessions_->Add("src", Message::User("hi")));
+  auto first = sessions_->Fork("src", "f", std::nullopt);
+  ASSERT_OK(first);
+  EXPECT_EQ(first->incarnation.size(), 16u);
+  EXPECT_EQ(sessions_->Get("f")->incarnation, first->incarnation);
+  EXPECT_NE(first->incarnation, sessions_->Get("src")->incarnation);
+  auto old_mark = sessions_->Checkpoint("f");
+  ASSERT_OK(old_mark);
+  ASSERT_OK(sessions_->Delete("f", /*force=*/true));
+  auto second = sessions_->Fork("src", "f", std::nullopt);
+  ASSERT_OK(second);
+  EXPECT_NE(second->incarnation, first->incarnation);
+  auto new_mark = sessions_->Checkpoint("f");
+  ASSERT_OK(new_mark);
+  EXPECT_EQ(new_mark->id, old_mark->id);
+  EXPECT_NE(new_mark->tag, old_mark->tag);
+  EXPECT_EQ(sessions_->Revert("f", CheckpointRef{old_mark->id, old_mark->tag}).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
 // Checkpoint ids follow kimi-cli's log and are given again after a revert, a commit or a compaction; a
 // client holding an id from before must not cut the log at the point that now has it.
 TEST_P(SessionTest, ACheckpointsTagRefusesTheCheckpointThatReusedItsId) {

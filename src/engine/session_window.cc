@@ -32,6 +32,12 @@ auto WithSessions(Engine& engine, std::string_view what, F&& body) -> decltype(b
 Status Engine::DeleteSession(std::string_view id, bool force) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session delete"));
   return WithSessions(*this, "session delete", [&](session::Sessions& s) -> Status {
+    // Not in the middle of a turn or a commit's phase 1, unless forced: the turn's reply was lost while its
+    // client was told it had been kept.
+    std::unique_ptr<session::OwnerLocks::Held> held;
+    if (!force) {
+      STRATA_ASSIGN_OR_RETURN(held, impl_->HoldForChange(id, "delete it (or force it)"));
+    }
     STRATA_RETURN_IF_ERROR(s.Delete(id, force));
     // What phase 2 stored under the session's own scope (its archived transcripts) goes with it: a new
     // session given the same id later must not inherit it.
@@ -74,7 +80,15 @@ Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view 
                                           const std::optional<session::CheckpointRef>& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session fork"));
   if (checkpoint) STRATA_RETURN_IF_ERROR(CheckCheckpointId(checkpoint->id));
-  return WithSessions(*this, "session fork", [&](session::Sessions& s) { return s.Fork(id, new_id, checkpoint); });
+  return WithSessions(*this, "session fork", [&](session::Sessions& s) -> Result<session::SessionInfo> {
+    // A whole fork is not taken in the middle of a turn: it copied the turn's request without its reply.
+    // (One up to a checkpoint copies what was before it.)
+    std::unique_ptr<session::OwnerLocks::Held> held;
+    if (!checkpoint) {
+      STRATA_ASSIGN_OR_RETURN(held, impl_->HoldForChange(id, "fork it whole (or at a checkpoint)"));
+    }
+    return s.Fork(id, new_id, checkpoint);
+  });
 }
 
 Result<session::SessionLog> Engine::GetSessionLog(std::string_view id) {

@@ -124,6 +124,31 @@ TEST_F(TurnTest, OneTurnPerSessionAtATime) {
   EXPECT_OK(engine_->BeginTurn("chat-1", Ask("two")));
 }
 
+// A session is not deleted from under its turn: the delete was taken, and the turn's reply then lost (its
+// client over HTTP was told the reply had been kept). Forced, it goes, and the turn finds it gone.
+TEST_F(TurnTest, ASessionIsNotDeletedOrForkedWholeInTheMiddleOfATurn) {
+  auto turn = engine_->BeginTurn("chat-1", Ask("one"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Accept());
+  Status refused = engine_->DeleteSession("chat-1", /*force=*/false);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("has a turn or a commit in progress; delete it (or force it)"), std::string::npos)
+      << refused.message();
+  // Nor forked whole, which copied the request without its reply.
+  EXPECT_EQ(engine_->Fork("chat-1", "copy", std::nullopt).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK((*turn)->Finish(Message::Assistant("two")));
+  EXPECT_EQ(Log("chat-1").size(), 2u);
+  ASSERT_OK(engine_->Fork("chat-1", "copy", std::nullopt));
+  EXPECT_EQ(Log("copy").size(), 2u);
+
+  auto next = engine_->BeginTurn("chat-1", Ask("three"));
+  ASSERT_OK(next);
+  ASSERT_OK((*next)->Accept());
+  ASSERT_OK(engine_->DeleteSession("chat-1", /*force=*/true));
+  EXPECT_EQ((*next)->Finish(Message::Assistant("four")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->GetSession("chat-1").status().code(), StatusCode::kNotFound);
+}
+
 // Two instances on the same data (two `strata serve` on one directory or one PostgreSQL database): a turn
 // in one makes the other refuse a turn and a commit of that session until it ends, and a commit in the
 // middle of a turn is refused in its own instance too. (Each instance checked only its own turns: two

@@ -122,7 +122,7 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   }
   if (cmd == "usage") {
     STRATA_RETURN_IF_ERROR(engine->RecordUsage(a.id, a.tokens));
-    Print({{"session", a.id}, {"usage_tokens", a.tokens}});
+    Print({{"session", a.id}, {"tokens", a.tokens}});
     return Status::Ok();
   }
   if (cmd == "log") {

@@ -372,6 +372,9 @@ Result<session::SessionInfo> Engine::GetSession(std::string_view id) {
 Result<session::SessionInfo> Engine::AddMessages(std::string_view id, std::span<const Message> messages) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session add"));
   return Guard("session add", [&]() -> Result<session::SessionInfo> {
+    // Every front end refuses it alike; an empty append would still touch the session (and put off its
+    // idle commit).
+    if (messages.empty()) return Status::InvalidArgument("no messages given");
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, impl_->Sessions());
     STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "add messages"));
     STRATA_RETURN_IF_ERROR(s->Add(id, messages));

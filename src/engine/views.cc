@@ -228,6 +228,9 @@ Result<std::vector<ingest::SourceFile>> ReadSourceFiles(const nlohmann::json& ar
   if (files == nullptr || !files->is_array()) {
     return Status::InvalidArgument("\"files\" must be an array of {\"path\", \"content\", \"encoding\"?}");
   }
+  // As MCP's schema says: an empty list adds nothing, and with remove_missing it removed everything an earlier
+  // add brought (a client's empty selection emptied the resource).
+  if (files->empty()) return Status::InvalidArgument("\"files\" needs at least 1 item: no file given");
   std::vector<ingest::SourceFile> out;
   std::map<std::string, size_t> seen;  // Path → the index that first had it.
   for (size_t i = 0; i < files->size(); ++i) {

@@ -86,8 +86,15 @@ void Server::Impl::AddSessionRoutes() {
     const std::string& id = c.req.path_params.at(0);
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     // {"message": {...}}, {"messages": [...]}, or the message or array itself.
-    const Json* given = json::Field(c.body, "messages");
-    if (given == nullptr) given = json::Field(c.body, "message");
+    // One of the three, never two: a body holding two would otherwise lose one without a word.
+    const Json* many = json::Field(c.body, "messages");
+    const Json* one = json::Field(c.body, "message");
+    if (many != nullptr && one != nullptr) return Status::InvalidArgument("give \"message\" or \"messages\", not both");
+    const Json* given = many != nullptr ? many : one;
+    if (given != nullptr && c.body.size() > 1) {
+      return Status::InvalidArgument(std::string("give a message's fields (role, content ...) or \"") +
+                                     (many != nullptr ? "messages" : "message") + "\", not both");
+    }
     const Json& payload = given != nullptr ? *given : c.body;
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, ParseMessages(payload.dump()));
     if (messages.empty()) return Status::InvalidArgument("no messages given");

@@ -143,6 +143,17 @@ TEST(KeyStoreTest, TwoProcessesOnOneFileSeeEachOthersIssuesAndRevocations) {
   EXPECT_FALSE(found->has_value());
 }
 
+// An empty append is refused by the Engine itself, so the CLI answers as HTTP, MCP and Python do; it was
+// taken there, and touched the session (its idle commit put off) with nothing added.
+TEST_F(EngineTest, AnEmptyAppendIsRefusedAndLeavesTheSessionAlone) {
+  auto made = engine_->CreateSession("alice", "", "quiet");
+  ASSERT_OK(made);
+  auto added = engine_->AddMessages("quiet", std::span<const Message>());
+  EXPECT_EQ(added.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(added.status().message().find("no messages given"), std::string::npos) << added.status().message();
+  EXPECT_EQ(engine_->GetSession("quiet")->updated_ms, made->updated_ms);
+}
+
 // The newest message left out of a session's window is explained by what it is: a tool result that answers
 // no call is named as such, not as a message over the budget (26 tokens of 123,904 were "over budget").
 TEST_F(EngineTest, TheNewestMessageLeftOutIsExplainedByWhatItIs) {

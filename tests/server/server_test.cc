@@ -284,6 +284,13 @@ TEST_F(ServerTest, DocumentsPostedAsFilesBecomeResourcesOnce) {
   EXPECT_NE(twice.raw.find("files[1].path \\\"dup.md\\\" is files[0]'s too"), std::string::npos) << twice.raw;
   EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://user/alice/docs/ok.md"), alice).status, 404) << "nothing added";
   EXPECT_EQ(Call("POST", "/api/v1/resources", alice, Json{{"uri", "strata://user/alice/docs"}, {"files", 3}}.dump()).status, 400);
+  // No file at all is refused as MCP's schema refuses it: with remove_missing it removed every file an earlier
+  // add brought.
+  Reply none = Call("POST", "/api/v1/resources", alice,
+                    Json{{"uri", "strata://user/alice/docs"}, {"files", Json::array()}, {"remove_missing", true}}.dump());
+  EXPECT_EQ(none.status, 400) << none.raw;
+  EXPECT_NE(none.raw.find("\\\"files\\\" needs at least 1 item"), std::string::npos) << none.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://user/alice/docs/guide/intro.md"), alice).status, 200);
   // A misspelt member of a file is refused, naming it, on both routes that take files (it was ignored, and
   // "encodng": "base64" stored the base64 text as the document).
   for (const char* route : {"/api/v1/resources", "/api/v1/fs/import"}) {
@@ -298,7 +305,8 @@ TEST_F(ServerTest, DocumentsPostedAsFilesBecomeResourcesOnce) {
   // wrapped: 2^64 - 1 was "not -1").
   for (const char* raw : {"18446744073709551615", "18446744073709551621", "9223372036854775808"}) {
     Reply wide = Call("POST", "/api/v1/resources", alice,
-                      std::string(R"({"uri": "strata://user/alice/docs", "files": [], "chunk_tokens": )") + raw + "}");
+                      std::string(R"({"uri": "strata://user/alice/docs", "files": [{"path": "w.md", "content": "# W"}], "chunk_tokens": )") +
+                          raw + "}");
     EXPECT_EQ(wide.status, 400) << raw << ": " << wide.raw;
     EXPECT_NE(wide.raw.find("\\\"chunk_tokens\\\" must be an integer of at most 64 bits"), std::string::npos) << wide.raw;
   }
@@ -454,6 +462,28 @@ TEST(ServerOpen, WithoutKeysOnlyLoopbackHostNamesAreAnswered) {
   }
   (*server)->Shutdown();
   serving.join();
+}
+
+// A body is one message, {"message": ...} or {"messages": [...]}: a body holding two of them was answered
+// 200 with one of them logged and the other dropped without a word.
+TEST_F(ServerTest, AnAppendGivenTwoSetsOfMessagesIsRefusedNotHalfTaken) {
+  std::string alice = Issue("alice");
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "two"})").status, 200);
+  Reply both = Call("POST", "/api/v1/sessions/two/messages", alice,
+                    R"({"message": {"role": "user", "content": "KEEP ME"}, "messages": [{"role": "user", "content": "other"}]})");
+  EXPECT_EQ(both.status, 400) << both.raw;
+  EXPECT_NE(both.raw.find("not both"), std::string::npos) << both.raw;
+  Reply mixed = Call("POST", "/api/v1/sessions/two/messages", alice,
+                     R"({"role": "user", "content": "KEEP ME", "messages": [{"role": "user", "content": "other"}]})");
+  EXPECT_EQ(mixed.status, 400) << mixed.raw;
+  EXPECT_NE(mixed.raw.find("or \\\"messages\\\", not both"), std::string::npos) << mixed.raw;
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/two/messages", alice, R"({"messages": []})").status, 400);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/two/messages", alice).body["result"].size(), 0u) << "nothing was logged";
+  for (const char* body : {R"({"role": "user", "content": "a"})", R"({"message": {"role": "user", "content": "b"}})",
+                           R"({"messages": [{"role": "user", "content": "c"}]})", R"([{"role": "user", "content": "d"}])"}) {
+    EXPECT_EQ(Call("POST", "/api/v1/sessions/two/messages", alice, body).status, 200) << body;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/two/messages", alice).body["result"].size(), 4u);
 }
 
 TEST_F(ServerTest, SessionsAreVisibleToTheirOwnerOnly) {

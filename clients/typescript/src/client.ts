@@ -552,6 +552,12 @@ export class StrataClient {
                      options);
   }
 
+  /** Records a usage mark: the provider-reported token count of the session's whole context. */
+  recordUsage(sessionId: string, tokens: number, options: RequestOptions = {}):
+      Promise<ResultOf<"/api/v1/sessions/{id}/usage", "post">> {
+    return this.call("post", "/api/v1/sessions/{id}/usage", { path: { id: sessionId }, body: { tokens } }, options);
+  }
+
   /** Folds older messages into a summary with the server's model, keeping the newest turns. */
   compact(sessionId: string, options: CompactOptions = {}): Promise<CompactResult> {
     return this.call("post", "/api/v1/sessions/{id}/compact",

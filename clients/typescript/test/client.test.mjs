@@ -315,10 +315,12 @@ test("a session's log: checkpoint, revert, fork, system prompt, compact", async 
   await alice.addMessages("draft", [{ role: "assistant", content: "First answer." }]);
   assert.deepEqual(await alice.setSystemPrompt("draft", "Be brief."), { session: "draft", system_prompt: "Be brief." });
 
+  assert.deepEqual(await alice.recordUsage("draft", 93), { session: "draft", tokens: 93 });
   const log = await alice.sessionLog("draft");
   assert.equal(log.system_prompt, "Be brief.");
   assert.equal(log.messages.length, 2);
   assert.deepEqual(log.checkpoints, [{ id: 0, messages: 1, tag: cp.tag }]);
+  assert.equal(log.usage_tokens, 93);
   assert.match((await alice.context("draft")).system_prompt, /Be brief\./);
 
   const fork = await alice.fork("draft", { newId: "draft-copy", checkpoint: cp });

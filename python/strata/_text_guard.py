@@ -4,8 +4,8 @@ A ``str`` holding a lone surrogate (what ``os.fsdecode`` makes of a file name's 
 become the UTF-8 text every entry point takes: pybind11 refused it as "incompatible function arguments"
 (``TypeError``) or "Unable to cast" (``RuntimeError``), not as the ``InvalidArgumentError`` the rest of the
 module raises for bad input. Each entry point is wrapped so that such a failure, when an argument is such a
-string, is raised as ``InvalidArgumentError`` naming the argument and the character. Strings inside lists and
-dicts (messages, metadata) are checked where they are converted (python/src/convert.cc).
+string (or a list holding one: paths, URIs), is raised as ``InvalidArgumentError`` naming the argument and the
+character. Strings inside dicts (messages, metadata) are checked where they are converted (python/src/convert.cc).
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from .errors import InvalidArgumentError
 def _not_utf8(args: tuple, kwargs: dict) -> str | None:
     """Names the first argument that is a str no UTF-8 can hold, or None."""
     named = [(f"argument {i + 1}", a) for i, a in enumerate(args)] + [(f"{k!r}", v) for k, v in kwargs.items()]
+    # A list of strings (paths, URIs) is converted by pybind11 too: its items are named by their index.
+    items = []
     for name, value in named:
+        if isinstance(value, (list, tuple)):
+            items += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, str)]
+        else:
+            items.append((name, value))
+    for name, value in items:
         if not isinstance(value, str):
             continue
         try:

@@ -308,9 +308,14 @@ def test_text_that_is_not_unicode_and_ids_that_are_no_id_are_refused_alike(serve
     for call in (lambda: engine.read(bad), lambda: engine.write(bad, "x"), lambda: engine.find("q\udcff", limit=3),
                  lambda: strata.count_tokens("\udcff"), lambda: strata.ContextLog(str(tmp_path / "c\udcff.jsonl")),
                  lambda: client.read(bad), lambda: client.write("strata://resources/u/a", "x\udcff"),
-                 lambda: client.get_session("s\udcff")):
+                 lambda: client.get_session("s\udcff"),
+                 lambda: engine.add_resources([str(tmp_path / "ok.txt"), str(tmp_path / "bad\udcff.txt")],
+                                              "strata://resources/e")):
         with pytest.raises(strata.InvalidArgumentError, match=r"'\\udcff' at index \d+ is a lone surrogate"):
             call()
+    # A list's item is named by its place (it was pybind11's TypeError).
+    with pytest.raises(strata.InvalidArgumentError, match=r"argument 1\[1\] is not valid Unicode"):
+        engine.add_resources([str(tmp_path / "ok.txt"), str(tmp_path / "bad\udcff.txt")], "strata://resources/e")
     client.create_session(session_id="s1")
     for session_id in ("s1/status", "s1/log", "../s1", "", ".", ".."):
         with pytest.raises(strata.InvalidArgumentError):

@@ -231,10 +231,23 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       STRATA_RETURN_IF_ERROR(skip_changed(std::string(FileKindName(*kind)) + ": " + std::string(extracted.status().message())));
       continue;
     }
+    const Extracted& e = *extracted;
+    // Every chunk's URI first: one past a URI's bounds (a deep path, a long heading) skips the file before
+    // anything of it is written, where it stopped the add halfway.
+    std::vector<Uri> chunk_uris;
+    Status named;
+    for (size_t i = 0; i < e.chunks.size() && named.ok(); ++i) {
+      Result<Uri> leaf = uri->Child(ChunkSegment(i, e.chunks[i].name));
+      if (leaf.ok()) chunk_uris.push_back(std::move(*leaf));
+      named = leaf.status();
+    }
+    if (!named.ok()) {
+      STRATA_RETURN_IF_ERROR(skip_changed("not a node name for its chunks: " + std::string(named.message())));
+      continue;
+    }
     // A changed file's old chunks go; what else is below it (a file added at a path under it, a note) stays.
     if (was_file) STRATA_RETURN_IF_ERROR(RemoveFileNodes(store, *uri, f.path).status());
     // The file: a directory of ordered chunks, its L0 the title or first line, its L1 the outline.
-    const Extracted& e = *extracted;
     std::string first = FirstLine(e.chunks[0].text);
     std::string abstract_text = Utf8Cut(f.path + ": " + (e.title.empty() ? first : e.title), kAbstractBytes);
     std::string overview = std::string(FileKindName(e.kind)) + ", " + std::to_string(bytes.size()) + " bytes, " +
@@ -259,7 +272,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     std::vector<memory::WriteOptions> leaf_options;
     for (size_t i = 0; i < e.chunks.size(); ++i) {
       const Chunk& c = e.chunks[i];
-      STRATA_ASSIGN_OR_RETURN(Uri leaf, uri->Child(ChunkSegment(i, c.name)));
+      Uri leaf = std::move(chunk_uris[i]);
       Json meta = {{"source", f.path}, {"chunk", i}, {"hash", memory::HashHex(c.text)}};
       if (!c.name.empty()) meta["name"] = c.name;
       if (c.begin >= 0) meta["bytes"] = {c.begin, c.end};

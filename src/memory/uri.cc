@@ -1,5 +1,7 @@
 #include "strata/memory/uri.h"
 
+#include <algorithm>
+
 #include "strata/json/json_writer.h"
 
 namespace strata::memory {
@@ -161,7 +163,18 @@ Result<Uri> Uri::Child(std::string_view segment) const {
   } else {
     STRATA_RETURN_IF_ERROR(ValidateSegment(segment, text_));
   }
-  return Uri(text_ + "/" + std::string(segment));
+  // The bounds Parse holds every URI to: a child past them was stored, and every later Parse of it (a find
+  // over the scope, a check, an export) failed.
+  std::string child = text_ + "/" + std::string(segment);
+  if (child.size() > kMaxBytes) {
+    return Status::InvalidArgument("URI " + Quote(child) + " is longer than " + std::to_string(kMaxBytes) + " bytes");
+  }
+  size_t segments = static_cast<size_t>(std::count(child.begin() + static_cast<ptrdiff_t>(kPrefix.size()), child.end(), '/')) + 1;
+  if (segments > kMaxSegments) {
+    return Status::InvalidArgument("URI " + Quote(child) + " has " + std::to_string(segments) + " segments; at most " +
+                                   std::to_string(kMaxSegments) + " are allowed");
+  }
+  return Uri(std::move(child));
 }
 
 Result<Uri> Uri::Join(std::string_view relative) const {

@@ -588,6 +588,39 @@ TEST_F(IngestTree, FilesCarriedInARequestAreReadFromTheirBytesOnly) {
   EXPECT_NE(escape->skipped[0].reason.find("not a node name"), std::string::npos);
 }
 
+// A file whose URI or whose chunks' URIs would pass a URI's bounds (128 segments, 4096 bytes) is skipped,
+// naming the bound, and the rest is added. Such nodes were stored, and every later find over the scope
+// failed parsing them (for every user of the account), as did check and export.
+TEST_F(IngestTree, AFileTooDeepOrTooLongForAUriIsSkippedAndFindStillWorks) {
+  std::string deep;
+  for (int i = 0; i < 125; ++i) deep += "d/";
+  std::string chunk_too_deep = deep + "f.md";               // Its URI has 128 segments, its chunks 129.
+  std::string too_deep = deep + "e/f/g.md";                  // Its own URI has 130.
+  std::string too_long = std::string(240, 'n') + "/" + std::string(240, 'n') + "/";
+  for (int i = 0; i < 15; ++i) too_long += std::string(240, 'm') + "/";
+  too_long += "x.md";                                        // More than 4096 bytes.
+  std::vector<SourceFile> files = {{"ok.md", "# Wombat\n\nWombats dig burrows.\n", "", 0},
+                                   {chunk_too_deep, "hello wombat\n", "", 0},
+                                   {too_deep, "hello wombat\n", "", 0},
+                                   {too_long, "hello wombat\n", "", 0}};
+  auto report = engine_->AddResourceFiles(files, "strata://resources/bounds");
+  ASSERT_OK(report);
+  EXPECT_EQ(report->added, std::vector<std::string>{"ok.md"});
+  ASSERT_EQ(report->skipped.size(), 3u);
+  for (const auto& skipped : report->skipped) {
+    bool named = skipped.reason.find("segments; at most 128") != std::string::npos ||
+                 skipped.reason.find("longer than 4096 bytes") != std::string::npos;
+    EXPECT_TRUE(named) << skipped.path.substr(0, 40) << ": " << skipped.reason.substr(0, 200);
+  }
+  auto hits = engine_->Find(FindRequest{.query = "wombat", .limit = 5});
+  ASSERT_OK(hits);
+  ASSERT_EQ(hits->hits.size(), 1u);
+  EXPECT_EQ(hits->hits[0].uri.str().rfind("strata://resources/bounds/ok.md/", 0), 0u) << hits->hits[0].uri.str();
+  auto problems = engine_->Check();
+  ASSERT_OK(problems);
+  EXPECT_TRUE(problems->empty()) << problems->front();
+}
+
 // The model's summary of an added file (AddOptions::summarize) is queued like phase 2, asked again when its
 // reply is unusable, and replaces the heuristic layers when it arrives; one for content replaced since does
 // nothing.

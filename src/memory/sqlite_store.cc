@@ -679,10 +679,7 @@ class SqliteStore final : public ContextStore {
       return Status::Ok();
     };
     STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN"));
-    struct EndRead {
-      Db& db;
-      ~EndRead() { (void)db.ExecOne("COMMIT"); }
-    } end_read{db_};
+    CommitOnExit end_read{db_};
     {
       Stmt s(Conn(), "PRAGMA quick_check");
       while (true) {
@@ -1061,6 +1058,12 @@ class SqliteStore final : public ContextStore {
     return Status::Ok();
   }
 
+  // Ends the transaction begun on `db` when it goes out of scope (one that only read, or wrote no rows).
+  struct CommitOnExit {
+    Db& db;
+    ~CommitOnExit() { (void)db.ExecOne("COMMIT"); }
+  };
+
   Status RebuildIndexLocked() {
     auto index = std::make_unique<VectorIndex>(IndexParams());
     STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN"));
@@ -1089,6 +1092,13 @@ class SqliteStore final : public ContextStore {
 
   Status SaveIndexLocked() {
     if (options_.read_only || !index_dirty_ || !index_ || index_generation_ < 0) return Status::Ok();
+    // Only the database's current generation is saved, and inside a write transaction: another process's
+    // newer graph, saved after its own write, was replaced by this older one at shutdown (and the next start
+    // rebuilt), and two saves at once could mix their files.
+    STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN IMMEDIATE"));
+    CommitOnExit end_write{db_};
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    if (generation != index_generation_) return Status::Ok();
     STRATA_RETURN_IF_ERROR(index_->Save(IndexPath(), index_generation_, model_));
     index_dirty_ = false;
     return Status::Ok();

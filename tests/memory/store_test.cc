@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <random>
 #include <set>
@@ -598,6 +599,34 @@ TEST_P(SqliteStoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
   store_.reset();
   testing::WriteFileOrDie(index, "garbage");
   Reopen();
+  ExpectConsistent();
+}
+
+// Two processes on one data directory: one that shuts down with a graph older than the database keeps its
+// hands off the saved one. It replaced the other's newer graph with its own (the next start then rebuilt).
+TEST_P(SqliteStoreTest, AnOlderGraphNeverReplacesANewerSavedOne) {
+  auto saved_generation = [&] {
+    std::ifstream meta(dir_.File("vectors.hnsw.meta"));
+    std::string magic, key;
+    int version = 0;
+    int64_t generation = -1;
+    meta >> magic >> version >> key >> generation;
+    return generation;
+  };
+  ASSERT_OK(store_->Write(U("strata://resources/g/first"), "written by the first process"));
+  auto other = OpenSqliteStore(dir_.path(), {.embedder = embedder_, .synchronous_full = false});
+  ASSERT_OK(other);
+  ASSERT_OK((*other)->Write(U("strata://resources/g/second"), "written by the second process"));
+  ASSERT_OK((*other)->Flush());
+  const int64_t newest = saved_generation();
+  ASSERT_GT(newest, 0);
+  store_.reset();  // Shuts down with its graph of the generation before.
+  EXPECT_EQ(saved_generation(), newest);
+  other->reset();
+  Reopen();
+  auto query = store_->EmbedTexts(std::vector<std::string>{"written by the second process"});
+  ASSERT_OK(query);
+  EXPECT_EQ((*store_->VectorNeighbours((*query)[0], {}, 1))[0].uri.str(), "strata://resources/g/second");
   ExpectConsistent();
 }
 

@@ -80,12 +80,21 @@ class CurlResponse final : public HttpResponse {
   std::string_view header(std::string_view name) const override { return FindHeader(headers_, name); }
 
   Result<bool> Read(std::string* chunk) override {
+    while (true) {
+      Result<bool> more = ReadFor(chunk, std::chrono::hours(1));
+      if (!more.ok() || !*more || !chunk->empty()) return more;
+    }
+  }
+
+  Result<bool> ReadFor(std::string* chunk, std::chrono::milliseconds wait) override {
     chunk->clear();
-    while (pending_.empty() && !done_) STRATA_RETURN_IF_ERROR(Pump(/*want_headers=*/false));
+    Clock::time_point until = Clock::now() + wait;
+    while (pending_.empty() && !done_ && Clock::now() < until) STRATA_RETURN_IF_ERROR(Pump(/*want_headers=*/false));
     if (!pending_.empty()) {
       chunk->swap(pending_);
       return true;
     }
+    if (!done_) return true;  // Nothing yet: the caller's turn to do something else.
     STRATA_RETURN_IF_ERROR(TransferError());
     return false;
   }

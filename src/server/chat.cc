@@ -449,13 +449,14 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   // it goes out). Every other event goes out at once: holding each chunk until the next arrived kept text the
   // model had written from the client while the model paused (reasoning, building a tool call).
   c.res.stream = [this, live, engine, upstream, slot, turn, dialect, strip_usage](const ChunkWriter& write) {
+    constexpr std::chrono::seconds kSignOfLife{2};
     constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
     bool too_long = false;
     UsageChunkFilter filter;
     StreamEnds ends;
     while (!shut_down.load()) {
-      Result<bool> more = live->Read(&chunk);
+      Result<bool> more = live->ReadFor(&chunk, kSignOfLife);
       if (!more.ok()) {
         // The upstream's stream broke: the client is told in its dialect's own error event (its SDK raises),
         // not given a clean end it would take for the whole reply. Nothing of the reply is logged; the
@@ -468,6 +469,14 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
         return;
       }
       if (!*more) break;
+      if (chunk.empty()) {
+        // The upstream is silent (a model reasoning, or building a long tool call). An SSE comment, which
+        // every client skips, is the only way to learn that the client went away (a write to a closed
+        // connection fails, at the latest the second): its session is free again within seconds, not at
+        // the upstream's next word. It also keeps idle-timing proxies from cutting the stream.
+        if (!write(": keep-alive\n\n")) return;
+        continue;
+      }
       if (turn && !too_long) {
         all += chunk;
         too_long = all.size() > kMaxLoggedReply;

@@ -12,6 +12,7 @@ const rootKey = "root-key-for-the-openai-client-test";
 const received = [];  // Bodies the fake upstream got.
 let strata, serverPort, userKey, call;
 
+const silentReplies = [];  // Upstream replies of model "silent", ended when the tests end.
 // Resolved when the client of the "paused" test has the model's first words.
 let firstWordsArrived;
 const firstWordsSeen = new Promise((resolve) => { firstWordsArrived = resolve; });
@@ -50,6 +51,21 @@ const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit r
     });
     return;
   }
+  if (request.model === "silent") {
+    // The model writes its first words, then nothing more until the test ends (a model reasoning at length).
+    res.write(`data: ${JSON.stringify({ id: "cmpl-6", object: "chat.completion.chunk", created: 1, model: "silent",
+                                        choices: [{ index: 0, delta: { role: "assistant", content: "Hmm" }, finish_reason: null }] })}\n\n`);
+    silentReplies.push(res);
+    return;
+  }
+  if (request.model === "slow") {
+    // A pause longer than Strata's sign-of-life interval (2 s) between two chunks of one reply.
+    const chunk = (delta, finish = null) => `data: ${JSON.stringify({ id: "cmpl-7", object: "chat.completion.chunk", created: 1,
+                                                                       model: "slow", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    res.write(chunk({ role: "assistant", content: "Slow" }));
+    setTimeout(() => { res.write(chunk({ content: " reply." }, "stop")); res.end("data: [DONE]\n\n"); }, 2_600);
+    return;
+  }
   if (request.model === "nodone") {
     // A stream the upstream ends cleanly, but before a finish_reason or [DONE]: a cut reply all the same.
     res.end(`data: ${JSON.stringify({ id: "cmpl-4", object: "chat.completion.chunk", created: 1, model: "nodone",
@@ -81,7 +97,7 @@ before(async () => {
   call = strata.call;
 });
 
-after(() => proxy.stop());
+after(() => { for (const res of silentReplies) res.destroy(); return proxy.stop(); });
 
 test("without a session it is a transparent proxy (streamed and not)", async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey });
@@ -259,6 +275,50 @@ test("the model's words reach the client while the model pauses", { timeout: 20_
   assert.equal(text, "Hello again.");
   const logged = (await call("GET", "/api/v1/sessions/chat-paused/messages", userKey)).json.result;
   assert.deepEqual(logged.map((m) => [m.role, m.content]), [["user", "Say hello."], ["assistant", "Hello again."]]);
+});
+
+test("a client that leaves while the model is silent frees its session within seconds", { timeout: 30_000 }, async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey, maxRetries: 0,
+                              defaultHeaders: { "X-Strata-Session": "chat-left" } });
+  const stream = await client.chat.completions.create({ model: "silent", stream: true,
+                                                        messages: [{ role: "user", content: "Think hard." }] });
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.delta?.content === "Hmm") break;  // Leaves: the SDK aborts the request.
+  }
+  // The upstream never speaks again. The session was held until it did: every next turn was refused with a
+  // 409 for as long as the model stayed silent. Now the server finds the client gone at its next sign of life
+  // (every 2 s of silence), and a turn sent again a few seconds later is taken.
+  let next;
+  for (let attempt = 0; !next; ++attempt) {
+    try {
+      next = await client.chat.completions.create({ model: "fake-model",
+                                                    messages: [{ role: "user", content: "Then say hello." }] });
+    } catch (e) {
+      if (!(e instanceof OpenAI.APIError && e.status === 409) || attempt >= 40) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+  assert.equal(next.choices[0].message.content, "Whole reply.");
+  const logged = (await call("GET", "/api/v1/sessions/chat-left/messages", userKey)).json.result;
+  assert.deepEqual(logged.map((m) => [m.role, m.content]),
+                   [["user", "Think hard."], ["user", "Then say hello."], ["assistant", "Whole reply."]],
+                   "nothing of the left reply is logged");
+});
+
+test("a reply with a long pause in it reaches the client whole (the signs of life are skipped)", { timeout: 20_000 }, async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${serverPort}/v1`, apiKey: userKey,
+                              defaultHeaders: { "X-Strata-Session": "chat-slow" } });
+  const response = await client.chat.completions.create({ model: "slow", stream: true,
+                                                          messages: [{ role: "user", content: "Take your time." }] }).asResponse();
+  const raw = await response.text();
+  assert.match(raw, /^: keep-alive$/m, "a sign of life went out during the pause");
+  const text = raw.split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? "").join("");
+  assert.equal(text, "Slow reply.");
+  const again = await client.chat.completions.create({ model: "slow", stream: true,
+                                                       messages: [{ role: "user", content: "Once more." }] });
+  let sdkText = "";
+  for await (const chunk of again) sdkText += chunk.choices[0]?.delta?.content ?? "";
+  assert.equal(sdkText, "Slow reply.", "the SDK skips the comments");
 });
 
 test("a stream that ends before the upstream marks it complete is an error to the client, not a whole reply", async () => {

@@ -46,6 +46,12 @@ class HttpResponse {
   virtual std::string_view header(std::string_view name) const = 0;
   // Sets *chunk to the next body bytes; returns false at the end of the body.
   virtual Result<bool> Read(std::string* chunk) = 0;
+  // Like Read, but gives up waiting after about `wait`: then *chunk is empty and the result true (the body
+  // goes on). A caller that owes someone else a sign of life reads this way. The default waits as Read does.
+  virtual Result<bool> ReadFor(std::string* chunk, std::chrono::milliseconds wait) {
+    (void)wait;
+    return Read(chunk);
+  }
 };
 
 class HttpTransport {

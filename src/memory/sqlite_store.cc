@@ -61,7 +61,10 @@ CREATE TABLE IF NOT EXISTS nodes(
   updated_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent, uri);
 CREATE INDEX IF NOT EXISTS nodes_by_parent_id ON nodes(parent, id);
-CREATE TABLE IF NOT EXISTS vectors(node_id INTEGER PRIMARY KEY, text_hash TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(node_id INTEGER PRIMARY KEY, text_hash TEXT NOT NULL, vec BLOB NOT NULL,
+  generation INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS vector_removals(node_id INTEGER NOT NULL, generation INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS vector_removals_by_generation ON vector_removals(generation);
 CREATE TABLE IF NOT EXISTS relations(src TEXT NOT NULL, dst TEXT NOT NULL, reason TEXT NOT NULL,
   created_ms INTEGER NOT NULL, PRIMARY KEY(src, dst));
 CREATE INDEX IF NOT EXISTS relations_by_dst ON relations(dst);
@@ -105,6 +108,7 @@ class SqliteStore final : public ContextStore {
                                           std::to_string(kSchemaVersion));
       }
       STRATA_RETURN_IF_ERROR(EnsureFtsTokenizer());
+      STRATA_RETURN_IF_ERROR(EnsureVectorLog());
       STRATA_RETURN_IF_ERROR(txn.Commit());
     }
     STRATA_RETURN_IF_ERROR(PrepareConnection(db_));
@@ -120,14 +124,28 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/true));
     }
     STRATA_ASSIGN_OR_RETURN(generation_, ReadGeneration());
+    return LoadIndexLocked();
+  }
+
+  // The saved graph: as it is when current; when older, caught up from the vector log (another process
+  // wrote since it was saved); else built from the vectors.
+  Status LoadIndexLocked() {
     auto loaded = VectorIndex::Load(IndexPath(), generation_, model_, IndexParams());
     if (loaded.ok()) {
       index_ = std::move(*loaded);
       index_generation_ = generation_;
-    } else {
-      STRATA_RETURN_IF_ERROR(RebuildIndexLocked());
+      return Status::Ok();
     }
-    return Status::Ok();
+    Result<int64_t> saved = VectorIndex::SavedGeneration(IndexPath());
+    if (saved.ok() && *saved < generation_ && CanCatchUpFrom(*saved)) {
+      auto older = VectorIndex::Load(IndexPath(), *saved, model_, IndexParams());
+      if (older.ok()) {
+        index_ = std::move(*older);
+        index_generation_ = *saved;
+        if (CatchUpIndexLocked().ok()) return Status::Ok();
+      }
+    }
+    return RebuildIndexLocked();
   }
 
   // Open() for options_.read_only: reads what is there, changes nothing (sqlite_store.h).
@@ -167,14 +185,11 @@ class SqliteStore final : public ContextStore {
                      json::QuoteForError(model_, 80));
     }
     STRATA_ASSIGN_OR_RETURN(generation_, ReadGeneration());
-    // The saved graph when it is current; else built in memory from the vectors (and never saved).
-    auto loaded = VectorIndex::Load(IndexPath(), generation_, model_, IndexParams());
-    if (loaded.ok()) {
-      index_ = std::move(*loaded);
-      index_generation_ = generation_;
-      return Status::Ok();
-    }
-    return RebuildIndexLocked();
+    // The vector log, when the store has one (a store last opened for writing by an older build has not).
+    STRATA_ASSIGN_OR_RETURN(std::string since, MetaGet("vector_log_since"));
+    vector_log_since_ = since.empty() ? -1 : std::stoll(since);
+    // As for writing, but a graph built or caught up in memory is never saved.
+    return LoadIndexLocked();
   }
 
   // Every change to a store opened read-only is refused, naming the mode.
@@ -874,7 +889,76 @@ class SqliteStore final : public ContextStore {
     if (generation == index_generation_) return Status::Ok();
     STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
     STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
+    return CatchUpOrRebuildLocked();
+  }
+
+  // Another process changed the vectors: its changes are applied from the vector log when this index is of
+  // a generation the log reaches back to (a few milliseconds), else the index is built again from every
+  // vector (seconds at tens of thousands; every read of this process waits meanwhile).
+  Status CatchUpOrRebuildLocked() {
+    if (index_ && index_generation_ >= 0 && CanCatchUpFrom(index_generation_) && CatchUpIndexLocked().ok()) {
+      return Status::Ok();
+    }
     return RebuildIndexLocked();
+  }
+
+  bool CanCatchUpFrom(int64_t generation) const { return vector_log_since_ >= 0 && generation >= vector_log_since_; }
+
+  // Applies the vector removals and rows of the generations after index_generation_, in one read.
+  Status CatchUpIndexLocked() {
+    STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN"));
+    CommitOnExit end_read{db_};
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    if (generation < index_generation_) return Status::FailedPrecondition("the vector index is ahead of the database");
+    Stmt removed(Conn(), "SELECT node_id FROM vector_removals WHERE generation > ?");
+    removed.Bind(1, index_generation_);
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, removed.Step());
+      if (!row) break;
+      index_->Remove(removed.Int(0));
+    }
+    // Removals first: an id removed and then given to a new node is in the vectors again, with a later
+    // generation.
+    Stmt written(Conn(), "SELECT node_id, vec FROM vectors WHERE generation > ?");
+    written.Bind(1, index_generation_);
+    const size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
+    VectorBatch batch(index_.get());
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(bool row, written.Step());
+      if (!row) break;
+      std::string_view blob = written.Blob(1);
+      if (blob.size() != want_bytes) continue;  // Another model's: re-embedded by Reindex.
+      STRATA_RETURN_IF_ERROR(batch.AddBytes(written.Int(0), blob));
+    }
+    STRATA_RETURN_IF_ERROR(batch.Flush());
+    index_generation_ = generation;
+    generation_ = generation;
+    index_dirty_ = true;
+    return Status::Ok();
+  }
+
+  // The vector log (vectors.generation, vector_removals) lets a process apply another's changes instead of
+  // rebuilding its index. A store made before it gets the column, and its log starts at the generation it
+  // is at: an index saved before then is built again. Inside Open's transaction.
+  Status EnsureVectorLog() {
+    bool has_generation = false;
+    {
+      Stmt columns(Conn(), "SELECT 1 FROM pragma_table_info('vectors') WHERE name = 'generation'");
+      STRATA_ASSIGN_OR_RETURN(has_generation, columns.Step());
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string since, MetaGet("vector_log_since"));
+    if (!has_generation) {
+      STRATA_RETURN_IF_ERROR(db_.Exec("ALTER TABLE vectors ADD COLUMN generation INTEGER NOT NULL DEFAULT 0"));
+      STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+      since = std::to_string(generation);
+      STRATA_RETURN_IF_ERROR(MetaSet("vector_log_since", since));
+    } else if (since.empty()) {
+      since = "0";  // A new store: logged from its first vector.
+      STRATA_RETURN_IF_ERROR(MetaSet("vector_log_since", since));
+    }
+    STRATA_RETURN_IF_ERROR(db_.Exec("CREATE INDEX IF NOT EXISTS vectors_by_generation ON vectors(generation)"));
+    vector_log_since_ = std::stoll(since);
+    return Status::Ok();
   }
 
   Result<std::string> MetaGet(std::string_view key) {
@@ -991,6 +1075,13 @@ class SqliteStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(db_.Exec(
         "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'vector_generation'"));
     STRATA_ASSIGN_OR_RETURN(plan->generation, ReadGeneration());
+    // The vector log: what this generation wrote and removed, for the other processes' indexes.
+    Stmt stamp(Conn(), "UPDATE vectors SET generation = ?1 WHERE node_id = ?2");
+    for (const auto& [id, vector] : plan->upserts) {
+      STRATA_RETURN_IF_ERROR(stamp.Reset().Bind(1, plan->generation).Bind(2, id).Run());
+    }
+    Stmt gone(Conn(), "INSERT INTO vector_removals(node_id, generation) VALUES (?1, ?2)");
+    for (int64_t id : plan->removed) STRATA_RETURN_IF_ERROR(gone.Reset().Bind(1, id).Bind(2, plan->generation).Run());
     return Status::Ok();
   }
 
@@ -1048,7 +1139,8 @@ class SqliteStore final : public ContextStore {
     if (plan.generation < 0) return Status::Ok();
     generation_ = plan.generation;
     if (index_generation_ != plan.generation - 1) {
-      index_generation_ = -1;  // Another process wrote in between: rebuilt before the next vector search.
+      // Another process wrote in between: caught up (this write included) before the next vector search.
+      index_generation_ = index_ && CanCatchUpFrom(index_generation_) ? index_generation_ : -1;
       return Status::Ok();
     }
     for (int64_t id : plan.removed) index_->Remove(id);
@@ -1229,6 +1321,7 @@ class SqliteStore final : public ContextStore {
   int64_t generation_ = 0;                  // The database's vector generation as last seen. Guarded by mu_.
   int64_t index_generation_ = -1;           // The generation index_ reflects; -1: stale. Guarded by mu_.
   bool index_dirty_ = false;                // index_ changed since it was saved. Guarded by mu_.
+  int64_t vector_log_since_ = -1;           // The vector log reaches back to this generation; -1: none.
   std::string empty_name_;  // Read-only with no database on disk: the shared in-memory one standing for it.
   std::set<std::string> ensured_;           // Scope roots whose presets are known complete. Guarded by mu_.
   QueryVectorCache query_cache_;

@@ -418,6 +418,19 @@ Status VectorIndex::Save(const std::string& path, int64_t generation, const std:
   return Status::Ok();
 }
 
+Result<int64_t> VectorIndex::SavedGeneration(const std::string& path) {
+  std::ifstream meta(path + ".meta");
+  if (!meta || !std::filesystem::exists(path)) return Status::NotFound("vector index " + path + " is missing");
+  std::string magic, key;
+  int version = 0;
+  int64_t generation = -1;
+  meta >> magic >> version >> key >> generation;
+  if (!meta || magic != "strata-vector-index" || version != 1 || key != "generation" || generation < 0) {
+    return Status::DataLoss("vector index " + path + ".meta is unreadable");
+  }
+  return generation;
+}
+
 Result<std::unique_ptr<VectorIndex>> VectorIndex::Load(const std::string& path, int64_t generation,
                                                        const std::string& model, VectorIndexParams params) {
   std::ifstream meta(path + ".meta");

@@ -61,6 +61,9 @@ class VectorIndex {
   // when stale, kDataLoss when unreadable.
   static Result<std::unique_ptr<VectorIndex>> Load(const std::string& path, int64_t generation,
                                                    const std::string& model, VectorIndexParams params);
+  // The generation an index saved at `path` is of (kNotFound when none is, kDataLoss when its meta is
+  // unreadable): a store that logs its vector changes loads an older one and catches up.
+  static Result<int64_t> SavedGeneration(const std::string& path);
 
  private:
   struct Impl;

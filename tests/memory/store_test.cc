@@ -602,6 +602,99 @@ TEST_P(SqliteStoreTest, VectorIndexPersistsAndIsRebuiltWhenMissingOrStale) {
   ExpectConsistent();
 }
 
+// Two processes on one data directory: what one writes, rewrites and removes (an id freed by a removal
+// given to a new node included) is in the other's vector searches, applied from the vector log, whether the
+// other's graph is in memory or saved before the writes. (A write by one process made the other rebuild its
+// whole graph, seconds at tens of thousands of vectors, every read of it waiting.)
+TEST_P(SqliteStoreTest, AnotherProcessesVectorChangesAreAppliedFromTheLog) {
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/log/n" + std::to_string(i)), "a note about topic " + std::to_string(i)));
+  }
+  auto top = [&](const std::string& text) -> std::string {
+    auto query = store_->EmbedTexts(std::vector<std::string>{text});
+    if (!query.ok()) return "(" + std::string(query.status().message()) + ")";
+    auto hits = store_->VectorNeighbours((*query)[0], {}, 1);
+    if (!hits.ok()) return "(" + std::string(hits.status().message()) + ")";
+    return hits->empty() ? "" : (*hits)[0].uri.str();
+  };
+  auto other = [&] { return OpenSqliteStore(dir_.path(), {.embedder = embedder_, .synchronous_full = false}); };
+  ASSERT_EQ(top("a note about topic 7"), "strata://resources/log/n7");  // The graph is current.
+  {
+    auto b = other();
+    ASSERT_OK(b);
+    ASSERT_OK((*b)->Write(U("strata://resources/log/n3"), "rewritten: penguins waddle on ice"));
+    ASSERT_OK((*b)->Remove(U("strata://resources/log/n19"), false));  // The highest id: SQLite gives it again.
+    ASSERT_OK((*b)->Write(U("strata://resources/log/fresh"), "a fresh note about glaciers"));
+    ASSERT_OK((*b)->Remove(U("strata://resources/log/n5"), false));
+  }
+  EXPECT_EQ(top("rewritten: penguins waddle on ice"), "strata://resources/log/n3");
+  EXPECT_EQ(top("a fresh note about glaciers"), "strata://resources/log/fresh");
+  EXPECT_NE(top("a note about topic 19"), "strata://resources/log/n19");
+  EXPECT_NE(top("a note about topic 5"), "strata://resources/log/n5");
+  ExpectConsistent();
+  // This process writes while behind another's write: its graph catches up with both.
+  {
+    auto b = other();
+    ASSERT_OK(b);
+    ASSERT_OK((*b)->Write(U("strata://resources/log/walrus"), "walruses have tusks"));
+  }
+  ASSERT_OK(store_->Write(U("strata://resources/log/seal"), "seals have flippers"));
+  EXPECT_EQ(top("walruses have tusks"), "strata://resources/log/walrus");
+  EXPECT_EQ(top("seals have flippers"), "strata://resources/log/seal");
+  ExpectConsistent();
+  // A graph saved before another process's writes is loaded and caught up at the next start.
+  ASSERT_OK(store_->Flush());
+  store_.reset();
+  const std::string index = dir_.File("vectors.hnsw");
+  std::filesystem::copy_file(index, dir_.File("old.hnsw"));
+  std::filesystem::copy_file(index + ".meta", dir_.File("old.hnsw.meta"));
+  {
+    auto b = other();
+    ASSERT_OK(b);
+    ASSERT_OK((*b)->Remove(U("strata://resources/log/seal"), false));
+    ASSERT_OK((*b)->Write(U("strata://resources/log/orca"), "orcas hunt in pods"));
+    ASSERT_OK((*b)->Write(U("strata://resources/log/n7"), "rewritten: a note about octopuses"));
+  }
+  std::filesystem::rename(dir_.File("old.hnsw"), index);
+  std::filesystem::rename(dir_.File("old.hnsw.meta"), index + ".meta");
+  Reopen();
+  EXPECT_EQ(top("orcas hunt in pods"), "strata://resources/log/orca");
+  EXPECT_EQ(top("rewritten: a note about octopuses"), "strata://resources/log/n7");
+  EXPECT_NE(top("seals have flippers"), "strata://resources/log/seal");
+  ExpectConsistent();
+}
+
+// A store written before the vector log gets it when opened: the log starts at the store's generation, and
+// a graph saved before then is built again, not caught up from a log that does not reach back to it.
+TEST_P(SqliteStoreTest, AStoreFromBeforeTheVectorLogStartsItsLogWhereItIs) {
+  ASSERT_OK(store_->Write(U("strata://resources/old/a"), "alpha note about kestrels"));
+  ASSERT_OK(store_->Flush());
+  store_.reset();
+  const std::string index = dir_.File("vectors.hnsw");
+  std::filesystem::copy_file(index, dir_.File("old.hnsw"));
+  std::filesystem::copy_file(index + ".meta", dir_.File("old.hnsw.meta"));
+  Reopen();
+  ASSERT_OK(store_->Write(U("strata://resources/old/b"), "beta note about herons"));
+  ASSERT_OK(store_->Remove(U("strata://resources/old/a"), false));
+  store_.reset();
+  // As an older build left it: no generation column, no log, no mark of where it starts.
+  Sql("DROP INDEX vectors_by_generation", "");
+  Sql("ALTER TABLE vectors DROP COLUMN generation", "");
+  Sql("DELETE FROM vector_removals", "");
+  Sql("DELETE FROM meta WHERE key = 'vector_log_since'", "");
+  std::filesystem::rename(dir_.File("old.hnsw"), index);  // Saved while "a" was there.
+  std::filesystem::rename(dir_.File("old.hnsw.meta"), index + ".meta");
+  Reopen();
+  auto query = store_->EmbedTexts(std::vector<std::string>{"alpha note about kestrels"});
+  ASSERT_OK(query);
+  auto hits = store_->VectorNeighbours((*query)[0], {}, 5);
+  ASSERT_OK(hits);
+  for (const ScoredUri& hit : *hits) EXPECT_NE(hit.uri.str(), "strata://resources/old/a");
+  ExpectConsistent();
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'vector_log_since'", ""),
+            Sql("SELECT value FROM meta WHERE key = 'vector_generation'", ""));
+}
+
 // Two processes on one data directory: one that shuts down with a graph older than the database keeps its
 // hands off the saved one. It replaced the other's newer graph with its own (the next start then rebuilt).
 TEST_P(SqliteStoreTest, AnOlderGraphNeverReplacesANewerSavedOne) {

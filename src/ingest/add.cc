@@ -16,6 +16,7 @@
 #include "ingest_internal.h"
 #include "strata/ingest/ingest.h"
 #include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
 #include "strata/memory/hash.h"
 #include "strata/util/utf8.h"
 
@@ -144,6 +145,39 @@ Result<bool> RemoveFileNodes(memory::ContextStore& store, const Uri& file, const
   return false;
 }
 
+// A folder an add of `root` made at the path of a file the tree now has (a directory replaced by a file of
+// its name). With remove_missing, the files the folder held that this add no longer has are removed (they are
+// reported removed); when nothing but empty folders the adds made is left, the folder goes and the file takes
+// its place. Returns whether it went. Without remove_missing, or when anything else is below it, it stays
+// (and the file is skipped). Before, the folder stayed for good, and what it held was never removed.
+bool EmptiedFolder(memory::ContextStore& store, const memory::Node& folder, const Uri& root,
+                   const std::set<std::string>& every_path, const AddOptions& options, AddReport* report) {
+  const Json meta = MetadataOf(folder);
+  const Json* ingest = IngestOf(meta);
+  if (!options.remove_missing || ingest == nullptr || !json::BoolOr(*ingest, "folder", false)) return false;
+  Result<std::vector<memory::Node>> below = store.List(folder.uri, {.recursive = true});
+  if (!below.ok()) return false;
+  for (const memory::Node& n : *below) {
+    const Json m = MetadataOf(n);
+    const Json* i = IngestOf(m);
+    if (!n.is_dir || !IsFile(i) || json::StringOr(*i, "root") != root.str()) continue;
+    std::string source = json::StringOr(*i, "source");
+    if (every_path.count(source)) continue;
+    Result<bool> went = RemoveFileNodes(store, n.uri, source);
+    if (!went.ok()) return false;
+    report->removed.push_back(source);
+  }
+  below = store.List(folder.uri, {.recursive = true});
+  if (!below.ok()) return false;
+  for (const memory::Node& n : *below) {
+    const Json m = MetadataOf(n);
+    const Json* i = IngestOf(m);
+    bool empty_folder = n.is_dir && i != nullptr && json::BoolOr(*i, "folder", false) && m.size() == 1;
+    if (!empty_folder) return false;  // A leaf, a file, or a directory someone made: it stays.
+  }
+  return store.Remove(folder.uri, /*recursive=*/true).ok();
+}
+
 }  // namespace
 
 Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const SourceFile> files,
@@ -160,6 +194,8 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       if (d.str() == root.str()) break;
     }
   };
+  std::set<std::string> every_path;  // Every path of this add.
+  for (const SourceFile& f : files) every_path.insert(f.path);
   for (const SourceFile& f : files) {
     present.insert(f.path);
     Result<Uri> uri = root.Join(f.path);
@@ -186,28 +222,36 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     Result<memory::Node> existing = store.Stat(*uri);
     if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) return existing.status();
     bool was_file = false;  // An earlier add wrote this file: it is updated (or unchanged).
+    std::string old_source = f.path;  // The path that add had it from (another root's add named it otherwise).
+    if (existing.ok() && existing->is_dir && EmptiedFolder(store, *existing, root, every_path, options, report)) {
+      existing = Status::NotFound("replaced");  // A folder the tree now has this file in place of.
+    }
     if (existing.ok()) {
       const Json existing_meta = MetadataOf(*existing);
       const Json* ingest = IngestOf(existing_meta);
       // A removed file's directory that kept what was below it takes the file back; any other folder or node
-      // is not replaced.
-      bool left_by_file = ingest != nullptr && json::StringOr(*ingest, "file") == f.path;
-      if (!IsFile(ingest) && !left_by_file) {
-        report->skipped.push_back({f.path, uri->str() + " holds a node that was not added from a file (" +
-                                               (ingest != nullptr ? "a folder" : "written otherwise") + "); not replaced"});
+      // (a chunk of another file, a note) is not replaced.
+      bool file_dir = existing->is_dir && IsFile(ingest);
+      bool left_by_file = existing->is_dir && ingest != nullptr && json::StringOr(*ingest, "file") == f.path;
+      if (!file_dir && !left_by_file) {
+        std::string what = existing->is_dir ? "a folder"
+                           : ingest != nullptr ? "a chunk of " + json::QuoteForError(json::StringOr(*ingest, "source"), 200)
+                                               : "written otherwise";
+        report->skipped.push_back({f.path, uri->str() + " holds a node that was not added from a file (" + what +
+                                               "); not replaced"});
         continue;
       }
-      was_file = IsFile(ingest);
-    }
-    if (was_file) {
-      const Json existing_meta = MetadataOf(*existing);
-      const Json* ingest = IngestOf(existing_meta);
-      // Unchanged: the same bytes, cut at the same size (a file added before sizes were recorded was cut at
-      // the default).
-      if (json::StringOr(*ingest, "hash") == hash &&
-          json::IntOr(*ingest, "chunk_tokens", ExtractOptions{}.chunk_tokens) == options.extract.chunk_tokens) {
-        report->unchanged.push_back(f.path);
-        continue;
+      was_file = file_dir;
+      if (was_file) {
+        old_source = json::StringOr(*ingest, "source");
+        // Unchanged: the same bytes, cut at the same size (a file added before sizes were recorded was cut at
+        // the default), from the same path of the same root.
+        if (json::StringOr(*ingest, "hash") == hash &&
+            json::IntOr(*ingest, "chunk_tokens", ExtractOptions{}.chunk_tokens) == options.extract.chunk_tokens &&
+            old_source == f.path && json::StringOr(*ingest, "root", root.str()) == root.str()) {
+          report->unchanged.push_back(f.path);
+          continue;
+        }
       }
     }
     // A file that holds no text now (binary, empty, nothing but markup) is skipped, and what an earlier add
@@ -215,7 +259,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     auto skip_changed = [&](std::string reason) -> Status {
       report->skipped.push_back({f.path, std::move(reason)});
       if (!was_file) return Status::Ok();
-      STRATA_ASSIGN_OR_RETURN(bool went, RemoveFileNodes(store, *uri, f.path));
+      STRATA_ASSIGN_OR_RETURN(bool went, RemoveFileNodes(store, *uri, old_source));
       if (!went) changed_dirs.insert(uri->str());
       report->removed.push_back(f.path);
       touch(*uri);
@@ -246,7 +290,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       continue;
     }
     // A changed file's old chunks go; what else is below it (a file added at a path under it, a note) stays.
-    if (was_file) STRATA_RETURN_IF_ERROR(RemoveFileNodes(store, *uri, f.path).status());
+    if (was_file) STRATA_RETURN_IF_ERROR(RemoveFileNodes(store, *uri, old_source).status());
     // The file: a directory of ordered chunks, its L0 the title or first line, its L1 the outline.
     std::string first = FirstLine(e.chunks[0].text);
     std::string abstract_text = Utf8Cut(f.path + ": " + (e.title.empty() ? first : e.title), kAbstractBytes);
@@ -265,9 +309,16 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
                                   {"kind", FileKindName(e.kind)}, {"chunks", e.chunks.size()},
                                   {"chunk_tokens", options.extract.chunk_tokens}}}};
     if (!e.title.empty()) file_meta["ingest"]["title"] = e.title;
-    STRATA_RETURN_IF_ERROR(store.Mkdir(*uri, {.abstract_text = abstract_text,
-                                             .overview = Utf8Cut(overview, 2000),
-                                             .metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
+    Status made = store.Mkdir(*uri, {.abstract_text = abstract_text,
+                                     .overview = Utf8Cut(overview, 2000),
+                                     .metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)});
+    if (made.code() == StatusCode::kFailedPrecondition && !was_file) {
+      // Below a leaf (a chunk of a file added at a shorter path): the file is skipped, the add goes on. It
+      // stopped the whole add, with the other files half done.
+      report->skipped.push_back({f.path, std::string(made.message()) + "; not added"});
+      continue;
+    }
+    STRATA_RETURN_IF_ERROR(made);
     std::vector<std::pair<Uri, std::string>> leaves;
     std::vector<memory::WriteOptions> leaf_options;
     for (size_t i = 0; i < e.chunks.size(); ++i) {

@@ -532,6 +532,76 @@ TEST_F(IngestTree, UpdatingOrRemovingAFileKeepsWhatIsBelowIt) {
   EXPECT_OK(engine_->Stat(root + "/x/y"));
 }
 
+// A folder the tree replaced by a file of its name: the files it held go, and the file takes its place. The
+// folder stayed for good before, the file was never added, and find kept answering with the folder's text.
+TEST_F(IngestTree, AFolderReplacedByAFileOfItsNameGivesWayToIt) {
+  const std::string root = "strata://resources/swap";
+  std::vector<SourceFile> files = {{"docs/a.txt", "inner text about otters\n", "", 0}, {"b.txt", "other\n", "", 0}};
+  ASSERT_OK(engine_->AddResourceFiles(files, root));
+  files = {{"docs", "docs is now a plain file about giraffes\n", "", 0}, {"b.txt", "other\n", "", 0}};
+  auto swapped = engine_->AddResourceFiles(files, root);
+  ASSERT_OK(swapped);
+  EXPECT_EQ(swapped->added, std::vector<std::string>{"docs"});
+  EXPECT_EQ(swapped->removed, std::vector<std::string>{"docs/a.txt"});
+  EXPECT_TRUE(swapped->skipped.empty()) << swapped->skipped[0].reason;
+  EXPECT_TRUE(engine_->Grep("otters", root)->empty());
+  EXPECT_EQ(engine_->Grep("giraffes", root)->size(), 1u);
+  auto again = engine_->AddResourceFiles(files, root);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->unchanged, (std::vector<std::string>{"docs", "b.txt"}));
+  // Something else below a folder (a note someone wrote) keeps it, and the file is skipped, naming why.
+  files = {{"notes/n.txt", "a note file\n", "", 0}};
+  ASSERT_OK(engine_->AddResourceFiles(files, root + "2"));
+  ASSERT_OK(engine_->Write(root + "2/notes/mine", "a reviewer's note"));
+  files = {{"notes", "now a file\n", "", 0}};
+  auto kept = engine_->AddResourceFiles(files, root + "2");
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->skipped.size(), 1u);
+  EXPECT_NE(kept->skipped[0].reason.find("(a folder); not replaced"), std::string::npos) << kept->skipped[0].reason;
+  EXPECT_EQ(*engine_->Read(root + "2/notes/mine"), "a reviewer's note");
+}
+
+// A file first added under a deeper root, then from a shallower one (the same URI, another relative path):
+// its old chunks go. They stayed beside the new ones, and find answered with text the file no longer had.
+TEST_F(IngestTree, AFileAddedAgainFromAnotherRootLosesItsOldChunks) {
+  std::vector<SourceFile> inner = {{"x.md", "# One\n\nalpha walrus\n\n# Two\n\nbeta narwhal\n", "", 0}};
+  ASSERT_OK(engine_->AddResourceFiles(inner, "strata://resources/top/a"));
+  std::vector<SourceFile> outer = {{"a/x.md", "# Solo\n\ngamma octopus\n", "", 0}};
+  auto moved = engine_->AddResourceFiles(outer, "strata://resources/top");
+  ASSERT_OK(moved);
+  EXPECT_EQ(moved->updated, std::vector<std::string>{"a/x.md"});
+  auto chunks = engine_->List("strata://resources/top/a/x.md");
+  ASSERT_OK(chunks);
+  ASSERT_EQ(chunks->size(), 1u);
+  EXPECT_EQ(std::string((*chunks)[0].uri.name()), "0001-solo");
+  EXPECT_TRUE(engine_->Grep("narwhal", "strata://resources/top")->empty());
+  // The same bytes from the other root again are not "unchanged": the file is now that root's.
+  auto back = engine_->AddResourceFiles(inner, "strata://resources/top/a");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->updated, std::vector<std::string>{"x.md"});
+  EXPECT_TRUE(engine_->Grep("octopus", "strata://resources/top")->empty());
+  ASSERT_OK(engine_->Check());
+}
+
+// A file whose path falls on, or below, another file's chunk is skipped, naming it; the rest of the add goes
+// on. It was taken for a file and the add stopped halfway (409), or was skipped as "written otherwise".
+TEST_F(IngestTree, AFileOnAnotherFilesChunkIsSkippedAndTheAddGoesOn) {
+  const std::string root = "strata://resources/clash";
+  std::vector<SourceFile> files = {{"a.md", "# Intro\n\nlemurs\n", "", 0},
+                                   {"a.md/0001-intro", "otters\n", "", 0},
+                                   {"a.md/0001-intro/deeper.md", "badgers\n", "", 0},
+                                   {"zz.txt", "zebras\n", "", 0}};
+  auto report = engine_->AddResourceFiles(files, root);
+  ASSERT_OK(report);
+  EXPECT_EQ(report->added, (std::vector<std::string>{"a.md", "zz.txt"}));
+  ASSERT_EQ(report->skipped.size(), 2u);
+  EXPECT_NE(report->skipped[0].reason.find("(a chunk of \"a.md\"); not replaced"), std::string::npos)
+      << report->skipped[0].reason;
+  EXPECT_NE(report->skipped[1].reason.find("not added"), std::string::npos) << report->skipped[1].reason;
+  EXPECT_EQ(engine_->Grep("zebras", root)->size(), 1u);
+  EXPECT_EQ(engine_->Grep("lemurs", root)->size(), 1u);
+}
+
 // A file that holds no text now is skipped, and the chunks an earlier add took from it go: find must not
 // answer with text the file no longer has.
 TEST_F(IngestTree, AFileThatNoLongerHoldsTextLosesItsOldChunks) {

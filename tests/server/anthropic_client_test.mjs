@@ -51,6 +51,12 @@ const upstreamHandler = fakeUpstream(received, { type: "error", error: { type: "
                event({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 5 } }));
   }
   parts.push(event({ type: "message_stop" }));
+  if (request.model === "slow") {
+    // A pause longer than Strata's sign-of-life interval (2 s) in the middle of the reply.
+    res.write(parts.slice(0, 3).join(""));
+    setTimeout(() => res.end(parts.slice(3).join("")), 2_600);
+    return;
+  }
   writeSlowly(res, parts);
 });
 
@@ -171,6 +177,18 @@ test("a tool result holding an image (a screenshot) is taken and sent back with 
   assert.equal(result.type, "tool_result");
   assert.deepEqual(result.content.map((b) => b.type), ["text", "image"], JSON.stringify(result));
   assert.deepEqual(result.content[1].source, image.source);
+});
+
+test("a reply with a long pause in it reaches the SDK whole (the signs of life between events are skipped)", { timeout: 20_000 }, async () => {
+  const raw = await fetch(`http://127.0.0.1:${strata.port}/v1/messages`, {
+    method: "POST", headers: { "content-type": "application/json", "x-api-key": userKey, "anthropic-version": "2023-06-01" },
+    body: JSON.stringify({ model: "slow", max_tokens: 100, stream: true, messages: [{ role: "user", content: "Wait." }] }) });
+  assert.match(await raw.text(), /\n\n: keep-alive\n\n/, "a comment went out between two events during the pause");
+  const inSession = client(userKey, { "X-Strata-Session": "claude-slow" });
+  const reply = inSession.messages.stream({ model: "slow", max_tokens: 100, messages: [{ role: "user", content: "Take your time." }] });
+  assert.equal((await reply.finalMessage()).content[0].text, "Hello, Alice.");
+  const logged = await strata.call("GET", "/api/v1/sessions/claude-slow/messages", userKey);
+  assert.deepEqual(logged.json.result.map((m) => m.role), ["user", "assistant"]);
 });
 
 test("a session idle for --commit-after-idle is committed into memory", async () => {

@@ -84,6 +84,19 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
   return Guard("turn", [&]() -> Result<std::unique_ptr<Turn>> {
     STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "a turn"));
     STRATA_RETURN_IF_ERROR(session::ValidateSessionId(session));
+    // A system message among the new ones is the turn's system prompt, never a message of the log: every
+    // front end's turn alike (the model endpoints split the request's before; Python's was logged, archived
+    // and sent again as history).
+    std::vector<Message> conversational;
+    for (Message& m : request.turn) {
+      if (m.role != Role::kSystem) {
+        conversational.push_back(std::move(m));
+        continue;
+      }
+      if (!request.system.empty()) request.system += "\n\n";
+      request.system += m.ExtractText("\n");
+    }
+    request.turn = std::move(conversational);
     if (request.turn.empty()) return Status::InvalidArgument("a turn needs at least one new message");
     STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(request.encoding));
     std::string id(session);

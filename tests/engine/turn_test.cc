@@ -124,6 +124,26 @@ TEST_F(TurnTest, OneTurnPerSessionAtATime) {
   EXPECT_OK(engine_->BeginTurn("chat-1", Ask("two")));
 }
 
+// A system message among a turn's new messages is the turn's system prompt, never a message of the log, on
+// every front end: Python's begin_turn logged it (archived with the session and sent again as history),
+// where the model endpoints had split it off.
+TEST_F(TurnTest, ASystemMessageInTheTurnIsItsSystemPromptNotLogged) {
+  TurnRequest request = Ask("hello");
+  request.turn.insert(request.turn.begin(), Message::System("You are terse."));
+  auto turn = engine_->BeginTurn("chat-sys", request);
+  ASSERT_OK(turn);
+  EXPECT_EQ((*turn)->context().system_prompt.rfind("You are terse.", 0), 0u) << (*turn)->context().system_prompt;
+  ASSERT_OK((*turn)->Finish(Message::Assistant("Hi.")));
+  std::vector<Message> log = Log("chat-sys");
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].role, Role::kUser);
+  EXPECT_EQ(log[1].role, Role::kAssistant);
+  // A turn of system messages alone has no new message.
+  TurnRequest only = Ask("x");
+  only.turn = {Message::System("Only this.")};
+  EXPECT_EQ(engine_->BeginTurn("chat-sys", only).status().code(), StatusCode::kInvalidArgument);
+}
+
 // A session is not deleted from under its turn: the delete was taken, and the turn's reply then lost (its
 // client over HTTP was told the reply had been kept). Forced, it goes, and the turn finds it gone.
 TEST_F(TurnTest, ASessionIsNotDeletedOrForkedWholeInTheMiddleOfATurn) {

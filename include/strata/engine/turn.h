@@ -46,7 +46,9 @@ struct CommitPolicy {
 };
 
 struct TurnRequest {
-  std::vector<Message> turn;  // The new messages: a user message, or tool results and the next question.
+  // The new messages: a user message, or tool results and the next question. A system message among them
+  // is added to `system`, never logged.
+  std::vector<Message> turn;
   std::string system;         // The system prompt to send; "" = the session's own (its log's record).
   int64_t max_context_tokens = 128'000;  // The model's window.
   std::optional<int64_t> reserve_for_reply;  // Kept free for the answer (unset: DefaultReplyReserve).

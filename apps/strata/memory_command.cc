@@ -176,7 +176,7 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     return Status::Ok();
   }
   if (cmd == "export") {
-    STRATA_ASSIGN_OR_RETURN(auto report, engine.Export(uri, a.dir));
+    STRATA_ASSIGN_OR_RETURN(auto report, engine.Export(uri.empty() ? "strata://" : uri, a.dir));
     std::cerr << "exported " << report.directories << " directories, " << report.leaves << " leaves, "
               << report.relations << " relations to " << a.dir
               << (report.removed > 0 ? " (" + std::to_string(report.removed) + " files of an earlier export removed)" : "")

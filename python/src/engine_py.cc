@@ -549,15 +549,28 @@ class PyEngine {
       return Json{{"completed", r.completed}, {"dead", r.dead}, {"pending", r.pending}};
     })));
   }
-  py::object Task(const Int& id_arg) {
+  py::object Task(const Int& id_arg, std::optional<std::string> user) {
     const int64_t id = id_arg.Get("task_id");
-    // HTTP's words for the same path segment (a task id is 1 or more).
-    if (id <= 0) Raise(Status::InvalidArgument("the task id \"" + std::to_string(id) + "\" is not a positive integer"));
+    Reach reach = ReachOf(user);
     return Record("Task", Check(handle_->Call([&](Engine& e) -> Result<Json> {
-      STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, e.queue());
-      STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(id));
-      if (!job) return Status::NotFound("no task " + std::to_string(id));
-      return views::JobView(*job);
+      STRATA_ASSIGN_OR_RETURN(session::Job job, e.Task(reach, id));
+      return views::JobView(job);
+    })));
+  }
+
+  py::list Tasks(std::optional<std::string> session_id, std::optional<std::string> state_name, const Int& limit_arg,
+                 std::optional<std::string> user) {
+    const int64_t limit = limit_arg.Get("limit");
+    Reach reach = ReachOf(user);
+    return Records("Task", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      std::optional<session::JobState> state;
+      if (state_name && !state_name->empty()) {
+        STRATA_ASSIGN_OR_RETURN(state, session::ParseJobState(*state_name));
+      }
+      STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, e.Tasks(reach, session_id.value_or(""), state, limit));
+      std::vector<Json> out;
+      for (const session::Job& job : jobs) out.push_back(views::JobView(job));
+      return out;
     })));
   }
 
@@ -870,7 +883,11 @@ phase 2 runs now and the outcome has its state and diff (or an error when it did
       .def("retry", &PyEngine::Retry, py::arg("session_id") = "",
            "Requeues failed phase-2 work (of one session, or all); returns how many tasks.")
       .def("work", &PyEngine::Work, "Runs pending phase-2 work now (WorkReport).")
-      .def("task", &PyEngine::Task, py::arg("task_id"), "A phase-2 task by id (Task).")
+      .def("task", &PyEngine::Task, py::arg("task_id"), py::kw_only(), py::arg("user") = py::none(),
+           "A phase-2 task by id (Task); with `user`, only one of that user's sessions.")
+      .def("tasks", &PyEngine::Tasks, py::kw_only(), py::arg("session") = py::none(), py::arg("state") = py::none(),
+           py::arg("limit") = 200, py::arg("user") = py::none(),
+           "Queued work, newest first (list of Task): of one session, in one state, at most `limit` (1 to 10,000).")
       .def("begin_turn", &PyEngine::BeginTurn, py::arg("session_id"), py::arg("messages"), py::kw_only(),
            py::arg("system") = py::none(), py::arg("max_context_tokens") = SessionContextOptions{}.max_context_tokens,
            py::arg("reserve_for_reply") = py::none(), py::arg("reserved_tokens") = 0, py::arg("memory_limit") = SessionContextOptions{}.memory_limit,

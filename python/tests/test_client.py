@@ -52,7 +52,7 @@ def test_store_find_and_errors_over_http(server):
         strata.Client("http://127.0.0.1:9", timeout=2).ls()
 
 
-def test_sessions_commit_and_task_events_over_http(server):
+def test_sessions_commit_and_task_events_over_http(server, tmp_path):
     alice = strata.Client(server.url, server.key("alice"))
     s = alice.create_session(session_id="trip")
     assert isinstance(s, strata.Session) and s.user == "alice"
@@ -81,6 +81,20 @@ def test_sessions_commit_and_task_events_over_http(server):
         bob.session_status("trip")
     with pytest.raises(strata.NotFoundError):
         bob.task(ticket.task_id)
+    # The task listing is the Engine's (it was the HTTP route's alone): the same answer in process.
+    local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
+    over_http = [(t.id, t.state) for t in alice.tasks(session="trip")]
+    assert over_http == [(t.id, t.state) for t in local.tasks(session="trip", user="alice")] == [(ticket.task_id, "done")]
+    assert [t.id for t in alice.tasks(state="done")] == [t.id for t in local.tasks(state="done", user="alice")]
+    assert bob.tasks() == local.tasks(user="bob") == []
+    with pytest.raises(strata.NotFoundError):
+        local.tasks(session="trip", user="bob")
+    with pytest.raises(strata.NotFoundError):
+        local.task(ticket.task_id, user="bob")
+    assert local.task(ticket.task_id).id == ticket.task_id
+    with pytest.raises(strata.InvalidArgumentError, match="between 1 and 10000"):
+        local.tasks(limit=0)
+    local.close()
     assert alice.count_tokens("hello world") == strata.count_tokens("hello world") == 2
 
 

@@ -161,7 +161,8 @@ Result<std::vector<memory::Relation>> Engine::Relations(std::string_view uri) {
 }
 
 Result<std::vector<memory::Node>> Engine::List(std::string_view uri, const memory::ListOptions& options) {
-  return WithUri(*impl_, "list", uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<std::vector<memory::Node>> {
+  // "" is everything, as an unset URI is to every front end's listing (HTTP, MCP, the CLI).
+  return WithUri(*impl_, "list", uri.empty() ? std::string_view("strata://") : uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<std::vector<memory::Node>> {
     Result<std::vector<memory::Node>> nodes = s.List(u, options);
     // A scope comes into being with its first write: listing one with nothing in it yet (a user's own, the
     // default of every front end for a user's key) is an empty answer, as searching it is (docs/memory.md).
@@ -208,14 +209,25 @@ Status Engine::Unlink(std::string_view from, std::string_view to) {
                      [](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) { return s.Unlink(f, t); });
 }
 
+namespace {
+// An export or an import names its subtree: "" is refused, as over HTTP (it exported everything here, and
+// imported into strata://resources).
+Status NamesItsSubtree(std::string_view what, std::string_view uri) {
+  if (!uri.empty()) return Status::Ok();
+  return Status::InvalidArgument(std::string(what) + ": the URI must not be empty (strata:// is everything)");
+}
+}  // namespace
+
 Result<memory::ExportReport> Engine::Export(std::string_view uri, const std::string& dir) {
-  return WithUri(*impl_, "export", uri.empty() ? std::string_view("strata://") : uri,
+  STRATA_RETURN_IF_ERROR(NamesItsSubtree("export", uri));
+  return WithUri(*impl_, "export", uri,
                  [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ExportMarkdown(s, u, dir); });
 }
 
 Result<memory::ImportReport> Engine::Import(const std::string& dir, std::string_view uri) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "import"));
-  return WithUri(*impl_, "import", uri.empty() ? std::string_view("strata://resources") : uri,
+  STRATA_RETURN_IF_ERROR(NamesItsSubtree("import", uri));
+  return WithUri(*impl_, "import", uri,
                  [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ImportMarkdown(s, dir, u); });
 }
 
@@ -479,6 +491,39 @@ Result<WorkReport> Engine::Work(const Canceller* cancel) {
   });
 }
 
+Result<std::vector<session::Job>> Engine::Tasks(const Reach& reach, std::string_view session,
+                                                std::optional<session::JobState> state, int64_t limit) {
+  return Guard("tasks", [&]() -> Result<std::vector<session::Job>> {
+    if (limit < 1 || limit > 10'000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
+    std::optional<std::string> key;
+    if (!session.empty()) {
+      STRATA_RETURN_IF_ERROR(CheckSessionAccess(reach, session));
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, GetSession(session));
+      key = session::CommitJobKey(info);  // This incarnation's jobs only.
+    }
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, queue->List(state, key));
+    std::sort(jobs.begin(), jobs.end(), [](const session::Job& a, const session::Job& b) { return a.id > b.id; });
+    std::vector<session::Job> out;
+    for (session::Job& job : jobs) {
+      if (static_cast<int64_t>(out.size()) >= limit) break;
+      if (CheckJobAccess(reach, job).ok()) out.push_back(std::move(job));
+    }
+    return out;
+  });
+}
+
+Result<session::Job> Engine::Task(const Reach& reach, int64_t id) {
+  return Guard("task", [&]() -> Result<session::Job> {
+    if (id <= 0) return Status::InvalidArgument("the task id \"" + std::to_string(id) + "\" is not a positive integer");
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
+    STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(id));
+    // Another user's task is answered as one that does not exist.
+    if (!job || !CheckJobAccess(reach, *job).ok()) return Status::NotFound("no task " + std::to_string(id));
+    return std::move(*job);
+  });
+}
+
 Result<int> Engine::Retry(std::string_view id) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "session retry"));
   return Guard("session retry", [&]() -> Result<int> {
@@ -624,7 +669,7 @@ Result<std::vector<session::AuditEntry>> Engine::MemoryHistory(std::string_view 
 Result<std::vector<session::AuditEntry>> Engine::RecentMemoryChanges(std::string_view under, size_t limit) {
   return Guard("recent memory changes", [&]() -> Result<std::vector<session::AuditEntry>> {
     STRATA_ASSIGN_OR_RETURN(session::AuditLog * audit, impl_->Audit());
-    STRATA_ASSIGN_OR_RETURN(memory::Uri u, memory::Uri::Parse(under));
+    STRATA_ASSIGN_OR_RETURN(memory::Uri u, memory::Uri::Parse(under.empty() ? std::string_view("strata://") : under));
     return audit->Recent(u.str(), limit);
   });
 }

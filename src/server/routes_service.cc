@@ -40,8 +40,9 @@ void Server::Impl::AddServiceRoutes() {
     return Json{{"id", id}, {"text", text}};
   }).Takes("id vars").ReadOnly());
   Add(Route("POST", "/api/v1/tokens/count", [](Call& c) -> Result<Json> {
-    STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
-    if (encoding.empty()) encoding = tokenizer::kDefaultEncoding;
+    // Absent is the default; "" is no encoding's name, refused as every other front end refuses it.
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> given, c.OptString("encoding"));
+    std::string encoding = given.value_or(std::string(tokenizer::kDefaultEncoding));
     STRATA_ASSIGN_OR_RETURN(const MessageTokenCounter* counter, tokenizer::FindCounter(encoding));
     Json out = {{"encoding", encoding}};
     std::string warning;

@@ -218,8 +218,8 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(int64_t memory_limit, c.IntArg("memory_limit", static_cast<int64_t>(o.memory_limit)));
     STRATA_ASSIGN_OR_RETURN(o.memory_limit, MemoryLimitArg(memory_limit));
     STRATA_ASSIGN_OR_RETURN(o.query, c.Arg("query", false));
-    STRATA_ASSIGN_OR_RETURN(std::string encoding, c.Arg("encoding", false));
-    if (!encoding.empty()) o.encoding = encoding;
+    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> encoding, c.OptString("encoding"));
+    if (encoding) o.encoding = *encoding;  // "" is refused by the Engine, as from every front end.
     if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
     return views::SessionContextView(id, ctx);
@@ -228,12 +228,7 @@ void Server::Impl::AddSessionRoutes() {
   // ---- Background tasks (phase-2 jobs) ----
   auto task_of = [](Call& c) -> Result<session::Job> {
     STRATA_ASSIGN_OR_RETURN(int64_t task, PositivePathInt(c.req.path_params.at(0), "the task id"));
-    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
-    STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(task));
-    if (!job || !c.engine->CheckJobAccess(ReachOf(c.id), *job).ok()) {
-      return Status::NotFound("no task " + std::to_string(task));  // Its digits, as read.
-    }
-    return *job;
+    return c.engine->Task(ReachOf(c.id), task);
   };
   // Every phase-2 job the caller may see (a user key: its own sessions'), newest first; ?session= and
   // ?state= (pending, running, done, dead) narrow it.
@@ -241,26 +236,13 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::string session_id, c.Arg("session", false));
     STRATA_ASSIGN_OR_RETURN(std::string state_name, c.Arg("state", false));
     STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 200));
-    if (limit < 1 || limit > 10000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
     std::optional<session::JobState> state;
     if (!state_name.empty()) {
       STRATA_ASSIGN_OR_RETURN(state, session::ParseJobState(state_name));
     }
-    std::optional<std::string> key;
-    if (!session_id.empty()) {
-      STRATA_RETURN_IF_ERROR(CheckSession(c, session_id));
-      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(session_id));
-      key = session::CommitJobKey(info);  // This incarnation's jobs only.
-    }
-    STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, c.engine->queue());
-    STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, queue->List(state, key));
-    std::sort(jobs.begin(), jobs.end(), [](const session::Job& a, const session::Job& b) { return a.id > b.id; });
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, c.engine->Tasks(ReachOf(c.id), session_id, state, limit));
     Json out = Json::array();
-    for (const session::Job& job : jobs) {
-      if (static_cast<int64_t>(out.size()) >= limit) break;
-      if (!c.engine->CheckJobAccess(ReachOf(c.id), job).ok()) continue;
-      out.push_back(views::JobView(job));
-    }
+    for (const session::Job& job : jobs) out.push_back(views::JobView(job));
     return WithoutDataDirInErrors(std::move(out), engine_options.data_dir);
   }).Takes("session state limit"));
   Add(Route("GET", "/api/v1/tasks/{id}", [this, task_of](Call& c) -> Result<Json> {

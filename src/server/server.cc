@@ -158,6 +158,7 @@ Result<bool> Call::BoolArg(std::string_view name, bool fallback) const {
   return f->get<bool>();
 }
 Result<std::optional<std::string>> Call::OptString(std::string_view name) const {
+  if (auto q = req.Query(name)) return std::optional<std::string>(*q);  // As Arg reads it: "" is given.
   const Json* f = json::Field(body, name);
   if (f == nullptr || f->is_null()) return std::optional<std::string>();
   if (!f->is_string()) return Status::InvalidArgument("\"" + std::string(name) + "\" must be a string");

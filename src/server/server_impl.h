@@ -65,7 +65,8 @@ struct Call {
   // true/false (query string: true, false, 1, 0, or the bare name for true); `fallback` when absent or null; any other value is
   // refused naming it (a "false" string must not count as true, nor "yes" as false).
   Result<bool> BoolArg(std::string_view name, bool fallback = false) const;
-  // A string member of the body: absent or null is nullopt, another type an error naming it.
+  // The query parameter or string member of the body `name`: absent (or a null member) is nullopt, "" is
+  // given; another type an error naming it.
   Result<std::optional<std::string>> OptString(std::string_view name) const;
   Reach reach() const { return ReachOf(id); }
 };

@@ -143,6 +143,26 @@ TEST(KeyStoreTest, TwoProcessesOnOneFileSeeEachOthersIssuesAndRevocations) {
   EXPECT_FALSE(found->has_value());
 }
 
+// An empty URI is everything to a listing, as to every front end's (Python's ls("") was an error while HTTP,
+// MCP and the CLI listed everything), and no subtree to an export or an import, as over HTTP (Python's
+// exported everything, and imported into strata://resources).
+TEST_F(EngineTest, AnEmptyUriListsEverythingAndNamesNoSubtreeToExportOrImport) {
+  ASSERT_OK(engine_->Write("strata://resources/docs/a", "alpha"));
+  auto everything = engine_->List("", {.recursive = true});
+  ASSERT_OK(everything);
+  auto root = engine_->List("strata://", {.recursive = true});
+  ASSERT_OK(root);
+  EXPECT_EQ(everything->size(), root->size());
+  EXPECT_FALSE(everything->empty());
+  ASSERT_OK(engine_->RecentMemoryChanges("", 5));
+  testing::TempDir out;
+  Result<memory::ExportReport> exported = engine_->Export("", out.path());
+  EXPECT_EQ(exported.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(exported.status().message().find("must not be empty"), std::string::npos) << exported.status().message();
+  EXPECT_EQ(engine_->Import(out.path(), "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_OK(engine_->Export("strata://resources", out.path()));
+}
+
 // An empty append is refused by the Engine itself, so the CLI answers as HTTP, MCP and Python do; it was
 // taken there, and touched the session (its idle commit put off) with nothing added.
 TEST_F(EngineTest, AnEmptyAppendIsRefusedAndLeavesTheSessionAlone) {

@@ -464,6 +464,20 @@ TEST(ServerOpen, WithoutKeysOnlyLoopbackHostNamesAreAnswered) {
   serving.join();
 }
 
+// An absent encoding is the default; "" names none and is refused, as MCP's schema, Python and the CLI refuse
+// it (HTTP counted it as o200k_base).
+TEST_F(ServerTest, AnEmptyEncodingIsRefusedNotTakenForTheDefault) {
+  std::string alice = Issue("alice");
+  Reply absent = Call("POST", "/api/v1/tokens/count", alice, R"({"text": "hello"})");
+  ASSERT_EQ(absent.status, 200) << absent.raw;
+  EXPECT_EQ(absent.body["result"]["encoding"], "o200k_base");
+  Reply empty = Call("POST", "/api/v1/tokens/count", alice, R"({"text": "hello", "encoding": ""})");
+  EXPECT_EQ(empty.status, 400) << empty.raw;
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "enc"})").status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/enc/context?encoding=", alice).status, 400);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/enc/context", alice).status, 200);
+}
+
 // A body is one message, {"message": ...} or {"messages": [...]}: a body holding two of them was answered
 // 200 with one of them logged and the other dropped without a word.
 TEST_F(ServerTest, AnAppendGivenTwoSetsOfMessagesIsRefusedNotHalfTaken) {

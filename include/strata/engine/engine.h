@@ -384,6 +384,13 @@ class Engine {
   // Puts failed archives and dead jobs (of one session, or all when `id` is empty) back in the queue, after
   // whatever made them fail was fixed. Returns how many jobs were re-queued.
   Result<int> Retry(std::string_view id = "");
+  // The queued work (phase-2 commits, document summaries) `reach` may see, newest first: in `state` when
+  // given, of session `session`'s live incarnation when not empty (another user's session is not found), at
+  // most `limit` (1 to 10,000). Every front end's task listing.
+  Result<std::vector<session::Job>> Tasks(const Reach& reach, std::string_view session,
+                                          std::optional<session::JobState> state, int64_t limit = 200);
+  // One task by id (1 or more), when `reach` may see it; otherwise not found, as a task that does not exist.
+  Result<session::Job> Task(const Reach& reach, int64_t id);
 
   // ---- Memories ----
   // Remembers `text` about a user or agent scope now, through dedup; `category` empty lets the model choose.

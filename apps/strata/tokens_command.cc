@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "strata/json/json_writer.h"
 #include "strata/tokenizer/encoding.h"
+#include "strata/tokenizer/registry.h"
 
 namespace strata::cli {
 namespace {
@@ -48,10 +49,14 @@ void AddTokensCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TokensArgs>();
   CLI::App* tokens = app.add_subcommand("tokens", "Tokenise text with tiktoken-compatible encodings");
   tokens->require_subcommand(1);
-  auto add = [&](const char* name, const char* help) {
+  // `count` also takes "chars" (kimi-cli's characters / 4), as every other front end's count does; it
+  // neither encodes nor decodes.
+  auto add = [&](const char* name, const char* help, bool counts = false) {
     CLI::App* sub = tokens->add_subcommand(name, help);
-    sub->add_option("--encoding", args->encoding, "cl100k_base or o200k_base")
-        ->check(CLI::IsMember({"cl100k_base", "o200k_base"}))
+    std::vector<std::string> names = {"cl100k_base", "o200k_base"};
+    if (counts) names.push_back("chars");
+    sub->add_option("--encoding", args->encoding, counts ? "cl100k_base, o200k_base or chars" : "cl100k_base or o200k_base")
+        ->check(CLI::IsMember(names))
         ->capture_default_str();
     sub->add_option("FILE", args->input, "Input file, or - for stdin (the default)");
     sub->add_option("--threads", args->threads,
@@ -80,7 +85,17 @@ void AddTokensCommand(CLI::App& app, int* exit_code) {
       return 0;
     });
   });
-  add("count", "Print the number of tokens of the text")->callback([=] {
+  add("count", "Print the number of tokens of the text", /*counts=*/true)->callback([=] {
+    if (args->encoding == "chars") {
+      auto text = ReadInput(args->input);
+      if (!text.ok()) {
+        *exit_code = Fail(text.status());
+        return;
+      }
+      std::cout << tokenizer::CountText("chars", *text) << "\n";
+      *exit_code = 0;
+      return;
+    }
     *exit_code = Run(*args, [&](const tokenizer::Encoding& e, const std::string& text) {
       std::cout << e.Count(text, args->parallel()) << "\n";
       return 0;

@@ -8,6 +8,7 @@
 #include "conformance/conformance_cases.h"
 #include "llm/loopback_server.h"
 #include "strata/log/context_log.h"
+#include "strata/tokenizer/registry.h"
 #include "test_util.h"
 
 namespace strata {
@@ -50,6 +51,20 @@ void RunRequestCases(const std::string& area) {
       EXPECT_FALSE(actual.contains(key.get<std::string>())) << key;
     }
   }
+}
+
+// `tokens count` takes every counter the other front ends count with, "chars" (kimi-cli's ratio) included; it
+// was refused there alone. Encoding and decoding stay BPE only.
+TEST(TokensCli, CountTakesEveryCounterTheOtherFrontEndsTake) {
+  const std::string text = "hello world, how are you";
+  for (const char* name : {"o200k_base", "cl100k_base", "chars"}) {
+    testing::CliRun counted = testing::RunStrata({"tokens", "count", "--encoding", name}, text);
+    ASSERT_EQ(counted.exit_code, 0) << name << ": " << counted.err;
+    EXPECT_EQ(counted.out, std::to_string(tokenizer::CountText(name, text)) + "\n") << name;
+  }
+  testing::CliRun encoded = testing::RunStrata({"tokens", "encode", "--encoding", "chars"}, text);
+  EXPECT_NE(encoded.exit_code, 0);
+  EXPECT_NE(encoded.err.find("chars not in"), std::string::npos) << encoded.err;
 }
 
 TEST(ProviderCli, RequestBodiesMatchTheConformanceCases) {

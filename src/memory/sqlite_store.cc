@@ -1,6 +1,9 @@
 #include "strata/memory/sqlite_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -72,6 +75,8 @@ CREATE TABLE IF NOT EXISTS embedding_cache(key TEXT PRIMARY KEY, vec BLOB NOT NU
 INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1'), ('vector_generation', '0');
 )sql";
 
+std::atomic<int64_t> sqlite_index_rebuilds{0};  // SqliteIndexRebuilds (store_internal.h).
+
 constexpr std::string_view kNodeColumns =
     "id, uri, is_dir, type, category, abstract, overview, content, metadata, created_ms, updated_ms, "
     "length(CAST(content AS BLOB)), derived";
@@ -137,7 +142,7 @@ class SqliteStore final : public ContextStore {
       return Status::Ok();
     }
     Result<int64_t> saved = VectorIndex::SavedGeneration(IndexPath());
-    if (saved.ok() && *saved < generation_ && CanCatchUpFrom(*saved)) {
+    if (saved.ok() && *saved < generation_) {
       auto older = VectorIndex::Load(IndexPath(), *saved, model_, IndexParams());
       if (older.ok()) {
         index_ = std::move(*older);
@@ -185,10 +190,8 @@ class SqliteStore final : public ContextStore {
                      json::QuoteForError(model_, 80));
     }
     STRATA_ASSIGN_OR_RETURN(generation_, ReadGeneration());
-    // The vector log, when the store has one (a store last opened for writing by an older build has not).
-    STRATA_ASSIGN_OR_RETURN(std::string since, MetaGet("vector_log_since"));
-    vector_log_since_ = since.empty() ? -1 : std::stoll(since);
-    // As for writing, but a graph built or caught up in memory is never saved.
+    // As for writing (a store last opened for writing by a build from before the vector log has none, and
+    // is rebuilt), but a graph built or caught up in memory is never saved.
     return LoadIndexLocked();
   }
 
@@ -896,13 +899,9 @@ class SqliteStore final : public ContextStore {
   // a generation the log reaches back to (a few milliseconds), else the index is built again from every
   // vector (seconds at tens of thousands; every read of this process waits meanwhile).
   Status CatchUpOrRebuildLocked() {
-    if (index_ && index_generation_ >= 0 && CanCatchUpFrom(index_generation_) && CatchUpIndexLocked().ok()) {
-      return Status::Ok();
-    }
+    if (index_ && index_generation_ >= 0 && CatchUpIndexLocked().ok()) return Status::Ok();
     return RebuildIndexLocked();
   }
-
-  bool CanCatchUpFrom(int64_t generation) const { return vector_log_since_ >= 0 && generation >= vector_log_since_; }
 
   // Applies the vector removals and rows of the generations after index_generation_, in one read.
   Status CatchUpIndexLocked() {
@@ -910,12 +909,23 @@ class SqliteStore final : public ContextStore {
     CommitOnExit end_read{db_};
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     if (generation < index_generation_) return Status::FailedPrecondition("the vector index is ahead of the database");
+    // The log must reach back to this index and up to the database: a build from before the log, writing to
+    // the store, bumps the generation without logging what it changed (BumpGeneration moves the log's start
+    // past such writes once it sees them).
+    STRATA_ASSIGN_OR_RETURN(std::string since, MetaGet("vector_log_since"));
+    STRATA_ASSIGN_OR_RETURN(std::string head, MetaGet("vector_log_head"));
+    if (since.empty() || head.empty() || std::stoll(since) > index_generation_ || std::stoll(head) != generation) {
+      return Status::FailedPrecondition("the vector log does not cover generations " +
+                                        std::to_string(index_generation_) + " to " + std::to_string(generation));
+    }
+    int64_t applied = 0;
     Stmt removed(Conn(), "SELECT node_id FROM vector_removals WHERE generation > ?");
     removed.Bind(1, index_generation_);
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, removed.Step());
       if (!row) break;
       index_->Remove(removed.Int(0));
+      ++applied;
     }
     // Removals first: an id removed and then given to a new node is in the vectors again, with a later
     // generation.
@@ -929,11 +939,12 @@ class SqliteStore final : public ContextStore {
       std::string_view blob = written.Blob(1);
       if (blob.size() != want_bytes) continue;  // Another model's: re-embedded by Reindex.
       STRATA_RETURN_IF_ERROR(batch.AddBytes(written.Int(0), blob));
+      ++applied;
     }
     STRATA_RETURN_IF_ERROR(batch.Flush());
     index_generation_ = generation;
     generation_ = generation;
-    index_dirty_ = true;
+    if (applied > 0) index_dirty_ = true;  // Else the saved graph, if it is this one, is current as it is.
     return Status::Ok();
   }
 
@@ -946,19 +957,17 @@ class SqliteStore final : public ContextStore {
       Stmt columns(Conn(), "SELECT 1 FROM pragma_table_info('vectors') WHERE name = 'generation'");
       STRATA_ASSIGN_OR_RETURN(has_generation, columns.Step());
     }
-    STRATA_ASSIGN_OR_RETURN(std::string since, MetaGet("vector_log_since"));
     if (!has_generation) {
       STRATA_RETURN_IF_ERROR(db_.Exec("ALTER TABLE vectors ADD COLUMN generation INTEGER NOT NULL DEFAULT 0"));
-      STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
-      since = std::to_string(generation);
-      STRATA_RETURN_IF_ERROR(MetaSet("vector_log_since", since));
-    } else if (since.empty()) {
-      since = "0";  // A new store: logged from its first vector.
-      STRATA_RETURN_IF_ERROR(MetaSet("vector_log_since", since));
     }
-    STRATA_RETURN_IF_ERROR(db_.Exec("CREATE INDEX IF NOT EXISTS vectors_by_generation ON vectors(generation)"));
-    vector_log_since_ = std::stoll(since);
-    return Status::Ok();
+    STRATA_ASSIGN_OR_RETURN(std::string head, MetaGet("vector_log_head"));
+    if (!has_generation || head.empty()) {
+      // The log starts here: at 0 for a new store, at the generation a store made before it is at.
+      STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+      STRATA_RETURN_IF_ERROR(MetaSet("vector_log_since", std::to_string(generation)));
+      STRATA_RETURN_IF_ERROR(MetaSet("vector_log_head", std::to_string(generation)));
+    }
+    return db_.Exec("CREATE INDEX IF NOT EXISTS vectors_by_generation ON vectors(generation)");
   }
 
   Result<std::string> MetaGet(std::string_view key) {
@@ -1072,9 +1081,15 @@ class SqliteStore final : public ContextStore {
   Status BumpGeneration(Plan* plan) {
     STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
     STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));  // Vectors of one embedder only.
+    // A build from before the vector log wrote since the last logged generation: its changes are in no log,
+    // so the log starts again after them (an index older than that is rebuilt, never caught up past them).
+    STRATA_ASSIGN_OR_RETURN(int64_t before, ReadGeneration());
+    STRATA_ASSIGN_OR_RETURN(std::string head, MetaGet("vector_log_head"));
+    if (head != std::to_string(before)) STRATA_RETURN_IF_ERROR(MetaSet("vector_log_since", std::to_string(before)));
     STRATA_RETURN_IF_ERROR(db_.Exec(
         "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'vector_generation'"));
     STRATA_ASSIGN_OR_RETURN(plan->generation, ReadGeneration());
+    STRATA_RETURN_IF_ERROR(MetaSet("vector_log_head", std::to_string(plan->generation)));
     // The vector log: what this generation wrote and removed, for the other processes' indexes.
     Stmt stamp(Conn(), "UPDATE vectors SET generation = ?1 WHERE node_id = ?2");
     for (const auto& [id, vector] : plan->upserts) {
@@ -1139,8 +1154,9 @@ class SqliteStore final : public ContextStore {
     if (plan.generation < 0) return Status::Ok();
     generation_ = plan.generation;
     if (index_generation_ != plan.generation - 1) {
-      // Another process wrote in between: caught up (this write included) before the next vector search.
-      index_generation_ = index_ && CanCatchUpFrom(index_generation_) ? index_generation_ : -1;
+      // Another process wrote in between: caught up (this write included) before the next vector search,
+      // or rebuilt when the log does not reach.
+      if (!index_) index_generation_ = -1;
       return Status::Ok();
     }
     for (int64_t id : plan.removed) index_->Remove(id);
@@ -1157,12 +1173,10 @@ class SqliteStore final : public ContextStore {
   };
 
   Status RebuildIndexLocked() {
+    sqlite_index_rebuilds.fetch_add(1, std::memory_order_relaxed);
     auto index = std::make_unique<VectorIndex>(IndexParams());
     STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN"));
-    struct EndRead {
-      Db& db;
-      ~EndRead() { (void)db.ExecOne("COMMIT"); }
-    } end_read{db_};
+    CommitOnExit end_read{db_};
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     Stmt s(Conn(), "SELECT node_id, vec FROM vectors");
     size_t want_bytes = 4 * static_cast<size_t>(embedder_->dimension());
@@ -1187,11 +1201,27 @@ class SqliteStore final : public ContextStore {
     // Only the database's current generation is saved, and inside a write transaction: another process's
     // newer graph, saved after its own write, was replaced by this older one at shutdown (and the next start
     // rebuilt), and two saves at once could mix their files.
+    // The graph is written first, to a file of this process's own, with no transaction held (it may be
+    // hundreds of megabytes; the other processes' writes do not wait for it); only the check and the renames
+    // hold the write lock.
+    const std::string graph = IndexPath() + "." + std::to_string(::getpid()) + ".tmp";
+    STRATA_RETURN_IF_ERROR(index_->SaveGraph(graph));
+    std::error_code ec;
+    struct RemoveOnExit {
+      const std::string& path;
+      ~RemoveOnExit() {
+        std::error_code ignored;
+        std::filesystem::remove(path, ignored);
+      }
+    } remove_graph{graph};
     STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN IMMEDIATE"));
     CommitOnExit end_write{db_};
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
     if (generation != index_generation_) return Status::Ok();
-    STRATA_RETURN_IF_ERROR(index_->Save(IndexPath(), index_generation_, model_));
+    std::filesystem::remove(IndexPath() + ".meta", ec);
+    std::filesystem::rename(graph, IndexPath(), ec);
+    if (ec) return Status::Internal("vector index save: rename " + graph + ": " + ec.message());
+    STRATA_RETURN_IF_ERROR(index_->SaveMeta(IndexPath(), index_generation_, model_));
     index_dirty_ = false;
     return Status::Ok();
   }
@@ -1321,13 +1351,14 @@ class SqliteStore final : public ContextStore {
   int64_t generation_ = 0;                  // The database's vector generation as last seen. Guarded by mu_.
   int64_t index_generation_ = -1;           // The generation index_ reflects; -1: stale. Guarded by mu_.
   bool index_dirty_ = false;                // index_ changed since it was saved. Guarded by mu_.
-  int64_t vector_log_since_ = -1;           // The vector log reaches back to this generation; -1: none.
   std::string empty_name_;  // Read-only with no database on disk: the shared in-memory one standing for it.
   std::set<std::string> ensured_;           // Scope roots whose presets are known complete. Guarded by mu_.
   QueryVectorCache query_cache_;
 };
 
 }  // namespace
+
+int64_t internal::SqliteIndexRebuilds() { return sqlite_index_rebuilds.load(std::memory_order_relaxed); }
 
 Result<std::unique_ptr<ContextStore>> OpenSqliteStore(const std::string& dir, SqliteStoreOptions options) {
   auto store = std::make_unique<SqliteStore>(dir, std::move(options));

@@ -223,6 +223,10 @@ Vector BlobVector(std::string_view blob);
 // Applies a plan's vector index updates to `index` in one VectorIndex::UpsertBatch.
 Status IndexUpserts(VectorIndex& index, const std::vector<std::pair<int64_t, Vector>>& upserts);
 
+// How many times the SQLite stores of this process built a vector index from the whole table (on open, or
+// when another process's changes could not be caught up from the vector log): for tests of the log.
+int64_t SqliteIndexRebuilds();
+
 // The range that selects `uri`'s strict descendants: uri >= "X/" AND uri < "X0" ('0' follows '/').
 std::pair<std::string, std::string> DescendantRange(const Uri& uri);
 

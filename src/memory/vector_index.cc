@@ -398,16 +398,8 @@ Result<std::unique_ptr<VectorIndex>> VectorIndex::LoadGraph(const std::string& p
   return index;
 }
 
-Status VectorIndex::Save(const std::string& path, int64_t generation, const std::string& model) const {
+Status VectorIndex::SaveMeta(const std::string& path, int64_t generation, const std::string& model) const {
   std::error_code ec;
-  std::filesystem::remove(path + ".meta", ec);
-  try {
-    impl_->graph->saveIndex(path + ".tmp");
-  } catch (const std::exception& e) {
-    return Status::Internal("vector index save " + path + ": " + e.what());
-  }
-  std::filesystem::rename(path + ".tmp", path, ec);
-  if (ec) return Status::Internal("vector index save: rename " + path + ": " + ec.message());
   std::ofstream meta(path + ".meta.tmp", std::ios::trunc);
   meta << "strata-vector-index 1\ngeneration " << generation << "\nmodel " << model << "\ndim " << params_.dim
        << "\nlive " << live_ << "\n";

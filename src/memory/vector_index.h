@@ -49,9 +49,11 @@ class VectorIndex {
   size_t size() const { return live_; }
   const VectorIndexParams& params() const { return params_; }
 
-  // Writes the graph to `path` (via a temporary file and rename) and `path`.meta with the generation and
-  // model; the meta file is removed first so a crash in between reads as stale.
-  Status Save(const std::string& path, int64_t generation, const std::string& model) const;
+  // Writes `path`.meta: the generation and model the graph at `path` is of, its dimension and live count
+  // (via a temporary file and rename). A saver writes the graph with SaveGraph to a file of its own, removes
+  // the old meta, renames the graph into place, then writes this: a crash in between leaves no meta, read as
+  // missing.
+  Status SaveMeta(const std::string& path, int64_t generation, const std::string& model) const;
   // Writes only the graph to `path` (hnswlib's format), and reads such a file back: the PostgreSQL store
   // keeps these in the database as snapshots (docs/formats/postgres.md). LoadGraph is kDataLoss when the
   // file is not a graph of `params.dim` dimensions.

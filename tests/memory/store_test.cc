@@ -627,7 +627,9 @@ TEST_P(SqliteStoreTest, AnotherProcessesVectorChangesAreAppliedFromTheLog) {
     ASSERT_OK((*b)->Write(U("strata://resources/log/fresh"), "a fresh note about glaciers"));
     ASSERT_OK((*b)->Remove(U("strata://resources/log/n5"), false));
   }
+  const int64_t rebuilds = internal::SqliteIndexRebuilds();
   EXPECT_EQ(top("rewritten: penguins waddle on ice"), "strata://resources/log/n3");
+  EXPECT_EQ(internal::SqliteIndexRebuilds(), rebuilds) << "caught up from the log, not rebuilt";
   EXPECT_EQ(top("a fresh note about glaciers"), "strata://resources/log/fresh");
   EXPECT_NE(top("a note about topic 19"), "strata://resources/log/n19");
   EXPECT_NE(top("a note about topic 5"), "strata://resources/log/n5");
@@ -638,8 +640,10 @@ TEST_P(SqliteStoreTest, AnotherProcessesVectorChangesAreAppliedFromTheLog) {
     ASSERT_OK(b);
     ASSERT_OK((*b)->Write(U("strata://resources/log/walrus"), "walruses have tusks"));
   }
+  const int64_t before_seal = internal::SqliteIndexRebuilds();
   ASSERT_OK(store_->Write(U("strata://resources/log/seal"), "seals have flippers"));
   EXPECT_EQ(top("walruses have tusks"), "strata://resources/log/walrus");
+  EXPECT_EQ(internal::SqliteIndexRebuilds(), before_seal);
   EXPECT_EQ(top("seals have flippers"), "strata://resources/log/seal");
   ExpectConsistent();
   // A graph saved before another process's writes is loaded and caught up at the next start.
@@ -657,11 +661,42 @@ TEST_P(SqliteStoreTest, AnotherProcessesVectorChangesAreAppliedFromTheLog) {
   }
   std::filesystem::rename(dir_.File("old.hnsw"), index);
   std::filesystem::rename(dir_.File("old.hnsw.meta"), index + ".meta");
+  const int64_t before_reopen = internal::SqliteIndexRebuilds();
   Reopen();
+  EXPECT_EQ(internal::SqliteIndexRebuilds(), before_reopen) << "the saved graph was loaded and caught up";
   EXPECT_EQ(top("orcas hunt in pods"), "strata://resources/log/orca");
   EXPECT_EQ(top("rewritten: a note about octopuses"), "strata://resources/log/n7");
   EXPECT_NE(top("seals have flippers"), "strata://resources/log/seal");
   ExpectConsistent();
+}
+
+// A build from before the vector log, writing to the store, bumps the generation without logging what it
+// wrote: a process behind it rebuilds instead of catching up past the unlogged write (it missed that vector
+// for good, and saved the graph as current), and the next logged write starts the log after it.
+TEST_P(SqliteStoreTest, AWriteTheVectorLogDidNotRecordIsNeverCaughtUpPast) {
+  ASSERT_OK(store_->Write(U("strata://resources/mixed/a"), "alpha note about kestrels"));
+  auto top = [&](const std::string& text) -> std::string {
+    auto query = store_->EmbedTexts(std::vector<std::string>{text});
+    auto hits = query.ok() ? store_->VectorNeighbours((*query)[0], {}, 1) : Result<std::vector<ScoredUri>>(query.status());
+    return hits.ok() && !hits->empty() ? (*hits)[0].uri.str() : "";
+  };
+  ASSERT_EQ(top("alpha note about kestrels"), "strata://resources/mixed/a");
+  {
+    auto b = OpenSqliteStore(dir_.path(), {.embedder = embedder_, .synchronous_full = false});
+    ASSERT_OK(b);
+    ASSERT_OK((*b)->Write(U("strata://resources/mixed/old"), "written by an older build about herons"));
+  }
+  // As the older build leaves it: the row unstamped, the log's head not moved.
+  Sql("UPDATE vectors SET generation = 0 WHERE node_id = (SELECT id FROM nodes WHERE uri = 'strata://resources/mixed/old')", "");
+  Sql("UPDATE meta SET value = CAST(CAST(value AS INTEGER) - 1 AS TEXT) WHERE key = 'vector_log_head'", "");
+  const int64_t rebuilds = internal::SqliteIndexRebuilds();
+  EXPECT_EQ(top("written by an older build about herons"), "strata://resources/mixed/old");
+  EXPECT_EQ(internal::SqliteIndexRebuilds(), rebuilds + 1) << "rebuilt, since the log does not cover the write";
+  ExpectConsistent();
+  // The next logged write starts the log after the unlogged one: a graph from before it is rebuilt too.
+  const std::string unlogged = Sql("SELECT value FROM meta WHERE key = 'vector_generation'", "")[0];
+  ASSERT_OK(store_->Write(U("strata://resources/mixed/new"), "a newer note about egrets"));
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'vector_log_since'", ""), std::vector<std::string>{unlogged});
 }
 
 // A store written before the vector log gets it when opened: the log starts at the store's generation, and

@@ -2,12 +2,15 @@
 //
 //   DIR/strata.db           nodes, FTS5 index, vectors, relations, embedding cache (docs/formats/context-store.md)
 //   DIR/vectors.hnsw        the HNSW graph over the vectors table; DIR/vectors.hnsw.meta names the database
-//                           generation it reflects. Missing, unreadable or from another generation → rebuilt
-//                           from the database on open (the database is the truth; the index is a cache).
+//                           generation it reflects. Older → caught up from the vector log on open; missing,
+//                           unreadable, of another model or older than the log → rebuilt from the database
+//                           (the database is the truth; the index is a cache).
 //
 // Every mutation is one IMMEDIATE transaction; the vector index is updated after the commit and saved by
-// Flush() and on destruction. Other processes may share the database (WAL, busy timeout); a process notices
-// their vector changes through the generation and rebuilds its index before the next vector search.
+// Flush() and on destruction (only when it is of the database's current generation). Other processes may
+// share the database (WAL, busy timeout); a process notices their vector changes through the generation and
+// applies them from the vector log (each vector's generation, the ids each generation removed) before its
+// next vector search, or rebuilds its index when the log does not cover them.
 //
 // Thread safety: reads (Stat, Read, List, Glob, Grep, Relations, Lexical, VectorNeighbours, Similarities,
 // GetStats) run in parallel, each on a read connection of its own (WAL); writes are serialised and exclude

@@ -364,9 +364,18 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(std::optional<Row> target, FindStored(c, to));
       if (target) return Status::AlreadyExists("cannot move to " + to.str() + ": it exists");
       int64_t now = NowMs();
+      auto [lo, hi] = DescendantRange(from);
+      STRATA_ASSIGN_OR_RETURN(pg::Rows extent,
+                              c.Exec("SELECT max(length(uri) - length(replace(uri, '/', ''))), max(octet_length(uri)) "
+                                     "FROM store_nodes WHERE uri = $1 OR (uri >= $2 AND uri < $3)",
+                                     {from.str(), lo, hi}));
+      if (extent.size() > 0) {
+        STRATA_ASSIGN_OR_RETURN(int64_t deepest, extent.Int(0, 0));
+        STRATA_ASSIGN_OR_RETURN(int64_t longest, extent.Int(0, 1));
+        STRATA_RETURN_IF_ERROR(CheckMovedBounds(from, to, deepest, longest));
+      }
       STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, ensured_, Finder(c), plan));
       STRATA_RETURN_IF_ERROR(Apply(c, *plan));
-      auto [lo, hi] = DescendantRange(from);
       const int64_t cut = CharCount(from.str()) + 1;  // substr() counts characters.
       STRATA_RETURN_IF_ERROR(
           c.Exec("UPDATE store_nodes SET uri = $1 || substr(uri, $2::int), "

@@ -376,9 +376,17 @@ class SqliteStore final : public ContextStore {
     if (target) return Status::AlreadyExists("cannot move to " + to.str() + ": it exists");
     Plan plan;
     int64_t now = NowMs();
+    auto [lo, hi] = DescendantRange(from);
+    {
+      Stmt extent(Conn(),
+                  "SELECT max(length(uri) - length(replace(uri, '/', ''))), max(length(CAST(uri AS BLOB))) "
+                  "FROM nodes WHERE uri = ?1 OR (uri >= ?2 AND uri < ?3)");
+      extent.Bind(1, from.str()).Bind(2, lo).Bind(3, hi);
+      STRATA_ASSIGN_OR_RETURN(bool row, extent.Step());
+      if (row) STRATA_RETURN_IF_ERROR(CheckMovedBounds(from, to, extent.Int(0), extent.Int(1)));
+    }
     STRATA_RETURN_IF_ERROR(PlanDirectories(to.Parent(), now, ensured_, Finder(), &plan));
     STRATA_RETURN_IF_ERROR(Apply(plan));
-    auto [lo, hi] = DescendantRange(from);
     const int64_t cut = CharCount(from.str()) + 1;  // substr() counts characters.
     Stmt nodes(Conn(),
                "UPDATE nodes SET uri = ?1 || substr(uri, ?2), "

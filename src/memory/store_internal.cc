@@ -407,6 +407,23 @@ Status ValidateMove(const Uri& from, const Uri& to) {
   return Status::Ok();
 }
 
+Status CheckMovedBounds(const Uri& from, const Uri& to, int64_t deepest, int64_t longest) {
+  auto slashes = [](const std::string& s) { return static_cast<int64_t>(std::count(s.begin(), s.end(), '/')); };
+  const int64_t segments = deepest - slashes(from.str()) + slashes(to.str()) - 1;  // "strata://" holds two.
+  const int64_t bytes = longest - static_cast<int64_t>(from.str().size()) + static_cast<int64_t>(to.str().size());
+  if (segments > static_cast<int64_t>(Uri::kMaxSegments)) {
+    return Status::InvalidArgument("cannot move " + from.str() + " to " + to.str() + ": a URI below it would have " +
+                                   std::to_string(segments) + " segments; at most " +
+                                   std::to_string(Uri::kMaxSegments) + " are allowed");
+  }
+  if (bytes > static_cast<int64_t>(Uri::kMaxBytes)) {
+    return Status::InvalidArgument("cannot move " + from.str() + " to " + to.str() + ": a URI below it would be " +
+                                   std::to_string(bytes) + " bytes; at most " + std::to_string(Uri::kMaxBytes) +
+                                   " are allowed");
+  }
+  return Status::Ok();
+}
+
 std::string DirectoryLayer(const Uri& uri, Level level, const std::vector<Node>& children) {
   if (level == Level::kAbstract) {
     std::string out = std::string(uri.name()) + ": " + std::to_string(children.size()) + " entries";

@@ -99,6 +99,10 @@ int64_t CharCount(std::string_view text);
 
 // Checks that a move is allowed by the URIs alone.
 Status ValidateMove(const Uri& from, const Uri& to);
+// kInvalidArgument when moving `from` to `to` would give a node below it a URI past Uri's bounds (128
+// segments, 4096 bytes): `deepest` and `longest` are the most '/' and the most bytes of any URI at or below
+// `from`. Such URIs were stored, and every later read of them (a find over the scope, a check) failed.
+Status CheckMovedBounds(const Uri& from, const Uri& to, int64_t deepest, int64_t longest);
 
 // A directory's L0/L1 when it has none of its own: a listing of its children's abstracts.
 std::string DirectoryLayer(const Uri& dir, Level level, const std::vector<Node>& children);

@@ -473,6 +473,29 @@ TEST_P(StoreTest, ListTreeGlobGrep) {
   EXPECT_EQ(store_->List(U("strata://resources/nope")).status().code(), StatusCode::kNotFound);
 }
 
+// A move that would give a node below it a URI past the bounds (128 segments, 4096 bytes) is refused, and
+// nothing moves. It was taken, and every later find over the scope, check and tree failed parsing them.
+TEST_P(StoreTest, AMoveThatWouldMakeAUriTooDeepOrTooLongIsRefused) {
+  ASSERT_OK(store_->Write(U("strata://resources/m7/a/leaf"), "a leaf about puffins"));
+  std::string deep = "strata://resources";
+  for (int i = 0; i < 125; ++i) deep += "/b";
+  ASSERT_OK(store_->Mkdir(U(deep), {}));
+  Status refused = store_->Move(U("strata://resources/m7"), U(deep + "/m7"));
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("would have 129 segments; at most 128"), std::string::npos) << refused.message();
+  std::string wide = "strata://resources";
+  for (int i = 0; i < 16; ++i) wide += "/" + std::string(250, 'w');
+  ASSERT_OK(store_->Mkdir(U(wide), {}));
+  ASSERT_OK(store_->Write(U("strata://resources/m7/a/" + std::string(100, 'l')), "a leaf with a long name"));
+  refused = store_->Move(U("strata://resources/m7"), U(wide + "/m7"));  // Fits; its long leaf would not.
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("bytes; at most 4096"), std::string::npos) << refused.message();
+  EXPECT_OK(store_->Stat(U("strata://resources/m7/a/leaf")));
+  // One that fits goes.
+  ASSERT_OK(store_->Move(U("strata://resources/m7"), U(deep.substr(0, deep.size() - 2) + "/m7")));
+  ExpectConsistent();
+}
+
 TEST_P(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
   ASSERT_OK(store_->Write(U("strata://resources/old/deep/leaf"), "quokka facts"));
   ASSERT_OK(store_->Write(U("strata://resources/other"), "points at the leaf"));

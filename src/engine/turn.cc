@@ -143,7 +143,16 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
         }
       }
     }
-    const std::span<const Message> anchor = live.empty() ? std::span<const Message>(archived_tail) : live;
+    // A system message the log holds (an append's, or one an older begin_turn logged) is never among what a
+    // client sends back as the conversation (a turn's are its system prompt): the anchor goes without it.
+    std::span<const Message> said = live;
+    std::vector<Message> spoken;
+    auto is_system = [](const Message& m) { return m.role == Role::kSystem; };
+    if (std::any_of(live.begin(), live.end(), is_system)) {
+      std::remove_copy_if(live.begin(), live.end(), std::back_inserter(spoken), is_system);
+      said = spoken;
+    }
+    const std::span<const Message> anchor = live.empty() ? std::span<const Message>(archived_tail) : said;
     const bool older_allowed = summarised || info->stats.commits > 0;
     if (const size_t repeated = RepeatedPrefix(request.turn, anchor, older_allowed); repeated > 0) {
       if (repeated < request.turn.size()) {

@@ -138,6 +138,19 @@ TEST_F(TurnTest, ASystemMessageInTheTurnIsItsSystemPromptNotLogged) {
   ASSERT_EQ(log.size(), 2u);
   EXPECT_EQ(log[0].role, Role::kUser);
   EXPECT_EQ(log[1].role, Role::kAssistant);
+  // A session whose log holds a system message (an append's, or an older build's turn) is still matched
+  // when the client sends the whole conversation again: its history was logged again whole.
+  ASSERT_OK(engine_->AddMessages("chat-sys", std::vector{Message::System("Logged as a message.")}));
+  ASSERT_OK(engine_->AddMessages("chat-sys", std::vector{Message::User("again"), Message::Assistant("Yes.")}));
+  TurnRequest whole = Ask("hello");
+  whole.turn = {Message::System("You are terse."), Message::User("hello"), Message::Assistant("Hi."),
+                Message::User("again"), Message::Assistant("Yes."), Message::User("and now?")};
+  auto resent = engine_->BeginTurn("chat-sys", whole);
+  ASSERT_OK(resent);
+  ASSERT_OK((*resent)->Finish(Message::Assistant("Now.")));
+  log = Log("chat-sys");
+  ASSERT_EQ(log.size(), 7u) << "only the new question and its reply were added";
+  EXPECT_EQ(log[5].ExtractText(""), "and now?");
   // A turn of system messages alone has no new message.
   TurnRequest only = Ask("x");
   only.turn = {Message::System("Only this.")};

@@ -448,15 +448,18 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   // that sends its next turn as soon as the stream ends finds the previous reply there (the turn ends before
   // it goes out). Every other event goes out at once: holding each chunk until the next arrived kept text the
   // model had written from the client while the model paused (reasoning, building a tool call).
-  c.res.stream = [this, live, engine, upstream, slot, turn, dialect, strip_usage](const ChunkWriter& write) {
-    constexpr std::chrono::seconds kSignOfLife{2};
+  // Signs of life only in a stream of server-sent events (an upstream that answers a streamed request with a
+  // whole JSON body must not have comments put before it).
+  const bool sse = c.res.content_type.find("text/event-stream") != std::string::npos;
+  c.res.stream = [this, live, engine, upstream, slot, turn, dialect, strip_usage, sse](const ChunkWriter& write) {
+    const std::chrono::milliseconds sign_of_life = sse ? std::chrono::milliseconds(2'000) : std::chrono::hours(1);
     constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
     bool too_long = false;
     UsageChunkFilter filter;
     StreamEnds ends;
     while (!shut_down.load()) {
-      Result<bool> more = live->ReadFor(&chunk, kSignOfLife);
+      Result<bool> more = live->ReadFor(&chunk, sign_of_life);
       if (!more.ok()) {
         // The upstream's stream broke: the client is told in its dialect's own error event (its SDK raises),
         // not given a clean end it would take for the whole reply. Nothing of the reply is logged; the
@@ -474,7 +477,7 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
         // every client skips, is the only way to learn that the client went away (a write to a closed
         // connection fails, at the latest the second): its session is free again within seconds, not at
         // the upstream's next word. It also keeps idle-timing proxies from cutting the stream.
-        if (!write(": keep-alive\n\n")) return;
+        if (sse && !write(": keep-alive\n\n")) return;
         continue;
       }
       if (turn && !too_long) {

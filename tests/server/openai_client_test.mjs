@@ -31,6 +31,13 @@ const upstreamHandler = fakeUpstream(received, { error: { message: "Rate limit r
     }));
     return;
   }
+  if (request.model === "slowjson") {
+    // An upstream that answers a streamed request with a whole JSON body, after a pause.
+    res.writeHead(200, { "content-type": "application/json" });
+    setTimeout(() => res.end(JSON.stringify({ id: "cmpl-8", object: "chat.completion", created: 1, model: "slowjson",
+      choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "Whole." } }] })), 2_600);
+    return;
+  }
   res.writeHead(200, { "content-type": "text/event-stream" });
   if (request.model === "cut") {
     // A stream the upstream breaks after its first words (the connection dies mid-reply).
@@ -319,6 +326,14 @@ test("a reply with a long pause in it reaches the client whole (the signs of lif
   let sdkText = "";
   for await (const chunk of again) sdkText += chunk.choices[0]?.delta?.content ?? "";
   assert.equal(sdkText, "Slow reply.", "the SDK skips the comments");
+});
+
+test("a body that is not a stream gets no signs of life, however long the upstream takes", { timeout: 20_000 }, async () => {
+  const raw = await fetch(`http://127.0.0.1:${serverPort}/v1/chat/completions`, {
+    method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${userKey}` },
+    body: JSON.stringify({ model: "slowjson", stream: true, messages: [{ role: "user", content: "Hi." }] }) });
+  const body = await raw.text();
+  assert.equal(JSON.parse(body).choices[0].message.content, "Whole.", body);
 });
 
 test("a stream that ends before the upstream marks it complete is an error to the client, not a whole reply", async () => {

@@ -11,6 +11,7 @@ character. Strings inside dicts (messages, metadata) are checked where they are 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 from .errors import InvalidArgumentError
@@ -23,10 +24,17 @@ def _not_utf8(args: tuple, kwargs: dict) -> str | None:
     items = []
     for name, value in named:
         if isinstance(value, (list, tuple)):
-            items += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, str)]
+            items += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, (str, bytes))]
         else:
             items.append((name, value))
     for name, value in items:
+        if isinstance(value, bytes):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return (f"{name} is not UTF-8: byte {value[e.start]:#04x} at index {e.start} (a name that is not UTF-8 "
+                        f"is not a path or name Strata stores)")
+            continue
         if not isinstance(value, str):
             continue
         try:
@@ -37,11 +45,28 @@ def _not_utf8(args: tuple, kwargs: dict) -> str | None:
     return None
 
 
+def _fspath(value: Any) -> Any:
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, list) and any(isinstance(v, os.PathLike) for v in value):
+        return [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+    return value
+
+
 def _guard(func: Any, where: str, skip_self: bool) -> Any:
     @functools.wraps(func)
     def guarded(*args: Any, **kwargs: Any) -> Any:
+        # A path given as a pathlib.Path (an os.PathLike), alone or in a list, is taken as its text.
+        args = tuple(_fspath(a) for a in args)
+        kwargs = {k: _fspath(v) for k, v in kwargs.items()}
         try:
             return func(*args, **kwargs)
+        except UnicodeDecodeError as e:
+            # bytes that are not UTF-8 (os.fsencode of such a name), which pybind11 decodes.
+            problem = _not_utf8(args[1:] if skip_self else args, kwargs)
+            if problem is None:
+                raise
+            raise InvalidArgumentError(f"{where}: {problem}") from e
         except (TypeError, RuntimeError) as e:
             # Only pybind11's refusal to convert the arguments is read so, and only when a string among them no
             # UTF-8 holds (which pybind11 refuses too); its own message stays as the cause.

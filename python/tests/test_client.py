@@ -4,6 +4,7 @@ exception classes, keys and isolation, task events — and the same answers as a
 from __future__ import annotations
 
 import copy
+import os
 import json
 import pickle
 
@@ -327,9 +328,15 @@ def test_text_that_is_not_unicode_and_ids_that_are_no_id_are_refused_alike(serve
                                               "strata://resources/e")):
         with pytest.raises(strata.InvalidArgumentError, match=r"'\\udcff' at index \d+ is a lone surrogate"):
             call()
-    # A list's item is named by its place (it was pybind11's TypeError).
+    # A list's item is named by its place (it was pybind11's TypeError); bytes that are not UTF-8 alike (they
+    # were a bare UnicodeDecodeError), and a pathlib.Path is taken as its text (it was a TypeError).
     with pytest.raises(strata.InvalidArgumentError, match=r"argument 1\[1\] is not valid Unicode"):
         engine.add_resources([str(tmp_path / "ok.txt"), str(tmp_path / "bad\udcff.txt")], "strata://resources/e")
+    with pytest.raises(strata.InvalidArgumentError, match=r"argument 1\[0\] is not UTF-8: byte 0xff"):
+        engine.add_resources([os.fsencode(str(tmp_path / "bad\udcff.txt"))], "strata://resources/e")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nPaths as Path objects.\n")
+    assert engine.add_resources([tmp_path / "docs"], "strata://resources/paths").added == ["a.md"]
     client.create_session(session_id="s1")
     for session_id in ("s1/status", "s1/log", "../s1", "", ".", ".."):
         with pytest.raises(strata.InvalidArgumentError):

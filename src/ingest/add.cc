@@ -145,37 +145,69 @@ Result<bool> RemoveFileNodes(memory::ContextStore& store, const Uri& file, const
   return false;
 }
 
+// What stops a file at `file` with chunks at `chunks` from being written, in words, or "": a leaf among the
+// directories between `root` and it, or a chunk's place held by anything but this file's own chunk (added
+// from `source`, when `was_file`). `known_dirs` remembers the directories already seen.
+Result<std::string> Clash(memory::ContextStore& store, const Uri& root, const Uri& file, const std::vector<Uri>& chunks,
+                          const std::string& source, bool was_file, std::set<std::string>* known_dirs) {
+  std::vector<Uri> above;
+  for (Uri d = file.Parent(); d.str().size() > root.str().size() && !known_dirs->count(d.str()); d = d.Parent()) {
+    above.push_back(d);
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::optional<memory::Node>> dirs, store.StatMany(above));
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    if (dirs[i] && !dirs[i]->is_dir) return above[i].str() + " is a leaf, not a directory";
+    if (dirs[i]) known_dirs->insert(above[i].str());
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::optional<memory::Node>> held, store.StatMany(chunks));
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (!held[i]) continue;
+    const Json meta = MetadataOf(*held[i]);
+    const Json* ingest = IngestOf(meta);
+    bool own_chunk = was_file && !held[i]->is_dir && ingest != nullptr && json::Field(*ingest, "chunk") != nullptr &&
+                     json::StringOr(*ingest, "source") == source;
+    if (!own_chunk) return chunks[i].str() + ", the place of its chunk " + std::to_string(i + 1) + ", holds another node";
+  }
+  return std::string();
+}
+
 // A folder an add of `root` made at the path of a file the tree now has (a directory replaced by a file of
 // its name). With remove_missing, the files the folder held that this add no longer has are removed (they are
 // reported removed); when nothing but empty folders the adds made is left, the folder goes and the file takes
 // its place. Returns whether it went. Without remove_missing, or when anything else is below it, it stays
 // (and the file is skipped). Before, the folder stayed for good, and what it held was never removed.
-bool EmptiedFolder(memory::ContextStore& store, const memory::Node& folder, const Uri& root,
-                   const std::set<std::string>& every_path, const AddOptions& options, AddReport* report) {
-  const Json meta = MetadataOf(folder);
-  const Json* ingest = IngestOf(meta);
-  if (!options.remove_missing || ingest == nullptr || !json::BoolOr(*ingest, "folder", false)) return false;
-  Result<std::vector<memory::Node>> below = store.List(folder.uri, {.recursive = true});
-  if (!below.ok()) return false;
-  for (const memory::Node& n : *below) {
+Result<bool> EmptiedFolder(memory::ContextStore& store, const memory::Node& folder, const Uri& root,
+                           const std::set<std::string>& every_path, const AddOptions& options, AddReport* report,
+                           std::vector<Uri>* removed) {
+  // Only a folder an add made and nobody changed since (no metadata but the add's mark, no links), as
+  // DescribeFolders removes an emptied one.
+  auto made_by_an_add = [&](const memory::Node& n) -> Result<bool> {
+    const Json m = MetadataOf(n);
+    const Json* i = IngestOf(m);
+    if (!n.is_dir || i == nullptr || !json::BoolOr(*i, "folder", false) || m.size() != 1) return false;
+    STRATA_ASSIGN_OR_RETURN(std::vector<memory::Relation> links, store.Relations(n.uri));
+    return links.empty();
+  };
+  STRATA_ASSIGN_OR_RETURN(bool ours, made_by_an_add(folder));
+  if (!options.remove_missing || !ours) return false;
+  STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> below, store.List(folder.uri, {.recursive = true}));
+  for (const memory::Node& n : below) {
     const Json m = MetadataOf(n);
     const Json* i = IngestOf(m);
     if (!n.is_dir || !IsFile(i) || json::StringOr(*i, "root") != root.str()) continue;
     std::string source = json::StringOr(*i, "source");
     if (every_path.count(source)) continue;
-    Result<bool> went = RemoveFileNodes(store, n.uri, source);
-    if (!went.ok()) return false;
+    STRATA_RETURN_IF_ERROR(RemoveFileNodes(store, n.uri, source).status());
     report->removed.push_back(source);
+    removed->push_back(n.uri);
   }
-  below = store.List(folder.uri, {.recursive = true});
-  if (!below.ok()) return false;
-  for (const memory::Node& n : *below) {
-    const Json m = MetadataOf(n);
-    const Json* i = IngestOf(m);
-    bool empty_folder = n.is_dir && i != nullptr && json::BoolOr(*i, "folder", false) && m.size() == 1;
-    if (!empty_folder) return false;  // A leaf, a file, or a directory someone made: it stays.
+  STRATA_ASSIGN_OR_RETURN(below, store.List(folder.uri, {.recursive = true}));
+  for (const memory::Node& n : below) {
+    STRATA_ASSIGN_OR_RETURN(bool empty_folder, made_by_an_add(n));
+    if (!empty_folder) return false;  // A leaf, a file, or a directory someone made or linked: it stays.
   }
-  return store.Remove(folder.uri, /*recursive=*/true).ok();
+  STRATA_RETURN_IF_ERROR(store.Remove(folder.uri, /*recursive=*/true).status());
+  return true;
 }
 
 }  // namespace
@@ -194,6 +226,7 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       if (d.str() == root.str()) break;
     }
   };
+  std::set<std::string> known_dirs;  // Directories seen to be directories (Clash).
   std::set<std::string> every_path;  // Every path of this add.
   for (const SourceFile& f : files) every_path.insert(f.path);
   for (const SourceFile& f : files) {
@@ -223,8 +256,11 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) return existing.status();
     bool was_file = false;  // An earlier add wrote this file: it is updated (or unchanged).
     std::string old_source = f.path;  // The path that add had it from (another root's add named it otherwise).
-    if (existing.ok() && existing->is_dir && EmptiedFolder(store, *existing, root, every_path, options, report)) {
-      existing = Status::NotFound("replaced");  // A folder the tree now has this file in place of.
+    if (existing.ok() && existing->is_dir) {
+      std::vector<Uri> emptied;
+      STRATA_ASSIGN_OR_RETURN(bool replaced, EmptiedFolder(store, *existing, root, every_path, options, report, &emptied));
+      for (const Uri& gone : emptied) touch(gone);  // Their folders are described again.
+      if (replaced) existing = Status::NotFound("replaced");  // A folder the tree now has this file in place of.
     }
     if (existing.ok()) {
       const Json existing_meta = MetadataOf(*existing);
@@ -289,6 +325,14 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
       STRATA_RETURN_IF_ERROR(skip_changed("not a node name for its chunks: " + std::string(named.message())));
       continue;
     }
+    // Nothing of the file may land on another node: a directory above it that is a leaf (a chunk of a file
+    // added at a shorter path), or a chunk's place held by something that is not this file's own chunk (a
+    // file added at that path). Either stopped the add halfway, the file's old chunks already removed.
+    STRATA_ASSIGN_OR_RETURN(std::string clash, Clash(store, root, *uri, chunk_uris, old_source, was_file, &known_dirs));
+    if (!clash.empty()) {
+      report->skipped.push_back({f.path, clash + "; not added"});
+      continue;
+    }
     // A changed file's old chunks go; what else is below it (a file added at a path under it, a note) stays.
     if (was_file) STRATA_RETURN_IF_ERROR(RemoveFileNodes(store, *uri, old_source).status());
     // The file: a directory of ordered chunks, its L0 the title or first line, its L1 the outline.
@@ -309,16 +353,9 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
                                   {"kind", FileKindName(e.kind)}, {"chunks", e.chunks.size()},
                                   {"chunk_tokens", options.extract.chunk_tokens}}}};
     if (!e.title.empty()) file_meta["ingest"]["title"] = e.title;
-    Status made = store.Mkdir(*uri, {.abstract_text = abstract_text,
-                                     .overview = Utf8Cut(overview, 2000),
-                                     .metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)});
-    if (made.code() == StatusCode::kFailedPrecondition && !was_file) {
-      // Below a leaf (a chunk of a file added at a shorter path): the file is skipped, the add goes on. It
-      // stopped the whole add, with the other files half done.
-      report->skipped.push_back({f.path, std::string(made.message()) + "; not added"});
-      continue;
-    }
-    STRATA_RETURN_IF_ERROR(made);
+    STRATA_RETURN_IF_ERROR(store.Mkdir(*uri, {.abstract_text = abstract_text,
+                                             .overview = Utf8Cut(overview, 2000),
+                                             .metadata = file_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
     std::vector<std::pair<Uri, std::string>> leaves;
     std::vector<memory::WriteOptions> leaf_options;
     for (size_t i = 0; i < e.chunks.size(); ++i) {

@@ -600,6 +600,24 @@ TEST_F(IngestTree, AFileOnAnotherFilesChunkIsSkippedAndTheAddGoesOn) {
   EXPECT_NE(report->skipped[1].reason.find("not added"), std::string::npos) << report->skipped[1].reason;
   EXPECT_EQ(engine_->Grep("zebras", root)->size(), 1u);
   EXPECT_EQ(engine_->Grep("lemurs", root)->size(), 1u);
+  // A changed file whose new chunk would land on a file added below it is skipped before its old chunks go.
+  const std::string below = "strata://resources/below";
+  files = {{"b.md", "# Start\n\nbadgers\n", "", 0}, {"b.md/0001-intro", "otters\n", "", 0}};
+  auto first = engine_->AddResourceFiles(files, below);
+  ASSERT_OK(first);
+  EXPECT_EQ(first->added.size(), 2u);
+  files = {{"b.md", "# Intro\n\nbeavers\n", "", 0}, {"b.md/0001-intro", "otters\n", "", 0}, {"c.md", "coypu\n", "", 0}};
+  auto changed = engine_->AddResourceFiles(files, below);
+  ASSERT_OK(changed);
+  ASSERT_EQ(changed->skipped.size(), 1u);
+  EXPECT_NE(changed->skipped[0].reason.find("the place of its chunk 1, holds another node"), std::string::npos)
+      << changed->skipped[0].reason;
+  EXPECT_EQ(changed->added, std::vector<std::string>{"c.md"});
+  EXPECT_EQ(engine_->Grep("badgers", below)->size(), 1u) << "the old chunk stays";
+  EXPECT_EQ(engine_->Grep("otters", below)->size(), 1u);
+  auto problems = engine_->Check();
+  ASSERT_OK(problems);
+  EXPECT_TRUE(problems->empty());
 }
 
 // A file that holds no text now is skipped, and the chunks an earlier add took from it go: find must not

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -129,7 +130,23 @@ class SqliteStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/true));
     }
     STRATA_ASSIGN_OR_RETURN(generation_, ReadGeneration());
+    RemoveAbandonedGraphs();
     return LoadIndexLocked();
+  }
+
+  // A save's own graph file that a process killed mid-save left behind (as large as the graph): gone once it
+  // is an hour old, by when no save is still writing it.
+  void RemoveAbandonedGraphs() {
+    std::error_code ec;
+    const std::string prefix = "vectors.hnsw.";
+    for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.starts_with(prefix) || !name.ends_with(".tmp") || name == "vectors.hnsw.meta.tmp") continue;
+      std::error_code time_ec;
+      auto written = std::filesystem::last_write_time(it->path(), time_ec);
+      if (time_ec || std::filesystem::file_time_type::clock::now() - written < std::chrono::hours(1)) continue;
+      std::filesystem::remove(it->path(), time_ec);
+    }
   }
 
   // The saved graph: as it is when current; when older, caught up from the vector log (another process
@@ -142,7 +159,7 @@ class SqliteStore final : public ContextStore {
       return Status::Ok();
     }
     Result<int64_t> saved = VectorIndex::SavedGeneration(IndexPath());
-    if (saved.ok() && *saved < generation_) {
+    if (saved.ok() && *saved < generation_ && LogCovers(*saved)) {  // Else loading it is wasted.
       auto older = VectorIndex::Load(IndexPath(), *saved, model_, IndexParams());
       if (older.ok()) {
         index_ = std::move(*older);
@@ -920,9 +937,7 @@ class SqliteStore final : public ContextStore {
     // The log must reach back to this index and up to the database: a build from before the log, writing to
     // the store, bumps the generation without logging what it changed (BumpGeneration moves the log's start
     // past such writes once it sees them).
-    STRATA_ASSIGN_OR_RETURN(std::string since, MetaGet("vector_log_since"));
-    STRATA_ASSIGN_OR_RETURN(std::string head, MetaGet("vector_log_head"));
-    if (since.empty() || head.empty() || std::stoll(since) > index_generation_ || std::stoll(head) != generation) {
+    if (!LogCovers(index_generation_, generation)) {
       return Status::FailedPrecondition("the vector log does not cover generations " +
                                         std::to_string(index_generation_) + " to " + std::to_string(generation));
     }
@@ -954,6 +969,21 @@ class SqliteStore final : public ContextStore {
     generation_ = generation;
     if (applied > 0) index_dirty_ = true;  // Else the saved graph, if it is this one, is current as it is.
     return Status::Ok();
+  }
+
+  // Whether the vector log holds every change after generation `from` up to `to` (the database's current
+  // one when -1): it reaches back to `from`, and its head is `to` (a build without the log, writing since,
+  // left the head behind).
+  bool LogCovers(int64_t from, int64_t to = -1) {
+    Result<std::string> since = MetaGet("vector_log_since");
+    Result<std::string> head = MetaGet("vector_log_head");
+    if (to < 0) {
+      Result<int64_t> current = ReadGeneration();
+      if (!current.ok()) return false;
+      to = *current;
+    }
+    return since.ok() && head.ok() && !since->empty() && !head->empty() && std::stoll(*since) <= from &&
+           std::stoll(*head) == to;
   }
 
   // The vector log (vectors.generation, vector_removals) lets a process apply another's changes instead of
@@ -1212,9 +1242,11 @@ class SqliteStore final : public ContextStore {
     // The graph is written first, to a file of this process's own, with no transaction held (it may be
     // hundreds of megabytes; the other processes' writes do not wait for it); only the check and the renames
     // hold the write lock.
-    const std::string graph = IndexPath() + "." + std::to_string(::getpid()) + ".tmp";
-    STRATA_RETURN_IF_ERROR(index_->SaveGraph(graph));
-    std::error_code ec;
+    // The name is this save's alone: two stores of one process, or two processes of one pid (containers
+    // sharing the volume), may save at once.
+    static std::atomic<uint64_t> saves{0};
+    const std::string graph = IndexPath() + "." + std::to_string(::getpid()) + "-" +
+                              std::to_string(saves.fetch_add(1)) + "-" + std::to_string(std::random_device{}()) + ".tmp";
     struct RemoveOnExit {
       const std::string& path;
       ~RemoveOnExit() {
@@ -1222,6 +1254,8 @@ class SqliteStore final : public ContextStore {
         std::filesystem::remove(path, ignored);
       }
     } remove_graph{graph};
+    STRATA_RETURN_IF_ERROR(index_->SaveGraph(graph));
+    std::error_code ec;
     STRATA_RETURN_IF_ERROR(db_.ExecOne("BEGIN IMMEDIATE"));
     CommitOnExit end_write{db_};
     STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());

@@ -722,6 +722,28 @@ TEST_P(SqliteStoreTest, AWriteTheVectorLogDidNotRecordIsNeverCaughtUpPast) {
   EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'vector_log_since'", ""), std::vector<std::string>{unlogged});
 }
 
+// A save writes its graph to a file of its own before renaming it; one a killed process left behind (as large
+// as the graph) is removed by the next open once it is an hour old, and a save in progress is left alone.
+TEST_P(SqliteStoreTest, AGraphFileAKilledSaveLeftIsRemovedOnceItIsOld) {
+  ASSERT_OK(store_->Write(U("strata://resources/t/a"), "a note"));
+  ASSERT_OK(store_->Flush());
+  store_.reset();
+  const std::string old_file = dir_.File("vectors.hnsw.4242-0-17.tmp");
+  const std::string fresh_file = dir_.File("vectors.hnsw.4243-0-18.tmp");
+  testing::WriteFileOrDie(old_file, "half a graph");
+  testing::WriteFileOrDie(fresh_file, "a graph being written");
+  std::filesystem::last_write_time(old_file, std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  Reopen();
+  EXPECT_FALSE(std::filesystem::exists(old_file));
+  EXPECT_TRUE(std::filesystem::exists(fresh_file));
+  ASSERT_OK(store_->Write(U("strata://resources/t/b"), "another note"));
+  ASSERT_OK(store_->Flush());
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "vectors.hnsw.4243-0-18.tmp" || !name.ends_with(".tmp")) << name << " was left by the save";
+  }
+}
+
 // A store written before the vector log gets it when opened: the log starts at the store's generation, and
 // a graph saved before then is built again, not caught up from a log that does not reach back to it.
 TEST_P(SqliteStoreTest, AStoreFromBeforeTheVectorLogStartsItsLogWhereItIs) {

@@ -448,23 +448,26 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
   // that sends its next turn as soon as the stream ends finds the previous reply there (the turn ends before
   // it goes out). Every other event goes out at once: holding each chunk until the next arrived kept text the
   // model had written from the client while the model paused (reasoning, building a tool call).
-  // Signs of life only in a stream of server-sent events (an upstream that answers a streamed request with a
-  // whole JSON body must not have comments put before it).
-  const bool sse = c.res.content_type.find("text/event-stream") != std::string::npos;
+  // An upstream may answer a streamed request with a whole JSON body: no comment or SSE error event may be
+  // put into that, and the reply is logged from it as a whole.
+  std::string type = c.res.content_type;
+  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const bool sse = type.find("text/event-stream") != std::string::npos;
   c.res.stream = [this, live, engine, upstream, slot, turn, dialect, strip_usage, sse](const ChunkWriter& write) {
-    const std::chrono::milliseconds sign_of_life = sse ? std::chrono::milliseconds(2'000) : std::chrono::hours(1);
+    constexpr std::chrono::seconds kSignOfLife{2};
     constexpr size_t kMaxLoggedReply = 16 << 20;  // A longer reply is passed on but not logged.
     std::string all, chunk, held;
     bool too_long = false;
     UsageChunkFilter filter;
     StreamEnds ends;
     while (!shut_down.load()) {
-      Result<bool> more = live->ReadFor(&chunk, sign_of_life);
+      Result<bool> more = live->ReadFor(&chunk, kSignOfLife);
       if (!more.ok()) {
         // The upstream's stream broke: the client is told in its dialect's own error event (its SDK raises),
         // not given a clean end it would take for the whole reply. Nothing of the reply is logged; the
         // turn, logged already, is not logged again when the client retries it (Engine::BeginTurn).
         if (turn) turn->Release();
+        if (!sse) return;  // A body cut short: the client sees the connection end before it.
         held = ends.Rest();
         if (!held.empty() && !write(held)) return;
         write(StreamErrorEvent(dialect, "the upstream's stream broke before the reply ended: " +
@@ -494,10 +497,11 @@ Result<Json> Server::Impl::ModelEndpoint(Call& c, Dialect dialect) {
     held = ends.Rest();
     if (strip_usage) held += filter.Flush();
     if (turn && !too_long) {
-      if (Status finished = FinishTurn(engine, *turn, upstream, true, all); !finished.ok()) {
+      if (Status finished = FinishTurn(engine, *turn, upstream, sse, all); !finished.ok()) {
         // Instead of the last chunk, which may hold the stream's clean end ([DONE], message_stop) that the
-        // client's SDK would stop at without reading the error.
-        write(StreamErrorEvent(dialect, std::string(finished.message())));
+        // client's SDK would stop at without reading the error; a whole body is cut instead (its client
+        // would take it for a reply the session holds).
+        if (sse) write(StreamErrorEvent(dialect, std::string(finished.message())));
         return;
       }
     }

@@ -334,6 +334,14 @@ test("a body that is not a stream gets no signs of life, however long the upstre
     body: JSON.stringify({ model: "slowjson", stream: true, messages: [{ role: "user", content: "Hi." }] }) });
   const body = await raw.text();
   assert.equal(JSON.parse(body).choices[0].message.content, "Whole.", body);
+  // In a session the whole body is the reply the session logs (it was decoded as a stream, and not logged).
+  const inSession = await fetch(`http://127.0.0.1:${serverPort}/v1/chat/completions`, {
+    method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${userKey}`, "X-Strata-Session": "chat-json" },
+    body: JSON.stringify({ model: "slowjson", stream: true, messages: [{ role: "user", content: "Hi." }] }) });
+  const sessionBody = await inSession.text();
+  assert.equal(JSON.parse(sessionBody).choices[0].message.content, "Whole.", sessionBody);
+  const logged = (await call("GET", "/api/v1/sessions/chat-json/messages", userKey)).json.result;
+  assert.deepEqual(logged.map((m) => [m.role, m.content]), [["user", "Hi."], ["assistant", "Whole."]]);
 });
 
 test("a stream that ends before the upstream marks it complete is an error to the client, not a whole reply", async () => {

@@ -133,31 +133,40 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     const bool summarised = !logged.empty() && window::SummaryOf(logged.front()).has_value();
     std::span<const Message> live(logged);
     if (summarised) live = live.subspan(1);
+    // A system message the log holds (an append's, or one an older begin_turn logged) is never among what a
+    // client sends back as the conversation (a turn's are its system prompt): the anchor goes without it.
+    auto is_system = [](const Message& m) { return m.role == Role::kSystem; };
+    auto without_system = [&](std::span<const Message> from) {
+      std::vector<Message> out;
+      std::remove_copy_if(from.begin(), from.end(), std::back_inserter(out), is_system);
+      return out;
+    };
+    std::span<const Message> said = live;
+    std::vector<Message> said_storage;  // Copied only when the log holds a system message.
+    if (std::any_of(live.begin(), live.end(), is_system)) {
+      said_storage = without_system(live);
+      said = said_storage;
+    }
     std::vector<Message> archived_tail;  // After a commit left no live message: the newest archive's last.
-    if (live.empty() && info->stats.commits > 0 && request.turn.size() > 2) {
+    if (said.empty() && info->stats.commits > 0 && request.turn.size() > 2) {
       Result<std::vector<session::ArchiveInfo>> archives = sessions->Archives(turn->ref_);
       if (archives.ok() && !archives->empty()) {
         Result<std::vector<Message>> last = sessions->ArchiveMessages(turn->ref_, archives->back().number);
-        if (last.ok() && last->size() >= 2) {
-          archived_tail.assign(last->end() - static_cast<std::ptrdiff_t>(std::min<size_t>(last->size(), 4)), last->end());
+        if (last.ok()) {
+          std::vector<Message> spoken = without_system(*last);
+          if (spoken.size() >= 2) {
+            archived_tail.assign(spoken.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(spoken.size(), 4)),
+                                 spoken.end());
+          }
         }
       }
     }
-    // A system message the log holds (an append's, or one an older begin_turn logged) is never among what a
-    // client sends back as the conversation (a turn's are its system prompt): the anchor goes without it.
-    std::span<const Message> said = live;
-    std::vector<Message> spoken;
-    auto is_system = [](const Message& m) { return m.role == Role::kSystem; };
-    if (std::any_of(live.begin(), live.end(), is_system)) {
-      std::remove_copy_if(live.begin(), live.end(), std::back_inserter(spoken), is_system);
-      said = spoken;
-    }
-    const std::span<const Message> anchor = live.empty() ? std::span<const Message>(archived_tail) : said;
+    const std::span<const Message> anchor = said.empty() ? std::span<const Message>(archived_tail) : said;
     const bool older_allowed = summarised || info->stats.commits > 0;
     if (const size_t repeated = RepeatedPrefix(request.turn, anchor, older_allowed); repeated > 0) {
       if (repeated < request.turn.size()) {
         request.turn.erase(request.turn.begin(), request.turn.begin() + static_cast<std::ptrdiff_t>(repeated));
-      } else if (!live.empty()) {
+      } else if (!said.empty()) {
         // Nothing new: the same turn again (its reply never came, or a prefill to go on from), as the session
         // holds it, so that below it is neither logged nor sent twice.
         request.turn.assign(live.begin(), live.end());

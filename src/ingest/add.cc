@@ -259,7 +259,10 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     if (existing.ok() && existing->is_dir) {
       std::vector<Uri> emptied;
       STRATA_ASSIGN_OR_RETURN(bool replaced, EmptiedFolder(store, *existing, root, every_path, options, report, &emptied));
-      for (const Uri& gone : emptied) touch(gone);  // Their folders are described again.
+      for (const Uri& gone : emptied) {
+        touch(gone);                     // Their folders are described again,
+        changed_dirs.insert(gone.str());  // and a file's directory that stays (a folder now) too.
+      }
       if (replaced) existing = Status::NotFound("replaced");  // A folder the tree now has this file in place of.
     }
     if (existing.ok()) {

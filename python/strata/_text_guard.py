@@ -24,11 +24,11 @@ def _not_utf8(args: tuple, kwargs: dict) -> str | None:
     items = []
     for name, value in named:
         if isinstance(value, (list, tuple)):
-            items += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, (str, bytes))]
+            items += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, (str, bytes, bytearray))]
         else:
             items.append((name, value))
     for name, value in items:
-        if isinstance(value, bytes):
+        if isinstance(value, (bytes, bytearray)):
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -48,9 +48,19 @@ def _not_utf8(args: tuple, kwargs: dict) -> str | None:
 def _fspath(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
-    if isinstance(value, list) and any(isinstance(v, os.PathLike) for v in value):
-        return [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+    if isinstance(value, (list, tuple)) and any(isinstance(v, os.PathLike) for v in value):
+        return type(value)(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value)
     return value
+
+
+def _holds_bytes(args: tuple, kwargs: dict) -> bool:
+    """Whether an argument, or an item of a list or tuple argument, is bytes (checked before the call)."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, (bytes, bytearray)):
+            return True
+        if isinstance(value, (list, tuple)) and any(isinstance(v, (bytes, bytearray)) for v in value):
+            return True
+    return False
 
 
 def _guard(func: Any, where: str, skip_self: bool) -> Any:
@@ -59,14 +69,14 @@ def _guard(func: Any, where: str, skip_self: bool) -> Any:
         # A path given as a pathlib.Path (an os.PathLike), alone or in a list, is taken as its text.
         args = tuple(_fspath(a) for a in args)
         kwargs = {k: _fspath(v) for k, v in kwargs.items()}
+        # bytes that are not UTF-8 (os.fsencode of such a name) are refused before the call: pybind11 passes
+        # them through, and the failure came (as a bare UnicodeDecodeError) only once the work was done.
+        if _holds_bytes(args, kwargs):
+            problem = _not_utf8(args[1:] if skip_self else args, kwargs)
+            if problem is not None and "is not UTF-8" in problem:
+                raise InvalidArgumentError(f"{where}: {problem}")
         try:
             return func(*args, **kwargs)
-        except UnicodeDecodeError as e:
-            # bytes that are not UTF-8 (os.fsencode of such a name), which pybind11 decodes.
-            problem = _not_utf8(args[1:] if skip_self else args, kwargs)
-            if problem is None:
-                raise
-            raise InvalidArgumentError(f"{where}: {problem}") from e
         except (TypeError, RuntimeError) as e:
             # Only pybind11's refusal to convert the arguments is read so, and only when a string among them no
             # UTF-8 holds (which pybind11 refuses too); its own message stays as the cause.

@@ -445,11 +445,13 @@ Result<std::unique_ptr<VectorIndex>> VectorIndex::Load(const std::string& path, 
   try {
     index->impl_->graph = Graph(new hnswlib::HierarchicalNSW<float>(&index->impl_->space, path, false, 0));
     index->impl_->graph->setEf(static_cast<size_t>(params.ef_search));
-    RecountDeleted(*index->impl_->graph);
+    // Counted from the graph, not taken from the meta: a save by another process may replace the graph
+    // between the meta's read and the graph's (then newer than its meta, and the catch-up from the meta's
+    // generation applies again what it holds), and the meta's count was the older graph's.
+    index->live_ = index->impl_->graph->cur_element_count - RecountDeleted(*index->impl_->graph);
   } catch (const std::exception& e) {
     return Status::DataLoss("vector index " + path + ": " + e.what());
   }
-  index->live_ = live;
   return index;
 }
 

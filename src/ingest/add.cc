@@ -171,6 +171,16 @@ Result<std::string> Clash(memory::ContextStore& store, const Uri& root, const Ur
   return std::string();
 }
 
+// A folder an add made and nobody changed since: no metadata but the add's mark, no links. Only such a one
+// goes when emptied (DescribeFolders) or when a file takes its place (EmptiedFolder): someone made the others.
+Result<bool> UntouchedAddFolder(memory::ContextStore& store, const memory::Node& n) {
+  const Json m = MetadataOf(n);
+  const Json* i = IngestOf(m);
+  if (!n.is_dir || i == nullptr || !json::BoolOr(*i, "folder", false) || m.size() != 1) return false;
+  STRATA_ASSIGN_OR_RETURN(std::vector<memory::Relation> links, store.Relations(n.uri));
+  return links.empty();
+}
+
 // A folder an add of `root` made at the path of a file the tree now has (a directory replaced by a file of
 // its name). With remove_missing, the files the folder held that this add no longer has are removed (they are
 // reported removed); when nothing but empty folders the adds made is left, the folder goes and the file takes
@@ -181,14 +191,7 @@ Result<bool> EmptiedFolder(memory::ContextStore& store, const memory::Node& fold
                            std::vector<Uri>* removed) {
   // Only a folder an add made and nobody changed since (no metadata but the add's mark, no links), as
   // DescribeFolders removes an emptied one.
-  auto made_by_an_add = [&](const memory::Node& n) -> Result<bool> {
-    const Json m = MetadataOf(n);
-    const Json* i = IngestOf(m);
-    if (!n.is_dir || i == nullptr || !json::BoolOr(*i, "folder", false) || m.size() != 1) return false;
-    STRATA_ASSIGN_OR_RETURN(std::vector<memory::Relation> links, store.Relations(n.uri));
-    return links.empty();
-  };
-  STRATA_ASSIGN_OR_RETURN(bool ours, made_by_an_add(folder));
+  STRATA_ASSIGN_OR_RETURN(bool ours, UntouchedAddFolder(store, folder));
   if (!options.remove_missing || !ours) return false;
   STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> below, store.List(folder.uri, {.recursive = true}));
   for (const memory::Node& n : below) {
@@ -203,7 +206,7 @@ Result<bool> EmptiedFolder(memory::ContextStore& store, const memory::Node& fold
   }
   STRATA_ASSIGN_OR_RETURN(below, store.List(folder.uri, {.recursive = true}));
   for (const memory::Node& n : below) {
-    STRATA_ASSIGN_OR_RETURN(bool empty_folder, made_by_an_add(n));
+    STRATA_ASSIGN_OR_RETURN(bool empty_folder, UntouchedAddFolder(store, n));
     if (!empty_folder) return false;  // A leaf, a file, or a directory someone made or linked: it stays.
   }
   STRATA_RETURN_IF_ERROR(store.Remove(folder.uri, /*recursive=*/true).status());
@@ -434,10 +437,9 @@ Status DescribeFolders(memory::ContextStore& store, const Uri& root, const std::
     // A folder an add described that no longer holds anything (its files were removed) goes too: the tree
     // is mirrored. Not the add's root, nor a directory that carries anything but the add's own mark (other
     // metadata, links): someone made that one. Its parent, shallower, is described after it.
-    if (const Json* ingest = IngestOf(meta); children->empty() && dir.str() != root.str() && ingest != nullptr &&
-                                             json::BoolOr(*ingest, "folder", false) && meta.size() == 1) {
-      STRATA_ASSIGN_OR_RETURN(std::vector<memory::Relation> links, store.Relations(dir));
-      if (links.empty()) {
+    if (children->empty() && dir.str() != root.str()) {
+      STRATA_ASSIGN_OR_RETURN(bool untouched, UntouchedAddFolder(store, *self));
+      if (untouched) {
         Result<int64_t> removed = store.Remove(dir, /*recursive=*/false);
         if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
         continue;

@@ -410,34 +410,42 @@ Status VectorIndex::SaveMeta(const std::string& path, int64_t generation, const 
   return Status::Ok();
 }
 
-Result<int64_t> VectorIndex::SavedGeneration(const std::string& path) {
+namespace {
+
+// What a saved index's meta file says (SaveMeta's format); kNotFound when the index is missing.
+struct SavedMeta {
+  int64_t generation = -1;
+  std::string model;
+  int dim = 0;
+};
+
+Result<SavedMeta> ReadMeta(const std::string& path) {
   std::ifstream meta(path + ".meta");
   if (!meta || !std::filesystem::exists(path)) return Status::NotFound("vector index " + path + " is missing");
   std::string magic, key;
   int version = 0;
-  int64_t generation = -1;
-  meta >> magic >> version >> key >> generation;
-  if (!meta || magic != "strata-vector-index" || version != 1 || key != "generation" || generation < 0) {
+  size_t live = 0;  // Informational: a loaded graph is counted from itself.
+  SavedMeta out;
+  meta >> magic >> version >> key >> out.generation >> key >> out.model >> key >> out.dim >> key >> live;
+  if (!meta || magic != "strata-vector-index" || version != 1 || out.generation < 0) {
     return Status::DataLoss("vector index " + path + ".meta is unreadable");
   }
-  return generation;
+  return out;
+}
+
+}  // namespace
+
+Result<int64_t> VectorIndex::SavedGeneration(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(SavedMeta meta, ReadMeta(path));
+  return meta.generation;
 }
 
 Result<std::unique_ptr<VectorIndex>> VectorIndex::Load(const std::string& path, int64_t generation,
                                                        const std::string& model, VectorIndexParams params) {
-  std::ifstream meta(path + ".meta");
-  if (!meta || !std::filesystem::exists(path)) return Status::NotFound("vector index " + path + " is missing");
-  std::string magic, key, saved_model;
-  int version = 0, dim = 0;
-  int64_t saved_generation = -1;
-  size_t live = 0;
-  meta >> magic >> version >> key >> saved_generation >> key >> saved_model >> key >> dim >> key >> live;
-  if (!meta || magic != "strata-vector-index" || version != 1) {
-    return Status::DataLoss("vector index " + path + ".meta is unreadable");
-  }
-  if (saved_generation != generation || saved_model != model || dim != params.dim) {
+  STRATA_ASSIGN_OR_RETURN(SavedMeta saved, ReadMeta(path));
+  if (saved.generation != generation || saved.model != model || saved.dim != params.dim) {
     return Status::FailedPrecondition("vector index " + path + " is stale (generation " +
-                                      std::to_string(saved_generation) + ", database at " + std::to_string(generation) +
+                                      std::to_string(saved.generation) + ", database at " + std::to_string(generation) +
                                       ")");
   }
   STRATA_RETURN_IF_ERROR(CheckGraphFile(path, params.dim));

@@ -2,6 +2,7 @@
 // `--data DIR` selects the store (default ./strata-data); `--embedder SPEC` the embedder (default local;
 // see memory/embedder.h).
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -151,7 +152,9 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
       if (a.json) {
         std::cout << views::Dump(views::HitView(h)) << "\n";  // One hit per line, as HTTP's "hits" holds them.
       } else {
-        std::cout << std::to_string(h.score).substr(0, 5) << "  " << h.uri.str() << "  " << h.abstract_text << "\n";
+        char score[32];  // Rounded, as the JSON views' readers print it (it was cut: 1.02162 printed 1.021).
+        std::snprintf(score, sizeof score, "%.3f", h.score);
+        std::cout << score << "  " << h.uri.str() << "  " << h.abstract_text << "\n";
       }
     }
     for (const std::string &q : found.queries) std::cerr << "also searched: " << q << "\n";

@@ -28,6 +28,9 @@ struct SessionArgs {
   int archive = 0;
   int64_t checkpoint = -1, max_tokens = 128'000, tokens = 0;
   std::optional<int64_t> reserve;  // Unset: the engine's default (DefaultReplyReserve).
+  // Whether the text was given at all: an empty one given is that text, not a request to read stdin.
+  CLI::Option* add_text = nullptr;
+  CLI::Option* remember_text = nullptr;
 };
 
 Result<std::unique_ptr<Engine>> OpenEngine(const SessionArgs& a) {
@@ -63,7 +66,7 @@ Status RunSession(const std::string& cmd, const SessionArgs& a) {
   }
   if (cmd == "add") {
     std::vector<Message> messages;
-    if (!a.text.empty()) {
+    if (a.add_text->count() > 0) {
       if (a.role != "user" && a.role != "assistant") {
         return Status::InvalidArgument("--role must be user or assistant, got '" + a.role + "'");
       }
@@ -182,7 +185,7 @@ Status RunMemory(const std::string& cmd, const SessionArgs& a) {
   std::vector<session::MemoryChange> changes;
   if (cmd == "remember") {
     std::string text = a.text;
-    if (text.empty() || text == "-") {
+    if (a.remember_text->count() == 0 || text == "-") {
       STRATA_ASSIGN_OR_RETURN(text, ReadStdin());
     }
     STRATA_ASSIGN_OR_RETURN(changes, engine->Remember(a.scope, text, a.category));
@@ -233,7 +236,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   CLI::App* add = sub("add", "Append messages (JSON from MESSAGE or stdin, or --text)", false);
   add->add_option("ID", a->id)->required();
   add->add_option("MESSAGE", a->message, "A message object or array (default: stdin)");
-  add->add_option("--text", a->text, "A plain text message instead");
+  a->add_text = add->add_option("--text", a->text, "A plain text message instead");
   add->add_option("--role", a->role, "Role of --text: user (default) or assistant");
   sub("show", "Print a session's record and current messages", false)->add_option("ID", a->id)->required();
   sub("status", "Print a session's archives and phase-2 jobs", false)->add_option("ID", a->id)->required();
@@ -292,7 +295,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   };
   CLI::App* remember = msub("remember", "Remember TEXT about a user or agent now, through dedup", true);
   remember->add_option("SCOPE", a->scope, "strata://user/<id> or strata://agent/<id>")->required();
-  remember->add_option("TEXT", a->text, "The fact (default: stdin)");
+  a->remember_text = remember->add_option("TEXT", a->text, "The fact (default: stdin)");
   remember->add_option("--category", a->category, "Category (default: the model decides)");
   msub("history", "The audit trail of one memory", false)->add_option("URI", a->uri)->required();
   msub("consolidate", "Merge near-duplicate memories under URI", true)->add_option("URI", a->uri)->required();

@@ -632,7 +632,11 @@ class PyEngine {
 
   // ---- Skills and prompts ----
   std::string AddSkill(const std::string& agent, const std::string& path_or_text) {
-    bool text = path_or_text.find('\n') != std::string::npos;
+    // A path is one line naming a file (ending in .md, or holding a '/'); anything else is SKILL.md's text,
+    // refused for what is wrong with it exactly as Client.add_skill (HTTP) refuses it ("no front matter"
+    // was a missing file here and a missing front matter there).
+    const std::string_view s = path_or_text;
+    bool text = s.find('\n') != std::string_view::npos || (!s.ends_with(".md") && s.find('/') == std::string_view::npos);
     return Check(handle_->Call([&](Engine& e) {
       return text ? e.AddSkillText(agent, path_or_text) : e.AddSkill(agent, path_or_text);
     }));
@@ -902,7 +906,8 @@ assembled within the window with the memories recalled for it. One turn per sess
            "Commits the sessions idle for the commit policy's idle time after a turn; returns how many.")
       // Skills and prompts.
       .def("add_skill", &PyEngine::AddSkill, py::arg("agent"), py::arg("skill"),
-           "Adds a skill from a SKILL.md path or its text; returns its URI.")
+           "Adds a skill from SKILL.md's text, or from a path to one (one line ending in .md or holding a '/'); "
+           "returns its URI.")
       .def("list_skills", &PyEngine::ListSkills, py::arg("agent"))
       .def("show_skill", &PyEngine::ShowSkill, py::arg("agent"), py::arg("name"))
       .def("render_prompt", &PyEngine::RenderPrompt, py::arg("id"), py::arg("variables") = py::none(),

@@ -17,8 +17,9 @@ from typing import Any
 from .errors import InvalidArgumentError
 
 
-def _not_utf8(args: tuple, kwargs: dict) -> str | None:
-    """Names the first argument that is a str no UTF-8 can hold, or None."""
+def _not_utf8(args: tuple, kwargs: dict, check_bytes: bool = True) -> str | None:
+    """Names the first argument that is a str no UTF-8 can hold (or, with `check_bytes`, bytes that are not
+    UTF-8), or None."""
     named = [(f"argument {i + 1}", a) for i, a in enumerate(args)] + [(f"{k!r}", v) for k, v in kwargs.items()]
     # A list of strings (paths, URIs) is converted by pybind11 too: its items are named by their index.
     items = []
@@ -29,6 +30,8 @@ def _not_utf8(args: tuple, kwargs: dict) -> str | None:
             items.append((name, value))
     for name, value in items:
         if isinstance(value, (bytes, bytearray)):
+            if not check_bytes:
+                continue
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -107,3 +110,24 @@ def guard_text(module: Any, classes: list[str], functions: list[str]) -> None:
                 setattr(cls, name, _guard(getattr(cls, name), where, skip_self=True))
     for name in functions:
         setattr(module, name, _guard(getattr(module, name), name, skip_self=False))
+
+
+def _prechecked(func: Any, where: str) -> Any:
+    @functools.wraps(func)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # Only str: bytes the client takes are content (a chat export), which the server reads and names.
+        problem = _not_utf8(args, kwargs, check_bytes=False)
+        if problem is not None:
+            raise InvalidArgumentError(f"{where}: {problem}")
+        return func(self, *args, **kwargs)
+    return checked
+
+
+def guard_client(cls: Any) -> None:
+    """Wraps the public methods of the HTTP client so that an argument no UTF-8 holds is named as the engine in
+    process names it (``Client.write: argument 2 is not valid Unicode: ...``), before anything is sent; text
+    inside a dict (a message, metadata) is named where the body is encoded."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_") or not callable(member) or isinstance(member, (staticmethod, classmethod, type)):
+            continue
+        setattr(cls, name, _prechecked(member, f"Client.{name}"))

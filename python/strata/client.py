@@ -446,3 +446,9 @@ class Client:
         else:
             body["messages"] = [text_or_messages] if isinstance(text_or_messages, dict) else list(text_or_messages)
         return self._call("POST", "/api/v1/tokens/count", body=body)["tokens"]
+
+
+# Arguments no UTF-8 holds are named before anything is sent, as the engine in process names them.
+from ._text_guard import guard_client  # noqa: E402  (after the class it wraps)
+
+guard_client(Client)

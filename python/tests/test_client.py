@@ -328,6 +328,13 @@ def test_text_that_is_not_unicode_and_ids_that_are_no_id_are_refused_alike(serve
                                               "strata://resources/e")):
         with pytest.raises(strata.InvalidArgumentError, match=r"'\\udcff' at index \d+ is a lone surrogate"):
             call()
+    # The client names the argument as the engine does (it quoted a slice of the request's body).
+    with pytest.raises(strata.InvalidArgumentError, match=r"^Client\.write: argument 2 is not valid Unicode: "
+                                                         r"'\\udcff' at index 1 is a lone surrogate"):
+        client.write("strata://resources/u/a", "x\udcff")
+    with pytest.raises(strata.InvalidArgumentError, match=r"^Engine\.write: argument 2 is not valid Unicode: "
+                                                         r"'\\udcff' at index 1 is a lone surrogate"):
+        engine.write("strata://resources/u/a", "x\udcff")
     # A list's item is named by its place (it was pybind11's TypeError); bytes that are not UTF-8 alike (they
     # were a bare UnicodeDecodeError), and a pathlib.Path is taken as its text (it was a TypeError).
     with pytest.raises(strata.InvalidArgumentError, match=r"argument 1\[1\] is not valid Unicode"):

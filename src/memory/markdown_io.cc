@@ -287,9 +287,9 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   STRATA_ASSIGN_OR_RETURN(std::vector<Node> below, store.List(root, {.recursive = true}));
   for (Node& n : below) nodes.push_back(std::move(n));
   size_t prefix = root.is_root() ? Uri::kPrefix.size() : root.str().size() + 1;
-  auto local_path = [&](const Uri& uri) {
-    return uri == root ? fs::path(dir) : fs::path(dir) / std::string(uri.str()).substr(prefix);
-  };
+  // A URI below the root as a path relative to it ("" for the root itself: a link may end there too).
+  auto relative = [&](const Uri& uri) { return uri == root ? std::string() : std::string(uri.str()).substr(prefix); };
+  auto local_path = [&](const Uri& uri) { return uri == root ? fs::path(dir) : fs::path(dir) / relative(uri); };
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
@@ -360,7 +360,7 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
     STRATA_ASSIGN_OR_RETURN(std::vector<Relation> rels, store.Relations(node.uri));
     for (const Relation& r : rels) {
       if (!(r.from == node.uri) || !root.Contains(r.to)) continue;  // Each link once, from its source.
-      Json line = {{"from", std::string(r.from.str()).substr(prefix)}, {"to", std::string(r.to.str()).substr(prefix)},
+      Json line = {{"from", relative(r.from)}, {"to", relative(r.to)},
                    {"reason", r.reason}, {"created_ms", r.created_ms}};
       relations += line.dump() + "\n";
       ++report.relations;

@@ -379,13 +379,18 @@ Status PlanDirectories(const Uri& dir, int64_t now, const std::set<std::string>&
     if (row && !row->node.is_dir) {
       return Status::FailedPrecondition(u.str() + " is a file, so nothing can be created below it");
     }
-    if (!row) {
+    const bool made = !row;
+    if (made) {
       Row fresh;
       fresh.node = {.uri = u, .is_dir = true, .type = InferContextType(u), .created_ms = now, .updated_ms = now};
       if (u.is_kind_dir()) fresh.node.abstract_text = std::string(KindDirAbstract(u.kind()));
       plan->Put(std::move(fresh));
     }
-    if (u.is_scope_root() && !ensured.contains(u.str())) STRATA_RETURN_IF_ERROR(PlanPresets(u, now, find, plan));
+    // `ensured` is this process's memory: a root made now was removed since (by another process, or another
+    // instance on PostgreSQL), and its presets went with it.
+    if (u.is_scope_root() && (made || !ensured.contains(u.str()))) {
+      STRATA_RETURN_IF_ERROR(PlanPresets(u, now, find, plan));
+    }
   }
   return Status::Ok();
 }
@@ -394,6 +399,12 @@ int64_t CharCount(std::string_view text) {
   int64_t n = 0;
   for (char c : text) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
   return n;
+}
+
+Status ValidateLink(const Uri& from, const Uri& to) {
+  if (from.is_root() || to.is_root()) return Status::InvalidArgument("cannot link strata://: the root is not a node");
+  if (from == to) return Status::InvalidArgument("cannot link " + from.str() + " to itself");
+  return Status::Ok();
 }
 
 Status ValidateMove(const Uri& from, const Uri& to) {

@@ -99,6 +99,8 @@ int64_t CharCount(std::string_view text);
 
 // Checks that a move is allowed by the URIs alone.
 Status ValidateMove(const Uri& from, const Uri& to);
+// Checks that a link is allowed by the URIs alone: not the root (no node), not a node to itself.
+Status ValidateLink(const Uri& from, const Uri& to);
 // kInvalidArgument when moving `from` to `to` would give a node below it a URI past Uri's bounds (128
 // segments, 4096 bytes): `deepest` and `longest` are the most '/' and the most bytes of any URI at or below
 // `from`. Such URIs were stored, and every later read of them (a find over the scope, a check) failed.

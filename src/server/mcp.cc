@@ -327,9 +327,8 @@ struct McpHandler::Impl {
 
   Result<Json> GetContext(const Json& args) {
     std::string sid = json::StringOr(args, "session");
-    STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
     // The defaults and the answer of GET /api/v1/sessions/{id}/context: the server's window, the engine's
-    // reply reserve, the same view.
+    // reply reserve, the same view; its arguments read before the session is looked for, as there.
     SessionContextOptions o;
     STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, json::CheckedIntOr(args, "max_context_tokens", who.window));
     if (const Json* r = json::Field(args, "reserve_for_reply"); r != nullptr && !r->is_null()) {
@@ -341,6 +340,7 @@ struct McpHandler::Impl {
     o.query = json::StringOr(args, "query");
     if (const Json* p = json::Field(args, "system_prompt"); p != nullptr && p->is_string()) o.system_prompt = p->get<std::string>();
     o.encoding = json::StringOr(args, "encoding", o.encoding);
+    STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(sid, o));
     return views::SessionContextView(sid, ctx);
   }
@@ -350,6 +350,10 @@ struct McpHandler::Impl {
     std::string old_text = json::StringOr(args, "old_text"), new_text = json::StringOr(args, "new_text");
     if (old_text.empty()) return Status::InvalidArgument("\"old_text\" must not be empty");
     bool all = json::BoolOr(args, "replace_all", false);
+    // A directory's text is its listing: the old text was looked for there first, so the answer depended on
+    // it (not found, occurs N times) instead of saying what the write would.
+    STRATA_ASSIGN_OR_RETURN(memory::Node node, engine->Stat(uri.str()));
+    if (node.is_dir) return Status::FailedPrecondition(uri.str() + " is a directory; only leaves have content");
     // Read, replace, write only if nobody wrote in between (WriteOptions::expect_content); else again, on
     // what that writer left: two agents' edits of one memory both land.
     for (int attempt = 0;; ++attempt) {

@@ -35,6 +35,12 @@ void Server::Impl::AddServiceRoutes() {
   Add(Route("POST", "/api/v1/prompts/render", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(std::string id, c.Arg("id"));
     const Json* vars = json::Field(c.body, "vars");
+    if (vars != nullptr && vars->is_null()) vars = nullptr;
+    // Anything but an object was dropped without a word ("[1]" rendered as no variables).
+    if (vars != nullptr && !vars->is_object()) {
+      return Status::InvalidArgument("\"vars\" must be an object of the template's variables, not " +
+                                     std::string(json::TypeName(*vars)));
+    }
     STRATA_ASSIGN_OR_RETURN(prompt::Value values, prompt::Value::FromJson(vars == nullptr ? "{}" : vars->dump()));
     STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->RenderPrompt(id, values));
     return Json{{"id", id}, {"text", text}};
@@ -46,7 +52,12 @@ void Server::Impl::AddServiceRoutes() {
     STRATA_ASSIGN_OR_RETURN(const MessageTokenCounter* counter, tokenizer::FindCounter(encoding));
     Json out = {{"encoding", encoding}};
     std::string warning;
-    if (const Json* messages = json::Field(c.body, "messages"); messages != nullptr) {
+    const Json* messages = json::Field(c.body, "messages");
+    // One of the two: with both, the text was dropped without a word.
+    if (messages != nullptr && json::Field(c.body, "text") != nullptr) {
+      return Status::InvalidArgument("give \"text\" or \"messages\", not both");
+    }
+    if (messages != nullptr) {
       // A whole request's messages, counted the way the context window counts them.
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
       out["tokens"] = tokenizer::CounterFor(encoding, &warning).CountMessages(parsed);

@@ -84,7 +84,6 @@ void Server::Impl::AddSessionRoutes() {
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     // {"message": {...}}, {"messages": [...]}, or the message or array itself.
     // One of the three, never two: a body holding two would otherwise lose one without a word.
     const Json* many = json::Field(c.body, "messages");
@@ -98,6 +97,7 @@ void Server::Impl::AddSessionRoutes() {
     const Json& payload = given != nullptr ? *given : c.body;
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, ParseMessages(payload.dump()));
     if (messages.empty()) return Status::InvalidArgument("no messages given");
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
     return views::SessionView(info);
@@ -128,17 +128,17 @@ void Server::Impl::AddSessionRoutes() {
   // What phase 2 changed for one archive (Engine::ArchiveDiff): what Commit with wait returns in process.
   Add(Route("GET", "/api/v1/sessions/{id}/archives/{archive}/diff", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(int64_t archive, PositivePathInt(c.req.path_params.at(1), "the archive number"));
     if (archive > INT32_MAX) return Status::NotFound("session " + id + " has no archive " + c.req.path_params.at(1));
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, c.engine->ArchiveDiff(id, static_cast<int>(archive)));
     return views::CommitDiffView(diff);
   }));
 
   Add(Route("DELETE", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(bool force, c.BoolArg("force"));
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, force));
     return Json{{"deleted", id}};
   }).Takes("force"));
@@ -163,16 +163,15 @@ void Server::Impl::AddSessionRoutes() {
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/revert", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
     if (!checkpoint) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {*checkpoint, tag}));
     return views::SessionView(info);
   }).Takes("checkpoint tag"));
   Add(Route("POST", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string new_id, c.Arg("id", false));
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
@@ -182,13 +181,14 @@ void Server::Impl::AddSessionRoutes() {
     } else if (!tag.empty()) {
       return Status::InvalidArgument("\"tag\" names a checkpoint: give \"checkpoint\" with it");
     }
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(id, new_id, at));
     return views::SessionView(info);
   }).Takes("id checkpoint tag"));
   Add(Route("POST", "/api/v1/sessions/{id}/system-prompt", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string prompt, c.Arg("prompt"));
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(id, prompt));
     return Json{{"session", id}, {"system_prompt", prompt}};
   }).Takes("prompt"));
@@ -196,22 +196,21 @@ void Server::Impl::AddSessionRoutes() {
   // CLI's `session usage` and Python's record_usage write it.
   Add(Route("POST", "/api/v1/sessions/{id}/usage", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> tokens, c.OptIntArg("tokens"));
     if (!tokens) return Status::InvalidArgument("\"tokens\" is required");
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_RETURN_IF_ERROR(c.engine->RecordUsage(id, *tokens));
     return Json{{"session", id}, {"tokens", *tokens}};
   }).Takes("tokens"));
   Add(Route("POST", "/api/v1/sessions/{id}/compact", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(std::string focus, c.Arg("focus", false));
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(id, focus));
     return views::CompactionView(done);
   }).Takes("focus"));
   Add(Route("GET", "/api/v1/sessions/{id}/context", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     SessionContextOptions o;
     STRATA_ASSIGN_OR_RETURN(o.max_context_tokens, c.IntArg("max_context_tokens", options.upstream_context_tokens));
     STRATA_ASSIGN_OR_RETURN(o.reserve_for_reply, c.OptIntArg("reserve_for_reply"));
@@ -221,6 +220,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::optional<std::string> encoding, c.OptString("encoding"));
     if (encoding) o.encoding = *encoding;  // "" is refused by the Engine, as from every front end.
     if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
+    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
     return views::SessionContextView(id, ctx);
   }).Takes("max_context_tokens reserve_for_reply encoding query memory_limit system_prompt"));

@@ -291,6 +291,11 @@ TEST_F(ServerTest, DocumentsPostedAsFilesBecomeResourcesOnce) {
   EXPECT_EQ(none.status, 400) << none.raw;
   EXPECT_NE(none.raw.find("\\\"files\\\" needs at least 1 item"), std::string::npos) << none.raw;
   EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://user/alice/docs/guide/intro.md"), alice).status, 200);
+  // So is an import of no file (it was 404 naming the server's scratch directory).
+  Reply no_tree = Call("POST", "/api/v1/fs/import", alice, Json{{"uri", "strata://user/alice/docs"}, {"files", Json::array()}}.dump());
+  EXPECT_EQ(no_tree.status, 400) << no_tree.raw;
+  EXPECT_NE(no_tree.raw.find("\\\"files\\\" needs at least 1 item"), std::string::npos) << no_tree.raw;
+  EXPECT_EQ(no_tree.raw.find("tree-"), std::string::npos) << no_tree.raw;
   // A misspelt member of a file is refused, naming it, on both routes that take files (it was ignored, and
   // "encodng": "base64" stored the base64 text as the document).
   for (const char* route : {"/api/v1/resources", "/api/v1/fs/import"}) {
@@ -473,6 +478,15 @@ TEST_F(ServerTest, AnEmptyEncodingIsRefusedNotTakenForTheDefault) {
   EXPECT_EQ(absent.body["result"]["encoding"], "o200k_base");
   Reply empty = Call("POST", "/api/v1/tokens/count", alice, R"({"text": "hello", "encoding": ""})");
   EXPECT_EQ(empty.status, 400) << empty.raw;
+  // Text and messages at once: the text was dropped without a word (no other front end can give both).
+  Reply both = Call("POST", "/api/v1/tokens/count", alice,
+                    R"({"text": "a", "messages": [{"role": "user", "content": "hello there"}]})");
+  EXPECT_EQ(both.status, 400) << both.raw;
+  EXPECT_NE(both.raw.find("not both"), std::string::npos) << both.raw;
+  // Variables that are not an object were dropped (the render then missed a variable, or went on without).
+  Reply listed = Call("POST", "/api/v1/prompts/render", alice, R"({"id": "resource.summarize", "vars": [1]})");
+  EXPECT_EQ(listed.status, 400) << listed.raw;
+  EXPECT_NE(listed.raw.find("\\\"vars\\\" must be an object"), std::string::npos) << listed.raw;
   ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "enc"})").status, 200);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/enc/context?encoding=", alice).status, 400);
   EXPECT_EQ(Call("GET", "/api/v1/sessions/enc/context", alice).status, 200);

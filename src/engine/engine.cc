@@ -330,14 +330,7 @@ Result<session::SessionInfo> Engine::CreateSession(std::string_view user, std::s
     // names neither a user nor an agent is the default user's, on every front end.
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info,
                             s->Create(user.empty() && agent.empty() ? std::string_view("default") : user, agent, id));
-    // A new session's own scope starts empty: what an earlier session of this id left there (a delete
-    // interrupted after the session was gone, or a phase 2 that wrote as it was deleted) is not its own.
-    if (!id.empty()) {
-      STRATA_ASSIGN_OR_RETURN(memory::Uri scope, memory::Uri::Parse("strata://session/" + info.id));
-      STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl_->Store());
-      Result<int64_t> removed = store->Remove(scope, /*recursive=*/true);
-      if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
-    }
+    if (!id.empty()) STRATA_RETURN_IF_ERROR(impl_->ClearSessionScope(info.id));
     return info;
   });
 }

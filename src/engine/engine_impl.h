@@ -67,8 +67,9 @@ class WorkerLock {
 };
 
 // Runs one kSummaryJobKind job (src/engine/files.cc): the model's L0/L1 for an added file and its chunks.
+// `locks` hold "ingest" while it looks at the file again and writes (Engine::Impl::HoldIngest).
 Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, prompt::PromptLibrary& prompts,
-                         const session::Job& job, const Canceller* cancel);
+                         session::OwnerLocks& locks, const session::Job& job, const Canceller* cancel);
 
 }  // namespace engine_internal
 
@@ -89,8 +90,7 @@ struct Engine::Impl {
   std::unique_ptr<session::OwnerLocks> turn_locks;   // "turn/<session>", the same way: see HoldSession.
   std::unique_ptr<session::MemoryPipeline> pipeline;
 
-  std::mutex worker_mu;
-  std::mutex add_mu;  // One add of documents at a time (ingest/ingest.h: two adds of one file would interleave).  // One phase-2 run at a time in this process; worker_lock across processes.
+  std::mutex worker_mu;  // One phase-2 run at a time in this process; worker_lock across processes.
   engine_internal::WorkerLock worker_lock;
   engine_internal::TurnBook turns;
   // A session's changes in this process, one at a time (HoldForChange): by session id.
@@ -152,6 +152,16 @@ struct Engine::Impl {
     }
     return store.get();
   }
+  // A session made under a given id (new or forked) starts with its own scope empty: what an earlier
+  // session of that id left in strata://session/<id> (a delete interrupted after the session was gone, a
+  // phase 2 that wrote as it was deleted) is not its own, and its new owner could have read it.
+  Status ClearSessionScope(const std::string& id) {
+    STRATA_ASSIGN_OR_RETURN(memory::Uri scope, memory::Uri::Parse("strata://session/" + id));
+    STRATA_ASSIGN_OR_RETURN(memory::ContextStore * s, Store());
+    Result<int64_t> removed = s->Remove(scope, /*recursive=*/true);
+    if (!removed.ok() && removed.status().code() != StatusCode::kNotFound) return removed.status();
+    return Status::Ok();
+  }
   Result<session::AuditLog*> Audit() {
     std::lock_guard lock(open_mu);
     return AuditLocked();
@@ -205,9 +215,10 @@ struct Engine::Impl {
       session::PipelineOptions pipeline_options = options.pipeline;
       if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
       prompt::PromptLibrary* library = PromptsLocked();
+      STRATA_ASSIGN_OR_RETURN(session::OwnerLocks * locks, NamedLocksLocked());
       pipeline_options.job_handlers.emplace(
-          std::string(ingest::kSummaryJobKind), [st, m, library](const session::Job& job, const Canceller* cancel) {
-            return engine_internal::SummarizeResource(*st, *m, *library, job, cancel);
+          std::string(ingest::kSummaryJobKind), [st, m, library, locks](const session::Job& job, const Canceller* cancel) {
+            return engine_internal::SummarizeResource(*st, *m, *library, *locks, job, cancel);
           });
       pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
     }
@@ -219,6 +230,25 @@ struct Engine::Impl {
   Result<std::unique_ptr<session::OwnerLocks>> OpenOwnerLocks() {
     if (postgres) return session::OpenPgOwnerLocks(options.data_dir);
     return session::OpenFileOwnerLocks(Path("locks"));
+  }
+  // The named locks of turns ("turn/<session>") and adds ("ingest"), opened when first needed. open_mu held.
+  Result<session::OwnerLocks*> NamedLocksLocked() {
+    if (!turn_locks) {
+      STRATA_ASSIGN_OR_RETURN(turn_locks, OpenOwnerLocks());
+    }
+    return turn_locks.get();
+  }
+  // One add of documents at a time, in every process on the data directory or instance on the database,
+  // and no summary written in the middle of one: an add replaces a file in several steps (its old chunks
+  // removed, the new ones written, its hash recorded last), and two adds of one file at once (a server's
+  // and the CLI's) left chunks of the older version that the recorded hash then kept for good.
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldIngest() {
+    session::OwnerLocks* locks = nullptr;
+    {
+      std::lock_guard lock(open_mu);
+      STRATA_ASSIGN_OR_RETURN(locks, NamedLocksLocked());
+    }
+    return locks->Lock({"ingest"});
   }
 
   // Holds session `ref`'s turn lock: one turn (BeginTurn to its end) or one commit of a session at a time,
@@ -233,10 +263,7 @@ struct Engine::Impl {
     session::OwnerLocks* locks = nullptr;
     {
       std::lock_guard lock(open_mu);
-      if (!turn_locks) {
-        STRATA_ASSIGN_OR_RETURN(turn_locks, OpenOwnerLocks());
-      }
-      locks = turn_locks.get();
+      STRATA_ASSIGN_OR_RETURN(locks, NamedLocksLocked());
     }
     Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref);
     const std::string id = parsed.ok() ? parsed->id : std::string(ref);

@@ -146,6 +146,8 @@ Result<ExportedTree> Engine::ExportFiles(std::string_view uri, size_t max_bytes)
 Result<memory::ImportReport> Engine::ImportFiles(std::span<const TreeFile> files, std::string_view uri) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "import"));
   return Guard("import", [&]() -> Result<memory::ImportReport> {
+    // As an add of no files is refused (no tree was written: the error named the server's scratch place).
+    if (files.empty()) return Status::InvalidArgument("\"files\" needs at least 1 item: no file given");
     STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(impl_->options.data_dir, impl_->options.read_only));
     STRATA_RETURN_IF_ERROR(WriteTree(files, scratch.path() + "/tree"));
     return Import(scratch.path() + "/tree", uri);
@@ -166,8 +168,10 @@ Status QueueSummaries(memory::ContextStore& store, session::JobQueue& queue, con
       Json meta = json::ParseOrDiscard<Json>(node.metadata);
       const Json* ingest = json::Field(meta, "ingest");
       std::string hash = ingest != nullptr ? json::StringOr(*ingest, "hash") : "";
-      STRATA_RETURN_IF_ERROR(
-          queue.Enqueue(ingest::kSummaryJobKind, uri.str(), Json{{"uri", uri.str()}, {"hash", hash}}.dump()).status());
+      // The content and how it was cut: the same bytes cut at another size are other chunks.
+      int64_t chunk_tokens = ingest != nullptr ? json::IntOr(*ingest, "chunk_tokens", 512) : 512;
+      Json payload = {{"uri", uri.str()}, {"hash", hash}, {"chunk_tokens", chunk_tokens}};
+      STRATA_RETURN_IF_ERROR(queue.Enqueue(ingest::kSummaryJobKind, uri.str(), payload.dump()).status());
       ++report.queued;
     }
   }
@@ -189,19 +193,25 @@ Status AddAndQueue(Engine::Impl& impl, const memory::Uri& root, std::span<const 
 namespace engine_internal {
 
 Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, prompt::PromptLibrary& prompts,
-                         const session::Job& job, const Canceller* cancel) {
+                         session::OwnerLocks& locks, const session::Job& job, const Canceller* cancel) {
   Json payload = json::ParseOrDiscard<Json>(job.payload);
   Result<memory::Uri> uri = memory::Uri::Parse(json::StringOr(payload, "uri"));
   if (!uri.ok()) return Status::DataLoss("summary job " + std::to_string(job.id) + ": its payload names no URI");
   const std::string hash = json::StringOr(payload, "hash");
-  // The file as it is now: gone, or replaced since the job was queued, means nothing to do.
+  // Jobs queued before the payload named the cut have none: their content's hash alone decides.
+  const Json* cut = json::Field(payload, "chunk_tokens");
+  const std::optional<int64_t> chunk_tokens =
+      cut != nullptr && cut->is_number_integer() ? std::optional<int64_t>(cut->get<int64_t>()) : std::nullopt;
+  // The file as it is now: gone, or replaced since the job was queued (other content, or the same cut
+  // at another size), means nothing to do.
   auto current = [&]() -> Result<std::optional<std::pair<memory::Node, Json>>> {
     Result<memory::Node> node = store.Stat(*uri);
     if (!node.ok() && node.status().code() == StatusCode::kNotFound) return std::optional<std::pair<memory::Node, Json>>();
     STRATA_RETURN_IF_ERROR(node.status());
     Json meta = json::ParseOrDiscard<Json>(node->metadata);
     const Json* ingest = json::Field(meta, "ingest");
-    if (ingest == nullptr || !ingest->is_object() || json::StringOr(*ingest, "hash") != hash) {
+    if (ingest == nullptr || !ingest->is_object() || json::StringOr(*ingest, "hash") != hash ||
+        (chunk_tokens && json::IntOr(*ingest, "chunk_tokens", 512) != *chunk_tokens)) {
       return std::optional<std::pair<memory::Node, Json>>();
     }
     return std::optional<std::pair<memory::Node, Json>>(std::make_pair(std::move(*node), std::move(meta)));
@@ -267,7 +277,9 @@ Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, 
   };
   STRATA_RETURN_IF_ERROR(
       llm::AskForJson(model, prompt, "resource summary", check, {.attempts = 2, .cancel = cancel}, nullptr).status());
-  // Written only if the file is still the one summarised (a re-add may have replaced it meanwhile).
+  // Written only if the file is still the one summarised (a re-add may have replaced it meanwhile), with
+  // no add in between (in any process): one could replace the file between the look and the writes.
+  STRATA_ASSIGN_OR_RETURN(auto held, locks.Lock({"ingest"}, cancel));
   STRATA_ASSIGN_OR_RETURN(auto still, current());
   if (!still) return Status::Ok();
   Json meta = still->second;
@@ -297,7 +309,7 @@ Result<ingest::AddReport> Engine::AddResources(std::span<const std::string> path
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "add"));
   return Guard("add", [&]() -> Result<ingest::AddReport> {
     if (paths.empty()) return Status::InvalidArgument("add: no path given");
-    std::lock_guard lock(impl_->add_mu);
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldIngest());
     ingest::AddReport report;
     STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, ingest::WalkPaths(paths, walk, &report));
     STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
@@ -317,7 +329,7 @@ Result<ingest::AddReport> Engine::AddResourceFiles(std::span<const ingest::Sourc
     for (const ingest::SourceFile& f : files) {
       if (!f.disk.empty()) return Status::InvalidArgument("add: " + f.path + " names a file on disk");
     }
-    std::lock_guard lock(impl_->add_mu);
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldIngest());
     ingest::AddReport report;
     STRATA_RETURN_IF_ERROR(AddAndQueue(*impl_, root, files, options, report));
     return report;

@@ -87,7 +87,9 @@ Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view 
     if (!checkpoint) {
       STRATA_ASSIGN_OR_RETURN(held, impl_->HoldForChange(id, "fork it whole (or at a checkpoint)"));
     }
-    return s.Fork(id, new_id, checkpoint);
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo made, s.Fork(id, new_id, checkpoint));
+    if (!new_id.empty()) STRATA_RETURN_IF_ERROR(impl_->ClearSessionScope(made.id));  // As CreateSession does.
+    return made;
   });
 }
 
@@ -165,7 +167,9 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     }
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
-    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, s->Log(id, /*tags=*/false));
+    // The log of the session just read (its incarnation): one deleted and made again in between is
+    // another's, whose messages would go out with this one's owner's memories.
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, s->Log(session::SessionRef(info), /*tags=*/false));
     std::vector<Message> history = std::move(log.messages);
     history.insert(history.end(), options.pending.begin(), options.pending.end());
 

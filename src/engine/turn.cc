@@ -272,7 +272,7 @@ Result<TurnOutcome> Turn::Finish(const Message& reply, std::optional<TokenUsage>
   bool due = !calls && ((policy.after_tokens > 0 && out.uncommitted_tokens >= policy.after_tokens) ||
                         (policy.after_turns > 0 && out.uncommitted_turns >= policy.after_turns));
   released_ = true;
-  engine_->impl_->turns.End(session_, /*idle=*/!calls && !due && policy.after_idle.count() > 0);
+  engine_->impl_->turns.End(session_, /*idle=*/!calls && !due && policy.after_idle.count() > 0, ref_);
   if (due) {
     Result<CommitOutcome> committed = engine_->Commit(ref_, {.wait = false});
     if (committed.ok()) {
@@ -294,22 +294,26 @@ Result<int> Engine::CommitIdleSessions() {
     const CommitPolicy& policy = impl_->options.commit_policy;
     if (policy.after_idle.count() <= 0 || impl_->options.read_only) return 0;
     int committed = 0;
-    for (const std::string& id : impl_->turns.TakeIdle(policy.after_idle)) {
+    for (const std::string& ref : impl_->turns.TakeIdle(policy.after_idle)) {
       // Quiet since this process's last turn of it, but another instance may have served a turn since, or
       // someone appended: the session's own last change decides, and a session changed since is looked at
-      // again when it has been quiet long enough.
-      Result<session::SessionInfo> info = GetSession(id);
+      // again when it has been quiet long enough. Asked by its incarnation: one deleted and made again
+      // under its id since is another session, and not this one's to commit (kNotFound).
+      Result<session::SessionInfo> info = GetSession(ref);
       if (!info.ok()) {
         // Gone is gone; a backend that failed for a moment is asked again in a while.
-        if (info.status().code() != StatusCode::kNotFound) impl_->turns.Idle(id, engine_internal::TurnBook::Clock::now());
+        if (info.status().code() != StatusCode::kNotFound) {
+          Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref);
+          if (parsed.ok()) impl_->turns.Idle(parsed->id, ref, engine_internal::TurnBook::Clock::now());
+        }
         continue;
       }
       const int64_t quiet_ms = std::max<int64_t>(0, SystemClock()->WallMicros() / 1000 - info->updated_ms);
       if (quiet_ms < policy.after_idle.count()) {
-        impl_->turns.Idle(id, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));
+        impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));
         continue;
       }
-      if (Commit(id, {.wait = false}).ok()) ++committed;
+      if (Commit(info->id, {.wait = false}).ok()) ++committed;
     }
     return committed;
   });

@@ -31,8 +31,9 @@ class TurnBook {
     return Status::Ok();
   }
   // Ends the turn and releases its lock; with `idle`, the session is quiet from then on (a commit may wait
-  // for it).
-  void End(const std::string& session, bool idle) {
+  // for it): tracked as `ref`, its incarnation (session::SessionRef), so that a session deleted and made
+  // again under its id is never committed as the one that went quiet.
+  void End(const std::string& session, bool idle, const std::string& ref = "") {
     std::unique_ptr<session::OwnerLocks::Held> released;  // Released after mu_ (an unlock may do I/O).
     std::lock_guard lock(mu_);
     if (auto it = busy_.find(session); it != busy_.end()) {
@@ -40,7 +41,7 @@ class TurnBook {
       busy_.erase(it);
     }
     if (idle) {
-      idle_[session] = Clock::now();
+      idle_[session] = {Clock::now(), ref.empty() ? session : ref};
     } else {
       idle_.erase(session);
     }
@@ -50,19 +51,19 @@ class TurnBook {
     std::lock_guard lock(mu_);
     return busy_.contains(session);
   }
-  // Tracks `session` as quiet since `since` (not when a turn of it is in progress).
-  void Idle(const std::string& session, Clock::time_point since) {
+  // Tracks `session` (its incarnation `ref`) as quiet since `since` (not when a turn of it is in progress).
+  void Idle(const std::string& session, const std::string& ref, Clock::time_point since) {
     std::lock_guard lock(mu_);
-    if (!busy_.contains(session)) idle_[session] = since;
+    if (!busy_.contains(session)) idle_[session] = {since, ref};
   }
-  // The sessions quiet for at least `after` (and not busy), which are no longer tracked.
+  // The sessions quiet for at least `after` (and not busy), as their refs, which are no longer tracked.
   std::vector<std::string> TakeIdle(std::chrono::milliseconds after) {
     std::lock_guard lock(mu_);
     std::vector<std::string> out;
     auto now = Clock::now();
     for (auto it = idle_.begin(); it != idle_.end();) {
-      if (now - it->second >= after && !busy_.contains(it->first)) {
-        out.push_back(it->first);
+      if (now - it->second.since >= after && !busy_.contains(it->first)) {
+        out.push_back(it->second.ref);
         it = idle_.erase(it);
       } else {
         ++it;
@@ -74,7 +75,11 @@ class TurnBook {
  private:
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<session::OwnerLocks::Held>> busy_;  // Guarded by mu_.
-  std::map<std::string, Clock::time_point> idle_;  // Guarded by mu_.
+  struct Quiet {
+    Clock::time_point since;
+    std::string ref;
+  };
+  std::map<std::string, Quiet> idle_;  // By session id. Guarded by mu_.
 };
 
 }  // namespace strata::engine_internal

@@ -122,6 +122,16 @@ Result<std::string> ReadDisk(const std::string& path, int64_t max_bytes) {
 // a note someone wrote there — stays, and the directory becomes a folder holding it. Returns whether the
 // directory went.
 Result<bool> RemoveFileNodes(memory::ContextStore& store, const Uri& file, const std::string& source) {
+  // The recorded hash goes first: removals stopped partway (a crash, a refused write) must not leave a
+  // directory that still says its file is whole, or an add of the old content would call it unchanged.
+  STRATA_ASSIGN_OR_RETURN(memory::Node dir, store.Stat(file));
+  Json dir_meta = MetadataOf(dir);
+  if (Json* recorded = dir_meta.contains("ingest") ? &dir_meta["ingest"] : nullptr;
+      recorded != nullptr && recorded->is_object() && recorded->contains("hash")) {
+    recorded->erase("hash");
+    STRATA_RETURN_IF_ERROR(
+        store.Mkdir(file, {.metadata = dir_meta.dump(-1, ' ', false, Json::error_handler_t::replace)}));
+  }
   STRATA_ASSIGN_OR_RETURN(std::vector<memory::Node> children, store.List(file));
   size_t kept = 0;
   for (const memory::Node& c : children) {

@@ -1,6 +1,7 @@
 #include "strata/session/job_queue.h"
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <random>
 
@@ -69,6 +70,7 @@ class SqliteJobQueue final : public JobQueue {
   }
 
   Status Open(const std::string& path) {
+    constexpr const char* kHasClaim = "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'claim'";
     if (options_.read_only) {
       Status opened = db_.OpenReadOnly(path);
       if (opened.code() == StatusCode::kNotFound) {
@@ -77,39 +79,46 @@ class SqliteJobQueue final : public JobQueue {
       }
       STRATA_RETURN_IF_ERROR(opened);
       // A queue made before claims were kept is read as it is (nothing here may add the column).
-      Stmt has(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'claim'");
+      Stmt has(db_, kHasClaim);
       STRATA_ASSIGN_OR_RETURN(bool has_claim, has.Step());
       if (!has_claim) columns_ = std::string(kColumns.substr(0, kColumns.rfind("claim"))) + "0";
       return Status::Ok();
     }
     STRATA_RETURN_IF_ERROR(db_.OpenDurable(path));
     STRATA_RETURN_IF_ERROR(db_.Exec(Schema()));
-    // Queues made before claims were kept gain the column (their running jobs hold claim 0 until reclaimed).
-    Stmt has(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'claim'");
-    STRATA_ASSIGN_OR_RETURN(bool has_claim, has.Step());
-    if (!has_claim) STRATA_RETURN_IF_ERROR(db_.Exec("ALTER TABLE jobs ADD COLUMN claim INTEGER NOT NULL DEFAULT 0"));
-    return RebuildWithAutoincrement();
+    // Queues made before claims were kept gain the column (their running jobs hold claim 0 until reclaimed),
+    // looked for and added in one write transaction: two processes opening such a queue at once both added
+    // it, and the second failed to open ("duplicate column name").
+    STRATA_RETURN_IF_ERROR(MigrateOnce(kHasClaim, [&] {
+      return db_.Exec("ALTER TABLE jobs ADD COLUMN claim INTEGER NOT NULL DEFAULT 0");
+    }));
+    // A queue made before its ids were AUTOINCREMENT gets its table copied into one that is. Ids continue
+    // after the largest kept; one removed before this ran, if it was the largest, can still be given.
+    return MigrateOnce("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs' AND sql LIKE '%AUTOINCREMENT%'",
+                       [&] {
+                         std::string columns(kColumns);
+                         return db_.Exec("DROP TABLE IF EXISTS jobs_rebuilt;" + JobsTable("jobs_rebuilt") +
+                                         "INSERT INTO jobs_rebuilt(" + columns + ") SELECT " + columns +
+                                         " FROM jobs; DROP TABLE jobs; ALTER TABLE jobs_rebuilt RENAME TO jobs;" +
+                                         std::string(kJobsIndexes));
+                       });
   }
 
-  // A queue made before its ids were AUTOINCREMENT gets its table copied into one that is, in one
-  // transaction (another process may open the same queue at the same time: the second finds it done). Ids
-  // continue after the largest kept; one removed before this ran, if it was the largest, can still be given.
-  Status RebuildWithAutoincrement() {
-    auto done = [&]() -> Result<bool> {
-      Stmt sql(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs' AND sql LIKE '%AUTOINCREMENT%'");
+  // Runs `migrate` in one write transaction unless `done` (a query with a row once it ran) says it ran,
+  // looked at before and again inside: another process may open the same queue at the same time, and the
+  // second finds it done.
+  Status MigrateOnce(const char* done, const std::function<Status()>& migrate) {
+    auto ran = [&]() -> Result<bool> {
+      Stmt sql(db_, done);
       return sql.Step();
     };
-    STRATA_ASSIGN_OR_RETURN(bool already, done());
+    STRATA_ASSIGN_OR_RETURN(bool already, ran());
     if (already) return Status::Ok();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
-    STRATA_ASSIGN_OR_RETURN(already, done());
+    STRATA_ASSIGN_OR_RETURN(already, ran());
     if (already) return Status::Ok();
-    std::string columns(kColumns);
-    STRATA_RETURN_IF_ERROR(db_.Exec("DROP TABLE IF EXISTS jobs_rebuilt;" + JobsTable("jobs_rebuilt") +
-                                    "INSERT INTO jobs_rebuilt(" + columns + ") SELECT " + columns +
-                                    " FROM jobs; DROP TABLE jobs; ALTER TABLE jobs_rebuilt RENAME TO jobs;" +
-                                    std::string(kJobsIndexes)));
+    STRATA_RETURN_IF_ERROR(migrate());
     return txn.Commit();
   }
 

@@ -647,7 +647,13 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   for (size_t i = 0; i < candidates.size(); ++i) {
     std::string source = SessionRef(info) + "#" + std::to_string(archive) + "#" + std::to_string(i);
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held, LockOwners(owners));
-    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links, same_session));
+    // The decision is written only while the owners are still held (a lock lost with its connection lets
+    // another instance decide against the same memories), and the session is still the one it came from.
+    auto still_wanted = [&]() -> Status {
+      STRATA_RETURN_IF_ERROR(held->Verify());
+      return same_session();
+    };
+    STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(candidates[i], source, links, still_wanted));
     diff.changes.insert(diff.changes.end(), changes.begin(), changes.end());
   }
   // The directories that changed describe their current memories in their L1 (which is what the
@@ -854,7 +860,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Remember(std::string_view scop
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held,
                             LockOwners({kind + "/" + std::string(scope_uri.scope_id())}));
     std::string source = "remember#" + call + "#" + std::to_string(i);
-    Result<std::vector<MemoryChange>> changes = Apply(candidates[i], source, {});
+    Result<std::vector<MemoryChange>> changes = Apply(candidates[i], source, {}, [&] { return held->Verify(); });
     if (!changes.ok() && !out.empty()) {
       // Part of the text is remembered already: say what, and not as the failure of a missing model (which
       // Engine::Remember answers by keeping the whole text as written).
@@ -921,7 +927,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
         c.merge = spec.merge;
         c.fixed_uri = leaf.uri;
         std::string source = "consolidate#" + call + "#" + std::to_string(n++);
-        STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(c, source, {}));
+        STRATA_ASSIGN_OR_RETURN(std::vector<MemoryChange> changes, Apply(c, source, {}, [&] { return held->Verify(); }));
         bool kept = std::any_of(changes.begin(), changes.end(), [&](const MemoryChange& ch) {
           return ch.uri == leaf.uri.str() && (ch.action == MemoryAction::kCreate || ch.action == MemoryAction::kMerge);
         });

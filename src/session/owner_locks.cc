@@ -78,12 +78,15 @@ namespace {
 class HeldAll final : public OwnerLocks::Held {
  public:
   void Then(std::function<void()> release) { releases_.push_back(std::move(release)); }
+  void VerifiedBy(std::function<Status()> verify) { verify_ = std::move(verify); }
   ~HeldAll() override {
     for (auto it = releases_.rbegin(); it != releases_.rend(); ++it) (*it)();
   }
+  Status Verify() override { return verify_ ? verify_() : Status::Ok(); }
 
  private:
   std::vector<std::function<void()>> releases_;
+  std::function<Status()> verify_;
 };
 
 // The threads of this process, owner by owner.
@@ -186,6 +189,14 @@ class PgOwnerLocks final : public OwnerLocks {
         if (!r.ok()) *healthy = false;
       });
     }
+    // A connection that dropped, or was made again since, holds none of the locks taken on it.
+    const uint64_t connects = conn->connects();
+    held->VerifiedBy([conn, connects, healthy]() -> Status {
+      Result<pg::Rows> r = conn->Exec("SELECT 1");
+      if (r.ok() && conn->connects() == connects) return Status::Ok();
+      *healthy = false;
+      return Status::Unavailable("the memory lock was lost with its database connection; the change was not made");
+    });
     return std::unique_ptr<Held>(std::move(held));
   }
 

@@ -146,32 +146,46 @@ class PosixFileLock final : public FileLock {
 class PosixFileSystemImpl final : public FileSystem {
  public:
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, std::chrono::milliseconds wait) override {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && (errno == EACCES || errno == EROFS)) {
-      // A directory this process may only read: lock an existing file read-only (flock does not care);
-      // where none exists and none can be made, nobody without write access could exclude anyone either.
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0 && errno == ENOENT) return std::make_unique<FileLock>();
-    }
-    if (fd < 0) return ErrnoStatus("open", path, errno);
     auto deadline = std::chrono::steady_clock::now() + wait;
     auto pause = std::chrono::microseconds(200);
-    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      int err = errno;
-      if (err == EINTR) continue;
-      if (err != EWOULDBLOCK) {
-        ::close(fd);
-        return ErrnoStatus("flock", path, err);
+    auto timed_out = [&] {
+      return Status::Unavailable(path + " stayed locked by another process for " + std::to_string(wait.count()) +
+                                 " ms; try again");
+    };
+    for (;;) {
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+        // A directory this process may only read: lock an existing file read-only (flock does not care);
+        // where none exists and none can be made, nobody without write access could exclude anyone either.
+        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) return std::make_unique<FileLock>();
       }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        ::close(fd);
-        return Status::Unavailable(path + " stayed locked by another process for " + std::to_string(wait.count()) +
-                                   " ms; try again");
+      if (fd < 0) return ErrnoStatus("open", path, errno);
+      while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        if (err == EINTR) continue;
+        if (err != EWOULDBLOCK) {
+          ::close(fd);
+          return ErrnoStatus("flock", path, err);
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+          ::close(fd);
+          return timed_out();
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
+      // The lock is on the file that was opened, which the path may no longer name: the holder removed it
+      // (a session deleted) and another made a new one there (the session made again under its id) and
+      // locked that. Holding the old file excludes nobody: open the path again.
+      struct stat held, named;
+      if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+          held.st_ino == named.st_ino) {
+        return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+      }
+      ::close(fd);
+      if (std::chrono::steady_clock::now() >= deadline) return timed_out();
     }
-    return std::unique_ptr<FileLock>(new PosixFileLock(fd));
   }
 
   Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {

@@ -623,6 +623,26 @@ TEST_F(TurnTest, IdleSessionsAreCommittedOnceAndBusyOnesNot) {
   EXPECT_EQ(*engine_->CommitIdleSessions(), 0);
 }
 
+// The session that went quiet is the one committed: one deleted since and made again under its id (messages
+// appended, no turn) is another session, and was committed, its phase 2 run, as if it were the quiet one.
+TEST_F(TurnTest, AnIdleSessionDeletedAndMadeAgainIsNotCommittedAsTheQuietOne) {
+  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
+  auto turn = engine_->BeginTurn("chat-1", Ask("hi"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  turn->reset();
+  ASSERT_OK(engine_->DeleteSession("chat-1", /*force=*/false));
+  ASSERT_OK(engine_->CreateSession("bob", "", "chat-1"));
+  ASSERT_OK(engine_->AddMessages("chat-1", std::vector<Message>{Message::User("a new session"), Message::Assistant("yes")}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto committed = engine_->CommitIdleSessions();
+  ASSERT_OK(committed);
+  EXPECT_EQ(*committed, 0);
+  auto status = engine_->GetSessionStatus("chat-1");
+  ASSERT_OK(status);
+  EXPECT_TRUE(status->archives.empty());
+}
+
 // The idle clock is this process's, but the session's last change decides: another instance's turn, or an
 // append, since this process's last turn keeps it from being committed (its first turns were archived
 // mid-conversation), until it has been quiet for long enough after that change.

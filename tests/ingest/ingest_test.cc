@@ -5,16 +5,24 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
+#include <thread>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "ingest/ingest_internal.h"
+#include "memory/forwarding_store.h"
 #include "strata/engine/engine.h"
 #include "strata/llm/scripted.h"
+#include "strata/memory/sqlite_store.h"
 #include "session/pipeline_stage.h"
+#include "strata/session/owner_locks.h"
 #include "strata/tokenizer/registry.h"
 #include "test_util.h"
 
@@ -448,6 +456,118 @@ TEST_F(IngestTree, FoldersHalfWrittenFilesAndSkippedFilesAreSafe) {
   EXPECT_OK(engine_->Stat("strata://resources/orchard/data/yield.csv"));
 }
 
+// Two processes adding one file at once (a server's add and the CLI's, here two engines on one data
+// directory): each replaces the file in steps, and interleaved, one version's chunks stayed beside the
+// other's, for good (the hash recorded last called the file unchanged from then on).
+TEST(IngestConcurrent, TwoEnginesAddingOneFileAtOnceLeaveOneWholeVersion) {
+  testing::TempDir dir;
+  auto first = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(first);
+  auto second = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(second);
+  auto version = [](const std::string& word, int sections) {
+    std::string text;
+    for (int i = 0; i < sections; ++i) {
+      text += "## " + word + " " + std::to_string(i) + "\n\nThe " + word + " part number " + std::to_string(i) + ".\n\n";
+    }
+    return text;
+  };
+  const std::string long_one = version("apple", 8), short_one = version("pear", 3);
+  std::atomic<int> ready{0};
+  auto adder = [&](Engine* engine, int parity) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) std::this_thread::yield();  // Both start together.
+    for (int i = 0; i < 30; ++i) {
+      const std::string& text = (i + parity) % 2 == 0 ? long_one : short_one;
+      std::vector<SourceFile> files = {{"doc.md", text, "", static_cast<int64_t>(text.size())}};
+      EXPECT_OK(engine->AddResourceFiles(files, "strata://resources/race", {.remove_missing = false}));
+    }
+  };
+  // An add waits while another process holds the data directory's ingest lock.
+  {
+    auto locks = session::OpenFileOwnerLocks(dir.File("data") + "/locks");
+    ASSERT_OK(locks);
+    auto held = (*locks)->Lock({"ingest"});
+    ASSERT_OK(held);
+    std::vector<SourceFile> files = {{"doc.md", short_one, "", static_cast<int64_t>(short_one.size())}};
+    auto waiting = std::async(std::launch::async, [&] {
+      return (*first)->AddResourceFiles(files, "strata://resources/race", {.remove_missing = false});
+    });
+    EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+        << "the add went ahead while another process held the ingest lock";
+    held->reset();
+    EXPECT_OK(waiting.get());
+  }
+  std::thread a(adder, first->get(), 0), b(adder, second->get(), 1);
+  a.join();
+  b.join();
+  auto node = (*first)->Stat("strata://resources/race/doc.md");
+  ASSERT_OK(node);
+  Json meta = Json::parse(node->metadata);
+  auto chunks = (*first)->List("strata://resources/race/doc.md");
+  ASSERT_OK(chunks);
+  ASSERT_EQ(static_cast<int64_t>(chunks->size()), meta["ingest"]["chunks"].get<int64_t>());
+  const std::string word = chunks->size() == 8 ? "apple" : "pear";
+  for (const memory::Node& c : *chunks) {
+    auto text = (*first)->Read(c.uri.str());
+    ASSERT_OK(text);
+    EXPECT_NE(text->find(word), std::string::npos) << *text;
+  }
+}
+
+// A store that refuses every removal after the first `allowed`: an add stopped partway (a crash, a full disk).
+class RemovalFailingStore final : public testing::ForwardingStore {
+ public:
+  RemovalFailingStore(memory::ContextStore& inner, int allowed) : ForwardingStore(inner), allowed_(allowed) {}
+  Result<int64_t> Remove(const memory::Uri& uri, bool recursive) override {
+    if (allowed_-- <= 0) return Status::Unavailable("the disk went away");
+    return inner_.Remove(uri, recursive);
+  }
+
+ private:
+  int allowed_;
+};
+
+// A changed file's old chunks were removed while its directory still recorded the old hash: an add stopped
+// between two removals, then an add of the old content again, called the file unchanged with chunks missing.
+TEST(IngestStopped, AFileWhoseOldChunksWerePartlyRemovedIsWrittenAgainNotCalledUnchanged) {
+  testing::TempDir dir;
+  auto store = memory::OpenSqliteStore(dir.path());
+  ASSERT_OK(store);
+  auto root = memory::Uri::Parse("strata://resources/book");
+  ASSERT_OK(root);
+  auto add = [&](memory::ContextStore& into, const std::string& text) -> Result<AddReport> {
+    std::vector<SourceFile> files = {{"book.md", text, "", static_cast<int64_t>(text.size())}};
+    AddReport report;
+    STRATA_RETURN_IF_ERROR(AddFiles(into, *root, files, {}, &report));
+    return report;
+  };
+  const std::string original = "## One\n\nThe first part.\n\n## Two\n\nThe second part.\n\n## Three\n\nThe third part.\n";
+  auto first = add(**store, original);
+  ASSERT_OK(first);
+  ASSERT_EQ(first->chunks, 3);
+  RemovalFailingStore failing(**store, /*allowed=*/1);
+  std::string changed = original;
+  changed.replace(changed.find("second"), 6, "revised");
+  EXPECT_EQ(add(failing, changed).status().code(), StatusCode::kUnavailable);
+  auto file = memory::Uri::Parse("strata://resources/book/book.md");
+  ASSERT_OK(file);
+  auto left = (*store)->List(*file);
+  ASSERT_OK(left);
+  ASSERT_EQ(left->size(), 2u);  // One old chunk went before the add stopped.
+
+  auto again = add(**store, original);
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->unchanged.empty());
+  EXPECT_EQ(again->updated, std::vector<std::string>{"book.md"});
+  auto whole = (*store)->List(*file);
+  ASSERT_OK(whole);
+  EXPECT_EQ(whole->size(), 3u);
+  auto unchanged = add(**store, original);  // Written whole, it is unchanged from now on.
+  ASSERT_OK(unchanged);
+  EXPECT_EQ(unchanged->unchanged, std::vector<std::string>{"book.md"});
+}
+
 // A link named as the path is the tree it leads to: skipping it mirrored an empty tree and removed every file
 // an earlier add of the same tree had brought.
 TEST_F(IngestTree, ALinkNamedAsThePathIsFollowed) {
@@ -720,8 +840,10 @@ TEST(IngestSummary, TheModelsSummaryReplacesTheHeuristicLayersWhenItArrives) {
       "Sure! Here is a summary.",
       R"({"abstract": "How to prune and protect an orchard.", "overview": "Pruning in February; fleece against frost.",
           "chunks": [{"index": 0, "abstract": "When to prune."}, {"index": 9, "abstract": "not a chunk"}]})"};
+  std::function<void()> during_call;  // Runs once, while the model answers.
   llm::ScriptedProvider model("scripted", [&](const llm::ScriptedProvider::Request& req) {
     last_prompt = req.history.empty() ? "" : req.history[0].ExtractText();
+    if (during_call) std::exchange(during_call, nullptr)();
     return testing::TextReply(replies[std::min<size_t>(calls++, replies.size() - 1)]);
   });
   auto opened = Engine::Open({.data_dir = dir.File("data"), .model = &model, .ignore_prompt_env = true,
@@ -781,6 +903,33 @@ TEST(IngestSummary, TheModelsSummaryReplacesTheHeuristicLayersWhenItArrives) {
   ASSERT_OK(work);
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(engine.Stat(file)->abstract_text, "guide/prune.md: Pruning");
+
+  // The same content cut at another size while its summary was being asked: that add's own summary was
+  // taken for the job already running (the same file, the same hash), which then wrote the old cut's chunk
+  // abstracts over the new chunks. Now the running job writes nothing, and the add's own job follows.
+  testing::WriteFileOrDie(tree + "/guide/prune.md",
+                          "# Pruning\n\nPrune apple trees in February, while they are dormant, cutting out dead, "
+                          "diseased and crossing branches first.\n\nCover the young saplings with horticultural "
+                          "fleece whenever a hard frost is forecast for the night.\n");
+  ASSERT_OK(engine.AddResources(paths, "strata://resources/orchard", {.summarize = true}));
+  ASSERT_EQ(engine.List(file)->size(), 1u);
+  during_call = [&] {
+    auto recut = engine.AddResources(paths, "strata://resources/orchard", {.extract = {.chunk_tokens = 16}, .summarize = true});
+    EXPECT_OK(recut);
+    if (recut.ok()) {
+      EXPECT_EQ(recut->queued, 1);
+    }
+  };
+  replies = {replies[1]};  // Usable at once.
+  calls = 0;
+  work = engine.Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(calls, 2) << "the second cut's own summary was never asked";
+  chunks = engine.List(file);
+  ASSERT_OK(chunks);
+  ASSERT_GE(chunks->size(), 2u);
+  EXPECT_EQ((*chunks)[0].abstract_text, "When to prune.");
+  EXPECT_EQ(Json::parse(engine.Stat(file)->metadata)["ingest"]["chunk_tokens"], 16);
 }
 
 }  // namespace

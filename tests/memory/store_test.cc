@@ -27,6 +27,7 @@
 #include "memory/fts_text.h"
 #include "memory/store_internal.h"
 #include "memory/turns.h"
+#include "memory/forwarding_store.h"
 #include "pg.h"
 #include "pg_test_util.h"
 #include "sqlite_test_util.h"
@@ -121,9 +122,9 @@ TEST(Uri, RejectsBadInputNamingTheProblem) {
 }
 
 // A store that counts the node reads asked of the one it wraps: which URIs, in how many calls.
-class ReadCountingStore final : public ContextStore {
+class ReadCountingStore final : public testing::ForwardingStore {
  public:
-  explicit ReadCountingStore(ContextStore& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   int stats = 0;
   int stat_manys = 0;
   std::vector<std::string> read;  // Every URI asked of Stat or StatMany, in order.
@@ -138,57 +139,6 @@ class ReadCountingStore final : public ContextStore {
     for (const Uri& uri : uris) read.push_back(uri.str());
     return inner_.StatMany(uris);
   }
-  Status Write(const Uri& uri, std::string_view content, const WriteOptions& options) override {
-    return inner_.Write(uri, content, options);
-  }
-  Status WriteBatch(const std::vector<std::pair<Uri, std::string>>& leaves,
-                    const std::vector<WriteOptions>& options) override {
-    return inner_.WriteBatch(leaves, options);
-  }
-  Status Mkdir(const Uri& uri, const WriteOptions& options) override { return inner_.Mkdir(uri, options); }
-  Result<std::string> Read(const Uri& uri, Level level) override { return inner_.Read(uri, level); }
-  Result<std::vector<Node>> List(const Uri& dir, const ListOptions& options) override {
-    return inner_.List(dir, options);
-  }
-  Result<std::vector<Node>> Glob(std::string_view pattern, const Uri& under) override {
-    return inner_.Glob(pattern, under);
-  }
-  Result<std::vector<GrepMatch>> Grep(std::string_view needle, const Uri& under, bool ignore_case,
-                                      size_t limit) override {
-    return inner_.Grep(needle, under, ignore_case, limit);
-  }
-  Status Move(const Uri& from, const Uri& to) override { return inner_.Move(from, to); }
-  Result<int64_t> Remove(const Uri& uri, bool recursive) override { return inner_.Remove(uri, recursive); }
-  Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
-    return inner_.Link(from, to, reason);
-  }
-  Status Unlink(const Uri& from, const Uri& to) override { return inner_.Unlink(from, to); }
-  Result<std::vector<Relation>> Relations(const Uri& uri) override { return inner_.Relations(uri); }
-  Result<std::vector<ScoredUri>> Lexical(std::string_view query, const SearchFilter& filter, size_t limit) override {
-    return inner_.Lexical(query, filter, limit);
-  }
-  Result<std::vector<ScoredUri>> VectorNeighbours(const Vector& query, const SearchFilter& filter,
-                                                  size_t limit) override {
-    return inner_.VectorNeighbours(query, filter, limit);
-  }
-  Result<std::vector<float>> Similarities(const Vector& query, std::span<const Uri> uris) override {
-    return inner_.Similarities(query, uris);
-  }
-  Result<int64_t> Count(const SearchFilter& filter, int64_t cap) override { return inner_.Count(filter, cap); }
-  Result<std::vector<std::vector<Neighbour>>> Neighbours(std::span<const Uri> leaves, int span,
-                                                         const SearchFilter& filter) override {
-    return inner_.Neighbours(leaves, span, filter);
-  }
-  Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
-    return inner_.EmbedTexts(texts);
-  }
-  Result<std::vector<std::string>> Check() override { return inner_.Check(); }
-  Status Reindex() override { return inner_.Reindex(); }
-  Status Flush() override { return inner_.Flush(); }
-  Result<Stats> GetStats() override { return inner_.GetStats(); }
-
- private:
-  ContextStore& inner_;
 };
 
 // The store's suite runs on both backends: the embedded SQLite store and PostgreSQL (a fresh database per
@@ -305,6 +255,25 @@ TEST_P(StoreTest, ScopesCreatedBeforeAPresetChangeGainTheNewDirectories) {
   ASSERT_OK(store_->Remove(U("strata://user/bob"), true));
   ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "x"));
   EXPECT_EQ(store_->List(U("strata://user/bob/memories"))->size(), 4u);
+  ExpectConsistent();
+}
+
+// A store remembers which scope roots have their presets: a root another process (or instance) removed
+// came back without them, its folders' abstracts gone, when this store next wrote below it.
+TEST_P(StoreTest, AScopeRootAnotherProcessRemovedGetsItsPresetsBackWhenNextUsed) {
+  ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "x"));
+  auto other = pg() ? OpenPgStore(url_, {.embedder = embedder_})
+                    : OpenSqliteStore(dir_.path(), {.embedder = embedder_, .synchronous_full = false});
+  ASSERT_OK(other);
+  ASSERT_OK((*other)->Remove(U("strata://user/bob"), true));
+  other->reset();
+  ASSERT_OK(store_->Write(U("strata://user/bob/notes"), "y"));
+  auto memories = store_->List(U("strata://user/bob/memories"));
+  ASSERT_OK(memories);
+  EXPECT_EQ(memories->size(), 4u);
+  auto abstract = store_->Read(U("strata://user/bob"), Level::kAbstract);
+  ASSERT_OK(abstract);
+  EXPECT_EQ(*abstract, PresetDirectories("user")[0].abstract_text);
   ExpectConsistent();
 }
 
@@ -556,6 +525,14 @@ TEST_P(StoreTest, LinksNeedBothEnds) {
   ASSERT_EQ(rel->size(), 1u);
   EXPECT_EQ((*rel)[0].reason, "second");
   ASSERT_OK(store_->Unlink(U("strata://resources/a"), U("strata://resources/b")));
+  EXPECT_TRUE(store_->Relations(U("strata://resources/a"))->empty());
+  // A node linked to itself (it was taken), and the root (it "did not exist", though it can be listed).
+  Status self = store_->Link(U("strata://resources/a"), U("strata://resources/a"), "x");
+  EXPECT_EQ(self.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(self.message().find("to itself"), std::string::npos) << self.message();
+  Status root = store_->Link(Uri::Root(), U("strata://resources/a"), "x");
+  EXPECT_EQ(root.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.message().find("the root is not a node"), std::string::npos) << root.message();
   EXPECT_TRUE(store_->Relations(U("strata://resources/a"))->empty());
 }
 
@@ -1928,11 +1905,13 @@ TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
                           {.category = "doc", .metadata = std::string(R"({"k":1})")}));
   ASSERT_OK(store_->Write(U("strata://resources/kb/sub/日本語"), "テキスト"));
   ASSERT_OK(store_->Link(U("strata://resources/kb/intro"), U("strata://resources/kb/README.md"), "see also"));
+  // A link from the exported directory itself (its relative path is ""; the export failed on it).
+  ASSERT_OK(store_->Link(U("strata://resources/kb"), U("strata://resources/kb/intro"), "start here"));
   testing::TempDir out;
   auto exported = ExportMarkdown(*store_, U("strata://resources/kb"), out.path());
   ASSERT_OK(exported);
   EXPECT_EQ(exported->leaves, 3);
-  EXPECT_EQ(exported->relations, 1);
+  EXPECT_EQ(exported->relations, 2);
   EXPECT_EQ(testing::ReadFileOrDie(out.File("intro.md")), "# Intro\nHello");
   EXPECT_EQ(testing::ReadFileOrDie(out.File("intro.abstract.md")), "The intro");
   EXPECT_EQ(testing::ReadFileOrDie(out.File(".abstract.md")), "Knowledge base");
@@ -1945,7 +1924,7 @@ TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   auto imported = ImportMarkdown(*store_, out.path(), U("strata://resources/copy"));
   ASSERT_OK(imported);
   EXPECT_EQ(imported->leaves, 4);
-  EXPECT_EQ(imported->relations, 1);
+  EXPECT_EQ(imported->relations, 2);
   ASSERT_EQ(imported->skipped.size(), 1u);
   EXPECT_EQ(imported->skipped[0].path, "binary.md");
   EXPECT_NE(imported->skipped[0].reason.find("not UTF-8"), std::string::npos) << imported->skipped[0].reason;
@@ -1957,7 +1936,15 @@ TEST_P(StoreTest, ExportImportRoundTripsThroughPlainMarkdown) {
   EXPECT_EQ(readme.metadata, R"({"k":1})");
   EXPECT_EQ(*store_->Read(U("strata://resources/copy/sub/日本語"), Level::kContent), "テキスト");
   EXPECT_EQ(*store_->Read(U("strata://resources/copy/new-note"), Level::kAbstract), "A note added with a text editor");
-  EXPECT_EQ((*store_->Relations(U("strata://resources/copy/intro")))[0].to.str(), "strata://resources/copy/README.md");
+  auto from_intro = store_->Relations(U("strata://resources/copy/intro"));
+  ASSERT_OK(from_intro);
+  EXPECT_TRUE(std::ranges::any_of(*from_intro, [](const Relation& r) { return r.to.str() == "strata://resources/copy/README.md"; }));
+  auto from_root = store_->Relations(U("strata://resources/copy"));
+  ASSERT_OK(from_root);
+  auto start = std::ranges::find_if(*from_root, [](const Relation& r) { return r.from.str() == "strata://resources/copy"; });
+  ASSERT_NE(start, from_root->end());
+  EXPECT_EQ(start->to.str(), "strata://resources/copy/intro");
+  EXPECT_EQ(start->reason, "start here");
   ExpectConsistent();
 }
 

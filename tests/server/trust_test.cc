@@ -124,8 +124,9 @@ TEST_F(TrustTest, AReusedSessionIdInheritsNothingOfTheDeletedSession) {
 }
 
 // A session deleted while its phase 2 runs: the worker's job is gone with it, so it can neither finish it
-// nor leave a dead job behind (whose error would name the server's files).
-TEST(SessionDeletedDuringPhaseTwo, LeavesNoJobAndNoError) {
+// nor leave a dead job behind (whose error would name the server's files). Then a session is made again
+// under its id (`by_fork`: another user's session forked onto it), and starts clean.
+void DeleteDuringPhaseTwoThenMakeAgain(bool by_fork) {
   testing::TempDir dir;
   std::unique_ptr<Engine> engine;
   std::atomic<int> calls{0};
@@ -152,13 +153,31 @@ TEST(SessionDeletedDuringPhaseTwo, LeavesNoJobAndNoError) {
   auto jobs = (*engine->queue())->List(std::nullopt);
   ASSERT_OK(jobs);
   EXPECT_TRUE(jobs->empty()) << jobs->size() << " job(s) left, the first: " << (*jobs)[0].last_error;
-  // A new session of that id starts clean.
-  ASSERT_OK(engine->CreateSession("bob", "", "doomed"));
+  // What a delete interrupted after the session was gone leaves in its scope (staged: the delete above
+  // removed it).
+  ASSERT_OK(engine->Write("strata://session/doomed/history/archive_001", "alice's transcript"));
+  // A new session of that id starts clean: made new, or forked (the fork inherited the scope, and the
+  // other user's transcript in it).
+  if (by_fork) {
+    ASSERT_OK(engine->CreateSession("bob", "", "bobs"));
+    ASSERT_OK(engine->AddMessages("bobs", std::vector{Message::User("Hello.")}));
+    ASSERT_OK(engine->Fork("bobs", "doomed", std::nullopt));
+  } else {
+    ASSERT_OK(engine->CreateSession("bob", "", "doomed"));
+  }
   auto status = engine->GetSessionStatus("doomed");
   ASSERT_OK(status);
   EXPECT_TRUE(status->jobs.empty());
   EXPECT_TRUE(status->archives.empty());
   EXPECT_EQ(engine->Stat("strata://session/doomed/history/archive_001").status().code(), StatusCode::kNotFound);
+}
+
+TEST(SessionDeletedDuringPhaseTwo, LeavesNoJobAndNoErrorAndAMadeAgainSessionStartsClean) {
+  DeleteDuringPhaseTwoThenMakeAgain(/*by_fork=*/false);
+}
+
+TEST(SessionDeletedDuringPhaseTwo, ASessionForkedOntoItsIdStartsClean) {
+  DeleteDuringPhaseTwoThenMakeAgain(/*by_fork=*/true);
 }
 
 TEST_F(TrustTest, AnotherUsersSessionAnswersExactlyAsAMissingOne) {
@@ -168,8 +187,10 @@ TEST_F(TrustTest, AnotherUsersSessionAnswersExactlyAsAMissingOne) {
   ASSERT_EQ(Call("POST", "/api/v1/sessions/mine/messages", alice, R"({"role": "user", "content": "hello"})").status, 200);
   int compared = 0;
   auto same = [&](const std::string& method, const std::string& path_of, const std::string& body_of) {
+    // Arguments are read before the session is looked for (as in process): each route gets valid ones.
     auto fill = [](std::string text, const std::string& id) {
       for (size_t at; (at = text.find("{id}")) != std::string::npos;) text.replace(at, 4, id);
+      for (size_t at; (at = text.find("{archive}")) != std::string::npos;) text.replace(at, 9, "1");
       return text;
     };
     Reply foreign = Call(method, fill(path_of, "mine"), bob, fill(body_of, "mine"));
@@ -189,7 +210,7 @@ TEST_F(TrustTest, AnotherUsersSessionAnswersExactlyAsAMissingOne) {
     if (path.rfind("/api/v1/sessions/{id}", 0) != 0) continue;
     bool query = method == "GET" && takes && std::ranges::count(*takes, "query") > 0;
     same(method, path + (query ? "?query=x" : ""),
-         OnlyTaken(method, path, R"({"role": "user", "content": "x", "checkpoint": 0, "prompt": "p", "id": "fork-{id}"})"));
+         OnlyTaken(method, path, R"({"role": "user", "content": "x", "checkpoint": 0, "prompt": "p", "id": "fork-{id}", "tokens": 5})"));
   }
   EXPECT_GE(compared, 14);
   same("GET", "/api/v1/tasks?session={id}", "");
@@ -858,6 +879,14 @@ TEST_F(TrustTest, ConcurrentMcpEditsOfOneMemoryAllLand) {
   std::string want;
   for (const std::string& d : days) want += d + ": busy. ";
   EXPECT_EQ(read.body["result"]["content"], want);
+  // A directory has no content to edit, whatever its listing holds (the answer was "not found" or "occurs N
+  // times", as the listing went).
+  for (const std::string old_text : {"week", "zzz"}) {
+    Reply dir = Call("POST", "/mcp", alice,
+                     McpCall("edit", {{"uri", "strata://user/alice/memories/plans"}, {"old_text", old_text}, {"new_text", "x"}}));
+    ASSERT_EQ(dir.status, 200) << dir.raw;
+    EXPECT_NE(dir.raw.find("is a directory; only leaves have content"), std::string::npos) << old_text << ": " << dir.raw;
+  }
 }
 
 // A commit through MCP is a commit like one over HTTP: counted, and the worker woken for it (its phase 2

@@ -325,6 +325,28 @@ TEST(SqliteJobQueue, AQueueFromBeforeAutoincrementIsRebuiltKeepingItsJobs) {
   EXPECT_NE((*schema)[0].find("AUTOINCREMENT"), std::string::npos) << (*schema)[0];
 }
 
+// Processes opening a queue from before claims were kept, at once (a server and CLI commands after an
+// upgrade): each looked for the column and added it, and all but the first failed to open.
+TEST(SqliteJobQueue, AQueueFromBeforeClaimsOpenedByManyAtOnceOpensForEveryOne) {
+  for (int round = 0; round < 10; ++round) {
+    testing::TempDir dir;
+    ASSERT_OK(testing::SqliteRows(
+        dir.File("queue.db"),
+        "CREATE TABLE jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key TEXT NOT NULL, payload "
+        "TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT "
+        "'', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, not_before_ms INTEGER NOT NULL DEFAULT 0, "
+        "lease_until_ms INTEGER NOT NULL DEFAULT 0); INSERT INTO jobs(kind, key, payload, state, created_ms, "
+        "updated_ms) VALUES ('commit', 's@1', '1', 'pending', 10, 10);"));
+    std::vector<std::thread> openers;
+    std::vector<Status> opened(4);
+    for (size_t i = 0; i < opened.size(); ++i) {
+      openers.emplace_back([&, i] { opened[i] = OpenJobQueue(dir.File("queue.db"), {}).status(); });
+    }
+    for (std::thread& t : openers) t.join();
+    for (const Status& status : opened) ASSERT_TRUE(status.ok()) << "round " << round << ": " << status.message();
+  }
+}
+
 // A database restart (pg_ctl restart) drops the connection: the call that finds it gone fails as
 // unavailable, the next one reconnects, and nothing acknowledged before is lost.
 TEST(PgJobQueue, ReconnectsAfterADatabaseRestartWithoutLosingJobs) {

@@ -7,7 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include "pg.h"
+#include "pg_test_util.h"
 #include "strata/session/owner_locks.h"
+#include "test_util.h"
 
 namespace strata::session {
 namespace {
@@ -110,6 +113,31 @@ TEST(OwnerLocksTest, AHolderOfOneOwnerKeepsTheOtherThreadsOut) {
   first->reset();
   Result<std::unique_ptr<OwnerLocks::Held>> third = locks->Lock({"agent/b", "user/a"});
   EXPECT_TRUE(third.ok());
+}
+
+// A lock lost with its PostgreSQL connection (the server ended it: an idle timeout, a proxy, a failover) is
+// released by the server, and another instance may take it: the holder hears of it before it writes.
+TEST(PgOwnerLocksTest, ALockLostWithItsConnectionIsSaidToBeLost) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto locks = OpenPgOwnerLocks(*url);
+  ASSERT_OK(locks);
+  auto held = (*locks)->Lock({"user/a"});
+  ASSERT_OK(held);
+  EXPECT_OK((*held)->Verify());
+  auto admin = pg::Conn::Connect(*url);
+  ASSERT_OK(admin);
+  ASSERT_OK((*admin)->Exec("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                           "AND pid <> pg_backend_pid() AND database = (SELECT oid FROM pg_database WHERE datname = "
+                           "current_database())"));
+  auto others = OpenPgOwnerLocks(*url);
+  ASSERT_OK(others);
+  auto taken = (*others)->Lock({"user/a"});  // Another instance holds it now.
+  ASSERT_OK(taken);
+  EXPECT_EQ((*held)->Verify().code(), StatusCode::kUnavailable);
+  EXPECT_OK((*taken)->Verify());
+  held->reset();  // Its release touches nobody else's lock.
+  EXPECT_OK((*taken)->Verify());
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "strata/util/memory_file_system.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "test_util.h"
@@ -90,6 +92,27 @@ TEST(PosixFileSystemTest, SecondLockIsRefused) {
   ASSERT_OK(names);
   EXPECT_EQ(*names, std::vector<std::string>{"f"});
   EXPECT_EQ(fs->NewSequentialFile(dir.File("missing")).status().code(), StatusCode::kNotFound);
+}
+
+// A lock waited for on a file that its holder then removed, while another made a new file at the path and
+// locked that (a session deleted and made again under its id by another process): getting the old file's
+// lock once its holder let go held nothing, and two processes both held "the" lock.
+TEST(PosixFileSystemTest, ALockIsOnTheFileThePathNamesNotOneRemovedWhileWaiting) {
+  testing::TempDir dir;
+  FileSystem* fs = PosixFileSystem();
+  const std::string path = dir.File("session.lock");
+  auto first = fs->LockFile(path, std::chrono::milliseconds(0));
+  ASSERT_OK(first);
+  auto waiter = std::async(std::launch::async, [&] { return fs->LockFile(path, std::chrono::milliseconds(1500)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Either way the waiter must not win (below).
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  auto second = fs->LockFile(path, std::chrono::milliseconds(0));  // The new file at the path.
+  ASSERT_OK(second);
+  first->reset();  // The removed file's holder lets go.
+  auto waited = waiter.get();
+  EXPECT_EQ(waited.status().code(), StatusCode::kUnavailable) << "took the removed file's lock";
+  second->reset();
+  EXPECT_OK(fs->LockFile(path, std::chrono::milliseconds(0)));
 }
 
 }  // namespace

@@ -110,7 +110,8 @@ struct AddOptions {
 };
 
 // The job that summarises one added file with the model: its key is the file's URI, its payload
-// {"uri", "hash"} (the content it was queued for: a job for content replaced since does nothing).
+// {"uri", "hash", "chunk_tokens"} (the content and the cut it was queued for: a job for a file replaced
+// since does nothing).
 inline constexpr std::string_view kSummaryJobKind = "resource.summarize";
 
 // Adds `files` below `root`: a file whose content hash is the one stored is left as it is; a changed one is

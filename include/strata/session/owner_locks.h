@@ -59,6 +59,10 @@ class OwnerLocks {
   class Held {
    public:
     virtual ~Held() = default;
+    // Whether every lock is still held: kUnavailable when one was lost without a word (on PostgreSQL, the
+    // connection holding it dropped — an idle timeout, a proxy, a failover — and the server released it,
+    // so another instance may hold it now). Checked right before the writes the lock guards.
+    virtual Status Verify() { return Status::Ok(); }
   };
   virtual ~OwnerLocks() = default;
   // Holds `owners` (sorted and de-duplicated here, so two callers never wait for each other in opposite

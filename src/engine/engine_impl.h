@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,9 +68,10 @@ class WorkerLock {
 };
 
 // Runs one kSummaryJobKind job (src/engine/files.cc): the model's L0/L1 for an added file and its chunks.
-// `locks` hold "ingest" while it looks at the file again and writes (Engine::Impl::HoldIngest).
+// `hold_ingest` is held while it looks at the file again and writes (Engine::Impl::HoldIngest).
 Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, prompt::PromptLibrary& prompts,
-                         session::OwnerLocks& locks, const session::Job& job, const Canceller* cancel);
+                         const session::Job& job, const Canceller* cancel,
+                         const std::function<Result<std::unique_ptr<session::OwnerLocks::Held>>()>& hold_ingest);
 
 }  // namespace engine_internal
 
@@ -215,10 +217,10 @@ struct Engine::Impl {
       session::PipelineOptions pipeline_options = options.pipeline;
       if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
       prompt::PromptLibrary* library = PromptsLocked();
-      STRATA_ASSIGN_OR_RETURN(session::OwnerLocks * locks, NamedLocksLocked());
       pipeline_options.job_handlers.emplace(
-          std::string(ingest::kSummaryJobKind), [st, m, library, locks](const session::Job& job, const Canceller* cancel) {
-            return engine_internal::SummarizeResource(*st, *m, *library, *locks, job, cancel);
+          std::string(ingest::kSummaryJobKind), [this, st, m, library](const session::Job& job, const Canceller* cancel) {
+            return engine_internal::SummarizeResource(*st, *m, *library, job, cancel,
+                                                      [this, cancel] { return HoldIngest(cancel); });
           });
       pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
     }
@@ -241,14 +243,17 @@ struct Engine::Impl {
   // One add of documents at a time, in every process on the data directory or instance on the database,
   // and no summary written in the middle of one: an add replaces a file in several steps (its old chunks
   // removed, the new ones written, its hash recorded last), and two adds of one file at once (a server's
-  // and the CLI's) left chunks of the older version that the recorded hash then kept for good.
-  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldIngest() {
-    session::OwnerLocks* locks = nullptr;
-    {
-      std::lock_guard lock(open_mu);
-      STRATA_ASSIGN_OR_RETURN(locks, NamedLocksLocked());
-    }
-    return locks->Lock({"ingest"});
+  // and the CLI's) left chunks of the older version that the recorded hash then kept for good. Waits up
+  // to kIngestWait for another add (which may embed a whole tree), then is kUnavailable.
+  static constexpr std::chrono::seconds kIngestWait{30};
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldIngest(const Canceller* cancel = nullptr) {
+    return HoldNamed(
+        "ingest", kIngestWait, [] { return false; },
+        [] {
+          return Status::Unavailable("another add of documents (here or in another process) is in progress; "
+                                     "try again when it has ended");
+        },
+        cancel);
   }
 
   // Holds session `ref`'s turn lock: one turn (BeginTurn to its end) or one commit of a session at a time,
@@ -260,22 +265,32 @@ struct Engine::Impl {
   // an idle commit is not lost to one); a turn of this process in progress is refused at once.
   Result<std::unique_ptr<session::OwnerLocks::Held>> HoldSession(
       std::string_view ref, const std::string& busy, std::chrono::milliseconds wait = std::chrono::milliseconds(500)) {
+    Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref);
+    const std::string id = parsed.ok() ? parsed->id : std::string(ref);
+    // A turn of this process holds it (for as long as its model takes): no use waiting. Another process's
+    // turn is waited for as a change would be, then refused.
+    return HoldNamed("turn/" + id, wait, [&] { return turns.Busy(id); }, [&] { return Status::FailedPrecondition(busy); });
+  }
+
+  // Holds the named lock `name` (NamedLocksLocked), polling for up to `wait` while another holds it, or
+  // until `give_up` says to; then the status `refused` makes. A `cancel` that fires ends the wait too.
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldNamed(const std::string& name, std::chrono::milliseconds wait,
+                                                               const std::function<bool()>& give_up,
+                                                               const std::function<Status()>& refused,
+                                                               const Canceller* cancel = nullptr) {
     session::OwnerLocks* locks = nullptr;
     {
       std::lock_guard lock(open_mu);
       STRATA_ASSIGN_OR_RETURN(locks, NamedLocksLocked());
     }
-    Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref);
-    const std::string id = parsed.ok() ? parsed->id : std::string(ref);
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(20))) {
       Canceller no_wait;  // Cancelled already: the lock is taken if free, refused if held.
       no_wait.Cancel();
-      Result<std::unique_ptr<session::OwnerLocks::Held>> held = locks->Lock({"turn/" + id}, &no_wait);
+      Result<std::unique_ptr<session::OwnerLocks::Held>> held = locks->Lock({name}, &no_wait);
       if (held.ok() || held.status().code() != StatusCode::kCancelled) return held;
-      // A turn of this process holds it (for as long as its model takes): no use waiting. Another
-      // process's turn is waited for as a change would be, then refused.
-      if (turns.Busy(id) || std::chrono::steady_clock::now() >= deadline) return Status::FailedPrecondition(busy);
+      if (give_up() || std::chrono::steady_clock::now() >= deadline) return refused();
+      if (cancel != nullptr && cancel->cancelled()) return Status::Cancelled("cancelled while waiting for " + name);
       std::this_thread::sleep_for(pause);
     }
   }

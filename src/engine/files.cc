@@ -169,7 +169,8 @@ Status QueueSummaries(memory::ContextStore& store, session::JobQueue& queue, con
       const Json* ingest = json::Field(meta, "ingest");
       std::string hash = ingest != nullptr ? json::StringOr(*ingest, "hash") : "";
       // The content and how it was cut: the same bytes cut at another size are other chunks.
-      int64_t chunk_tokens = ingest != nullptr ? json::IntOr(*ingest, "chunk_tokens", 512) : 512;
+      const int64_t unrecorded = ingest::ExtractOptions{}.chunk_tokens;  // Files added before it was recorded.
+      int64_t chunk_tokens = ingest != nullptr ? json::IntOr(*ingest, "chunk_tokens", unrecorded) : unrecorded;
       Json payload = {{"uri", uri.str()}, {"hash", hash}, {"chunk_tokens", chunk_tokens}};
       STRATA_RETURN_IF_ERROR(queue.Enqueue(ingest::kSummaryJobKind, uri.str(), payload.dump()).status());
       ++report.queued;
@@ -193,7 +194,8 @@ Status AddAndQueue(Engine::Impl& impl, const memory::Uri& root, std::span<const 
 namespace engine_internal {
 
 Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, prompt::PromptLibrary& prompts,
-                         session::OwnerLocks& locks, const session::Job& job, const Canceller* cancel) {
+                         const session::Job& job, const Canceller* cancel,
+                         const std::function<Result<std::unique_ptr<session::OwnerLocks::Held>>()>& hold_ingest) {
   Json payload = json::ParseOrDiscard<Json>(job.payload);
   Result<memory::Uri> uri = memory::Uri::Parse(json::StringOr(payload, "uri"));
   if (!uri.ok()) return Status::DataLoss("summary job " + std::to_string(job.id) + ": its payload names no URI");
@@ -211,7 +213,7 @@ Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, 
     Json meta = json::ParseOrDiscard<Json>(node->metadata);
     const Json* ingest = json::Field(meta, "ingest");
     if (ingest == nullptr || !ingest->is_object() || json::StringOr(*ingest, "hash") != hash ||
-        (chunk_tokens && json::IntOr(*ingest, "chunk_tokens", 512) != *chunk_tokens)) {
+        (chunk_tokens && json::IntOr(*ingest, "chunk_tokens", ingest::ExtractOptions{}.chunk_tokens) != *chunk_tokens)) {
       return std::optional<std::pair<memory::Node, Json>>();
     }
     return std::optional<std::pair<memory::Node, Json>>(std::make_pair(std::move(*node), std::move(meta)));
@@ -279,7 +281,7 @@ Status SummarizeResource(memory::ContextStore& store, llm::ChatProvider& model, 
       llm::AskForJson(model, prompt, "resource summary", check, {.attempts = 2, .cancel = cancel}, nullptr).status());
   // Written only if the file is still the one summarised (a re-add may have replaced it meanwhile), with
   // no add in between (in any process): one could replace the file between the look and the writes.
-  STRATA_ASSIGN_OR_RETURN(auto held, locks.Lock({"ingest"}, cancel));
+  STRATA_ASSIGN_OR_RETURN(auto held, hold_ingest());
   STRATA_ASSIGN_OR_RETURN(auto still, current());
   if (!still) return Status::Ok();
   Json meta = still->second;

@@ -88,7 +88,10 @@ Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view 
       STRATA_ASSIGN_OR_RETURN(held, impl_->HoldForChange(id, "fork it whole (or at a checkpoint)"));
     }
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo made, s.Fork(id, new_id, checkpoint));
-    if (!new_id.empty()) STRATA_RETURN_IF_ERROR(impl_->ClearSessionScope(made.id));  // As CreateSession does.
+    if (!new_id.empty()) {  // As CreateSession does.
+      Status cleared = impl_->ClearSessionScope(made.id);
+      if (!cleared.ok()) return cleared.WithContext("session " + made.id + " was forked, but its own scope not cleared");
+    }
     return made;
   });
 }

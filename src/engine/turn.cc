@@ -313,7 +313,7 @@ Result<int> Engine::CommitIdleSessions() {
         impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));
         continue;
       }
-      if (Commit(info->id, {.wait = false}).ok()) ++committed;
+      if (Commit(ref, {.wait = false}).ok()) ++committed;  // That incarnation's, whatever came since.
     }
     return committed;
   });

@@ -874,6 +874,11 @@ class FileSessions final : public Sessions {
     SessionLock held{m, std::unique_lock<std::mutex>(*m), nullptr, {}};
     if (create) STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(id)));
     Result<std::unique_ptr<FileLock>> file_lock = fs().LockFile(Dir(id) + "/session.lock", options_.lock_wait);
+    if (create && file_lock.status().code() == StatusCode::kNotFound) {
+      // A delete of the id took the directory away while this waited for its lock: make it again.
+      STRATA_RETURN_IF_ERROR(fs().CreateDirectories(Dir(id)));
+      file_lock = fs().LockFile(Dir(id) + "/session.lock", options_.lock_wait);
+    }
     if (!file_lock.ok()) {
       if (file_lock.status().code() == StatusCode::kNotFound) return NoSuchSession(id);
       return file_lock.status();

@@ -152,6 +152,7 @@ class PosixFileSystemImpl final : public FileSystem {
       return Status::Unavailable(path + " stayed locked by another process for " + std::to_string(wait.count()) +
                                  " ms; try again");
     };
+    bool reopened = false;
     for (;;) {
       int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
       if (fd < 0 && (errno == EACCES || errno == EROFS)) {
@@ -184,7 +185,9 @@ class PosixFileSystemImpl final : public FileSystem {
         return std::unique_ptr<FileLock>(new PosixFileLock(fd));
       }
       ::close(fd);
-      if (std::chrono::steady_clock::now() >= deadline) return timed_out();
+      // Once at least, whatever the deadline: nobody held the file this one replaced.
+      if (reopened && std::chrono::steady_clock::now() >= deadline) return timed_out();
+      reopened = true;
     }
   }
 

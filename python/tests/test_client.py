@@ -136,6 +136,23 @@ def test_the_same_question_gets_the_same_answer_in_process_and_over_http(server,
     local.close()
 
 
+def test_a_skill_is_added_and_refused_alike_in_process_and_over_http(server, tmp_path, engine):
+    """SKILL.md's text is text on both: a line without front matter was a missing file in process
+    (NotFoundError) and a missing front matter over HTTP; a path still works in process."""
+    admin = strata.Client(server.url, server.key("ops", role="admin"))
+    for text in ("no front matter", ""):
+        with pytest.raises(strata.InvalidArgumentError) as local:
+            engine.add_skill("bot", text)
+        with pytest.raises(strata.InvalidArgumentError) as remote:
+            admin.add_skill("bot", text)
+        assert local.value.message == remote.value.message, text
+    skill = "---\nname: brew\ndescription: Brews coffee.\n---\n\nGrind, then pour.\n"
+    assert engine.add_skill("bot", skill) == admin.add_skill("bot", skill)
+    (tmp_path / "tea").mkdir()
+    (tmp_path / "tea" / "SKILL.md").write_text(skill.replace("brew", "steep").replace("coffee", "tea"))
+    assert engine.add_skill("bot", str(tmp_path / "tea" / "SKILL.md")).endswith("/steep")
+
+
 def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(server, tmp_path):
     admin = strata.Client(server.url, server.key("ops", role="admin"))
     admin.write("strata://resources/ops/tea", "Green tea is brewed at 80 degrees.")

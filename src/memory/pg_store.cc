@@ -389,6 +389,20 @@ class PgStore final : public ContextStore {
                           ", $2::int) WHERE " + column + " = $3 OR (" + column + " >= $4 AND " + column + " < $5)";
         STRATA_RETURN_IF_ERROR(c.Exec(sql, {to.str(), cut, from.str(), lo, hi}).status());
       }
+      // A node whose type was its place's (InferContextType) follows it: a resource moved among memories is a
+      // memory now, and find's type filter finds it there. A type given when it was written stays.
+      auto [to_lo, to_hi] = DescendantRange(to);
+      STRATA_ASSIGN_OR_RETURN(pg::Rows moved_rows, c.Exec("SELECT uri, type FROM store_nodes WHERE uri = $1 OR "
+                                                          "(uri >= $2 AND uri < $3)",
+                                                          {to.str(), to_lo, to_hi}));
+      for (int i = 0; i < moved_rows.size(); ++i) {
+        STRATA_ASSIGN_OR_RETURN(std::string uri, moved_rows.Text(i, 0));
+        STRATA_ASSIGN_OR_RETURN(std::string type, moved_rows.Text(i, 1));
+        std::string_view placed = TypeOfPlace(uri);
+        if (placed == type || TypeOfPlace(from.str() + uri.substr(to.str().size())) != type) continue;
+        STRATA_RETURN_IF_ERROR(
+            c.Exec("UPDATE store_nodes SET type = $1 WHERE uri = $2", {std::string(placed), uri}).status());
+      }
       // The moved node's name is indexed (and may be its whole embedding text): refresh its rows.
       Plan moved;
       STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(c, to));

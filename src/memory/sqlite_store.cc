@@ -420,6 +420,23 @@ class SqliteStore final : public ContextStore {
       rel.Bind(1, to.str()).Bind(2, cut).Bind(3, from.str()).Bind(4, lo).Bind(5, hi);
       STRATA_RETURN_IF_ERROR(rel.Run());
     }
+    // A node whose type was its place's (InferContextType) follows it: a resource moved among memories is a
+    // memory now, and find's type filter finds it there. A type given when it was written stays.
+    {
+      std::vector<std::pair<std::string, std::string_view>> retyped;
+      Stmt moved_rows(Conn(), "SELECT uri, type FROM nodes WHERE uri = ?1 OR (uri >= ?2 AND uri < ?3)");
+      auto [to_lo, to_hi] = DescendantRange(to);
+      moved_rows.Bind(1, to.str()).Bind(2, to_lo).Bind(3, to_hi);
+      while (true) {
+        STRATA_ASSIGN_OR_RETURN(bool row, moved_rows.Step());
+        if (!row) break;
+        std::string uri = moved_rows.Text(0), was = from.str() + uri.substr(to.str().size());
+        std::string_view type = TypeOfPlace(uri);
+        if (type != moved_rows.Text(1) && TypeOfPlace(was) == moved_rows.Text(1)) retyped.emplace_back(uri, type);
+      }
+      Stmt retype(Conn(), "UPDATE nodes SET type = ?1 WHERE uri = ?2");
+      for (const auto& [uri, type] : retyped) STRATA_RETURN_IF_ERROR(retype.Reset().Bind(1, type).Bind(2, uri).Run());
+    }
     // The moved node's name is indexed (and may be its whole embedding text): refresh its rows.
     Plan moved;
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(to));

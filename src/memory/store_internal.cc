@@ -401,6 +401,11 @@ int64_t CharCount(std::string_view text) {
   return n;
 }
 
+std::string_view TypeOfPlace(std::string_view uri) {
+  Result<Uri> parsed = Uri::Parse(uri);
+  return ContextTypeName(parsed.ok() ? InferContextType(*parsed) : ContextType::kResource);
+}
+
 Status ValidateLink(const Uri& from, const Uri& to) {
   if (from.is_root() || to.is_root()) return Status::InvalidArgument("cannot link strata://: the root is not a node");
   if (from == to) return Status::InvalidArgument("cannot link " + from.str() + " to itself");

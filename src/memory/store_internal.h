@@ -99,6 +99,8 @@ int64_t CharCount(std::string_view text);
 
 // Checks that a move is allowed by the URIs alone.
 Status ValidateMove(const Uri& from, const Uri& to);
+// The type a node at `uri` has (ContextTypeName of InferContextType); "resource" for text that is no URI.
+std::string_view TypeOfPlace(std::string_view uri);
 // Checks that a link is allowed by the URIs alone: not the root (no node), not a node to itself.
 Status ValidateLink(const Uri& from, const Uri& to);
 // kInvalidArgument when moving `from` to `to` would give a node below it a URI past Uri's bounds (128

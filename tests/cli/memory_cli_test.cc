@@ -2,7 +2,9 @@
 // directory.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "test_util.h"
@@ -53,6 +55,14 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   CliRun find = Memory({"find", "which editor does alice use", "--json"});
   ASSERT_EQ(find.exit_code, 0) << find.err;
   EXPECT_EQ(find.out.find("{\"uri\":\"strata://user/alice/memories/preferences/editor\""), 0u) << find.out;
+  // Printed plainly, the score is the JSON's rounded to three places (it was cut: 1.02162 printed 1.021).
+  CliRun plain = Memory({"find", "which editor does alice use"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  char rounded[32];
+  std::snprintf(rounded, sizeof rounded, "%.3f",
+                nlohmann::json::parse(find.out.substr(0, find.out.find('\n')))["score"].get<double>());
+  EXPECT_EQ(plain.out.rfind(std::string(rounded) + "  strata://user/alice/memories/preferences/editor", 0), 0u)
+      << plain.out;
   // A misspelt scope is an error that names it, not an empty answer.
   CliRun misspelt = Memory({"find", "which editor does alice use", "--under", "strata://user/alice/memorys"});
   EXPECT_NE(misspelt.exit_code, 0);

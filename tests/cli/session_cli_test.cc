@@ -86,6 +86,18 @@ TEST_F(SessionCli, NewAddCommitStatusHistory) {
   EXPECT_NE(unknown.err.find("no session nope"), std::string::npos) << unknown.err;
 }
 
+// `--text ''` is an empty message given, not a request to read stdin (it read stdin, and appended what it
+// held as JSON messages).
+TEST_F(SessionCli, AnEmptyTextIsThatTextNotStdin) {
+  ASSERT_EQ(Session({"new", "--user", "alice", "--id", "s1"}).exit_code, 0);
+  CliRun add = Session({"add", "s1", "--text", ""}, R"({"role": "assistant", "content": "from stdin"})");
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  Json show = Json::parse(Session({"show", "s1"}).out);
+  ASSERT_EQ(show["messages"].size(), 1u) << show.dump();
+  EXPECT_EQ(show["messages"][0]["role"], "user") << show.dump();
+  EXPECT_EQ(show.dump().find("from stdin"), std::string::npos) << show.dump();
+}
+
 TEST_F(SessionCli, CheckpointRevertForkCompactAndContext) {
   ASSERT_EQ(Session({"new", "--user", "alice", "--id", "s1"}).exit_code, 0);
   ASSERT_EQ(Session({"add", "s1", "--text", "Plan a week in Kyoto."}).exit_code, 0);

@@ -493,6 +493,18 @@ TEST_P(StoreTest, MoveCarriesSubtreeIndexesAndRelations) {
   ASSERT_OK(store_->Write(U("strata://resources/café/x"), "under a non-ASCII directory"));
   ASSERT_OK(store_->Move(U("strata://resources/café"), U("strata://resources/menu")));
   EXPECT_EQ(*store_->Read(U("strata://resources/menu/x"), Level::kContent), "under a non-ASCII directory");
+  // A node whose type was its place's follows it (a resource moved among memories kept "resource", and find's
+  // type filter missed it there); a type given when it was written stays.
+  ASSERT_OK(store_->Write(U("strata://resources/inbox/tea"), "Alice drinks green tea."));
+  ASSERT_OK(store_->Write(U("strata://resources/inbox/steeping"), "Steep for three minutes.", {.type = ContextType::kSkill}));
+  ASSERT_OK(store_->Move(U("strata://resources/inbox"), U("strata://user/alice/memories/inbox")));
+  EXPECT_EQ(store_->Stat(U("strata://user/alice/memories/inbox"))->type, ContextType::kMemory);
+  EXPECT_EQ(store_->Stat(U("strata://user/alice/memories/inbox/tea"))->type, ContextType::kMemory);
+  EXPECT_EQ(store_->Stat(U("strata://user/alice/memories/inbox/steeping"))->type, ContextType::kSkill);
+  auto memories = store_->Lexical("green tea", {.type = ContextType::kMemory}, 5);
+  ASSERT_OK(memories);
+  ASSERT_EQ(memories->size(), 1u);
+  EXPECT_EQ((*memories)[0].uri.str(), "strata://user/alice/memories/inbox/tea");
   ExpectConsistent();
 }
 

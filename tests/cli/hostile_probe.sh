@@ -27,7 +27,7 @@ bad() {
 run() {
   name=$1
   shift
-  timeout 60 "$@" <"${IN:-/dev/null}" >"$OUT" 2>"$ERR"
+  timeout 180 "$@" <"${IN:-/dev/null}" >"$OUT" 2>"$ERR"
   rc=$?
 }
 

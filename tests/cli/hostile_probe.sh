@@ -23,7 +23,7 @@ bad() {
   echo "  stderr: $(head -c 400 "$ERR")"
 }
 
-# run NAME CMD... : runs CMD with stdin from $IN (default /dev/null), 60 s at most.
+# run NAME CMD... : runs CMD with stdin from $IN (default /dev/null), 180 s at most.
 run() {
   name=$1
   shift

@@ -11,6 +11,7 @@ character. Strings inside dicts (messages, metadata) are checked where they are 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from typing import Any
 
@@ -112,9 +113,50 @@ def guard_text(module: Any, classes: list[str], functions: list[str]) -> None:
         setattr(module, name, _guard(getattr(module, name), name, skip_self=False))
 
 
+def _text_parameters(func: Any) -> dict[str, bool]:
+    """The parameters of `func` annotated ``str`` or ``str | None``: name -> whether None is taken."""
+    texts = {}
+    for name, param in inspect.signature(func).parameters.items():
+        annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
+        if annotation == "str":
+            texts[name] = False
+        elif annotation in ("str | None", "Optional[str]"):
+            texts[name] = True
+    return texts
+
+
 def _prechecked(func: Any, where: str) -> Any:
+    signature = inspect.signature(func)
+    texts = _text_parameters(func)
+
     @functools.wraps(func)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # A text argument that is no text (a number, a list) is the TypeError the Engine raises in process
+        # (pybind11 converts no such value to a string); before, it went out as its repr or JSON value and
+        # came back as the server's InvalidArgumentError, or went through.
+        if texts:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{where}: {e}") from None
+            for name, value in bound.arguments.items():
+                if name not in texts or isinstance(value, str) or (value is None and texts[name]):
+                    continue
+                # As in process: a pathlib.Path is taken as its text, and bytes as the UTF-8 they hold.
+                if isinstance(value, os.PathLike):
+                    value = os.fspath(value)
+                if isinstance(value, (bytes, bytearray)):
+                    try:
+                        value = bytes(value).decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise InvalidArgumentError(
+                            f"{where}: argument {name!r} is not UTF-8: byte {value[e.start]:#04x} at index {e.start}"
+                        ) from None
+                if not isinstance(value, str):
+                    wanted = "str or None" if texts[name] else "str"
+                    raise TypeError(f"{where}: argument {name!r} must be {wanted}, not {type(value).__name__}")
+                bound.arguments[name] = value
+            args, kwargs = bound.args[1:], bound.kwargs
         # Only str: bytes the client takes are content (a chat export), which the server reads and names.
         problem = _not_utf8(args, kwargs, check_bytes=False)
         if problem is not None:

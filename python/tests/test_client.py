@@ -387,3 +387,25 @@ def test_a_listing_the_limit_cut_says_so_in_process_and_over_http(server, tmp_pa
         assert front.tree("strata://resources", limit=1).truncated, front
         assert [n.uri for n in front.ls("strata://resources/cut", limit=2)] == [n.uri for n in two]
     local.close()
+
+
+def test_a_text_argument_that_is_no_text_is_the_same_type_error_in_process_and_over_http(server, engine, tmp_path):
+    """A number or a list where a URI or id goes is TypeError on both sides (the client sent its JSON value or
+    repr and raised the server's InvalidArgumentError, or wrote under "strata://resources/42"); UTF-8 bytes
+    are taken as their text on both."""
+    client = strata.Client(server.url, server.key("ops", role="admin"))
+    for api in (engine, client):
+        for call in (lambda: api.read(42), lambda: api.write(["strata://resources/t/a"], "x"),
+                     lambda: api.write("strata://resources/t/a", 7), lambda: api.get_session(3),
+                     lambda: api.find("tea", under=5)):
+            with pytest.raises(TypeError) as error:
+                call()
+            assert not isinstance(error.value, strata.StrataError), (api, error.value)
+    with pytest.raises(strata.NotFoundError):
+        client.read("strata://resources/t/a")
+    # Text given as UTF-8 bytes is the text it holds, alike; bytes that are not UTF-8 are refused alike.
+    for api in (engine, client):
+        api.write(b"strata://resources/t/bytes", "held as bytes")
+        assert api.read(b"strata://resources/t/bytes") == "held as bytes"
+        with pytest.raises(strata.InvalidArgumentError, match="not UTF-8"):
+            api.read(b"strata://resources/t/\xff")

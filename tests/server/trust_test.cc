@@ -626,6 +626,38 @@ TEST_F(TrustTest, ANewUsersOwnScopeListsEmptyOnEveryFrontEnd) {
   EXPECT_TRUE(listed->empty());
 }
 
+// MCP's list and tree take the limit their schema states (1 to 1000), not HTTP's 0 for "no limit": a limit
+// outside it is refused naming the argument and the bound (the arguments are checked against the tool's
+// schema before the call), and a limit within it cuts the listing and says so.
+TEST_F(TrustTest, McpListingLimitsOutsideTheSchemaAreRefusedByName) {
+  std::string alice = Issue("alice");
+  for (const char* name : {"a", "b", "c"}) {
+    Reply w = Call("POST", "/mcp", alice,
+                   McpCall("write", {{"uri", std::string("strata://user/alice/memories/events/") + name},
+                                     {"content", std::string("event ") + name}}));
+    ASSERT_EQ(w.status, 200) << w.raw;
+    ASSERT_EQ(w.raw.find("isError\":true"), std::string::npos) << w.raw;
+  }
+  for (const char* tool : {"list", "tree"}) {
+    for (int64_t limit : {int64_t{0}, int64_t{-3}, int64_t{1001}}) {
+      Reply r = Call("POST", "/mcp", alice, McpCall(tool, {{"uri", "strata://user/alice/memories/events"}, {"limit", limit}}));
+      ASSERT_EQ(r.status, 200) << r.raw;
+      EXPECT_NE(r.raw.find("isError\":true"), std::string::npos) << tool << " " << limit << ": " << r.raw;
+      const std::string bound = limit < 1 ? " is less than the minimum 1" : " is greater than the maximum 1000";
+      EXPECT_NE(r.raw.find("$.limit: " + std::to_string(limit) + bound), std::string::npos)
+          << tool << " " << limit << ": " << r.raw;
+    }
+    Reply cut = Call("POST", "/mcp", alice, McpCall(tool, {{"uri", "strata://user/alice/memories/events"}, {"limit", 2}}));
+    ASSERT_EQ(cut.status, 200) << cut.raw;
+    EXPECT_EQ(cut.body["result"]["structuredContent"]["nodes"].size(), 2u) << cut.raw;
+    EXPECT_EQ(cut.body["result"]["structuredContent"]["truncated"], true) << cut.raw;
+    Reply all = Call("POST", "/mcp", alice, McpCall(tool, {{"uri", "strata://user/alice/memories/events"}, {"limit", 1000}}));
+    ASSERT_EQ(all.status, 200) << all.raw;
+    EXPECT_EQ(all.body["result"]["structuredContent"]["nodes"].size(), 3u) << all.raw;
+    EXPECT_FALSE(all.body["result"]["structuredContent"].contains("truncated")) << all.raw;
+  }
+}
+
 // Remember on a server with no usable model (its default provider has no key): the same four calls by
 // three users through HTTP, MCP and the agent's tool get the same changes — the first stored through the
 // pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction

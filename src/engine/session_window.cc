@@ -56,20 +56,22 @@ Result<session::CheckpointInfo> Engine::Checkpoint(std::string_view id) {
   });
 }
 
-namespace {
-
 // Checkpoint ids are 0 or more: a negative one is a mistake in the request (every front end's words), not a
 // checkpoint that does not exist.
-Status CheckCheckpointId(int64_t id) {
+Status CheckCheckpointArg(int64_t id) {
   if (id >= 0) return Status::Ok();
   return Status::InvalidArgument("\"checkpoint\" must be a checkpoint id, 0 or more, not " + std::to_string(id));
 }
 
-}  // namespace
+// The session stores refuse the same (a store is also used without an Engine).
+Status CheckUsageArg(int64_t tokens) {
+  if (tokens >= 0) return Status::Ok();
+  return Status::InvalidArgument("a usage mark must be a non-negative token count");
+}
 
 Result<session::SessionInfo> Engine::Revert(std::string_view id, const session::CheckpointRef& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session revert"));
-  STRATA_RETURN_IF_ERROR(CheckCheckpointId(checkpoint.id));
+  STRATA_RETURN_IF_ERROR(CheckCheckpointArg(checkpoint.id));
   return WithSessions(*this, "session revert", [&](session::Sessions& s) -> Result<session::SessionInfo> {
     STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "revert"));
     return s.Revert(id, checkpoint);
@@ -79,7 +81,7 @@ Result<session::SessionInfo> Engine::Revert(std::string_view id, const session::
 Result<session::SessionInfo> Engine::Fork(std::string_view id, std::string_view new_id,
                                           const std::optional<session::CheckpointRef>& checkpoint) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session fork"));
-  if (checkpoint) STRATA_RETURN_IF_ERROR(CheckCheckpointId(checkpoint->id));
+  if (checkpoint) STRATA_RETURN_IF_ERROR(CheckCheckpointArg(checkpoint->id));
   return WithSessions(*this, "session fork", [&](session::Sessions& s) -> Result<session::SessionInfo> {
     // A whole fork is not taken in the middle of a turn: it copied the turn's request without its reply.
     // (One up to a checkpoint copies what was before it.)
@@ -110,6 +112,7 @@ Status Engine::SetSystemPrompt(std::string_view id, std::string_view prompt) {
 
 Status Engine::RecordUsage(std::string_view id, int64_t tokens) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session usage"));
+  STRATA_RETURN_IF_ERROR(CheckUsageArg(tokens));
   return WithSessions(*this, "session usage", [&](session::Sessions& s) -> Status {
     STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "record usage"));
     return s.RecordUsage(id, tokens);
@@ -157,17 +160,23 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
 
 int64_t DefaultReplyReserve(int64_t window) { return std::min<int64_t>(4'096, window / 4); }
 
+Status CheckSessionContextOptions(const SessionContextOptions& options) {
+  STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(options.encoding));
+  if (options.max_context_tokens <= 0) return Status::InvalidArgument("the window must be a positive number of tokens");
+  STRATA_RETURN_IF_ERROR(MemoryLimitArg(static_cast<int64_t>(std::min<size_t>(options.memory_limit, INT64_MAX))).status());
+  const int64_t reserve = options.reserve_for_reply.value_or(DefaultReplyReserve(options.max_context_tokens));
+  if (reserve < 0 || reserve >= options.max_context_tokens) {
+    return Status::InvalidArgument("the reply reserve (" + std::to_string(reserve) +
+                                   ") must be at least 0 and less than the window (" +
+                                   std::to_string(options.max_context_tokens) + ")");
+  }
+  return Status::Ok();
+}
+
 Result<SessionContext> Engine::AssembleSession(std::string_view id, const SessionContextOptions& options) {
   return Guard("session context", [&]() -> Result<SessionContext> {
-    STRATA_RETURN_IF_ERROR(tokenizer::ValidateCounterName(options.encoding));
-    if (options.max_context_tokens <= 0) return Status::InvalidArgument("the window must be a positive number of tokens");
-    STRATA_RETURN_IF_ERROR(MemoryLimitArg(static_cast<int64_t>(std::min<size_t>(options.memory_limit, INT64_MAX))).status());
+    STRATA_RETURN_IF_ERROR(CheckSessionContextOptions(options));
     const int64_t reserve = options.reserve_for_reply.value_or(DefaultReplyReserve(options.max_context_tokens));
-    if (reserve < 0 || reserve >= options.max_context_tokens) {
-      return Status::InvalidArgument("the reply reserve (" + std::to_string(reserve) +
-                                     ") must be at least 0 and less than the window (" +
-                                     std::to_string(options.max_context_tokens) + ")");
-    }
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
     // The log of the session just read (its incarnation): one deleted and made again in between is

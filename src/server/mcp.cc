@@ -340,6 +340,7 @@ struct McpHandler::Impl {
     o.query = json::StringOr(args, "query");
     if (const Json* p = json::Field(args, "system_prompt"); p != nullptr && p->is_string()) o.system_prompt = p->get<std::string>();
     o.encoding = json::StringOr(args, "encoding", o.encoding);
+    STRATA_RETURN_IF_ERROR(CheckSessionContextOptions(o));
     STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(sid, o));
     return views::SessionContextView(sid, ctx);

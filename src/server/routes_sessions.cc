@@ -1,5 +1,7 @@
 // The session routes (docs/api/openapi.yaml): sessions/* and the phase-2 tasks. Another user's session
-// answers exactly as a missing one (the Engine's CheckSessionAccess).
+// answers exactly as a missing one (the Engine's CheckSessionAccess). A route reads and checks its arguments
+// before it looks for the session, as the Engine's calls do (CheckCheckpointArg and the like), so that a bad
+// argument is refused alike by every front end whether or not the session is there.
 #include <cerrno>
 #include <thread>
 
@@ -165,6 +167,7 @@ void Server::Impl::AddSessionRoutes() {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
     if (!checkpoint) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
+    STRATA_RETURN_IF_ERROR(CheckCheckpointArg(*checkpoint));
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {*checkpoint, tag}));
@@ -176,7 +179,8 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> checkpoint, c.OptIntArg("checkpoint"));
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
     std::optional<session::CheckpointRef> at;
-    if (checkpoint) {  // The engine refuses a negative one.
+    if (checkpoint) {
+      STRATA_RETURN_IF_ERROR(CheckCheckpointArg(*checkpoint));
       at = session::CheckpointRef{*checkpoint, tag};
     } else if (!tag.empty()) {
       return Status::InvalidArgument("\"tag\" names a checkpoint: give \"checkpoint\" with it");
@@ -198,6 +202,7 @@ void Server::Impl::AddSessionRoutes() {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> tokens, c.OptIntArg("tokens"));
     if (!tokens) return Status::InvalidArgument("\"tokens\" is required");
+    STRATA_RETURN_IF_ERROR(CheckUsageArg(*tokens));
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_RETURN_IF_ERROR(c.engine->RecordUsage(id, *tokens));
     return Json{{"session", id}, {"tokens", *tokens}};
@@ -220,6 +225,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::optional<std::string> encoding, c.OptString("encoding"));
     if (encoding) o.encoding = *encoding;  // "" is refused by the Engine, as from every front end.
     if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
+    STRATA_RETURN_IF_ERROR(CheckSessionContextOptions(o));
     STRATA_RETURN_IF_ERROR(CheckSession(c, id));
     STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
     return views::SessionContextView(id, ctx);

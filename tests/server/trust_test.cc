@@ -658,6 +658,45 @@ TEST_F(TrustTest, McpListingLimitsOutsideTheSchemaAreRefusedByName) {
   }
 }
 
+// A bad argument on a session that is not there (or is another user's) is the argument's error, as the
+// Engine gives it in process: HTTP and MCP looked for the session first and answered 404, so one call got
+// two answers. A missing session with good arguments is still 404.
+TEST_F(TrustTest, ABadArgumentOnAMissingSessionIsTheArgumentsErrorEverywhere) {
+  std::string alice = Issue("alice");
+  auto engine = Engine::Open({.data_dir = dir_.File("data"), .read_only = true});
+  ASSERT_OK(engine);
+  auto in_process = [&](const SessionContextOptions& o) {
+    Result<SessionContext> ctx = (*engine)->AssembleSession("nobody-here", o);
+    EXPECT_EQ(ctx.status().code(), StatusCode::kInvalidArgument) << ctx.status().ToString();
+    return ctx.status().message();
+  };
+  struct Case {
+    std::string method, path, body, message;
+  };
+  const std::vector<Case> cases = {
+      {"POST", "/api/v1/sessions/nobody-here/revert", R"({"checkpoint": -1})", CheckCheckpointArg(-1).message()},
+      {"POST", "/api/v1/sessions/nobody-here/fork", R"({"checkpoint": -2})", CheckCheckpointArg(-2).message()},
+      {"POST", "/api/v1/sessions/nobody-here/usage", R"({"tokens": -5})", CheckUsageArg(-5).message()},
+      {"GET", "/api/v1/sessions/nobody-here/context?encoding=nope", "", in_process({.encoding = "nope"})},
+      {"GET", "/api/v1/sessions/nobody-here/context?max_context_tokens=100&reserve_for_reply=100", "",
+       in_process({.max_context_tokens = 100, .reserve_for_reply = 100})},
+  };
+  for (const Case& c : cases) {
+    ASSERT_FALSE(c.message.empty()) << c.path;
+    Reply r = Call(c.method, c.path, alice, c.body);
+    EXPECT_EQ(r.status, 400) << c.path << ": " << r.raw;
+    EXPECT_EQ(r.body["error"].value("message", ""), c.message) << c.path << ": " << r.raw;
+  }
+  Reply mcp = Call("POST", "/mcp", alice, McpCall("get_context", {{"session", "nobody-here"}, {"encoding", "nope"}}));
+  ASSERT_EQ(mcp.status, 200) << mcp.raw;
+  EXPECT_NE(mcp.raw.find("isError\":true"), std::string::npos) << mcp.raw;
+  EXPECT_NE(mcp.body["result"]["content"][0].value("text", "").find(in_process({.encoding = "nope"})), std::string::npos)
+      << mcp.raw;
+  // Good arguments on a missing session: not found, as before.
+  EXPECT_EQ(Call("POST", "/api/v1/sessions/nobody-here/revert", alice, R"({"checkpoint": 0})").status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/sessions/nobody-here/context", alice).status, 404);
+}
+
 // Remember on a server with no usable model (its default provider has no key): the same four calls by
 // three users through HTTP, MCP and the agent's tool get the same changes — the first stored through the
 // pipeline (nothing similar to ask the model about), the rest kept as written where dedup or extraction

@@ -211,6 +211,14 @@ struct SessionContextOptions {
   std::string encoding = "o200k_base";   // Engine::Counter's names.
 };
 
+// A revert's or fork's checkpoint id, a usage mark's token count and a context's options, refused with the
+// words the Engine's own calls use. Every front end checks them before it looks for the session (HTTP's and
+// MCP's access check), so a bad argument on a missing session is the argument's error everywhere, as in
+// process.
+Status CheckCheckpointArg(int64_t id);
+Status CheckUsageArg(int64_t tokens);
+Status CheckSessionContextOptions(const SessionContextOptions& options);
+
 struct SessionContext {
   std::string system_prompt;       // As sent: the system prompt followed by the recalled memories.
   std::vector<Message> messages;   // As sent after it: pinned, the summary, the selected history.

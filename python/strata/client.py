@@ -18,7 +18,7 @@ in process).
 from __future__ import annotations
 
 import base64
-
+import http.client
 import json
 import socket
 import time
@@ -34,8 +34,19 @@ from .types import (AddReport, AuditEntry, Change, ChatImportReport, Checkpoint,
 __all__ = ["Client"]
 
 
+_POLL_INTERVAL_S = 0.5  # How often commit's wait asks for its task when it cannot follow its event stream.
+
+
 def _records(cls, items) -> list:
     return [cls(item) for item in items]
+
+
+def _number(value: Any, name: str) -> int:
+    """A task id or archive number for a path: an int (not a bool), as the Engine takes it in process (a float
+    was cut to an int and asked for another task)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value
 
 
 def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
@@ -50,16 +61,27 @@ def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
 class Client:
     """A ``strata serve`` at `base_url` (e.g. "http://127.0.0.1:8420"), as the key `api_key` (a user's key
     reaches that user's data; an admin key everything in its account). `account` acts in another account
-    (root key only). `timeout` is in seconds."""
+    (root key only). `timeout` is in seconds per request (0 or None: no limit)."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:8420", api_key: str | None = None, *,
-                 account: str | None = None, timeout: float = 60.0) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise error_class("invalid_argument")(f"base_url must start with http:// or https://, not {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+                 account: str | None = None, timeout: float | None = 120.0) -> None:
+        # As the TypeScript client reads its baseUrl: an http(s) URL (the scheme in any case) with a host, and
+        # no query or fragment (either would be glued to every request's path).
+        try:
+            parts = urllib.parse.urlsplit(base_url.strip())
+            host = parts.hostname
+        except (ValueError, AttributeError) as e:
+            raise error_class("invalid_argument")(f"base_url must be an http(s) URL, not {base_url!r}: {e}") from None
+        if parts.scheme.lower() not in ("http", "https") or not host:
+            raise error_class("invalid_argument")(f"base_url must be an http(s) URL, not {base_url!r}")
+        if parts.query or parts.fragment or base_url.strip().endswith(("?", "#")):
+            raise error_class("invalid_argument")(f"base_url must not have a query or fragment: {base_url!r}")
+        self.base_url = urllib.parse.urlunsplit((parts.scheme.lower(), parts.netloc, parts.path, "", "")).rstrip("/")
         self.api_key = api_key
         self.account = account
-        self.timeout = timeout
+        # Seconds per request; 0 or None: no limit (the TypeScript client's timeoutMs 0). Its default is the
+        # TypeScript client's too (a compact or a find with the model's help can take a minute).
+        self.timeout = timeout if timeout else None
 
     def __repr__(self) -> str:
         return f"strata.Client({self.base_url!r})"
@@ -108,10 +130,17 @@ class Client:
             return urllib.request.urlopen(request, timeout=timeout or self.timeout)
         except urllib.error.HTTPError as e:
             raise self._error(e, url) from None
-        except (urllib.error.URLError, socket.timeout, ConnectionError, TimeoutError) as e:
-            reason = getattr(e, "reason", e)
-            cls = error_class("deadline_exceeded" if isinstance(reason, (socket.timeout, TimeoutError)) else "unavailable")
-            raise cls(f"{method} {url}: {reason}") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            raise self._transport_error(method, url, e) from None
+
+    @staticmethod
+    def _transport_error(method: str, url: str, e: BaseException) -> StrataError:
+        """A connection that failed, timed out or broke off (also while its body or stream was read): the
+        retryable UnavailableError, or DeadlineExceededError for a timeout, as the TypeScript client raises."""
+        reason = getattr(e, "reason", e)
+        timed_out = isinstance(reason, (socket.timeout, TimeoutError))
+        return error_class("deadline_exceeded" if timed_out else "unavailable")(
+            f"{method} {url}: {reason or type(reason).__name__}")
 
     @staticmethod
     def _error(e: urllib.error.HTTPError, url: str) -> StrataError:
@@ -122,22 +151,33 @@ class Client:
             code, message = err.get("code") or "unknown", err.get("message") or ""
             request_id = err.get("request_id") or request_id
         except (ValueError, KeyError, TypeError, AttributeError):
-            code = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied", 404: "not_found",
-                    409: "failed_precondition", 429: "resource_exhausted", 503: "unavailable",
-                    504: "deadline_exceeded"}.get(e.code, "internal")
-            message = f"HTTP {e.code} from {url}: {raw[:200].decode('utf-8', 'replace')}"
+            # Not Strata's envelope (a proxy's error page, say): nothing says what Strata made of the request,
+            # so it is the retryable UnavailableError with the status, as the TypeScript client has it (a
+            # proxy's 404 page is not "no such node").
+            code = "unavailable"
+            message = f"HTTP {e.code} from {url} without Strata's envelope: {raw[:200].decode('utf-8', 'replace')}"
         return error_class(code)(message, code=code, status=e.code, request_id=request_id)
 
     def _call(self, method: str, path: str, query: dict | None = None, body: Any = None) -> Any:
+        return self._request(method, path, query, body)[0]
+
+    def _request(self, method: str, path: str, query: dict | None = None, body: Any = None) -> tuple[Any, Any]:
+        """The envelope's result and the response's headers."""
         with self._open(method, path, query, body) as response:
-            raw = response.read()
+            try:
+                raw = response.read()
+            except (http.client.HTTPException, OSError) as e:
+                raise self._transport_error(method, path, e) from None
+            status, headers = response.status, response.headers
         try:
             envelope = json.loads(raw)
         except ValueError:
-            raise error_class("internal")(f"{method} {path}: the server's answer is not JSON") from None
+            raise error_class("unavailable")(f"{method} {path}: HTTP {status} with a body that is not JSON",
+                                             status=status) from None
         if not isinstance(envelope, dict) or "result" not in envelope:
-            raise error_class("internal")(f"{method} {path}: the server's answer has no result")
-        return envelope["result"]
+            raise error_class("unavailable")(f"{method} {path}: HTTP {status} without Strata's envelope",
+                                             status=status)
+        return envelope["result"], headers
 
     @staticmethod
     def _id(value: str) -> str:
@@ -158,13 +198,11 @@ class Client:
     def health(self) -> dict:
         """The server's health (no key needed): the envelope's ``result``, ``{"alive": true}``, as the
         TypeScript client returns it."""
-        with self._open("GET", "/health") as response:
-            return json.loads(response.read())["result"]
+        return self._call("GET", "/health")
 
     def ready(self) -> dict:
         """Whether the server can serve (its storage answers): the envelope's ``result``."""
-        with self._open("GET", "/ready") as response:
-            return json.loads(response.read())["result"]
+        return self._call("GET", "/ready")
 
     # ---- The store ----
 
@@ -191,14 +229,10 @@ class Client:
 
     def _nodes(self, path: str, query: dict) -> NodeList:
         """A listing, with ``truncated`` from the server's X-Strata-Truncated header."""
-        with self._open("GET", path, query) as response:
-            raw = response.read()
-            truncated = response.headers.get("X-Strata-Truncated") == "true"
-        try:
-            result = json.loads(raw)["result"]
-        except (ValueError, KeyError, TypeError):
-            raise error_class("internal")(f"GET {path}: the server's answer is not the envelope of a list") from None
-        return NodeList(_records(Node, result), truncated)
+        result, headers = self._request("GET", path, query)
+        if not isinstance(result, list):
+            raise error_class("unavailable")(f"GET {path}: the server's answer is not a list")
+        return NodeList(_records(Node, result), headers.get("X-Strata-Truncated") == "true")
 
     def stat(self, uri: str) -> NodeDetail:
         return NodeDetail(self._call("GET", "/api/v1/fs/stat", {"uri": uri}))
@@ -359,9 +393,23 @@ class Client:
         view = self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/commit")
         if not wait:
             return CommitOutcome(view)
+        deadline = None if timeout is None else time.monotonic() + timeout
         task = None
-        for task in self.task_events(view["task_id"], timeout=timeout):
-            pass
+        try:
+            for task in self.task_events(view["task_id"], timeout=timeout):
+                pass
+        except StrataError as e:
+            # The server holds a limited number of streams open (429): the commit is made, so ask instead
+            # (as the TypeScript client does); a retry of the commit would commit again.
+            if e.code != "resource_exhausted":
+                raise
+        # Also when the stream ended before the task did (the server's hour per stream).
+        while task is None or not task.finished:
+            if task is not None:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise error_class("deadline_exceeded")(f"task {view['task_id']} did not finish within {timeout} s")
+                time.sleep(_POLL_INTERVAL_S)
+            task = self.task(view["task_id"])
         status = self.session_status(session_id)
         for archive in status.archives:
             if archive.archive == view["archive"]:
@@ -376,7 +424,7 @@ class Client:
 
     def archive_diff(self, session_id: str, archive: int) -> CommitDiff:
         """What phase 2 changed for one of the session's archives (FailedPreconditionError until it is done)."""
-        return CommitDiff(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/archives/{int(archive)}/diff"))
+        return CommitDiff(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/archives/{_number(archive, 'archive')}/diff"))
 
     def session_status(self, session_id: str) -> SessionStatus:
         return SessionStatus(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/status"))
@@ -387,7 +435,7 @@ class Client:
     # ---- Tasks ----
 
     def task(self, task_id: int) -> Task:
-        return Task(self._call("GET", f"/api/v1/tasks/{int(task_id)}"))
+        return Task(self._call("GET", f"/api/v1/tasks/{_number(task_id, 'task_id')}"))
 
     def tasks(self, *, session: str | None = None, state: str | None = None, limit: int = 200) -> list[Task]:
         return _records(Task, self._call("GET", "/api/v1/tasks", {"session": session, "state": state, "limit": limit}))
@@ -396,13 +444,22 @@ class Client:
         """The task's states as they change (Server-Sent Events), ending once it is done or dead. `timeout`
         bounds the whole wait (DeadlineExceededError when it passes)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._open("GET", f"/api/v1/tasks/{int(task_id)}/events", accept="text/event-stream",
-                        timeout=max(self.timeout, 30.0)) as response:
+        path = f"/api/v1/tasks/{_number(task_id, 'task_id')}/events"
+        # A read waits at least 30 s: the server sends a keep-alive comment every 15 s.
+        read_timeout = None if self.timeout is None else max(self.timeout, 30.0)
+        with self._open("GET", path, accept="text/event-stream", timeout=read_timeout) as response:
             event, data = "message", []
-            for raw in response:
+            lines = iter(response)
+            while True:
+                try:
+                    raw = next(lines)
+                except StopIteration:
+                    return
+                except (http.client.HTTPException, OSError) as e:  # The server went away mid-stream.
+                    raise self._transport_error("GET", path, e) from None
                 if deadline is not None and time.monotonic() > deadline:
                     raise error_class("deadline_exceeded")(f"task {task_id} did not finish within {timeout} s")
-                line = raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 if line == "":
                     if data:
                         payload = "\n".join(data)

@@ -695,6 +695,7 @@ export class StrataClient {
     const { path: params, query, body } = init as { path?: unknown; query?: unknown; body?: unknown };
     const verb = method.toUpperCase();
     const url = this.url(verb, path, params, query);
+    if (body !== undefined) bodyNotUnicode(verb, path, "body", body);
     const deadline = new Deadline(options.signal, options.timeoutMs ?? this.#timeoutMs);
     try {
       deadline.signal.throwIfAborted();
@@ -794,11 +795,15 @@ export class StrataClient {
         throw strataError({ code: "invalid_argument", status: 0, method: verb, url: this.baseUrl + path,
                                 message: `${verb} ${path}: "${name}" must not be "${String(value)}"` });
       }
+      notUnicode(verb, path, `"${name}"`, String(value));
       return encodeURIComponent(String(value));
     });
     const search = new URLSearchParams();
     for (const [key, value] of Object.entries((query ?? {}) as Record<string, unknown>)) {
-      if (value !== undefined && value !== null) search.append(key, String(value));
+      if (value === undefined || value === null) continue;
+      // URLSearchParams would send U+FFFD in its place: another URI, another node.
+      notUnicode(verb, path, `"${key}"`, String(value));
+      search.append(key, String(value));
     }
     const qs = search.toString();
     return this.baseUrl + filled + (qs === "" ? "" : `?${qs}`);
@@ -905,6 +910,34 @@ function describe(error: unknown): string {
     }
   }
   return parts.length === 0 ? "the request failed" : parts.join(": ");
+}
+
+/**
+ * Throws `invalid_argument` when `text` holds a lone surrogate, which no UTF-8 holds (as the Python client
+ * and the Engine in process refuse it), before anything is sent: encodeURIComponent threw a bare URIError
+ * for it, and URLSearchParams replaced it.
+ */
+function notUnicode(verb: string, path: string, name: string, text: string): void {
+  const lone = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.exec(text);
+  if (lone === null) return;
+  const code = lone[0].charCodeAt(0).toString(16);
+  throw strataError({ code: "invalid_argument", status: 0, method: verb, url: path,
+                      message: `${verb} ${path}: ${name} is not valid Unicode: '\\u${code}' at index ${lone.index} ` +
+                               "is a lone surrogate" });
+}
+
+/** notUnicode for every string of a request's body, named by its place ("body.messages[0].content"). */
+function bodyNotUnicode(verb: string, path: string, name: string, value: unknown, depth = 0): void {
+  if (typeof value === "string") {
+    notUnicode(verb, path, name, value);
+  } else if (Array.isArray(value) && depth < 64) {
+    value.forEach((item, i) => bodyNotUnicode(verb, path, `${name}[${i}]`, item, depth + 1));
+  } else if (isObject(value) && depth < 64) {
+    for (const [key, item] of Object.entries(value)) {
+      notUnicode(verb, path, `${name} key`, key);
+      bodyNotUnicode(verb, path, `${name}.${key}`, item, depth + 1);
+    }
+  }
 }
 
 /** At most 200 characters of a body, for messages. */

@@ -414,6 +414,20 @@ test("the server's errors: code, HTTP status, its message and request id", async
   // "." and ".." would be dot segments of the URL: /sessions/./messages asked for the session "messages".
   await rejectsWith(alice.messages("."), "invalid_argument", 0, /"id" must not be "\."/);
   await rejectsWith(alice.getSession(".."), "invalid_argument", 0, /"id" must not be "\.\."/);
+  // A lone surrogate (no UTF-8 holds it) in a path, a query or a body is refused before anything is sent, as
+  // the Python client refuses it: a path's was a bare URIError, and a query's went out as U+FFFD (another
+  // URI); a pair is text like any other.
+  let sent = 0;
+  const aliceKey = (await root.issueKey({ user: "alice" })).key;
+  const counting = new StrataClient({ baseUrl, apiKey: aliceKey, fetch: (...args) => { sent += 1; return fetch(...args); } });
+  await rejectsWith(counting.getSession("s\uDC80"), "invalid_argument", 0, /"id" is not valid Unicode: '\\udc80' at index 1/);
+  await rejectsWith(counting.read("strata://user/alice/a\uDC80"), "invalid_argument", 0, /"uri" is not valid Unicode/);
+  await rejectsWith(counting.write("strata://user/alice/a", "x\uD800"), "invalid_argument", 0,
+                    /body\.content is not valid Unicode: '\\ud800' at index 1/);
+  assert.equal(sent, 0);
+  await counting.write("strata://user/alice/pair", "x\uD83D\uDE00");
+  assert.equal(await counting.read("strata://user/alice/pair"), "x\u{1F600}");
+  assert.equal(sent, 2);
 });
 
 test("failures on the way: no server, not Strata's answer, a timeout, a cancelled call", async () => {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import operator
 import socket
 import time
 import urllib.error
@@ -42,20 +43,21 @@ def _records(cls, items) -> list:
 
 
 def _number(value: Any, name: str) -> int:
-    """A task id or archive number for a path: an int (not a bool), as the Engine takes it in process (a float
-    was cut to an int and asked for another task)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    return value
-
-
-def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
-    """The tag to check: the one given, else the Checkpoint's own (an id alone checks none)."""
-    if isinstance(checkpoint, bool) or not isinstance(checkpoint, int):
-        raise TypeError("checkpoint must be an int (a checkpoint id) or what checkpoint() returned")
-    if tag is not None:
-        return tag
-    return checkpoint.tag if isinstance(checkpoint, Checkpoint) else None
+    """A task id or archive number for a path, read as the Engine reads an integer argument in process
+    (python/src/convert.cc, IntArg): an int or int-like (numpy.int64), or a float that is a whole number;
+    a bool or anything else is InvalidArgumentError naming it (task(1.9) asked for task 1)."""
+    wrong = f'"{name}" must be an integer'
+    if isinstance(value, bool):
+        raise error_class("invalid_argument")(f"{wrong}, not a bool")
+    if isinstance(value, float):
+        if value == int(value) and abs(value) <= 2**53:
+            return int(value)
+    elif hasattr(value, "__index__"):
+        number = operator.index(value)
+        if -2**63 <= number < 2**63:
+            return number
+        raise error_class("invalid_argument")(f"{wrong} of at most 64 bits")
+    raise error_class("invalid_argument")(f"{wrong}, not {type(value).__name__}")
 
 
 class Client:
@@ -81,6 +83,8 @@ class Client:
         self.account = account
         # Seconds per request; 0 or None: no limit (the TypeScript client's timeoutMs 0). Its default is the
         # TypeScript client's too (a compact or a find with the model's help can take a minute).
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise error_class("invalid_argument")(f"timeout must be 0 or more seconds (0 or None: no limit), not {timeout!r}")
         self.timeout = timeout if timeout else None
 
     def __repr__(self) -> str:
@@ -144,7 +148,10 @@ class Client:
 
     @staticmethod
     def _error(e: urllib.error.HTTPError, url: str) -> StrataError:
-        raw = e.read()
+        try:
+            raw = e.read()
+        except (http.client.HTTPException, OSError) as broken:
+            return Client._transport_error(f"HTTP {e.code}, its body cut off:", url, broken)
         request_id = e.headers.get("X-Request-Id")
         try:
             err = json.loads(raw)["error"]

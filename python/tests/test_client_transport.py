@@ -166,13 +166,16 @@ def test_ids_in_paths_and_base_urls_are_read_strictly(stub):
     s = stub({("GET", "/api/v1/tasks/1"): ok({"id": 1, "state": "done"})})
     client = strata.Client(s.url)
     assert client.task(1).state == "done"
-    # task(1.9) asked for task 1, task(True) too; the Engine refuses both in process.
-    for bad in (1.9, True, "1"):
-        with pytest.raises(TypeError):
+    assert client.task(1.0).state == "done"  # A whole number, as the Engine reads one in process.
+    # task(1.9) asked for task 1, task(True) too; the Engine refuses both in process, naming the argument.
+    for bad, said in ((1.9, "not float"), (True, "not a bool"), ("1", "not str"), (2**70, "at most 64 bits")):
+        with pytest.raises(strata.InvalidArgumentError, match=f'"task_id" must be an integer.*{said}'):
             client.task(bad)
-        with pytest.raises(TypeError):
+        with pytest.raises(strata.InvalidArgumentError, match=f'"archive" must be an integer.*{said}'):
             client.archive_diff("s1", bad)
-    assert [p for p in s.seen if p[1].startswith("/api/v1/tasks")] == [("GET", "/api/v1/tasks/1")]
+    assert [p for p in s.seen if p[1].startswith("/api/v1/tasks")] == [("GET", "/api/v1/tasks/1")] * 2
+    with pytest.raises(strata.InvalidArgumentError, match="timeout"):
+        strata.Client(s.url, timeout=-1)
     # A base URL's query or fragment would be glued to every path; its scheme is read in any case.
     for bad in ("http://h:1/?x=1", "http://h:1/#top", "ftp://h:1", "http://", "h:1"):
         with pytest.raises(strata.InvalidArgumentError):

@@ -687,10 +687,14 @@ TEST_F(TrustTest, ABadArgumentOnAMissingSessionIsTheArgumentsErrorEverywhere) {
     EXPECT_EQ(r.status, 400) << c.path << ": " << r.raw;
     EXPECT_EQ(r.body["error"].value("message", ""), c.message) << c.path << ": " << r.raw;
   }
-  Reply mcp = Call("POST", "/mcp", alice, McpCall("get_context", {{"session", "nobody-here"}, {"encoding", "nope"}}));
+  // (MCP's schema refuses an unknown encoding itself; a reserve not below the window passes it.)
+  Reply mcp = Call("POST", "/mcp", alice,
+                   McpCall("get_context", {{"session", "nobody-here"}, {"max_context_tokens", 100}, {"reserve_for_reply", 100}}));
   ASSERT_EQ(mcp.status, 200) << mcp.raw;
   EXPECT_NE(mcp.raw.find("isError\":true"), std::string::npos) << mcp.raw;
-  EXPECT_NE(mcp.body["result"]["content"][0].value("text", "").find(in_process({.encoding = "nope"})), std::string::npos)
+  EXPECT_NE(mcp.body["result"]["content"][0].value("text", "").find(
+                in_process({.max_context_tokens = 100, .reserve_for_reply = 100})),
+            std::string::npos)
       << mcp.raw;
   // Good arguments on a missing session: not found, as before.
   EXPECT_EQ(Call("POST", "/api/v1/sessions/nobody-here/revert", alice, R"({"checkpoint": 0})").status, 404);

@@ -245,7 +245,7 @@ TEST_P(TokenizerTest, PartsOnThreadsEqualTheWhole) {
                                                   "x", "Ab", "s", "'s", "中", "é", "1", " ", "  ", "/", "\n\u00e9"};
   // Under a sanitizer every thread started costs ~10 ms (ThreadSanitizer), and every text runs ~10x slower
   // (AddressSanitizer; 75 s a run with all of them): a tenth of the texts there still cuts every split on
-  // threads; the developer build runs them all.
+  // threads; ctest in the developer build runs them all.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   constexpr int kRounds = 40;
 #elif defined(__has_feature)

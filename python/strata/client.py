@@ -60,6 +60,15 @@ def _number(value: Any, name: str) -> int:
     raise error_class("invalid_argument")(f"{wrong}, not {type(value).__name__}")
 
 
+def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
+    """The tag to check: the one given, else the Checkpoint's own (an id alone checks none)."""
+    if isinstance(checkpoint, bool) or not isinstance(checkpoint, int):
+        raise TypeError("checkpoint must be an int (a checkpoint id) or what checkpoint() returned")
+    if tag is not None:
+        return tag
+    return checkpoint.tag if isinstance(checkpoint, Checkpoint) else None
+
+
 class Client:
     """A ``strata serve`` at `base_url` (e.g. "http://127.0.0.1:8420"), as the key `api_key` (a user's key
     reaches that user's data; an admin key everything in its account). `account` acts in another account

@@ -1372,6 +1372,11 @@ class PgStore final : public ContextStore {
     pg::Txn txn(*c);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_RETURN_IF_ERROR(c->Exec("SELECT " + std::string(kWriteLock)).status());
+    if (all) {
+      // Another instance opened with this model while we waited for the lock re-embedded everything already.
+      STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet(*c, "embed_model"));
+      if (stored_model == model_) all = false;
+    }
     Plan plan;
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec("SELECT " + std::string(kNodeColumns) +
                                                 ", v.text_hash FROM store_nodes n LEFT JOIN store_vectors v ON "
@@ -1385,6 +1390,7 @@ class PgStore final : public ContextStore {
     if (!all) {  // Recomputing stale vectors is for the store's own model: a stale instance must not relabel it.
       STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet(*c, "embed_model"));
       STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
+      if (plan.rows.empty()) return Status::Ok();  // Every vector current: nothing to write or announce.
     }
     // The store's model first: the vectors written below are checked against it (BumpGeneration).
     STRATA_RETURN_IF_ERROR(

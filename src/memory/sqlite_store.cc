@@ -1290,6 +1290,11 @@ class SqliteStore final : public ContextStore {
   Status ReindexLocked(bool all) {
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
+    if (all) {
+      // Another process opened with this model while we waited for the lock re-embedded everything already.
+      STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
+      if (stored_model == model_) all = false;
+    }
     Plan plan;
     {
       Stmt s(Conn(), std::string("SELECT ") + std::string(kNodeColumns) +
@@ -1305,6 +1310,7 @@ class SqliteStore final : public ContextStore {
     if (!all) {  // Recomputing stale vectors is for the store's own model: a stale instance must not relabel it.
       STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
       STRATA_RETURN_IF_ERROR(CheckEmbedModel(stored_model, model_));
+      if (plan.rows.empty()) return Status::Ok();  // Every vector current: nothing to write or announce.
     }
     STRATA_RETURN_IF_ERROR(MetaSet("embed_model", model_));  // First: what Apply writes is checked against it.
     STRATA_RETURN_IF_ERROR(Apply(plan));

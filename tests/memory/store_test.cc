@@ -11,13 +11,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <random>
 #include <set>
-#include <sstream>
 #include <span>
+#include <sstream>
+#include <thread>
 
 #include "strata/memory/markdown_io.h"
 #include "strata/memory/presets.h"
@@ -171,6 +177,11 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
     }
     ASSERT_OK(store);
     store_ = std::move(*store);
+  }
+  // Another instance on the store, with `embedder`.
+  Result<std::unique_ptr<ContextStore>> OpenSqliteOrPg(std::shared_ptr<Embedder> embedder) {
+    if (pg()) return OpenPgStore(url_, {.embedder = embedder});
+    return OpenSqliteStore(dir_.path(), {.embedder = embedder, .synchronous_full = false});
   }
   void ExpectConsistent() {
     auto problems = store_->Check();
@@ -820,6 +831,94 @@ TEST_P(StoreTest, ANewEmbeddingModelReembedsEverything) {
   Reopen(other);
   int64_t nodes = store_->GetStats()->nodes;
   EXPECT_EQ(other->texts_embedded, nodes);
+  ExpectConsistent();
+}
+
+// An embedder with a hook in Embed and one when its model id is read (to stage two instances opening at once).
+class HookedEmbedder final : public Embedder {
+ public:
+  explicit HookedEmbedder(std::string id) : id_(std::move(id)) {}
+  std::string model_id() const override {
+    if (on_model_id) on_model_id();
+    return id_;
+  }
+  int dimension() const override { return inner_->dimension(); }
+  size_t max_batch() const override { return 64; }
+  Result<std::vector<Vector>> Embed(std::span<const std::string> texts) override {
+    texts_embedded += static_cast<int>(texts.size());
+    if (on_embed) on_embed();
+    return inner_->Embed(texts);
+  }
+  std::function<void()> on_model_id, on_embed;
+  std::atomic<int> texts_embedded{0};
+
+ private:
+  std::unique_ptr<Embedder> inner_ = NewLocalHashedEmbedder(64);
+  std::string id_;
+};
+
+// Two instances started at once with a new embedding model: one re-embeds the store, the other finds it done.
+// Both read the store's old model before either re-embedded; the second used to re-embed everything again once
+// it had the write lock (every vector rewritten, every instance's index rebuilt).
+TEST_P(StoreTest, TwoInstancesSwitchingToANewEmbedderAtOnceReembedOnce) {
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(store_->Write(U("strata://resources/m/n" + std::to_string(i)), "text " + std::to_string(i)));
+  }
+  store_.reset();
+  auto generation = [&] {
+    std::vector<std::string> rows = Sql("SELECT value FROM meta WHERE key = 'vector_generation'",
+                                        "SELECT value FROM store_meta WHERE key = 'vector_generation'");
+    return rows.empty() ? std::string("?") : rows[0];
+  };
+  auto number = [](const std::string& text) {
+    EXPECT_TRUE(!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) << text;
+    return text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ? int64_t{-1} : std::stoll(text);
+  };
+  // What one instance opening with a new model alone does to the store's generation; then back. (Another
+  // model than the one below: its vectors are not in the embedding cache, so that one embeds.)
+  int64_t before = number(generation());
+  {
+    auto alone = OpenSqliteOrPg(std::make_shared<HookedEmbedder>("a-model"));
+    ASSERT_OK(alone);
+  }
+  const int64_t one_reembedding = number(generation()) - before;
+  ASSERT_GT(one_reembedding, 0);
+  Reopen();  // The old model again: everything re-embedded back.
+  store_.reset();
+  before = number(generation());
+  // Each instance reads its model id right before the store's; both read it before either goes on, and the
+  // one that re-embeds holds the write lock a while, so the other has read the old model by then.
+  // (Not a std::latch: an instance that failed before its model id must not hang the other.)
+  std::mutex mu;
+  std::condition_variable cv;
+  int reading = 0;
+  auto both_reading = [&] {
+    std::unique_lock lock(mu);
+    ++reading;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return reading >= 2; });
+  };
+  std::atomic<bool> slow_embed{true};
+  auto instance = [&] {
+    auto embedder = std::make_shared<HookedEmbedder>("new-model");
+    auto once = std::make_shared<std::once_flag>();
+    embedder->on_model_id = [&both_reading, once] { std::call_once(*once, both_reading); };
+    embedder->on_embed = [&slow_embed] {
+      if (slow_embed.exchange(false)) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    };
+    return embedder;
+  };
+  auto first = instance(), second = instance();
+  auto a = std::async(std::launch::async, [&] { return OpenSqliteOrPg(first); });
+  auto b = std::async(std::launch::async, [&] { return OpenSqliteOrPg(second); });
+  Result<std::unique_ptr<ContextStore>> opened_a = a.get();
+  Result<std::unique_ptr<ContextStore>> opened_b = b.get();
+  ASSERT_OK(opened_a);
+  ASSERT_OK(opened_b);
+  EXPECT_EQ(first->texts_embedded.load() + second->texts_embedded.load(), (*opened_a)->GetStats()->nodes);
+  EXPECT_EQ(number(generation()) - before, one_reembedding) << "the store was re-embedded more than once";
+  opened_a->reset();
+  store_ = std::move(*opened_b);
   ExpectConsistent();
 }
 

@@ -4,7 +4,8 @@
 // job whose instance died is claimable again once its lease expires. Jobs of one key still run in order:
 // a job is runnable only when no older job of its key is pending or running, which holds across instances
 // because the older job's row is either locked by its claimer (and still pending in our snapshot) or
-// already running.
+// already running. Times are the database server's clock (unless a test gives a clock), so instances on
+// machines whose clocks disagree still agree on when a lease ran out.
 #include <algorithm>
 #include <mutex>
 
@@ -72,9 +73,7 @@ Result<Job> ReadJob(const pg::Rows& rows, int row) {
 
 class PgJobQueue final : public JobQueue {
  public:
-  explicit PgJobQueue(JobQueueOptions options) : options_(options) {
-    if (options_.clock == nullptr) options_.clock = SystemClock();
-  }
+  explicit PgJobQueue(JobQueueOptions options) : options_(options) {}
 
   Status Open(const std::string& url) {
     STRATA_ASSIGN_OR_RETURN(conn_, pg::Conn::Connect(url));
@@ -84,7 +83,7 @@ class PgJobQueue final : public JobQueue {
   Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) override {
     if (kind.empty()) return Status::InvalidArgument("job queue: a job needs a kind");
     std::lock_guard lock(mu_);
-    int64_t now = NowMs();
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     // Inserted unless an identical live job exists (then its id); a race with its completion is retried.
     for (int attempt = 0; attempt < 3; ++attempt) {
       STRATA_ASSIGN_OR_RETURN(pg::Rows added,
@@ -105,7 +104,7 @@ class PgJobQueue final : public JobQueue {
     std::lock_guard lock(mu_);
     pg::Txn txn(*conn_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
-    int64_t now = NowMs();
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     // Expired leases: their instances are gone.
     STRATA_RETURN_IF_ERROR(
         conn_->Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running' AND lease_until_ms < $1", {now}).status());
@@ -133,7 +132,7 @@ class PgJobQueue final : public JobQueue {
 
   Status Renew(const Job& job) override {
     std::lock_guard lock(mu_);
-    int64_t now = NowMs();
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET lease_until_ms = $3, updated_ms = $4 "
                                                     "WHERE id = $1 AND claim = $2 AND state = 'running'",
                                                     {job.id, job.claim, now + static_cast<int64_t>(options_.lease.count()), now}));
@@ -143,9 +142,10 @@ class PgJobQueue final : public JobQueue {
 
   Status Complete(const Job& job) override {
     std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'done', last_error = '', updated_ms = $3 "
                                                     "WHERE id = $1 AND claim = $2 AND state = 'running'",
-                                                    {job.id, job.claim, NowMs()}));
+                                                    {job.id, job.claim, now}));
     if (r.affected() == 0) return LostClaim(job.id, "complete it");
     return Status::Ok();
   }
@@ -160,7 +160,7 @@ class PgJobQueue final : public JobQueue {
                                                       {id, job.claim}));
     if (get.size() == 0) return LostClaim(id, "record its failure");
     STRATA_ASSIGN_OR_RETURN(int64_t attempts, get.Int(0, 0));
-    int64_t now = NowMs();
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     bool dead = !retryable || attempts >= options_.max_attempts;
     int64_t delay = options_.initial_backoff.count();
     for (int64_t i = 1; i < attempts && delay < options_.max_backoff.count(); ++i) delay *= 2;
@@ -174,19 +174,21 @@ class PgJobQueue final : public JobQueue {
 
   Status Release(const Job& job, const Status& why) override {
     std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'pending', attempts = GREATEST(attempts - 1, 0), "
                                                     "last_error = $3, updated_ms = $4, not_before_ms = 0 "
                                                     "WHERE id = $1 AND claim = $2 AND state = 'running'",
-                                                    {job.id, job.claim, why.ToString(), NowMs()}));
+                                                    {job.id, job.claim, why.ToString(), now}));
     if (r.affected() == 0) return LostClaim(job.id, "give it back");
     return Status::Ok();
   }
 
   Status Retry(int64_t id) override {
     std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
     Result<pg::Rows> r = conn_->Exec("UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = $2 "
                                      "WHERE id = $1 AND state = 'dead'",
-                                     {id, NowMs()});
+                                     {id, now});
     if (!r.ok() && r.status().code() == StatusCode::kAlreadyExists) {
       return Status::FailedPrecondition("job " + std::to_string(id) + ": an identical job is already queued");
     }
@@ -234,7 +236,14 @@ class PgJobQueue final : public JobQueue {
   }
 
  private:
-  int64_t NowMs() const { return options_.clock->WallMicros() / 1000; }
+  // Milliseconds since the epoch by the database server's clock: every instance reads the same one (one
+  // machine's clock ahead of another's took over the other's jobs before their leases ran out), or by the
+  // clock the options give (tests). mu_ held.
+  Result<int64_t> NowMs() {
+    if (options_.clock != nullptr) return options_.clock->WallMicros() / 1000;
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"));
+    return r.Int(0, 0);
+  }
 
   static Status ExpectChanged(const pg::Rows& r, int64_t id, std::string_view what) {
     if (r.affected() > 0) return Status::Ok();

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "pg.h"
 #include "pg_test_util.h"
 #include "sqlite_test_util.h"
 #include "test_util.h"
@@ -370,6 +371,40 @@ TEST(PgJobQueue, ReconnectsAfterADatabaseRestartWithoutLosingJobs) {
   ASSERT_EQ(listed->size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ((*listed)[i].id, ids[i]);
   EXPECT_OK((*queue)->Enqueue("commit", "after", "p"));
+}
+
+// Without a clock of its own the queue keeps the database server's time: instances on machines whose clocks
+// disagree compare one clock's leases (one whose clock ran ahead took over the others' jobs early).
+TEST(PgJobQueue, LeasesAreKeptInTheDatabaseServersTime) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto queue = OpenPgJobQueue(*url, {.lease = std::chrono::milliseconds(90'000)});
+  ASSERT_OK(queue);
+  auto conn = pg::Conn::Connect(*url);
+  ASSERT_OK(conn);
+  auto server_ms = [&]() -> int64_t {
+    auto r = (*conn)->Exec("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
+    EXPECT_OK(r);
+    return r.ok() ? *r->Int(0, 0) : 0;
+  };
+  const int64_t before = server_ms();
+  ASSERT_OK((*queue)->Enqueue("commit", "s", "p"));
+  auto job = (*queue)->Claim();
+  ASSERT_OK(job);
+  ASSERT_TRUE(job->has_value());
+  const int64_t after = server_ms();
+  EXPECT_GE((*job)->updated_ms, before);
+  EXPECT_LE((*job)->updated_ms, after);
+  EXPECT_EQ((*job)->lease_until_ms - (*job)->updated_ms, 90'000);
+  // Renewed, failed and retried: every time written is the server's.
+  ASSERT_OK((*queue)->Renew(**job));
+  ASSERT_OK((*queue)->Fail(**job, Status::Unavailable("model down"), /*retryable=*/true));
+  auto failed = (*queue)->Get((*job)->id);
+  ASSERT_OK(failed);
+  ASSERT_TRUE(failed->has_value());
+  EXPECT_GE((*failed)->updated_ms, after);
+  EXPECT_LE((*failed)->updated_ms, server_ms());
+  EXPECT_GT((*failed)->not_before_ms, (*failed)->updated_ms);  // The backoff, from the server's now.
 }
 
 TEST(PgJobQueue, ABadUrlOrAnUnreachableServerIsAClearError) {

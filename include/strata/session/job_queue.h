@@ -65,7 +65,9 @@ struct JobQueueOptions {
   std::chrono::milliseconds initial_backoff{1000};
   std::chrono::milliseconds max_backoff{300'000};
   std::chrono::milliseconds lease{600'000};  // A running job not finished within this is claimable again.
-  Clock* clock = nullptr;                    // Default: SystemClock(). Borrowed.
+  // Default: SystemClock(); on PostgreSQL the database server's clock, which every instance shares.
+  // Borrowed.
+  Clock* clock = nullptr;
   // Only read (SQLite: opened read-only, immutable on a read-only volume; none yet reads as empty). Every
   // change fails.
   bool read_only = false;

@@ -402,7 +402,7 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
     {
       // Not in the middle of a turn (here or in another instance): its request would be archived and its
       // reply left alone in the live log. No turn begins while phase 1 runs.
-      STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldSession(id, "session " + std::string(id) +
+      STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldSession(id, "session " + session::SessionIdOfRef(id) +
                                                                     " has a turn or a commit in progress; commit "
                                                                     "when it has ended"));
       STRATA_ASSIGN_OR_RETURN(out.ticket, s->Commit(id));
@@ -490,8 +490,8 @@ Result<std::vector<session::Job>> Engine::Tasks(const Reach& reach, std::string_
     if (limit < 1 || limit > 10'000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
     std::optional<std::string> key;
     if (!session.empty()) {
-      STRATA_RETURN_IF_ERROR(CheckSessionAccess(reach, session));
-      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, GetSession(session));
+      STRATA_ASSIGN_OR_RETURN(std::string ref, CheckSessionAccess(reach, session));
+      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, GetSession(ref));
       key = session::CommitJobKey(info);  // This incarnation's jobs only.
     }
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());

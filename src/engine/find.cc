@@ -165,11 +165,11 @@ std::vector<Uri> Engine::ReachRoots(const Reach& reach) {
   return out;
 }
 
-Status Engine::CheckSessionAccess(const Reach& reach, std::string_view id) {
-  return Guard("session access", [&]() -> Status {
+Result<std::string> Engine::CheckSessionAccess(const Reach& reach, std::string_view id) {
+  return Guard("session access", [&]() -> Result<std::string> {
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, GetSession(id));
     if (!reach.everything() && info.user != reach.user) return session::NoSuchSession(info.id);
-    return Status::Ok();
+    return session::SessionRef(info);
   });
 }
 
@@ -197,7 +197,7 @@ Status Engine::CheckAccess(const Reach& reach, std::string_view text) {
     if (kind == "user") return uri.scope_id() == reach.user ? Status::Ok() : deny();
     if (kind == "session") {
       if (uri.scope_id().empty()) return deny();
-      return CheckSessionAccess(reach, uri.scope_id()).ok() ? Status::Ok() : deny();
+      return CheckSessionAccess(reach, uri.scope_id()).ok() ? Status::Ok() : deny();  // A path, not a call.
     }
     return deny();  // The root and the kind directories list every user.
   });
@@ -274,8 +274,8 @@ Result<FindResult> Engine::Find(const FindRequest& request) {
     FindResult out;
     std::string searched = request.query;
     if (!request.session.empty()) {
-      STRATA_RETURN_IF_ERROR(CheckSessionAccess(request.reach, request.session));
-      STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, SessionMessages(request.session));
+      STRATA_ASSIGN_OR_RETURN(std::string ref, CheckSessionAccess(request.reach, request.session));
+      STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, SessionMessages(ref));
       searched = SessionAwareQuery(request.query, messages);
       if (searched != request.query) out.searched = searched;
     }

@@ -123,7 +123,11 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(Engine::options(), "session compact"));
   return Guard("session compact", [&]() -> Result<SessionCompaction> {
     STRATA_ASSIGN_OR_RETURN(session::Sessions * s, sessions());
-    STRATA_ASSIGN_OR_RETURN(std::vector<Message> history, s->Messages(id));
+    // One incarnation throughout: the summary of one session must not replace the log of another made
+    // under its id while the model was at work.
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, s->Get(id));
+    const std::string ref = session::SessionRef(info);
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> history, s->Messages(ref));
     STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * provider, model());
     window::CompactionOptions options;
     options.instruction = std::string(focus);
@@ -143,15 +147,16 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
     // checkpoints and their tags stay as they are (a rewrite put every checkpoint at message 0, and a revert
     // to one then removed the whole conversation).
     if ((result.compacted == 0 && !result.pruned_fallback) || result.messages == history) {
-      STRATA_ASSIGN_OR_RETURN(out.session, s->Get(id));
+      STRATA_ASSIGN_OR_RETURN(out.session, s->Get(ref));
       return out;
     }
     // Messages appended (or a revert) while the model was summarising would be lost by the replacement:
     // it happens only if the log is still what was summarised, checked under the session's lock.
-    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(id, "compact"));
-    Result<session::SessionInfo> replaced = s->Replace(id, result.messages, std::nullopt, &history);
+    STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(ref, "compact"));
+    Result<session::SessionInfo> replaced = s->Replace(ref, result.messages, std::nullopt, &history);
     if (!replaced.ok() && replaced.status().code() == StatusCode::kFailedPrecondition) {
-      return Status::FailedPrecondition("session " + std::string(id) + " changed while it was being compacted; compact again");
+      return Status::FailedPrecondition("session " + session::SessionIdOfRef(id) +
+                                        " changed while it was being compacted; compact again");
     }
     STRATA_ASSIGN_OR_RETURN(out.session, std::move(replaced));
     return out;
@@ -268,9 +273,10 @@ Result<SessionContext> Engine::AssembleSession(std::string_view id, const Sessio
     // gives way to the one before it.
     std::optional<Message> archived_summary;
     if (!has_summary && info.stats.commits > 0) {
-      Result<std::vector<session::ArchiveInfo>> archives = s->Archives(id);
+      const std::string ref = session::SessionRef(info);  // The incarnation read above, as for the log.
+      Result<std::vector<session::ArchiveInfo>> archives = s->Archives(ref);
       for (size_t i = archives.ok() ? archives->size() : 0, tried = 0; i-- > 0 && tried < 3; ++tried) {
-        Result<std::optional<std::string>> text = s->ReadArchiveFile(id, (*archives)[i].number, "summary.md");
+        Result<std::optional<std::string>> text = s->ReadArchiveFile(ref, (*archives)[i].number, "summary.md");
         if (!text.ok() || !*text || StripAsciiWhitespace(**text).empty()) continue;
         archived_summary = window::MakeSummaryMessage(std::string(StripAsciiWhitespace(**text)));
         ao.summary = archived_summary->ExtractText();

@@ -209,7 +209,7 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     if (!logged_already) o.pending = request.turn;
     o.memory_limit = request.memory_limit;
     o.encoding = request.encoding;
-    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, AssembleSession(id, o));
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, AssembleSession(turn->ref_, o));
     if (!ctx.history.empty() && !ctx.included.back()) {
       return Status::InvalidArgument("the new turn does not fit in the model's window (" + std::to_string(ctx.budget) +
                                      " tokens after the reply reserve, with " + std::to_string(ctx.total_tokens) +

@@ -310,8 +310,9 @@ struct McpHandler::Impl {
       STRATA_ASSIGN_OR_RETURN(std::vector<Message> parsed, ParseMessages(messages->dump()));
       STRATA_RETURN_IF_ERROR(engine->CheckRefs(who.reach, parsed));
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, engine->CreateSession(who.user, "", ""));
-      STRATA_RETURN_IF_ERROR(engine->AddMessages(info.id, parsed).status());
-      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(info.id, {.wait = false}));
+      const std::string ref = session::SessionRef(info);
+      STRATA_RETURN_IF_ERROR(engine->AddMessages(ref, parsed).status());
+      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(ref, {.wait = false}));
       if (who.on_commit) who.on_commit();
       return Json{{"session", info.id}, {"task_id", outcome.ticket.job_id}, {"messages", outcome.ticket.messages},
                   {"note", "committed; memories are extracted in the background"}};
@@ -341,8 +342,8 @@ struct McpHandler::Impl {
     if (const Json* p = json::Field(args, "system_prompt"); p != nullptr && p->is_string()) o.system_prompt = p->get<std::string>();
     o.encoding = json::StringOr(args, "encoding", o.encoding);
     STRATA_RETURN_IF_ERROR(CheckSessionContextOptions(o));
-    STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
-    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(sid, o));
+    STRATA_ASSIGN_OR_RETURN(std::string ref, engine->CheckSessionAccess(who.reach, sid));
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, engine->AssembleSession(ref, o));
     return views::SessionContextView(sid, ctx);
   }
 
@@ -475,8 +476,8 @@ struct McpHandler::Impl {
     if (name == "get_context") return GetContext(args);
     if (name == "commit_session") {
       std::string sid = json::StringOr(args, "session");
-      STRATA_RETURN_IF_ERROR(engine->CheckSessionAccess(who.reach, sid));
-      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(sid, {.wait = false}));
+      STRATA_ASSIGN_OR_RETURN(std::string ref, engine->CheckSessionAccess(who.reach, sid));
+      STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, engine->Commit(ref, {.wait = false}));
       if (who.on_commit) who.on_commit();
       return views::CommitView(sid, outcome);
     }

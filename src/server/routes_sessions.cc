@@ -79,9 +79,9 @@ void Server::Impl::AddSessionRoutes() {
   }));
   Add(Route("GET", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(id));
-    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->GetSession(ref));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(ref));
     return views::SessionView(info, &messages);
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
@@ -99,31 +99,31 @@ void Server::Impl::AddSessionRoutes() {
     const Json& payload = given != nullptr ? *given : c.body;
     STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, ParseMessages(payload.dump()));
     if (messages.empty()) return Status::InvalidArgument("no messages given");
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
     STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(id, messages));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(ref, messages));
     return views::SessionView(info);
   }).Takes("messages message role content name tool_calls tool_call_id partial").ListBody());
   Add(Route("GET", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(std::vector<Message> messages, c.engine->SessionMessages(ref));
     Json out = Json::array();
     for (const Message& m : messages) out.push_back(Json::parse(MessageToJson(m)));
     return out;
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/commit", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, c.engine->Commit(id, {.wait = false}));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, c.engine->Commit(ref, {.wait = false}));
     metrics.Commit("accepted");
     WakeWorker();
     return WithoutDataDirInErrors(views::CommitView(id, outcome), engine_options.data_dir);
   }));
   Add(Route("GET", "/api/v1/sessions/{id}/status", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(SessionStatus status, c.engine->GetSessionStatus(id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(SessionStatus status, c.engine->GetSessionStatus(ref));
     return WithoutDataDirInErrors(views::SessionStatusView(status), engine_options.data_dir);
   }));
 
@@ -132,35 +132,35 @@ void Server::Impl::AddSessionRoutes() {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(int64_t archive, PositivePathInt(c.req.path_params.at(1), "the archive number"));
     if (archive > INT32_MAX) return Status::NotFound("session " + id + " has no archive " + c.req.path_params.at(1));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, c.engine->ArchiveDiff(id, static_cast<int>(archive)));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, c.engine->ArchiveDiff(ref, static_cast<int>(archive)));
     return views::CommitDiffView(diff);
   }));
 
   Add(Route("DELETE", "/api/v1/sessions/{id}", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(bool force, c.BoolArg("force"));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(id, force));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(ref, force));
     return Json{{"deleted", id}};
   }).Takes("force"));
   Add(Route("POST", "/api/v1/sessions/{id}/retry", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(int requeued, c.engine->Retry(id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(int requeued, c.engine->Retry(ref));
     WakeWorker();
     return Json{{"session", id}, {"requeued", requeued}};
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/checkpoints", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(session::CheckpointInfo checkpoint, c.engine->Checkpoint(id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::CheckpointInfo checkpoint, c.engine->Checkpoint(ref));
     return views::CheckpointView(id, checkpoint);
   }));
   Add(Route("GET", "/api/v1/sessions/{id}/log", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, c.engine->GetSessionLog(id));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionLog log, c.engine->GetSessionLog(ref));
     return views::SessionLogView(id, log);
   }));
   Add(Route("POST", "/api/v1/sessions/{id}/revert", [this](Call& c) -> Result<Json> {
@@ -169,8 +169,8 @@ void Server::Impl::AddSessionRoutes() {
     if (!checkpoint) return Status::InvalidArgument("\"checkpoint\" (a checkpoint id, 0 or more) is required");
     STRATA_RETURN_IF_ERROR(CheckCheckpointArg(*checkpoint));
     STRATA_ASSIGN_OR_RETURN(std::string tag, c.Arg("tag", false));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(id, {*checkpoint, tag}));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Revert(ref, {*checkpoint, tag}));
     return views::SessionView(info);
   }).Takes("checkpoint tag"));
   Add(Route("POST", "/api/v1/sessions/{id}/fork", [this](Call& c) -> Result<Json> {
@@ -185,15 +185,15 @@ void Server::Impl::AddSessionRoutes() {
     } else if (!tag.empty()) {
       return Status::InvalidArgument("\"tag\" names a checkpoint: give \"checkpoint\" with it");
     }
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(id, new_id, at));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->Fork(ref, new_id, at));
     return views::SessionView(info);
   }).Takes("id checkpoint tag"));
   Add(Route("POST", "/api/v1/sessions/{id}/system-prompt", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(std::string prompt, c.Arg("prompt"));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(id, prompt));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_RETURN_IF_ERROR(c.engine->SetSystemPrompt(ref, prompt));
     return Json{{"session", id}, {"system_prompt", prompt}};
   }).Takes("prompt"));
   // A usage mark: the provider-reported tokens of the session's whole context (Engine::RecordUsage), as the
@@ -203,15 +203,15 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> tokens, c.OptIntArg("tokens"));
     if (!tokens) return Status::InvalidArgument("\"tokens\" is required");
     STRATA_RETURN_IF_ERROR(CheckUsageArg(*tokens));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_RETURN_IF_ERROR(c.engine->RecordUsage(id, *tokens));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_RETURN_IF_ERROR(c.engine->RecordUsage(ref, *tokens));
     return Json{{"session", id}, {"tokens", *tokens}};
   }).Takes("tokens"));
   Add(Route("POST", "/api/v1/sessions/{id}/compact", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(std::string focus, c.Arg("focus", false));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(id, focus));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(SessionCompaction done, c.engine->CompactSession(ref, focus));
     return views::CompactionView(done);
   }).Takes("focus"));
   Add(Route("GET", "/api/v1/sessions/{id}/context", [this](Call& c) -> Result<Json> {
@@ -226,8 +226,8 @@ void Server::Impl::AddSessionRoutes() {
     if (encoding) o.encoding = *encoding;  // "" is refused by the Engine, as from every front end.
     if (auto prompt = c.req.Query("system_prompt")) o.system_prompt = *prompt;
     STRATA_RETURN_IF_ERROR(CheckSessionContextOptions(o));
-    STRATA_RETURN_IF_ERROR(CheckSession(c, id));
-    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(id, o));
+    STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));
+    STRATA_ASSIGN_OR_RETURN(SessionContext ctx, c.engine->AssembleSession(ref, o));
     return views::SessionContextView(id, ctx);
   }).Takes("max_context_tokens reserve_for_reply encoding query memory_limit system_prompt"));
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <regex>
 #include <set>
@@ -218,6 +219,51 @@ TEST_F(TrustTest, AnotherUsersSessionAnswersExactlyAsAMissingOne) {
   same("POST", "/mcp", McpCall("search", {{"query", "hello"}, {"session", "{id}"}}));
   same("POST", "/mcp", McpCall("get_context", {{"session", "{id}"}}));
   same("POST", "/mcp", McpCall("commit_session", {{"session", "{id}"}}));
+}
+
+// A session route checks the caller's access, then acts: another request may delete the session in between
+// and another user make one under its id. The route acts on the incarnation it checked, so the newcomer's
+// session is not read, written, committed, forked or deleted by the first caller (it was, by id).
+TEST_F(TrustTest, ASessionMadeAgainBetweenTheAccessCheckAndTheCallIsNotActedOn) {
+  Stop();
+  std::atomic<bool> armed{false};
+  std::string alice, bob;
+  server_options_.after_session_check = [&](std::string_view sid) {
+    if (sid != "S" || !armed.exchange(false)) return;
+    EXPECT_EQ(Call("DELETE", "/api/v1/sessions/S?force=true", alice).status, 200);
+    EXPECT_EQ(Call("POST", "/api/v1/sessions", bob, R"({"id": "S"})").status, 200);
+    EXPECT_EQ(Call("POST", "/api/v1/sessions/S/messages", bob, R"({"role": "user", "content": "bob's secret"})").status,
+              200);
+  };
+  Start();
+  alice = Issue("alice");
+  bob = Issue("bob");
+  int routes = 0;
+  for (const auto& [method, path, takes] : server_->Routes()) {
+    if (path.rfind("/api/v1/sessions/{id}", 0) != 0) continue;
+    ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "S"})").status, 200) << path;
+    ASSERT_EQ(Call("POST", "/api/v1/sessions/S/messages", alice, R"({"role": "user", "content": "alice's note"})").status,
+              200);
+    std::string url = path;
+    url.replace(url.find("{id}"), 4, "S");
+    if (size_t at = url.find("{archive}"); at != std::string::npos) url.replace(at, 9, "1");
+    if (method == "GET" && takes && std::ranges::count(*takes, "query") > 0) url += "?query=x";
+    armed = true;
+    Reply r = Call(method, url, alice,
+                   OnlyTaken(method, path, R"({"role": "user", "content": "x", "checkpoint": 0, "prompt": "p", "id": "fork-S", "tokens": 5})"));
+    EXPECT_FALSE(armed) << method << " " << path << ": the route did not check the session";
+    EXPECT_EQ(r.status, 404) << method << " " << path << ": " << r.raw;
+    EXPECT_EQ(r.raw.find("secret"), std::string::npos) << method << " " << path << ": " << r.raw;
+    // Bob's session is as he left it, and no fork of it was made for alice.
+    Reply his = Call("GET", "/api/v1/sessions/S/messages", bob);
+    ASSERT_EQ(his.status, 200) << method << " " << path << ": " << his.raw;
+    ASSERT_EQ(his.body["result"].size(), 1u) << method << " " << path << ": " << his.raw;
+    EXPECT_NE(his.raw.find("bob's secret"), std::string::npos) << his.raw;
+    EXPECT_EQ(Call("GET", "/api/v1/sessions/fork-S", kRootKey).status, 404) << method << " " << path;
+    ASSERT_EQ(Call("DELETE", "/api/v1/sessions/S?force=true", kRootKey).status, 200);
+    ++routes;
+  }
+  EXPECT_GE(routes, 14);
 }
 
 // Every route and MCP tool, fed bad ids, URIs and bodies by a user key and by the root key: no answer

@@ -414,8 +414,10 @@ class Engine {
   // kPermissionDenied naming what `reach` covers, unless it may read and write `uri`.
   Status CheckAccess(const Reach& reach, std::string_view uri);
   // The session `id` exists and `reach` may use it; otherwise NoSuchSession (another user's session is not
-  // even said to exist).
-  Status CheckSessionAccess(const Reach& reach, std::string_view id);
+  // even said to exist). Returns the reference of the incarnation checked (`<id>@<incarnation>`, see
+  // session::SessionRef): a front end passes it, not `id`, to the calls that follow, so that a session
+  // deleted and made again under the id in between (another user's, perhaps) is not found by them.
+  Result<std::string> CheckSessionAccess(const Reach& reach, std::string_view id);
   // `reach` may see the phase-2 job: a job of the live incarnation of one of its sessions (JobSession).
   Status CheckJobAccess(const Reach& reach, const session::Job& job);
   // The context_ref parts of `messages` point only where `reach` may read (phase 2 links memories to them).

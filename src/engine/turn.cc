@@ -313,6 +313,15 @@ Result<int> Engine::CommitIdleSessions() {
         impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));
         continue;
       }
+      // A reply that calls tools, logged last (another instance's turn, its tools still at work): committing
+      // would archive the calls and orphan their results, as Turn::Finish knows for its own turns. Looked at
+      // again after another quiet period.
+      Result<std::vector<Message>> messages = SessionMessages(ref);
+      if (messages.ok() && !messages->empty() && messages->back().role == strata::Role::kAssistant &&
+          messages->back().tool_calls && !messages->back().tool_calls->empty()) {
+        impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now());
+        continue;
+      }
       if (Commit(ref, {.wait = false}).ok()) ++committed;  // That incarnation's, whatever came since.
     }
     return committed;

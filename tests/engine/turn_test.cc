@@ -672,6 +672,35 @@ TEST_F(TurnTest, ASessionChangedSinceItsLastTurnHereIsNotIdle) {
   EXPECT_EQ(status->archives[0].messages, 4) << "the whole conversation, archived once";
 }
 
+// Another instance's turn ended with a reply that calls tools, and its tools run longer than the idle period:
+// the session is quiet, but committing it would archive the calls and leave their results alone in the live
+// log. It is committed once the group is closed and the session quiet again.
+TEST_F(TurnTest, AnIdleCommitDoesNotCutAToolGroupAnotherInstanceOpened) {
+  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
+  auto turn = engine_->BeginTurn("chat-1", Ask("hi"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  turn->reset();
+  auto other = Engine::Open({.data_dir = dir_.path()});
+  ASSERT_OK(other);
+  ASSERT_OK((*other)->AddMessages("chat-1", std::vector<Message>{Message::User("find me a seat"), CallingReply("call-1")}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto open_group = engine_->CommitIdleSessions();
+  ASSERT_OK(open_group);
+  EXPECT_EQ(*open_group, 0);
+  EXPECT_TRUE(engine_->GetSessionStatus("chat-1")->archives.empty());
+  ASSERT_OK((*other)->AddMessages("chat-1", std::vector<Message>{Message::ToolResult("call-1", "14C"),
+                                                                 Message::Assistant("Seat 14C is free.")}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto closed = engine_->CommitIdleSessions();
+  ASSERT_OK(closed);
+  EXPECT_EQ(*closed, 1);
+  auto status = engine_->GetSessionStatus("chat-1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->archives.size(), 1u);
+  EXPECT_EQ(status->archives[0].messages, 6) << "the whole conversation, its tool group whole";
+}
+
 TEST_F(TurnTest, AReadOnlyEngineServesNoTurns) {
   ASSERT_OK(engine_->CreateSession("alice", "", "chat-1"));
   engine_.reset();

@@ -480,7 +480,15 @@ class Client:
                     if data:
                         payload = "\n".join(data)
                         if event == "task":
-                            task = Task(json.loads(payload))
+                            try:
+                                state = json.loads(payload)
+                            except ValueError:
+                                state = None
+                            if not isinstance(state, dict):  # As the TypeScript client: the stream is broken.
+                                raise error_class("unavailable")(
+                                    f"GET {path}: the task event's data is not a JSON object: {payload[:200]!r}",
+                                    status=200)
+                            task = Task(state)
                             yield task
                             if task.finished:
                                 return

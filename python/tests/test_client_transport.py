@@ -142,6 +142,17 @@ def test_commit_wait_asks_for_the_task_when_its_stream_is_refused_or_ends_early(
         strata.Client(stub(routes).url).commit("s1", wait=True)
 
 
+def test_a_task_event_that_is_not_a_json_object_is_unavailable(stub):
+    """The event stream is the server's answer too: an event whose data is not JSON (a proxy's page cut in)
+    or not an object was a bare ValueError (or a Task of nothing), where TypeScript raises unavailable."""
+    for data in (b"<html>", b"[1, 2]"):
+        s = stub({("GET", "/api/v1/tasks/7/events"): lambda h, data=data: h.reply(
+            200, b"event: task\ndata: " + data + b"\n\n", "text/event-stream")})
+        with pytest.raises(strata.UnavailableError) as error:
+            list(strata.Client(s.url, timeout=5).task_events(7))
+        assert "task event" in str(error.value) and error.value.status == 200, error.value
+
+
 def test_timeouts_of_none_and_zero_mean_no_limit(stub):
     """timeout=None made commit(wait=True) a bare TypeError (max(None, 30.0)), and timeout=0 a socket that
     never waited; both now mean no limit, as the TypeScript client's timeoutMs 0."""

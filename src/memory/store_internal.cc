@@ -37,8 +37,15 @@ Status CheckMetadata(const std::optional<std::string>& metadata) {
 Status CheckText(std::string_view content, const WriteOptions& o) {
   auto check = [](std::string_view field, std::string_view text) -> Status {
     size_t bad = 0;
-    if (json::IsValidUtf8(text, &bad)) return Status::Ok();
-    return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    if (!json::IsValidUtf8(text, &bad)) {
+      return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    }
+    // Valid UTF-8, but no text column of PostgreSQL holds it: refused alike on every backend (SQLite stored it).
+    if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+      return Status::InvalidArgument(std::string(field) + " holds a NUL character (byte " + std::to_string(nul) +
+                                     "), which no node's text may hold");
+    }
+    return Status::Ok();
   };
   STRATA_RETURN_IF_ERROR(check("content", content));
   if (o.abstract_text) STRATA_RETURN_IF_ERROR(check("abstract (L0)", *o.abstract_text));

@@ -969,12 +969,15 @@ Status NoSuchSession(std::string_view id) {
 namespace internal {
 namespace {
 
+// The first line of `text`, at most `max` bytes; a NUL shown as U+FFFD, as on every backend (PostgreSQL's
+// text cannot hold one; the message itself keeps it).
 std::string CutLine(std::string_view text, size_t max) {
   size_t nl = text.find('\n');
   std::string_view line = text.substr(0, nl);
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-  if (line.size() <= max) return std::string(line);
-  return std::string(line.substr(0, Utf8Prefix(line, max))) + "...";
+  std::string out = line.size() <= max ? std::string(line) : std::string(line.substr(0, Utf8Prefix(line, max))) + "...";
+  for (size_t at = 0; (at = out.find('\0', at)) != std::string::npos; at += 3) out.replace(at, 1, "\xEF\xBF\xBD");
+  return out;
 }
 
 }  // namespace

@@ -922,6 +922,23 @@ TEST_P(StoreTest, TwoInstancesSwitchingToANewEmbedderAtOnceReembedOnce) {
   ExpectConsistent();
 }
 
+// A NUL is valid UTF-8 but no PostgreSQL text holds it: SQLite stored it, PostgreSQL failed naming a
+// statement's parameter. Both refuse it now, in the same words, before anything is written.
+TEST_P(StoreTest, ANulCharacterIsRefusedAlikeOnEveryBackend) {
+  const std::string nul("a\0b", 3);
+  Status content = store_->Write(U("strata://resources/nul/content"), nul);
+  EXPECT_EQ(content.code(), StatusCode::kInvalidArgument) << content.ToString();
+  EXPECT_EQ(content.message(), "strata://resources/nul/content: content holds a NUL character (byte 1), which no "
+                               "node's text may hold");
+  Status abstract = store_->Write(U("strata://resources/nul/abstract"), "fine", {.abstract_text = nul});
+  EXPECT_NE(abstract.message().find("abstract (L0) holds a NUL character"), std::string::npos) << abstract.ToString();
+  Status dir = store_->Mkdir(U("strata://resources/nul/dir"), {.overview = nul});
+  EXPECT_NE(dir.message().find("overview (L1) holds a NUL character"), std::string::npos) << dir.ToString();
+  for (const char* uri : {"strata://resources/nul/content", "strata://resources/nul/abstract", "strata://resources/nul/dir"}) {
+    EXPECT_EQ(store_->Stat(U(uri)).status().code(), StatusCode::kNotFound) << uri;
+  }
+}
+
 TEST_P(StoreTest, FiltersRestrictLexicalAndVectorSearch) {
   ASSERT_OK(store_->Write(U("strata://user/u1/memories/preferences/tea"), "Prefers green tea in the morning"));
   ASSERT_OK(store_->Write(U("strata://user/u2/memories/preferences/tea"), "Prefers black tea with milk"));

@@ -128,6 +128,23 @@ TEST_P(SessionTest, MessagesStatsAndLiveSummary) {
   EXPECT_EQ((*messages)[1], answer);
 }
 
+// A NUL in a message is kept in the message on both backends; the session's one-line abstract and overview
+// show it as U+FFFD on both (PostgreSQL's showed U+FFFD, SQLite's the NUL).
+TEST_P(SessionTest, ANulInAMessageIsSummarisedAlikeOnEveryBackend) {
+  ASSERT_OK(sessions_->Create("alice", "", "s1"));
+  const Message nul = Message::User(std::string("tea\0coffee", 10));
+  ASSERT_OK(sessions_->Add("s1", nul));
+  Reopen();
+  auto got = sessions_->Get("s1");
+  ASSERT_OK(got);
+  EXPECT_EQ(got->abstract_text, "tea\xEF\xBF\xBD" "coffee");
+  EXPECT_NE(got->overview.find("latest request: tea\xEF\xBF\xBD" "coffee"), std::string::npos) << got->overview;
+  auto messages = sessions_->Messages("s1");
+  ASSERT_OK(messages);
+  ASSERT_EQ(messages->size(), 1u);
+  EXPECT_EQ((*messages)[0], nul);
+}
+
 // Another process deletes a session and creates one with the same id (another incarnation), with as many
 // messages as the first had: this process, which kept the first's log open, serves the second's messages
 // only, and appends to them. (It served the first owner's messages to the second and refused every append.)

@@ -484,7 +484,7 @@ class Client:
                                 state = json.loads(payload)
                             except ValueError:
                                 state = None
-                            if not isinstance(state, dict):  # As the TypeScript client: the stream is broken.
+                            if not isinstance(state, dict):  # The stream is broken (TypeScript: data not JSON).
                                 raise error_class("unavailable")(
                                     f"GET {path}: the task event's data is not a JSON object: {payload[:200]!r}",
                                     status=200)

@@ -197,7 +197,9 @@ Status Engine::CheckAccess(const Reach& reach, std::string_view text) {
     if (kind == "user") return uri.scope_id() == reach.user ? Status::Ok() : deny();
     if (kind == "session") {
       if (uri.scope_id().empty()) return deny();
-      return CheckSessionAccess(reach, uri.scope_id()).ok() ? Status::Ok() : deny();  // A path, not a call.
+      // By id: a store URI names no incarnation, so a node under strata://session/<id> is reached by whoever
+      // may use the session of that id when the call is made.
+      return CheckSessionAccess(reach, uri.scope_id()).ok() ? Status::Ok() : deny();
     }
     return deny();  // The root and the kind directories list every user.
   });

@@ -155,7 +155,7 @@ Result<SessionCompaction> Engine::CompactSession(std::string_view id, std::strin
     STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldForChange(ref, "compact"));
     Result<session::SessionInfo> replaced = s->Replace(ref, result.messages, std::nullopt, &history);
     if (!replaced.ok() && replaced.status().code() == StatusCode::kFailedPrecondition) {
-      return Status::FailedPrecondition("session " + session::SessionIdOfRef(id) +
+      return Status::FailedPrecondition("session " + info.id +
                                         " changed while it was being compacted; compact again");
     }
     STRATA_ASSIGN_OR_RETURN(out.session, std::move(replaced));

@@ -289,6 +289,31 @@ void Turn::Release() {
   engine_->impl_->turns.End(session_, /*idle=*/false);
 }
 
+namespace {
+
+// How many quiet periods a session whose log ends with unanswered tool calls waits for their results before
+// an idle commit takes the group for abandoned.
+constexpr int64_t kOpenGroupPatience = 6;
+
+// Whether the log's newest assistant message calls tools of which some have no result after it.
+bool EndsWithAnOpenToolGroup(std::span<const Message> messages) {
+  std::vector<std::string_view> answered;
+  for (size_t i = messages.size(); i-- > 0;) {
+    const Message& m = messages[i];
+    if (m.role == strata::Role::kTool) {
+      if (m.tool_call_id) answered.push_back(*m.tool_call_id);
+      continue;
+    }
+    if (m.role != strata::Role::kAssistant || !m.tool_calls) return false;
+    return std::any_of(m.tool_calls->begin(), m.tool_calls->end(), [&](const ToolCall& call) {
+      return std::find(answered.begin(), answered.end(), call.id) == answered.end();
+    });
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<int> Engine::CommitIdleSessions() {
   return Guard("commit idle sessions", [&]() -> Result<int> {
     const CommitPolicy& policy = impl_->options.commit_policy;
@@ -313,12 +338,16 @@ Result<int> Engine::CommitIdleSessions() {
         impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now() - std::chrono::milliseconds(quiet_ms));
         continue;
       }
-      // A reply that calls tools, logged last (another instance's turn, its tools still at work): committing
-      // would archive the calls and orphan their results, as Turn::Finish knows for its own turns. Looked at
-      // again after another quiet period.
+      // A reply whose tool calls are not all answered yet (another instance's turn, its tools still at work):
+      // committing would archive the calls and orphan the results to come, as Turn::Finish knows for its own
+      // turns. Looked at again after another quiet period; a group still open after kOpenGroupPatience quiet
+      // periods is taken for abandoned (its client gone) and committed as it is.
       Result<std::vector<Message>> messages = SessionMessages(ref);
-      if (messages.ok() && !messages->empty() && messages->back().role == strata::Role::kAssistant &&
-          messages->back().tool_calls && !messages->back().tool_calls->empty()) {
+      if (!messages.ok()) {  // Asked again in a while, as for the session above.
+        impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now());
+        continue;
+      }
+      if (EndsWithAnOpenToolGroup(*messages) && quiet_ms < kOpenGroupPatience * policy.after_idle.count()) {
         impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now());
         continue;
       }

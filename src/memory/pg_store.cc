@@ -1373,7 +1373,7 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_RETURN_IF_ERROR(c->Exec("SELECT " + std::string(kWriteLock)).status());
     if (all) {
-      // Another instance opened with this model while we waited for the lock re-embedded everything already.
+      // Another instance opened with this model while we waited for the lock: it re-embedded everything.
       STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet(*c, "embed_model"));
       if (stored_model == model_) all = false;
     }

@@ -1291,7 +1291,7 @@ class SqliteStore final : public ContextStore {
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     if (all) {
-      // Another process opened with this model while we waited for the lock re-embedded everything already.
+      // Another instance (process) opened with this model while we waited for the lock: it re-embedded all.
       STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
       if (stored_model == model_) all = false;
     }

@@ -973,11 +973,12 @@ namespace {
 // text cannot hold one; the message itself keeps it).
 std::string CutLine(std::string_view text, size_t max) {
   size_t nl = text.find('\n');
-  std::string_view line = text.substr(0, nl);
-  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-  std::string out = line.size() <= max ? std::string(line) : std::string(line.substr(0, Utf8Prefix(line, max))) + "...";
-  for (size_t at = 0; (at = out.find('\0', at)) != std::string::npos; at += 3) out.replace(at, 1, "\xEF\xBF\xBD");
-  return out;
+  std::string_view trimmed = text.substr(0, nl);
+  while (!trimmed.empty() && (trimmed.front() == ' ' || trimmed.front() == '\t')) trimmed.remove_prefix(1);
+  std::string line(trimmed);
+  for (size_t at = 0; (at = line.find('\0', at)) != std::string::npos; at += 3) line.replace(at, 1, "\xEF\xBF\xBD");
+  if (line.size() <= max) return line;
+  return line.substr(0, Utf8Prefix(line, max)) + "...";
 }
 
 }  // namespace

@@ -674,31 +674,46 @@ TEST_F(TurnTest, ASessionChangedSinceItsLastTurnHereIsNotIdle) {
 
 // Another instance's turn ended with a reply that calls tools, and its tools run longer than the idle period:
 // the session is quiet, but committing it would archive the calls and leave their results alone in the live
-// log. It is committed once the group is closed and the session quiet again.
+// log. It is committed once every call is answered and the session quiet again; a group left open for six
+// quiet periods (its client gone) is committed as it is.
 TEST_F(TurnTest, AnIdleCommitDoesNotCutAToolGroupAnotherInstanceOpened) {
-  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
-  auto turn = engine_->BeginTurn("chat-1", Ask("hi"));
-  ASSERT_OK(turn);
-  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
-  turn->reset();
+  // Sleeps are lower bounds; the one upper bound (the group deferred, not yet six periods quiet) has 400 ms.
+  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(100)});
+  for (const char* id : {"chat-1", "chat-2"}) {
+    auto turn = engine_->BeginTurn(id, Ask("hi"));
+    ASSERT_OK(turn);
+    ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  }
   auto other = Engine::Open({.data_dir = dir_.path()});
   ASSERT_OK(other);
-  ASSERT_OK((*other)->AddMessages("chat-1", std::vector<Message>{Message::User("find me a seat"), CallingReply("call-1")}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  Message two_calls = CallingReply("call-1");
+  two_calls.tool_calls->push_back(ToolCall{.id = "call-2", .function = {"find", R"({"query": "aisle"})"}});
+  ASSERT_OK((*other)->AddMessages(
+      "chat-1", std::vector<Message>{Message::User("find me two seats"), two_calls, Message::ToolResult("call-1", "14C")}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto open_group = engine_->CommitIdleSessions();
   ASSERT_OK(open_group);
-  EXPECT_EQ(*open_group, 0);
+  EXPECT_EQ(*open_group, 1) << "chat-2 only";
   EXPECT_TRUE(engine_->GetSessionStatus("chat-1")->archives.empty());
-  ASSERT_OK((*other)->AddMessages("chat-1", std::vector<Message>{Message::ToolResult("call-1", "14C"),
-                                                                 Message::Assistant("Seat 14C is free.")}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  ASSERT_OK((*other)->AddMessages("chat-1", std::vector<Message>{Message::ToolResult("call-2", "14D"),
+                                                                 Message::Assistant("Seats 14C and 14D are free.")}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto closed = engine_->CommitIdleSessions();
   ASSERT_OK(closed);
   EXPECT_EQ(*closed, 1);
   auto status = engine_->GetSessionStatus("chat-1");
   ASSERT_OK(status);
   ASSERT_EQ(status->archives.size(), 1u);
-  EXPECT_EQ(status->archives[0].messages, 6) << "the whole conversation, its tool group whole";
+  EXPECT_EQ(status->archives[0].messages, 7) << "the whole conversation, its tool group whole";
+  // A group nobody answers: committed once the session has been quiet for six idle periods.
+  auto turn = engine_->BeginTurn("chat-3", Ask("hi"));
+  ASSERT_OK(turn);
+  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  turn->reset();
+  ASSERT_OK((*other)->AddMessages("chat-3", std::vector<Message>{Message::User("find a seat"), CallingReply("call-9")}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_EQ(*engine_->CommitIdleSessions(), 1);
+  EXPECT_EQ(engine_->GetSessionStatus("chat-3")->archives.size(), 1u);
 }
 
 TEST_F(TurnTest, AReadOnlyEngineServesNoTurns) {

@@ -264,6 +264,7 @@ TEST_F(TrustTest, ASessionMadeAgainBetweenTheAccessCheckAndTheCallIsNotActedOn) 
     ++routes;
   }
   EXPECT_GE(routes, 14);
+  Stop();  // The hook refers to this test's locals.
 }
 
 // Every route and MCP tool, fed bad ids, URIs and bodies by a user key and by the root key: no answer

@@ -374,37 +374,45 @@ TEST(PgJobQueue, ReconnectsAfterADatabaseRestartWithoutLosingJobs) {
 }
 
 // Without a clock of its own the queue keeps the database server's time: instances on machines whose clocks
-// disagree compare one clock's leases (one whose clock ran ahead took over the others' jobs early).
+// disagree compare one clock's leases (one whose clock ran ahead took over the others' jobs early). Here the
+// database's clock is a day ahead of this machine's (clock_timestamp() shadowed in the test database).
 TEST(PgJobQueue, LeasesAreKeptInTheDatabaseServersTime) {
   auto url = testing::NewPostgresDatabase();
   ASSERT_OK(url);
+  {
+    auto setup = pg::Conn::Connect(*url);
+    ASSERT_OK(setup);
+    ASSERT_OK((*setup)->Exec("CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS "
+                             "$$ SELECT pg_catalog.clock_timestamp() + interval '1 day' $$"));
+    ASSERT_OK((*setup)->Exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, pg_catalog', "
+                             "current_database()); END $$"));
+  }
   auto queue = OpenPgJobQueue(*url, {.lease = std::chrono::milliseconds(90'000)});
   ASSERT_OK(queue);
-  auto conn = pg::Conn::Connect(*url);
-  ASSERT_OK(conn);
-  auto server_ms = [&]() -> int64_t {
-    auto r = (*conn)->Exec("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
-    EXPECT_OK(r);
-    return r.ok() ? *r->Int(0, 0) : 0;
-  };
-  const int64_t before = server_ms();
+  const int64_t day = 24 * 3600 * 1000;
+  auto here_ms = [] { return SystemClock()->WallMicros() / 1000; };
+  const int64_t before = here_ms();
   ASSERT_OK((*queue)->Enqueue("commit", "s", "p"));
   auto job = (*queue)->Claim();
   ASSERT_OK(job);
   ASSERT_TRUE(job->has_value());
-  const int64_t after = server_ms();
-  EXPECT_GE((*job)->updated_ms, before);
-  EXPECT_LE((*job)->updated_ms, after);
+  const int64_t after = here_ms();
+  EXPECT_GE((*job)->updated_ms, before + day);
+  EXPECT_LE((*job)->updated_ms, after + day);
   EXPECT_EQ((*job)->lease_until_ms - (*job)->updated_ms, 90'000);
-  // Renewed, failed and retried: every time written is the server's.
+  // Renewed and failed: every time written is the server's.
   ASSERT_OK((*queue)->Renew(**job));
   ASSERT_OK((*queue)->Fail(**job, Status::Unavailable("model down"), /*retryable=*/true));
   auto failed = (*queue)->Get((*job)->id);
   ASSERT_OK(failed);
   ASSERT_TRUE(failed->has_value());
-  EXPECT_GE((*failed)->updated_ms, after);
-  EXPECT_LE((*failed)->updated_ms, server_ms());
+  EXPECT_GE((*failed)->updated_ms, after + day - 1000);
+  EXPECT_LE((*failed)->updated_ms, here_ms() + day);
   EXPECT_GT((*failed)->not_before_ms, (*failed)->updated_ms);  // The backoff, from the server's now.
+  // Not runnable before its backoff by the server's clock (this machine's is a day behind).
+  auto again = (*queue)->Claim();
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->has_value());
 }
 
 TEST(PgJobQueue, ABadUrlOrAnUnreachableServerIsAClearError) {

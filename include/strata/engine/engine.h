@@ -415,8 +415,9 @@ class Engine {
   Status CheckAccess(const Reach& reach, std::string_view uri);
   // The session `id` exists and `reach` may use it; otherwise NoSuchSession (another user's session is not
   // even said to exist). Returns the reference of the incarnation checked (`<id>@<incarnation>`, see
-  // session::SessionRef): a front end passes it, not `id`, to the calls that follow, so that a session
-  // deleted and made again under the id in between (another user's, perhaps) is not found by them.
+  // session::SessionRef; the bare id for a session made before incarnations were kept): a front end passes
+  // it, not `id`, to the calls that follow, so that a session deleted and made again under the id in between
+  // (another user's, perhaps) is not found by them.
   Result<std::string> CheckSessionAccess(const Reach& reach, std::string_view id);
   // `reach` may see the phase-2 job: a job of the live incarnation of one of its sessions (JobSession).
   Status CheckJobAccess(const Reach& reach, const session::Job& job);

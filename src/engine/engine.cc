@@ -490,9 +490,8 @@ Result<std::vector<session::Job>> Engine::Tasks(const Reach& reach, std::string_
     if (limit < 1 || limit > 10'000) return Status::InvalidArgument("\"limit\" must be between 1 and 10000");
     std::optional<std::string> key;
     if (!session.empty()) {
-      STRATA_ASSIGN_OR_RETURN(std::string ref, CheckSessionAccess(reach, session));
-      STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, GetSession(ref));
-      key = session::CommitJobKey(info);  // This incarnation's jobs only.
+      // This incarnation's jobs only: their key is its reference (session::CommitJobKey).
+      STRATA_ASSIGN_OR_RETURN(key, CheckSessionAccess(reach, session));
     }
     STRATA_ASSIGN_OR_RETURN(session::JobQueue * queue, impl_->Queue());
     STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> jobs, queue->List(state, key));

@@ -36,6 +36,12 @@ std::string Words(int words) {
 
 class TurnTest : public ::testing::Test {
  protected:
+  // A whole turn of session `id` ("hi", "hello"), ended.
+  void Greet(const std::string& id) {
+    auto turn = engine_->BeginTurn(id, Ask("hi"));
+    ASSERT_OK(turn);
+    ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  }
   void Open(CommitPolicy policy) {
     engine_.reset();
     auto e = Engine::Open({.data_dir = dir_.path(), .commit_policy = policy});
@@ -601,11 +607,7 @@ TEST_F(TurnTest, TheTokenPolicyCommitsOnceTheSessionHasGrown) {
 
 TEST_F(TurnTest, IdleSessionsAreCommittedOnceAndBusyOnesNot) {
   Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
-  for (const char* id : {"quiet", "busy"}) {
-    auto turn = engine_->BeginTurn(id, Ask("hi"));
-    ASSERT_OK(turn);
-    ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
-  }
+  for (const char* id : {"quiet", "busy"}) Greet(id);
   auto busy = engine_->BeginTurn("busy", Ask("still here"));  // A turn in progress: not idle.
   ASSERT_OK(busy);
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
@@ -627,10 +629,7 @@ TEST_F(TurnTest, IdleSessionsAreCommittedOnceAndBusyOnesNot) {
 // appended, no turn) is another session, and was committed, its phase 2 run, as if it were the quiet one.
 TEST_F(TurnTest, AnIdleSessionDeletedAndMadeAgainIsNotCommittedAsTheQuietOne) {
   Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
-  auto turn = engine_->BeginTurn("chat-1", Ask("hi"));
-  ASSERT_OK(turn);
-  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
-  turn->reset();
+  Greet("chat-1");
   ASSERT_OK(engine_->DeleteSession("chat-1", /*force=*/false));
   ASSERT_OK(engine_->CreateSession("bob", "", "chat-1"));
   ASSERT_OK(engine_->AddMessages("chat-1", std::vector<Message>{Message::User("a new session"), Message::Assistant("yes")}));
@@ -649,9 +648,7 @@ TEST_F(TurnTest, AnIdleSessionDeletedAndMadeAgainIsNotCommittedAsTheQuietOne) {
 TEST_F(TurnTest, ASessionChangedSinceItsLastTurnHereIsNotIdle) {
   // Margins of 600 ms either way, for slow builds (sanitizers) on two cores.
   Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(1000)});
-  auto turn = engine_->BeginTurn("chat-1", Ask("hi"));
-  ASSERT_OK(turn);
-  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
+  Greet("chat-1");
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   // Another instance's turn, written as it writes one (not through this engine's turns).
   auto other = Engine::Open({.data_dir = dir_.path()});
@@ -679,11 +676,7 @@ TEST_F(TurnTest, ASessionChangedSinceItsLastTurnHereIsNotIdle) {
 TEST_F(TurnTest, AnIdleCommitDoesNotCutAToolGroupAnotherInstanceOpened) {
   // Sleeps are lower bounds; the one upper bound (the group deferred, not yet six periods quiet) has 400 ms.
   Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(100)});
-  for (const char* id : {"chat-1", "chat-2"}) {
-    auto turn = engine_->BeginTurn(id, Ask("hi"));
-    ASSERT_OK(turn);
-    ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
-  }
+  for (const char* id : {"chat-1", "chat-2"}) Greet(id);
   auto other = Engine::Open({.data_dir = dir_.path()});
   ASSERT_OK(other);
   Message two_calls = CallingReply("call-1");
@@ -706,10 +699,7 @@ TEST_F(TurnTest, AnIdleCommitDoesNotCutAToolGroupAnotherInstanceOpened) {
   ASSERT_EQ(status->archives.size(), 1u);
   EXPECT_EQ(status->archives[0].messages, 7) << "the whole conversation, its tool group whole";
   // A group nobody answers: committed once the session has been quiet for six idle periods.
-  auto turn = engine_->BeginTurn("chat-3", Ask("hi"));
-  ASSERT_OK(turn);
-  ASSERT_OK((*turn)->Finish(Message::Assistant("hello")));
-  turn->reset();
+  Greet("chat-3");
   ASSERT_OK((*other)->AddMessages("chat-3", std::vector<Message>{Message::User("find a seat"), CallingReply("call-9")}));
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   EXPECT_EQ(*engine_->CommitIdleSessions(), 1);

@@ -245,24 +245,27 @@ export class StrataClient {
   readonly #timeoutMs: number;
   readonly #headers: Record<string, string>;
 
-  /** Throws a TypeError when `baseUrl` is not an http(s) URL or no fetch is available. */
+  /**
+   * Throws InvalidArgumentError (status 0) when `baseUrl` is not an http(s) URL or `timeoutMs` is negative, as
+   * the Python client's constructor raises it, and a TypeError when no fetch is available.
+   */
   constructor(options: StrataClientOptions) {
     let url: URL;
     try {
       url = new URL(options.baseUrl);
     } catch {
-      throw new TypeError(`baseUrl must be an http(s) URL, not ${JSON.stringify(options.baseUrl)}`);
+      throw badOption(`baseUrl must be an http(s) URL, not ${JSON.stringify(options.baseUrl)}`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new TypeError(`baseUrl must be an http(s) URL, not ${JSON.stringify(options.baseUrl)}`);
+      throw badOption(`baseUrl must be an http(s) URL, not ${JSON.stringify(options.baseUrl)}`);
     }
     if (url.search !== "" || url.hash !== "") {
-      throw new TypeError(`baseUrl must not have a query or fragment: ${JSON.stringify(options.baseUrl)}`);
+      throw badOption(`baseUrl must not have a query or fragment: ${JSON.stringify(options.baseUrl)}`);
     }
     this.baseUrl = url.href.replace(/\/+$/, "");
     const timeoutMs = options.timeoutMs ?? kDefaultTimeoutMs;
     if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
-      throw new TypeError(`timeoutMs must be 0 or more, not ${timeoutMs}`);
+      throw badOption(`timeoutMs must be 0 or more, not ${timeoutMs}`);
     }
     this.#timeoutMs = timeoutMs;
     if (options.fetch === undefined && typeof globalThis.fetch !== "function") {
@@ -763,13 +766,18 @@ export class StrataClient {
         deadline.stopTimer();
       }
       for await (const event of parseSse(body)) {
+        // Every event Strata sends carries a JSON object (a task, a change, {} to end): anything else is a
+        // broken stream, as the Python client says too.
         let data: unknown;
         try {
           data = JSON.parse(event.data);
         } catch {
+          data = undefined;
+        }
+        if (typeof data !== "object" || data === null || Array.isArray(data)) {
           throw strataError({
             code: "unavailable", status: 200, method: "GET", url,
-            message: `GET ${url}: the ${event.event} event's data is not JSON: ${snippet(event.data)}`,
+            message: `GET ${url}: the ${event.event} event's data is not a JSON object: ${snippet(event.data)}`,
           });
         }
         yield { event: event.event, data };
@@ -941,6 +949,11 @@ function bodyNotUnicode(verb: string, path: string, name: string, value: unknown
 }
 
 /** At most 200 characters of a body, for messages. */
+/** A constructor option the client cannot work with: invalid_argument before any request, as in Python. */
+function badOption(message: string): StrataError {
+  return strataError({ code: "invalid_argument", status: 0, message });
+}
+
 function snippet(text: string): string {
   const flat = text.replace(/\s+/g, " ").trim();
   return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;

@@ -470,9 +470,15 @@ test("failures on the way: no server, not Strata's answer, a timeout, a cancelle
   assert.equal(cancelled.cause.message, "user gave up");
   await rejectsWith(patient.health({ signal: AbortSignal.abort() }), "cancelled", 0);
 
-  assert.throws(() => new StrataClient({ baseUrl: "strata.example" }), TypeError);
-  assert.throws(() => new StrataClient({ baseUrl: "ftp://strata.example" }), TypeError);
-  assert.throws(() => new StrataClient({ baseUrl: "http://strata.example", timeoutMs: -1 }), TypeError);
+  // As the Python client's constructor: InvalidArgumentError, status 0, naming the option.
+  for (const [options, message] of [[{ baseUrl: "strata.example" }, /baseUrl must be an http\(s\) URL/],
+                                    [{ baseUrl: "ftp://strata.example" }, /baseUrl must be an http\(s\) URL/],
+                                    [{ baseUrl: "http://strata.example/?a=1" }, /baseUrl must not have a query/],
+                                    [{ baseUrl: "http://strata.example", timeoutMs: -1 }, /timeoutMs must be 0 or more/]]) {
+    assert.throws(() => new StrataClient(options),
+                  (e) => e instanceof InvalidArgumentError && e.code === "invalid_argument" && e.status === 0 &&
+                         message.test(e.message));
+  }
 });
 
 // A fetch that answers an event stream from `parts`, each written when the previous one was read; once they
@@ -529,7 +535,13 @@ test("taskEvents: multi-line data, comments, a terminal state, closing the strea
 
   const garbled = new StrataClient({ baseUrl: "http://strata.example",
                                      fetch: streamingFetch(["event: task\ndata: {oops\n\n"], {}) });
-  await rejectsWith(garbled.taskEvents(7).next(), "unavailable", 200, /the task event's data is not JSON: \{oops/);
+  await rejectsWith(garbled.taskEvents(7).next(), "unavailable", 200, /the task event's data is not a JSON object: \{oops/);
+  // JSON that is not an object is as broken: no Task of a number or of nothing.
+  for (const data of ["7", "null", "[1]", "\"done\""]) {
+    const odd = new StrataClient({ baseUrl: "http://strata.example",
+                                   fetch: streamingFetch([`event: task\ndata: ${data}\n\n`], {}) });
+    await rejectsWith(odd.taskEvents(7).next(), "unavailable", 200, /the task event's data is not a JSON object/);
+  }
   const notAStream = new StrataClient({ baseUrl: "http://strata.example",
                                         fetch: async () => Response.json({ status: "ok", result: {} }) });
   await rejectsWith(notAStream.taskEvents(7).next(), "unavailable", 200, /expected an event stream, got application\/json/);

@@ -43,6 +43,7 @@ namespace {
 using Json = nlohmann::json;
 using internal::Account;
 using internal::RefreshSummary;
+using internal::StorableText;
 
 // Version i+1 of the schema is kMigrations[i]; never edit a step once released, add one.
 constexpr std::string_view kMigrations[] = {
@@ -138,18 +139,6 @@ constexpr size_t kCachedLogs = 256;
 // Operations on sessions whose ids hash alike take turns within the process (the database row lock is
 // what orders instances).
 constexpr size_t kStripes = 64;
-
-// PostgreSQL text cannot hold NUL or invalid UTF-8: free text (summaries, errors, notes) is stored with
-// U+FFFD in their place. Messages and prompts are stored as JSON, which escapes them.
-std::string Storable(std::string_view text) {
-  std::string out = json::ReplaceInvalidUtf8(text);
-  size_t at = 0;
-  while ((at = out.find('\0', at)) != std::string::npos) {
-    out.replace(at, 1, "\xEF\xBF\xBD");
-    at += 3;
-  }
-  return out;
-}
 
 std::string JsonText(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -849,7 +838,7 @@ class PgSessions final : public Sessions {
                    "created_ms = CASE WHEN $4::BIGINT > 0 THEN $4::BIGINT ELSE created_ms END, "
                    "updated_ms = CASE WHEN $5::BIGINT > 0 THEN $5::BIGINT ELSE updated_ms END "
                    "WHERE id = $1 AND ($6 = '' OR incarnation = $6)",
-                   {ref.id, Storable(origin.title), Storable(origin.source), origin.created_ms, origin.updated_ms,
+                   {ref.id, StorableText(origin.title), StorableText(origin.source), origin.created_ms, origin.updated_ms,
                     ref.incarnation}));
     if (r.affected() == 0) return NoSuchSession(ref.id);
     return Status::Ok();
@@ -881,7 +870,7 @@ class PgSessions final : public Sessions {
                                                    "a.number = $2 AND ($5 = '' OR s.incarnation = $5) "
                                                    "ON CONFLICT (session_id, archive, name) DO UPDATE SET content = "
                                                    "EXCLUDED.content",
-                                                   {ref.id, archive, name, Storable(content), ref.incarnation}));
+                                                   {ref.id, archive, name, StorableText(content), ref.incarnation}));
     if (r.affected() == 0) return NoArchive(ref.id, archive);
     return Status::Ok();
   }
@@ -893,7 +882,7 @@ class PgSessions final : public Sessions {
                               op.conn->Exec("INSERT INTO session_archive_notes(session_id, archive, note, at_ms) "
                                             "SELECT session_id, number, $3, $4 FROM session_archives "
                                             "WHERE session_id = $1 AND number = $2",
-                                            {op.row.info.id, archive, Storable(note), NowMs()}));
+                                            {op.row.info.id, archive, StorableText(note), NowMs()}));
       if (r.affected() == 0) return NoArchive(op.row.info.id, archive);
       return Status::Ok();
     });
@@ -945,13 +934,13 @@ class PgSessions final : public Sessions {
                                      ->Exec("INSERT INTO session_archives(session_id, number, version, state, error, "
                                             "messages, created_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
                                             {info.id, number, version, std::string(ArchiveStateName(state)),
-                                             Storable(error), static_cast<int64_t>(messages.size()), now})
+                                             StorableText(error), static_cast<int64_t>(messages.size()), now})
                                      .status());
           for (const std::string& note : notes) {
             STRATA_RETURN_IF_ERROR(op.conn
                                        ->Exec("INSERT INTO session_archive_notes(session_id, archive, note, at_ms) "
                                               "VALUES ($1, $2, $3, $4)",
-                                              {info.id, number, Storable(note), now})
+                                              {info.id, number, StorableText(note), now})
                                        .status());
           }
           op.row.last_archive = number;
@@ -971,7 +960,7 @@ class PgSessions final : public Sessions {
           pg::Rows r,
           op.conn->Exec("UPDATE session_archives SET state = $3, error = $4, updated_ms = $5 "
                         "WHERE session_id = $1 AND number = $2",
-                        {op.row.info.id, archive, std::string(ArchiveStateName(state)), Storable(error), NowMs()}));
+                        {op.row.info.id, archive, std::string(ArchiveStateName(state)), StorableText(error), NowMs()}));
       if (r.affected() == 0) return NoArchive(op.row.info.id, archive);
       return Status::Ok();
     });
@@ -1035,8 +1024,8 @@ class PgSessions final : public Sessions {
              s.commits,
              s.revisions,
              JsonText(Json(info.contexts)),
-             Storable(info.abstract_text),
-             Storable(info.overview),
+             StorableText(info.abstract_text),
+             StorableText(info.overview),
              row.version,
              row.last_version,
              row.last_rotation,
@@ -1053,8 +1042,8 @@ class PgSessions final : public Sessions {
     SessionInfo& info = op.row.info;
     info.updated_ms = NowMs();
     if (refresh && op.log) RefreshSummary(op.log->messages, info);
-    info.abstract_text = Storable(info.abstract_text);
-    info.overview = Storable(info.overview);
+    info.abstract_text = StorableText(info.abstract_text);
+    info.overview = StorableText(info.overview);
     const SessionStats& s = info.stats;
     STRATA_ASSIGN_OR_RETURN(
         pg::Rows r,

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
 #include "strata/log/context_log.h"
 #include "strata/memory/hash.h"
 #include "strata/memory/uri.h"
@@ -480,8 +481,8 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(ParsedSessionRef ref, ParseSessionRef(id));
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
-    info.title = origin.title;
-    info.source = origin.source;
+    info.title = internal::StorableText(origin.title);
+    info.source = internal::StorableText(origin.source);
     if (origin.created_ms > 0) info.created_ms = origin.created_ms;
     if (origin.updated_ms > 0) info.updated_ms = origin.updated_ms;
     return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
@@ -492,7 +493,7 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
-    current.notes.emplace_back(note);
+    current.notes.push_back(internal::StorableText(note));
     return WriteState(info.id, archive, current.state, current.error, current.messages, current.notes);
   }
 
@@ -558,7 +559,8 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(bool exists, fs().FileExists(ArchiveDir(info.id, archive) + "/state.json"));
     if (!exists) return Status::NotFound("session " + info.id + " has no archive " + std::to_string(archive));
-    return fs().WriteFileAtomically(ArchiveDir(info.id, archive) + "/" + std::string(name), content);
+    return fs().WriteFileAtomically(ArchiveDir(info.id, archive) + "/" + std::string(name),
+                                    internal::StorableText(content));
   }
 
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {
@@ -771,8 +773,11 @@ class FileSessions final : public Sessions {
   Status WriteState(const std::string& id, int n, ArchiveState state, std::string_view error, int64_t messages,
                     const std::vector<std::string>& notes = {}) {
     Json j = {{"state", ArchiveStateName(state)}, {"messages", messages}, {"updated_ms", NowMs()}};
-    if (!error.empty()) j["error"] = std::string(error);
-    if (!notes.empty()) j["notes"] = notes;
+    if (!error.empty()) j["error"] = internal::StorableText(error);
+    if (!notes.empty()) {
+      Json& kept = j["notes"] = Json::array();
+      for (const std::string& note : notes) kept.push_back(internal::StorableText(note));
+    }
     return fs().WriteFileAtomically(ArchiveDir(id, n) + "/state.json", j.dump() + "\n");
   }
 
@@ -967,6 +972,13 @@ Status NoSuchSession(std::string_view id) {
 }
 
 namespace internal {
+
+std::string StorableText(std::string_view text) {
+  std::string out = json::ReplaceInvalidUtf8(text);
+  for (size_t at = 0; (at = out.find('\0', at)) != std::string::npos; at += 3) out.replace(at, 1, "\xEF\xBF\xBD");
+  return out;
+}
+
 namespace {
 
 // The first line of `text`, at most `max` bytes; a NUL shown as U+FFFD, as on every backend (PostgreSQL's
@@ -975,8 +987,7 @@ std::string CutLine(std::string_view text, size_t max) {
   size_t nl = text.find('\n');
   std::string_view trimmed = text.substr(0, nl);
   while (!trimmed.empty() && (trimmed.front() == ' ' || trimmed.front() == '\t')) trimmed.remove_prefix(1);
-  std::string line(trimmed);
-  for (size_t at = 0; (at = line.find('\0', at)) != std::string::npos; at += 3) line.replace(at, 1, "\xEF\xBF\xBD");
+  std::string line = StorableText(trimmed);
   if (line.size() <= max) return line;
   return line.substr(0, Utf8Prefix(line, max)) + "...";
 }

@@ -23,6 +23,11 @@ void Account(const Message& m, SessionInfo& info, int sign);
 // opened with and where it is now (no model call).
 void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info);
 
+// Free text kept beside the messages (an origin's title and source, an archive's files, notes and error) as
+// every backend keeps it: a NUL and bytes that are not UTF-8 become U+FFFD (PostgreSQL's text can hold
+// neither; messages are JSON, which escapes a NUL, and are checked as UTF-8 when added).
+std::string StorableText(std::string_view text);
+
 // Returns a new session id made of `now_ms` and 24 random bits ("s1700000000000-a1b2c3"). Thread-safe.
 std::string NewSessionId(int64_t now_ms);
 

@@ -145,6 +145,37 @@ TEST_P(SessionTest, ANulInAMessageIsSummarisedAlikeOnEveryBackend) {
   EXPECT_EQ((*messages)[0], nul);
 }
 
+// Free text a session keeps beside its messages (its origin's title and source, an archive's files, notes
+// and error) is untrusted: a model's summary, an import's title. A NUL or bytes that are not UTF-8 in it read
+// back as U+FFFD on both backends. (PostgreSQL replaced them; the file store kept them in archive files, and
+// a note or error that was not UTF-8 threw out of its JSON writer.)
+TEST_P(SessionTest, FreeTextIsKeptAlikeOnEveryBackend) {
+  const std::string bad = std::string("a\0b", 3) + "\xFF" + "c";
+  const std::string shown = "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c";
+  ASSERT_OK(sessions_->Create("alice", "", "s"));
+  ASSERT_OK(sessions_->Add("s", Message::User("x")));
+  ASSERT_OK(sessions_->SetOrigin("s", {.title = "title " + bad, .source = "source " + bad}));
+  ASSERT_OK(sessions_->Commit("s"));
+  ASSERT_OK(sessions_->WriteArchiveFile("s", 1, "summary.md", "summary " + bad));
+  ASSERT_OK(sessions_->AddArchiveNote("s", 1, "note " + bad));
+  ASSERT_OK(sessions_->SetArchiveState("s", 1, ArchiveState::kFailed, "error " + bad));
+  Reopen();
+  auto info = sessions_->Get("s");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->title, "title " + shown);
+  EXPECT_EQ(info->source, "source " + shown);
+  auto file = sessions_->ReadArchiveFile("s", 1, "summary.md");
+  ASSERT_OK(file);
+  ASSERT_TRUE(file->has_value());
+  EXPECT_EQ(**file, "summary " + shown);
+  auto archives = sessions_->Archives("s");
+  ASSERT_OK(archives);
+  ASSERT_EQ(archives->size(), 1u);
+  EXPECT_EQ((*archives)[0].error, "error " + shown);
+  ASSERT_EQ((*archives)[0].notes.size(), 1u);
+  EXPECT_EQ((*archives)[0].notes[0], "note " + shown);
+}
+
 // Another process deletes a session and creates one with the same id (another incarnation), with as many
 // messages as the first had: this process, which kept the first's log open, serves the second's messages
 // only, and appends to them. (It served the first owner's messages to the second and refused every append.)

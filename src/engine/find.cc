@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine_impl.h"
 #include "guard.h"
 #include "strata/engine/engine.h"
 #include "strata/json/checked.h"
@@ -166,11 +167,13 @@ std::vector<Uri> Engine::ReachRoots(const Reach& reach) {
 }
 
 Result<std::string> Engine::CheckSessionAccess(const Reach& reach, std::string_view id) {
-  return Guard("session access", [&]() -> Result<std::string> {
+  Result<std::string> ref = Guard("session access", [&]() -> Result<std::string> {
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, GetSession(id));
     if (!reach.everything() && info.user != reach.user) return session::NoSuchSession(info.id);
     return session::SessionRef(info);
   });
+  if (ref.ok() && impl_->options.after_session_check) impl_->options.after_session_check(id);
+  return ref;
 }
 
 Status Engine::CheckJobAccess(const Reach& reach, const session::Job& job) {

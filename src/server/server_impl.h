@@ -155,11 +155,7 @@ struct Server::Impl {
   // Access (the rules are the Engine's; these apply them to a request's identity).
   // The reference of the session the caller may use (Engine::CheckSessionAccess): the call that follows is
   // made with it, so that a session deleted and made again under the id in between is not acted on.
-  Result<std::string> CheckSession(Call& c, std::string_view sid) {
-    Result<std::string> ref = c.engine->CheckSessionAccess(c.reach(), sid);
-    if (ref.ok() && options.after_session_check) options.after_session_check(sid);
-    return ref;
-  }
+  Result<std::string> CheckSession(Call& c, std::string_view sid) { return c.engine->CheckSessionAccess(c.reach(), sid); }
   Status CheckUri(Call& c, const Uri& uri) { return c.engine->CheckAccess(c.reach(), uri.str()); }
   Status CheckRefs(Call& c, const std::vector<Message>& messages) { return c.engine->CheckRefs(c.reach(), messages); }
   static Status CheckWholeScope(const Call& c, const Uri& uri) { return Engine::CheckWholeScope(c.reach(), uri.str()); }

@@ -228,7 +228,7 @@ TEST_F(TrustTest, ASessionMadeAgainBetweenTheAccessCheckAndTheCallIsNotActedOn) 
   Stop();
   std::atomic<bool> armed{false};
   std::string alice, bob;
-  server_options_.after_session_check = [&](std::string_view sid) {
+  engine_options_.after_session_check = [&](std::string_view sid) {
     if (sid != "S" || !armed.exchange(false)) return;
     EXPECT_EQ(Call("DELETE", "/api/v1/sessions/S?force=true", alice).status, 200);
     EXPECT_EQ(Call("POST", "/api/v1/sessions", bob, R"({"id": "S"})").status, 200);
@@ -264,6 +264,42 @@ TEST_F(TrustTest, ASessionMadeAgainBetweenTheAccessCheckAndTheCallIsNotActedOn) 
     ++routes;
   }
   EXPECT_GE(routes, 14);
+  // The other front ends that act on a session: find with a session, the session's tasks, and MCP's tools.
+  // Each answers as for a missing session (or with nothing of bob's), and bob's session is untouched.
+  struct Other {
+    std::string path, body;
+  };
+  const std::vector<Other> others = {
+      {"/api/v1/search/find", R"({"query": "secret", "session": "S"})"},
+      {"/api/v1/tasks?session=S", ""},
+      {"/mcp", McpCall("search", {{"query", "secret"}, {"session", "S"}})},
+      {"/mcp", McpCall("get_context", {{"session", "S"}})},
+      {"/mcp", McpCall("commit_session", {{"session", "S"}})},
+  };
+  for (const Other& other : others) {
+    ASSERT_EQ(Call("POST", "/api/v1/sessions", alice, R"({"id": "S"})").status, 200) << other.body;
+    ASSERT_EQ(Call("POST", "/api/v1/sessions/S/messages", alice, R"({"role": "user", "content": "alice's note"})").status,
+              200);
+    armed = true;
+    Reply r = Call(other.body.empty() ? "GET" : "POST", other.path, alice, other.body);
+    EXPECT_FALSE(armed) << other.path << " " << other.body << ": it did not check the session";
+    EXPECT_EQ(r.raw.find("secret"), std::string::npos) << other.body << ": " << r.raw;
+    if (other.path == "/mcp") {
+      EXPECT_EQ(r.status, 200) << r.raw;
+      EXPECT_TRUE(r.body["result"].value("isError", false)) << other.body << ": " << r.raw;
+      EXPECT_NE(r.raw.find("no session S"), std::string::npos) << other.body << ": " << r.raw;
+    } else if (other.body.empty()) {
+      EXPECT_EQ(r.status, 200) << r.raw;  // Alice's session's tasks: none (bob's commits are his).
+      EXPECT_EQ(r.body["result"], Json::array()) << r.raw;
+    } else {
+      EXPECT_EQ(r.status, 404) << other.body << ": " << r.raw;
+    }
+    Reply his = Call("GET", "/api/v1/sessions/S", bob);
+    ASSERT_EQ(his.status, 200) << other.body << ": " << his.raw;
+    EXPECT_EQ(his.body["result"]["stats"]["messages"], 1) << other.body << ": " << his.raw;
+    EXPECT_EQ(his.body["result"]["stats"]["commits"], 0) << other.body << ": " << his.raw;
+    ASSERT_EQ(Call("DELETE", "/api/v1/sessions/S?force=true", kRootKey).status, 200);
+  }
   Stop();  // The hook refers to this test's locals.
 }
 

@@ -96,6 +96,10 @@ struct EngineOptions {
   // change the data fails with kFailedPrecondition naming the mode. On PostgreSQL the engine refuses the
   // same operations (the connections themselves are the usual ones).
   bool read_only = false;
+  // Tests only: called after CheckSessionAccess let a caller use a session, with the id as given, on the
+  // caller's thread (several at once), to stage what another request may do between a front end's check
+  // and its call (delete the session and make another under its id).
+  std::function<void(std::string_view session)> after_session_check;
 };
 
 // Model help for one find (off by default; needs the engine's model). Without a model, find answers from

@@ -58,10 +58,6 @@ struct ServerOptions {
   // are assembled to fit (X-Strata-Max-Context overrides it per request). When such a session is committed
   // is the engine's CommitPolicy (EngineOptions::commit_policy).
   int64_t upstream_context_tokens = 128'000;
-  // Tests only: called by an HTTP session route between its access check and its call, with the id as the
-  // request gave it, on the request's thread (several at once), to stage what another request may do in
-  // between (delete the session and make another under its id).
-  std::function<void(std::string_view session)> after_session_check;
 };
 
 class Server {

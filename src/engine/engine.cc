@@ -17,6 +17,7 @@
 #include "engine_impl.h"
 #include "guard.h"
 #include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 #include "strata/memory/embedder.h"
 #include "strata/memory/skill.h"
@@ -595,6 +596,9 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
     // Refused before any model sees it, with or without one: every front end gives this answer.
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
       return Status::InvalidArgument("remember: the text is empty");
+    }
+    if (size_t bad = 0; !json::IsValidUtf8(text, &bad)) {
+      return Status::InvalidArgument("remember: the text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
     }
     Status why;
     if (Result<session::MemoryPipeline*> p = impl_->Pipeline(); p.ok()) {

@@ -1,6 +1,7 @@
 #include "strata/llm/chat_error.h"
 
 #include "strata/json/checked.h"
+#include "strata/util/utf8.h"
 #include <cmath>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -127,7 +128,7 @@ bool IsRetryable(const Status& status) {
 
 std::string ExtractProviderErrorMessage(std::string_view body) {
   auto shorten = [](std::string_view s) {
-    std::string out(s.substr(0, 300));
+    std::string out(s.substr(0, Utf8Prefix(s, 300)));  // Never inside a character.
     if (s.size() > 300) out += "...";
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
     return out;

@@ -332,7 +332,8 @@ Result<std::string> ExtractModelJson(std::string_view reply, JsonShape want) {
           auto [reply_line, reply_column] = LineColumn(reply, c.offset);
           std::string message = e.what();
           size_t colon = message.find(": ", message.find("parse error"));
-          std::string why = colon == std::string::npos ? message : message.substr(colon + 2);
+          // nlohmann quotes the bytes it last read, which may end inside a character.
+          std::string why = json::ReplaceInvalidUtf8(colon == std::string::npos ? message : message.substr(colon + 2));
           first_error = Status::InvalidArgument(
               std::string("the JSON in the ") + c.where + " (starting at line " + std::to_string(reply_line) +
               ", column " + std::to_string(reply_column) + ") does not parse at its line " + std::to_string(line) +

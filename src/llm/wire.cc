@@ -9,6 +9,7 @@
 
 #include "wire_internal.h"
 #include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/sse.h"
 #include "strata/message/stream_merge.h"
@@ -318,7 +319,7 @@ Result<simdjson::dom::element> ParsePayload(simdjson::dom::parser& parser, std::
   }
   if (!root.is_object()) {
     return InvalidResponseError(std::string(format) + ": expected a JSON object, got: " +
-                                std::string(data.substr(0, 80)));
+                                json::QuoteForError(data.substr(0, 80), 80));
   }
   return root;
 }

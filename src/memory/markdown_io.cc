@@ -353,7 +353,7 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
   for (auto& [key, meta] : dir_meta) {
     const fs::path& at = dir_at.at(key);
     meta["export"] = ExportRecord(root, dir, at);  // Whose files these are, for the next export here.
-    STRATA_RETURN_IF_ERROR(write(at / ".meta.json", meta.dump(2) + "\n"));
+    STRATA_RETURN_IF_ERROR(write(at / ".meta.json", meta.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   }
   std::string relations;
   for (const Node& node : nodes) {
@@ -362,7 +362,8 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       if (!(r.from == node.uri) || !root.Contains(r.to)) continue;  // Each link once, from its source.
       Json line = {{"from", relative(r.from)}, {"to", relative(r.to)},
                    {"reason", r.reason}, {"created_ms", r.created_ms}};
-      relations += line.dump() + "\n";
+      // A link a store kept before reasons were checked may hold bytes that are not UTF-8: shown as U+FFFD.
+      relations += line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
       ++report.relations;
     }
   }

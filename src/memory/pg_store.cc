@@ -456,7 +456,7 @@ class PgStore final : public ContextStore {
   }
 
   Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
-    STRATA_RETURN_IF_ERROR(ValidateLink(from, to));
+    STRATA_RETURN_IF_ERROR(ValidateLink(from, to, reason));
     return WriteTransaction([&](pg::Conn& c, Plan*) -> Status {
       for (const Uri* u : {&from, &to}) {
         STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindStored(c, *u));

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+
+#include "strata/json/json_writer.h"
 
 namespace strata::memory {
 namespace {
@@ -412,6 +415,12 @@ void EmitJson(YAML::Emitter& out, const Json& json) {
 
 Result<Skill> ParseSkill(std::string_view text, std::string_view where) {
   if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
+  // yaml-cpp reads any bytes, and the body is kept as it is: a file that is not UTF-8 is refused whole,
+  // naming the line (its skill node could not be stored, nor its metadata written).
+  if (size_t bad = 0; !json::IsValidUtf8(text, &bad)) {
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(bad), '\n'));
+    return Error(where, line, "not valid UTF-8 (byte " + std::to_string(bad) + " of the file)");
+  }
   if (text.empty()) return Error(where, 1, "missing front matter: the file is empty; a SKILL.md starts with a '---' line");
   size_t next = 0;
   std::string_view first = LineAt(text, 0, next);

@@ -492,7 +492,7 @@ class SqliteStore final : public ContextStore {
 
   Status Link(const Uri& from, const Uri& to, std::string_view reason) override {
     STRATA_RETURN_IF_ERROR(Writable("link"));
-    STRATA_RETURN_IF_ERROR(ValidateLink(from, to));
+    STRATA_RETURN_IF_ERROR(ValidateLink(from, to, reason));
     auto lock = LockForWrite();
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());

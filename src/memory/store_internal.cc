@@ -34,19 +34,22 @@ Status CheckMetadata(const std::optional<std::string>& metadata) {
 
 // Everything stored as text must be valid UTF-8: the store's readers (JSON views, full text, export) take
 // it as such, and a stored invalid byte would fail every later read of the node.
+// One text field of a node or a link: valid UTF-8 and no NUL.
+Status CheckTextField(std::string_view field, std::string_view text) {
+  size_t bad = 0;
+  if (!json::IsValidUtf8(text, &bad)) {
+    return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  }
+  // Valid UTF-8, but no text column of PostgreSQL holds it: refused alike on every backend (SQLite stored it).
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Status::InvalidArgument(std::string(field) + " holds a NUL character (byte " + std::to_string(nul) +
+                                   "), which no node's text may hold");
+  }
+  return Status::Ok();
+}
+
 Status CheckText(std::string_view content, const WriteOptions& o) {
-  auto check = [](std::string_view field, std::string_view text) -> Status {
-    size_t bad = 0;
-    if (!json::IsValidUtf8(text, &bad)) {
-      return Status::InvalidArgument(std::string(field) + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
-    }
-    // Valid UTF-8, but no text column of PostgreSQL holds it: refused alike on every backend (SQLite stored it).
-    if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
-      return Status::InvalidArgument(std::string(field) + " holds a NUL character (byte " + std::to_string(nul) +
-                                     "), which no node's text may hold");
-    }
-    return Status::Ok();
-  };
+  constexpr auto check = CheckTextField;
   STRATA_RETURN_IF_ERROR(check("content", content));
   if (o.abstract_text) STRATA_RETURN_IF_ERROR(check("abstract (L0)", *o.abstract_text));
   if (o.overview) STRATA_RETURN_IF_ERROR(check("overview (L1)", *o.overview));
@@ -413,10 +416,11 @@ std::string_view TypeOfPlace(std::string_view uri) {
   return ContextTypeName(parsed.ok() ? InferContextType(*parsed) : ContextType::kResource);
 }
 
-Status ValidateLink(const Uri& from, const Uri& to) {
+Status ValidateLink(const Uri& from, const Uri& to, std::string_view reason) {
   if (from.is_root() || to.is_root()) return Status::InvalidArgument("cannot link strata://: the root is not a node");
   if (from == to) return Status::InvalidArgument("cannot link " + from.str() + " to itself");
-  return Status::Ok();
+  // SQLite kept any bytes, and an export of the link then failed; PostgreSQL refused them by its own words.
+  return CheckTextField("the link's reason", reason).WithContext("link " + from.str() + " -> " + to.str());
 }
 
 Status ValidateMove(const Uri& from, const Uri& to) {

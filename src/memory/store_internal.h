@@ -101,8 +101,9 @@ int64_t CharCount(std::string_view text);
 Status ValidateMove(const Uri& from, const Uri& to);
 // The type a node at `uri` has (ContextTypeName of InferContextType); "resource" for text that is no URI.
 std::string_view TypeOfPlace(std::string_view uri);
-// Checks that a link is allowed by the URIs alone: not the root (no node), not a node to itself.
-Status ValidateLink(const Uri& from, const Uri& to);
+// Checks that a link is allowed: not the root (no node), not a node to itself, a reason of valid UTF-8
+// without NUL (as a node's text).
+Status ValidateLink(const Uri& from, const Uri& to, std::string_view reason);
 // kInvalidArgument when moving `from` to `to` would give a node below it a URI past Uri's bounds (128
 // segments, 4096 bytes): `deepest` and `longest` are the most '/' and the most bytes of any URI at or below
 // `from`. Such URIs were stored, and every later read of them (a find over the scope, a check) failed.

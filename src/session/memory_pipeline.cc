@@ -91,7 +91,8 @@ std::string Transcript(const std::vector<Message>& messages) {
   for (const Message& m : messages) {
     std::string text = m.ExtractText("\n");
     if (m.role == Role::kTool && text.size() > kToolOutputCut) {
-      text = text.substr(0, kToolOutputCut) + " [... " + std::to_string(text.size() - kToolOutputCut) + " bytes cut]";
+      const size_t kept = Utf8Prefix(text, kToolOutputCut);  // Never inside a character.
+      text = text.substr(0, kept) + " [... " + std::to_string(text.size() - kept) + " bytes cut]";
     }
     out += "[" + std::string(RoleName(m.role)) + "] " + text + "\n";
     for (const ContentPart& part : m.content) {
@@ -124,7 +125,7 @@ std::vector<std::string> ContextUris(const std::vector<Message>& messages) {
 }
 
 prompt::Value ToValue(const Json& j) {
-  auto v = prompt::Value::FromJson(j.dump());
+  auto v = prompt::Value::FromJson(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   return v.ok() ? *v : prompt::Value();
 }
 
@@ -162,7 +163,7 @@ std::string CommitDiff::ToJson() const {
               {"summary", summary},
               {"candidates", candidates},
               {"changes", changes_json}}
-      .dump(2);
+      .dump(2, ' ', false, Json::error_handler_t::replace);  // A reason may quote a model's broken reply.
 }
 
 MemoryPipeline::MemoryPipeline(Sessions& sessions, memory::ContextStore& store, llm::ChatProvider& model,

@@ -1161,6 +1161,9 @@ Status RegisterContextRefPart() {
 
 Result<ContentPart> ContextRef(std::string_view uri, std::string_view kind) {
   STRATA_RETURN_IF_ERROR(RegisterContextRefPart());
+  if (!json::IsValidUtf8(uri) || !json::IsValidUtf8(kind)) {
+    return Status::InvalidArgument("a context reference's URI and kind must be valid UTF-8");
+  }
   Json j = {{"type", kContextRefPartType}, {"uri", std::string(uri)}, {"kind", std::string(kind)}};
   std::string text = j.dump();
   STRATA_RETURN_IF_ERROR(ValidateCustomPart(kContextRefPartType, text));

@@ -543,6 +543,15 @@ TEST_F(EngineTest, RememberRefusesABlankTextWithOrWithoutAModel) {
                                               [](const memory::Node& n) { return !n.is_dir; }));
 }
 
+// Text that is not UTF-8 is refused naming the byte, with or without a model (with one it reached the
+// model's prompt renderer and came back an internal error).
+TEST_F(EngineTest, RememberRefusesTextThatIsNotUtf8) {
+  auto refused = engine_->Remember("strata://user/alice", "my PIN is \xFF\xFE");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  EXPECT_EQ(refused.status().message(), "remember: the text is not valid UTF-8 (byte 10)");
+}
+
 // A dedup reply whose fields have the wrong types must not end the process: it is read by the documented
 // rules (an unusable decision keeps the candidate as new).
 TEST_F(EngineTest, WronglyTypedDedupRepliesAreReadByTheRulesNotThrown) {

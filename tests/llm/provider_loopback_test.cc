@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "llm/loopback_server.h"
+#include "strata/json/json_writer.h"
 #include "strata/llm/chat_error.h"
 #include "strata/llm/generate.h"
 #include "strata/llm/provider.h"
@@ -501,6 +502,19 @@ TEST(ChatError, ParsesRetryAfterSecondsAndDates) {
   EXPECT_EQ(ParseRetryAfter("soon", now), std::nullopt);
   EXPECT_EQ(ExtractProviderErrorMessage(R"([{"error":{"code":429,"message":"quota","status":"X"}}])"), "quota");
   EXPECT_EQ(ExtractProviderErrorMessage("<html>bad gateway</html>"), "<html>bad gateway</html>");
+}
+
+// A provider's error body is cut for the message between characters: a cut inside one made the message
+// invalid UTF-8 (Python's binding could not even raise it as the Strata error).
+TEST(ChatError, ALongErrorBodyIsCutBetweenCharacters) {
+  std::string body;
+  for (int i = 0; i < 200; ++i) body += "\xE4\xB8\xAD";  // 600 bytes of U+4E2D.
+  const std::string message = ExtractProviderErrorMessage(body);
+  EXPECT_TRUE(json::IsValidUtf8(message)) << message;
+  EXPECT_EQ(message, body.substr(0, 300) + "...");  // 300 is a boundary here: 100 whole characters.
+  const std::string shifted = ExtractProviderErrorMessage("x" + body);
+  EXPECT_TRUE(json::IsValidUtf8(shifted)) << shifted;
+  EXPECT_EQ(shifted, "x" + body.substr(0, 297) + "...");
 }
 
 }  // namespace

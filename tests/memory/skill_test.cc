@@ -304,6 +304,15 @@ TEST(Skill, StringsYamlCannotCarryAreRejectedNotMangled) {
   EXPECT_OK(ValidateSkill({.name = "a", .description = "\xF0\x9F\x99\x82 \xEF\xBF\xBD \xF4\x8F\xBF\xBD"}));
 }
 
+// A file that is not UTF-8 anywhere, the body included, is refused naming its line (the body was kept as
+// it was, and storing the skill then failed in a JSON writer: an internal error instead of the file's).
+TEST(Skill, AFileThatIsNotUtf8IsRefusedNamingTheLine) {
+  EXPECT_EQ(ErrorOf(WithFront("name: a\ndescription: d\n", "Body\nsecond \xFF line\n")),
+            "dir/SKILL.md:6: not valid UTF-8 (byte 43 of the file)");
+  EXPECT_TRUE(Contains(ErrorOf(WithFront("name: a\ndescription: caf\xC3\n")), "dir/SKILL.md:3: not valid UTF-8"));
+  EXPECT_OK(ParseSkill(WithFront("name: a\ndescription: caf\xC3\xA9\n", "\xE4\xB8\xAD\n"), "dir/SKILL.md"));
+}
+
 TEST(Skill, AliasBombIsRejected) {
   std::string front = "name: a\ndescription: d\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 9; ++i) {  // 10^9 values once expanded.

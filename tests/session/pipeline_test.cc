@@ -147,6 +147,26 @@ TEST_F(PipelineTest, CreatePathWritesLayersLinksAuditAndDiff) {
   EXPECT_TRUE(std::filesystem::exists(dir_.File("sessions/s1/history/archive_001/diff.json")));
 }
 
+// A long tool output is cut for the model at a character boundary: 1,000 CJK characters (3,000 bytes) cut at
+// 2,000 bytes split one, and the transcript then failed to render, so phase 2 died on every attempt.
+TEST_F(PipelineTest, ALongToolOutputIsCutBetweenCharacters) {
+  Answer(kSeat);
+  Message call = Message::Assistant("Reading it.");
+  call.tool_calls.emplace();
+  call.tool_calls->push_back(ToolCall{.id = "c1", .function = {"read_file", R"({"path": "notes.txt"})"}});
+  std::string output;
+  for (int i = 0; i < 1000; ++i) output += "\xE4\xB8\xAD";  // U+4E2D, three bytes.
+  CommitDiff diff = CommitAndRun({Message::User("I always want an aisle seat."), call, Message::ToolResult("c1", output)});
+  EXPECT_EQ(diff.candidates, 1);
+  EXPECT_EQ((*sessions_->Archives("s1"))[0].state, ArchiveState::kDone);
+  auto archive = store_->Stat(*Uri::Parse("strata://session/s1/history/archive_001"));
+  ASSERT_OK(archive);
+  // 666 whole characters (1,998 bytes) are kept, and the rest is counted.
+  std::string kept;
+  for (int i = 0; i < 666; ++i) kept += "\xE4\xB8\xAD";
+  EXPECT_NE(archive->content.find("[tool] " + kept + " [... 1002 bytes cut]"), std::string::npos) << archive->content;
+}
+
 TEST_F(PipelineTest, MergePathKeepsTheOldTextInTheAuditTrail) {
   const std::string old_uri = "strata://user/alice/memories/preferences/flying";
   ASSERT_OK(store_->Write(*Uri::Parse(old_uri), "Alice prefers window seats on flights.",

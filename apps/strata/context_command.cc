@@ -133,10 +133,10 @@ int RunRepair(const ContextArgs& args) {
   auto result = RepairContextFile(PosixFileSystem(), args.file);
   if (!result.ok()) return Fail(result.status());
   std::string out = "{\"file\":";
-  json::AppendString(&out, args.file);
+  json::AppendString(&out, json::ReplaceInvalidUtf8(args.file));  // A file name may be any bytes.
   out += ",\"repaired\":" + std::string(result->backup ? "true" : "false") + ",\"backup\":";
   if (result->backup) {
-    json::AppendString(&out, *result->backup);
+    json::AppendString(&out, json::ReplaceInvalidUtf8(*result->backup));
   } else {
     out += "null";
   }

@@ -27,7 +27,7 @@ void AppendDamage(std::string* out, const Damage& d) {
 
 std::string ScanSummaryToJson(const std::string& path, const ScanSummary& summary) {
   std::string out = "{\"file\":";
-  json::AppendString(&out, path);
+  json::AppendString(&out, json::ReplaceInvalidUtf8(path));  // A file name may be any bytes.
   out += ",\"size\":" + std::to_string(summary.size) + ",\"lines\":" + std::to_string(summary.lines) +
          ",\"records\":" + std::to_string(summary.records) + ",\"ok\":" + (summary.damaged() ? "false" : "true") +
          ",\"missing_final_newline\":" + (summary.missing_final_newline ? "true" : "false") + ",\"torn_tail\":";

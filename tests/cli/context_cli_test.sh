@@ -60,5 +60,11 @@ check "usage names the limit" 1 "$("$STRATA" context usage "$f" 9999999999999999
 check "usage rejects past 2^53" 2 "$("$STRATA" context usage "$f" 9007199254740992 >/dev/null 2>&1; echo $?)"
 check "nothing written" 0 "$(wc -c < "$f")"
 
+# A file name is any bytes: the JSON reports name it with U+FFFD, and stay JSON.
+odd="$dir/$(printf 'log\377.jsonl')"
+echo '{"role":"user","content":"hi"}' > "$odd"
+check "check names an odd file in JSON" 0 "$("$STRATA" context check "$odd" | python3 -c 'import json, sys; json.loads(sys.stdin.buffer.read().decode("utf-8"))'; echo $?)"
+check "repair names an odd file in JSON" 0 "$("$STRATA" context repair "$odd" | python3 -c 'import json, sys; json.loads(sys.stdin.buffer.read().decode("utf-8"))'; echo $?)"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

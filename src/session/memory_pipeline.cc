@@ -124,6 +124,16 @@ std::vector<std::string> ContextUris(const std::vector<Message>& messages) {
   return out;
 }
 
+// Removes the archive node phase 2 wrote at `uri` for a session deleted while it wrote (best effort: the
+// new session's CreateSession and delete clear the scope too). Only while it holds `transcript`: a new
+// session's own archive under the same name is its own. The history directory goes with it when empty.
+void TakeBackArchive(memory::ContextStore& store, const Uri& uri, std::string_view transcript) {
+  Result<std::string> held = store.Read(uri, memory::Level::kContent);
+  if (held.ok() && *held == transcript) (void)store.Remove(uri, /*recursive=*/false);
+  Result<int64_t> left = store.Count({.under = uri.Parent(), .parent = uri.Parent()}, 1);
+  if (left.ok() && *left == 0) (void)store.Remove(uri.Parent(), /*recursive=*/false);
+}
+
 prompt::Value ToValue(const Json& j) {
   auto v = prompt::Value::FromJson(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   return v.ok() ? *v : prompt::Value();
@@ -548,6 +558,14 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   std::vector<std::string> contexts = ContextUris(messages);
   STRATA_ASSIGN_OR_RETURN(Uri archive_uri,
                           Uri::Parse("strata://session/" + info.id + "/history/" + ArchiveName(archive)));
+  // A session deleted (or deleted and begun again on its id) while phase 2 ran: nothing more is written
+  // under its scope or remembered from it.
+  auto same_session = [&]() -> Status {
+    Result<SessionInfo> now = sessions_.Get(session);
+    if (now.ok() && SessionRef(*now) == SessionRef(info)) return Status::Ok();
+    if (!now.ok() && now.status().code() != StatusCode::kNotFound) return now.status();
+    return Status::NotFound("session " + info.id + " was deleted while phase 2 ran; nothing more is remembered from it");
+  };
 
   // 1. Summary.
   std::string summary;
@@ -565,10 +583,16 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
                            .category = "session_archive"};
     // Nothing is written under the scope of a session deleted since phase 2 began: a new session given its
     // id must find that scope empty (Engine::CreateSession also clears what a race left there).
-    STRATA_RETURN_IF_ERROR(sessions_.Get(session).status());
+    STRATA_RETURN_IF_ERROR(same_session());
     // A session's archives are a sequence (its conversation in order): neighbours are evidence there.
     STRATA_RETURN_IF_ERROR(store_.Mkdir(archive_uri.Parent(), {.metadata = std::string(memory::kOrderedMetadata)}));
     STRATA_RETURN_IF_ERROR(store_.Write(archive_uri, transcript, w));
+    // The write embeds before it takes the store's lock (seconds with a remote embedder): a session deleted
+    // and begun again on its id meanwhile, maybe by another user, must not find this transcript in its scope.
+    if (Status still = same_session(); !still.ok()) {
+      TakeBackArchive(store_, archive_uri, transcript);
+      return still;
+    }
     STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kSummarized, ""));
   } else {
     STRATA_ASSIGN_OR_RETURN(std::optional<std::string> saved_summary, read_file("summary.md"));
@@ -638,13 +662,7 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   std::vector<std::string> links = {archive_uri.str()};
   links.insert(links.end(), contexts.begin(), contexts.end());
   // A session deleted (or deleted and begun again on its id) while the model decided a candidate leaves no
-  // memory: its delete returned before this worker's next lease renewal would have noticed.
-  auto same_session = [&]() -> Status {
-    Result<SessionInfo> now = sessions_.Get(session);
-    if (now.ok() && SessionRef(*now) == SessionRef(info)) return Status::Ok();
-    if (!now.ok() && now.status().code() != StatusCode::kNotFound) return now.status();
-    return Status::NotFound("session " + info.id + " was deleted while phase 2 ran; nothing more is remembered from it");
-  };
+  // memory: its delete returned before this worker's next lease renewal would have noticed (same_session).
   for (size_t i = 0; i < candidates.size(); ++i) {
     std::string source = SessionRef(info) + "#" + std::to_string(archive) + "#" + std::to_string(i);
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held, LockOwners(owners));

@@ -33,6 +33,23 @@ llm::ScriptedReply Text(std::string text) {
 using testing::Stage;
 using testing::StageOf;
 
+// The local embedder, with a hook run on each batch of texts before they are embedded (a store's write
+// embeds before it takes the store's lock).
+class HookedEmbedder final : public memory::Embedder {
+ public:
+  std::string model_id() const override { return inner_->model_id(); }
+  int dimension() const override { return inner_->dimension(); }
+  size_t max_batch() const override { return inner_->max_batch(); }
+  Result<std::vector<memory::Vector>> Embed(std::span<const std::string> texts) override {
+    if (on_embed) on_embed(texts);
+    return inner_->Embed(texts);
+  }
+  std::function<void(std::span<const std::string>)> on_embed;
+
+ private:
+  std::unique_ptr<memory::Embedder> inner_ = memory::NewLocalHashedEmbedder();
+};
+
 class PipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -42,7 +59,7 @@ class PipelineTest : public ::testing::Test {
     auto s = OpenSessions(dir_.path(), {.queue = queue_.get()});
     ASSERT_OK(s);
     sessions_ = std::move(*s);
-    auto store = memory::OpenSqliteStore(dir_.File("store"), {.synchronous_full = false});
+    auto store = memory::OpenSqliteStore(dir_.File("store"), {.embedder = embedder_, .synchronous_full = false});
     ASSERT_OK(store);
     store_ = std::move(*store);
     auto audit = OpenAuditLog(dir_.File("audit.db"));
@@ -87,6 +104,7 @@ class PipelineTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  std::shared_ptr<HookedEmbedder> embedder_ = std::make_shared<HookedEmbedder>();
   ManualClock clock_{SystemClock()->WallMicros()};  // Moves only when a test waits out a retry's backoff.
   std::unique_ptr<JobQueue> queue_;
   std::unique_ptr<Sessions> sessions_;
@@ -471,6 +489,35 @@ TEST_F(PipelineTest, ASessionDeletedWhileACandidateIsDecidedLeavesNoMemory) {
     ASSERT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
   }
   EXPECT_GE(calls_[static_cast<int>(Stage::kDedup)], 2);
+}
+
+// A session deleted and begun again on its id by another user while phase 2 writes the archive's transcript
+// (the write embeds before it takes the store's lock): the newcomer's scope holds none of it. It held the
+// first session's whole transcript as its archive_001.
+TEST_F(PipelineTest, ASessionBegunAgainWhileItsArchiveIsWrittenFindsItsScopeEmpty) {
+  Answer(kSeat);
+  bool staged = false;
+  embedder_->on_embed = [&](std::span<const std::string> texts) {
+    for (const std::string& text : texts) {
+      if (staged || text.find("[user] my PIN is 4321") == std::string::npos) continue;
+      staged = true;
+      EXPECT_OK(sessions_->Delete("s1", /*force=*/true));
+      EXPECT_OK(sessions_->Create("bob", "helper", "s1"));
+    }
+  };
+  ASSERT_OK(sessions_->Add("s1", Message::User("my PIN is 4321; I always want an aisle seat.")));
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  auto done = pipeline_->ProcessArchive("s1", ticket->archive);
+  ASSERT_TRUE(staged);
+  ASSERT_FALSE(done.ok());
+  EXPECT_NE(done.status().message().find("was deleted while phase 2 ran"), std::string::npos) << done.status().ToString();
+  EXPECT_EQ(store_->Stat(*Uri::Parse("strata://session/s1/history/archive_001")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Stat(*Uri::Parse("strata://session/s1/history")).status().code(), StatusCode::kNotFound);
+  auto grep = store_->Grep("4321", *Uri::Parse("strata://session/s1"), false);
+  ASSERT_OK(grep);
+  EXPECT_TRUE(grep->empty());
+  EXPECT_TRUE(Memories("strata://user/alice/memories/preferences").empty());
 }
 
 // Phase 2 stopped by its worker's shutdown goes back to the queue without spending an attempt: five

@@ -191,6 +191,10 @@ struct Server::Impl {
   int64_t Revision(const Engine* engine);
   std::mutex revisions_mu;
   std::map<const Engine*, int64_t> revisions;  // Guarded by revisions_mu.
+  // Where this process's revisions start (random, below 2^52): a viewer that reconnects to a restarted
+  // server, or to another instance, must not meet the revision it last saw after as many changes.
+  const int64_t revision_base = RandomRevisionBase();
+  static int64_t RandomRevisionBase();
 
   // ---- The route registrars ----
   void Add(RouteSpec route) { routes.push_back(std::move(route)); }

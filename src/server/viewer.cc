@@ -3,6 +3,7 @@
 // GET /api/v1/events that keeps an open page current.
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "server_impl.h"
@@ -49,15 +50,21 @@ const EmbeddedFile* FindFile(std::string_view name) {
 
 }  // namespace
 
+int64_t Server::Impl::RandomRevisionBase() {
+  std::random_device device;
+  const uint64_t bits = (static_cast<uint64_t>(device()) << 32) | device();
+  return static_cast<int64_t>(bits & ((uint64_t{1} << 52) - 1));  // Exact as a JavaScript number, with room.
+}
+
 void Server::Impl::BumpRevision(const Engine* engine) {
   std::lock_guard lock(revisions_mu);
-  ++revisions[engine];
+  ++revisions.try_emplace(engine, revision_base).first->second;
 }
 
 int64_t Server::Impl::Revision(const Engine* engine) {
   std::lock_guard lock(revisions_mu);
   auto it = revisions.find(engine);
-  return it == revisions.end() ? 0 : it->second;
+  return it == revisions.end() ? revision_base : it->second;
 }
 
 void Server::Impl::AddViewerRoutes() {

@@ -852,6 +852,36 @@ TEST_F(ServerTest, TheChangeStreamAnnouncesWritesButNotReads) {
       << "exactly one change (alice's MCP write) between the two events";
 }
 
+// A viewer remembers the last revision it saw and refetches when the next one differs. A restarted server
+// (or another instance) numbers its own: it must not meet the viewer's last revision after as many changes.
+// (Each process counted from 0, so three writes after a restart announced the revision seen before it.)
+TEST_F(ServerTest, ARestartedServerDoesNotRepeatTheRevisionAViewerLastSaw) {
+  std::string alice = Issue("alice");
+  auto revision = [&] {
+    std::vector<std::string> seen = ReadChanges(port_, alice, 1, [] {});
+    return seen.empty() ? int64_t{-1} : Json::parse(seen[0])["revision"].get<int64_t>();
+  };
+  auto write = [&](int i) {
+    ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice,
+                   Json{{"uri", "strata://user/alice/memories/notes/n" + std::to_string(i)}, {"content", "x"}}.dump())
+                  .status,
+              200);
+  };
+  const int64_t at_start = revision();
+  for (int i = 0; i < 3; ++i) write(i);
+  const int64_t before = revision();
+  EXPECT_EQ(before, at_start + 3);
+  Stop();
+  Start();
+  // The restarted server's revision is not a few changes short of the one the viewer saw last (it was: as
+  // many changes as before the restart announced that same number, and the viewer did not refetch).
+  const int64_t restarted = revision();
+  EXPECT_TRUE(restarted > before || before - restarted > 1'000'000) << before << " then " << restarted;
+  for (int i = 3; i < 6; ++i) write(i);
+  EXPECT_EQ(revision(), restarted + 3);
+  EXPECT_LT(restarted + 3, int64_t{1} << 53);  // Exact in JavaScript.
+}
+
 // A stream opened with a key that is revoked since ends with an error: it kept announcing the account's
 // changes for up to an hour.
 TEST_F(ServerTest, TheChangeStreamOfARevokedKeyEnds) {

@@ -332,6 +332,12 @@ Result<MigrationReport> CopyDeployment(Engine& from, Engine& to,
                                         " leaves, " + std::to_string(dest_list.size()) +
                                         " sessions): a copy goes into an empty deployment");
     }
+    // Clients hold the source's task ids: the copy's queue hands out none of them again (a job queued
+    // again below, or a later commit, would answer to an old id and show another session's work).
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * source_queue, from.queue());
+    STRATA_ASSIGN_OR_RETURN(session::JobQueue * dest_queue, to.queue());
+    STRATA_ASSIGN_OR_RETURN(int64_t last_task, source_queue->LastId());
+    STRATA_RETURN_IF_ERROR(dest_queue->SkipIdsThrough(last_task).WithContext("task ids"));
     say("copying the store");
     STRATA_RETURN_IF_ERROR(CopyStore(*source_store, *dest_store, &report).WithContext("store"));
     say("copying " + std::to_string(report.nodes) + " nodes done; copying sessions");

@@ -249,6 +249,31 @@ class SqliteJobQueue final : public JobQueue {
     return db_.Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running'");
   }
 
+  // AUTOINCREMENT keeps the largest id ever given in sqlite_sequence (no row until the first insert).
+  Result<int64_t> LastId() override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0), "
+                "COALESCE((SELECT max(id) FROM jobs), 0))");
+    STRATA_ASSIGN_OR_RETURN(bool row, s.Step());
+    return row ? s.Int(0) : int64_t{0};
+  }
+
+  Status SkipIdsThrough(int64_t id) override {
+    std::lock_guard lock(mu_);
+    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+    Stmt update(db_, "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'jobs'");
+    Status s = update.Bind(1, id).Run();
+    if (s.ok() && sqlite3_changes(db_.get()) == 0) {
+      Stmt insert(db_, "INSERT INTO sqlite_sequence(name, seq) VALUES ('jobs', ?1)");
+      s = insert.Bind(1, id).Run();
+    }
+    if (!s.ok()) {
+      (void)db_.Exec("ROLLBACK");
+      return s;
+    }
+    return db_.Exec("COMMIT");
+  }
+
   Result<std::optional<Job>> Get(int64_t id) override {
     std::lock_guard lock(mu_);
     Stmt s(db_, "SELECT " + columns_ + " FROM jobs WHERE id = ?1");

@@ -211,6 +211,24 @@ class PgJobQueue final : public JobQueue {
     return conn_->Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running'").status();
   }
 
+  // The ids' sequence: its last value (NULL until first used), or the largest id held if larger.
+  Result<int64_t> LastId() override {
+    std::lock_guard lock(mu_);
+    STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("SELECT GREATEST(COALESCE(pg_sequence_last_value("
+                                                   "pg_get_serial_sequence('jobs', 'id')::regclass), 0), "
+                                                   "COALESCE((SELECT max(id) FROM jobs), 0))"));
+    return r.Int(0, 0);
+  }
+
+  Status SkipIdsThrough(int64_t id) override {
+    std::lock_guard lock(mu_);
+    // setval(seq, n) makes the next id n + 1; never moves the sequence back.
+    return conn_->Exec("SELECT setval(s::regclass, GREATEST($1::BIGINT, "
+                       "COALESCE(pg_sequence_last_value(s::regclass), 0), 1)) "
+                       "FROM pg_get_serial_sequence('jobs', 'id') AS s",
+                       {id}).status();
+  }
+
   Result<std::optional<Job>> Get(int64_t id) override {
     std::lock_guard lock(mu_);
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("SELECT " + std::string(kColumns) + " FROM jobs WHERE id = $1", {id}));

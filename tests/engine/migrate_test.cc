@@ -72,6 +72,18 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
                 .at_ms = 7, .reason = "new", .after = "Green tea."};
   ASSERT_OK((*audit)->Record(entries));
 
+  // Task ids handed out and gone since (a session deleted with its jobs): clients may still hold them.
+  auto source_queue = e.queue();
+  ASSERT_OK(source_queue);
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "gone-" + std::to_string(i);
+    ASSERT_OK((*source_queue)->Enqueue("test", key, "{}").status());
+    ASSERT_OK((*source_queue)->RemoveKey(key));
+  }
+  auto source_last = (*source_queue)->LastId();
+  ASSERT_OK(source_last);
+  EXPECT_GE(*source_last, 4);
+
   auto report = CopyDeployment(*from_, *to_);
   ASSERT_OK(report);
   EXPECT_TRUE(report->differences.empty()) << ::testing::PrintToString(report->differences);
@@ -107,6 +119,16 @@ TEST_P(MigrateTest, CopiesEverythingAndVerificationSeesAChange) {
   ASSERT_OK(status);
   ASSERT_EQ(status->jobs.size(), 1u);
   EXPECT_EQ(status->jobs[0].state, session::JobState::kPending);
+  // Under an id the source never handed out: a client's old task id names no job of the copy (the copy's
+  // ids began at 1 again, so task 1 of the source was another session's job here).
+  EXPECT_GT(status->jobs[0].id, *source_last);
+  auto dest_queue = to_->queue();
+  ASSERT_OK(dest_queue);
+  for (int64_t id = 1; id <= *source_last; ++id) {
+    auto job = (*dest_queue)->Get(id);
+    ASSERT_OK(job);
+    EXPECT_FALSE(job->has_value()) << "task " << id;
+  }
   // A second copy is refused; a change to the copy is found by verification.
   EXPECT_EQ(CopyDeployment(*from_, *to_).status().code(), StatusCode::kFailedPrecondition);
   ASSERT_OK(to_->Write("strata://user/alice/notes/seat", "Window seat."));

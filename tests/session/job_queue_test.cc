@@ -77,6 +77,24 @@ TEST_P(JobQueueTest, JobsOfOneKeyRunInOrderOthersInParallel) {
   EXPECT_EQ(ClaimOrDie().id, *a2);
 }
 
+// LastId counts ids handed out and removed since; SkipIdsThrough moves the next id past a given one, never
+// back, and holds across a reopen (the migration's guarantee that a copied deployment reuses no task id).
+TEST_P(JobQueueTest, IdsCanBeSkippedButNeverGoBack) {
+  EXPECT_EQ(*queue_->LastId(), 0);
+  auto first = queue_->Enqueue("k", "a", "{}");
+  ASSERT_OK(first);
+  ASSERT_OK(queue_->RemoveKey("a"));
+  EXPECT_EQ(*queue_->LastId(), *first);
+  ASSERT_OK(queue_->SkipIdsThrough(41));
+  EXPECT_EQ(*queue_->LastId(), 41);
+  ASSERT_OK(queue_->SkipIdsThrough(7));  // Smaller: nothing moves back.
+  Reopen();
+  auto next = queue_->Enqueue("k", "b", "{}");
+  ASSERT_OK(next);
+  EXPECT_EQ(*next, 42);
+  EXPECT_EQ(*queue_->LastId(), 42);
+}
+
 TEST_P(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
   auto a = queue_->Enqueue("commit", "s", "archive_001");
   auto again = queue_->Enqueue("commit", "s", "archive_001");

@@ -92,6 +92,11 @@ class JobQueue {
   virtual Result<std::optional<Job>> Get(int64_t id) = 0;
   // Jobs in `state` (all when nullopt), oldest first; optionally only those of `key`.
   virtual Result<std::vector<Job>> List(std::optional<JobState> state, std::optional<std::string> key = {}) = 0;
+  // The largest id this queue has handed out (0 when none), removed jobs included.
+  virtual Result<int64_t> LastId() = 0;
+  // Makes every id handed out from now on larger than `id` (a copied deployment's clients hold the old
+  // queue's task ids: none may name another job in the copy). A smaller `id` changes nothing.
+  virtual Status SkipIdsThrough(int64_t id) = 0;
 };
 
 // Opens (creating if needed) the queue database at `path`.

@@ -256,16 +256,26 @@ void BindTokens(py::module_& m) {
       "count_tokens",
       [](py::handle what, const std::string& encoding) -> int64_t {
         Check(tokenizer::ValidateCounterName(encoding));
+        std::string warning;
+        int64_t tokens = 0;
         if (PyUnicode_Check(what.ptr())) {
           std::string text = what.cast<std::string>();
-          return NoGil([&] { return tokenizer::CountText(encoding, text); });
+          tokens = NoGil([&] { return tokenizer::CountText(encoding, text, &warning); });
+        } else {
+          std::vector<Message> messages = MessagesFromPy(what, "messages");
+          tokens = NoGil([&] { return tokenizer::CounterFor(encoding, &warning).CountMessages(messages); });
         }
-        std::vector<Message> messages = MessagesFromPy(what, "messages");
-        return NoGil([&] { return tokenizer::CounterFor(encoding).CountMessages(messages); });
+        // Without the vocabulary the count is characters / 4, said as the server's "warning" says it.
+        if (!warning.empty() && PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) {
+          throw py::error_already_set();
+        }
+        return tokens;
       },
       py::arg("text_or_messages"), py::arg("encoding") = "o200k_base", R"doc(
 Exact tiktoken-compatible token count: of a text, or of messages (a dict or a list of dicts) as a chat
 request counts them (per-message overhead included). encoding: "o200k_base", "cl100k_base" or "chars".
+Without the encoding's vocabulary installed the count is characters / 4, with a RuntimeWarning saying so
+(the server's answer carries the same words as its "warning").
 )doc");
   m.def(
       "encode",

@@ -194,3 +194,17 @@ def test_ids_in_paths_and_base_urls_are_read_strictly(stub):
     upper = strata.Client(s.url.replace("http://", "HTTP://") + "/")
     assert upper.base_url == s.url
     assert upper.task(1).state == "done"
+
+
+def test_a_count_without_the_servers_vocabulary_warns_as_in_process(stub):
+    """A server without the vocabulary counts characters / 4 and says so in "warning": the Client passes it on
+    as a RuntimeWarning (as strata.count_tokens does in process), not a bare number taken for exact."""
+    said = "the o200k_base vocabulary is not installed here; tokens are counted as characters / 4"
+    s = stub({("POST", "/api/v1/tokens/count"): ok({"encoding": "o200k_base", "tokens": 3, "warning": said})})
+    with pytest.warns(RuntimeWarning, match="not installed here"):
+        assert strata.Client(s.url).count_tokens("hello world!") == 3
+    exact = stub({("POST", "/api/v1/tokens/count"): ok({"encoding": "o200k_base", "tokens": 3})})
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert strata.Client(exact.url).count_tokens("hello world!") == 3

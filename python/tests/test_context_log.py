@@ -192,3 +192,24 @@ def test_history_dicts_are_what_the_file_holds_for_every_part_type(tmp_path):
         written = [json.loads(line) for line in path.read_text().splitlines()]
         assert log.history.to_list() == written
         assert [log.history[i] for i in range(len(messages))] == written
+
+
+def test_count_tokens_without_the_vocabulary_warns(tmp_path):
+    """Where the vocabulary is not installed, count_tokens counts characters / 4 and says so with a
+    RuntimeWarning, in the words the server's "warning" carries (it returned the estimate silently, taken for
+    an exact count). A fresh interpreter whose vocabulary search finds nothing."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("STRATA_VOCAB_DIR", "STRATA_NPM_CACHE", "STRATA_VOCAB_CACHE")}
+    env["HOME"] = str(tmp_path)
+    code = ("import warnings, strata\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always')\n"
+            "    n = strata.count_tokens('hello world!')\n"
+            "print(n, '|', '; '.join(f'{w.category.__name__}: {w.message}' for w in seen))\n")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    count, said = run.stdout.strip().split(" | ")
+    assert count == "3"
+    assert said.startswith("RuntimeWarning: the o200k_base vocabulary is not installed here"), said

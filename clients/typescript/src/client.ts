@@ -447,8 +447,8 @@ export class StrataClient {
   /**
    * Commits a session: its current messages move into an archive (phase 1, done when this resolves) and
    * phase 2 — summary, memory extraction, dedup — is queued as the task `task_id`. With `wait`, resolves
-   * once that task has finished, with the task and, when it is done, the archive's `diff` (what the
-   * in-process Engine's commit with wait returns).
+   * once that task has finished, with the task, the archive's `state` and `error`, and when it is done its
+   * `diff` (what the in-process Engine's commit with wait and the Python Client return).
    */
   commit(sessionId: string, options: CommitOptions & { wait: true }): Promise<WaitedCommit>;
   commit(sessionId: string, options?: CommitOptions): Promise<CommitResult>;
@@ -467,8 +467,16 @@ export class StrataClient {
       if (task !== undefined) await pause(kPollIntervalMs, options.signal, `waiting for task ${committed.task_id}`);
       task = await this.task(committed.task_id, options);
     }
-    if (task.state !== "done") return { ...committed, task };
-    return { ...committed, task, diff: await this.archiveDiff(sessionId, committed.archive, options) };
+    // The archive's state (and why it failed), as the in-process Engine's commit and the Python Client
+    // report it; the diff once it is done.
+    const status = await this.sessionStatus(sessionId, options);
+    const archive = status.archives.find((a) => a.archive === committed.archive);
+    const waited: WaitedCommit = { ...committed, task };
+    if (archive !== undefined) waited.state = archive.state;
+    if (archive?.error) waited.error = archive.error;
+    if (task.state === "dead" && waited.error === undefined) waited.error = task.last_error || "phase 2 failed";
+    if (waited.state === "done") waited.diff = await this.archiveDiff(sessionId, committed.archive, options);
+    return waited;
   }
 
   /**

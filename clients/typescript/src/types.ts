@@ -121,8 +121,16 @@ export type CommitResult = ResultOf<"/api/v1/sessions/{id}/commit", "post">;
  * extraction proposed) and `changes` (MemoryChange).
  */
 export type CommitDiff = Schemas["CommitDiff"];
-/** A commit waited for: the commit, its finished task, and the archive's `diff` when the task is done. */
-export type WaitedCommit = CommitResult & { task: Task; diff?: CommitDiff };
+/**
+ * A commit waited for: the commit, its finished task, the archive's `state` and `error` (why phase 2 failed),
+ * and its `diff` when it is done — what the in-process Engine's commit with wait and the Python Client return.
+ */
+export type WaitedCommit = CommitResult & {
+  task: Task;
+  state?: Schemas["Archive"]["state"];
+  error?: string;
+  diff?: CommitDiff;
+};
 /** What a compaction did. */
 export type CompactResult = ResultOf<"/api/v1/sessions/{id}/compact", "post">;
 

@@ -284,6 +284,8 @@ test("a session: messages, context, commit, phase 2 followed to the end, the mem
   assert.equal(waited.archive, 2);
   assert.equal(waited.task.id, waited.task_id);
   assert.equal(waited.task.state, "done");
+  assert.equal(waited.state, "done");
+  assert.equal(waited.error, undefined);
   // With the archive's diff, as the in-process Engine's commit with wait returns it.
   assert.deepEqual(waited.diff, await alice.archiveDiff("tea", 2));
   assert.equal(waited.diff.session, "tea");
@@ -563,13 +565,42 @@ test("commit's wait asks for the task when the server has no stream to spare", a
     if (pathname === "/api/v1/sessions/s/archives/1/diff") {
       return Response.json({ status: "ok", result: { session: "s", archive: 1, summary: "", candidates: 0, changes: [] } });
     }
+    if (pathname === "/api/v1/sessions/s/status") {
+      return Response.json({ status: "ok", result: { session: "s", jobs: [],
+                                                     archives: [{ archive: 1, messages: 2, state: "done" }] } });
+    }
     return Response.json({ status: "ok", result: { id: 9, state: states.shift() } });
   } });
   const waited = await client.commit("s", { wait: true });
-  assert.deepEqual(waited, { task_id: 9, archive: 1, messages: 2, task: { id: 9, state: "done" },
+  assert.deepEqual(waited, { task_id: 9, archive: 1, messages: 2, task: { id: 9, state: "done" }, state: "done",
                              diff: { session: "s", archive: 1, summary: "", candidates: 0, changes: [] } });
   assert.deepEqual(asked, ["POST /api/v1/sessions/s/commit", "GET /api/v1/tasks/9/events", "GET /api/v1/tasks/9",
-                           "GET /api/v1/tasks/9", "GET /api/v1/sessions/s/archives/1/diff"]);
+                           "GET /api/v1/tasks/9", "GET /api/v1/sessions/s/status", "GET /api/v1/sessions/s/archives/1/diff"]);
+});
+
+test("commit's wait reports a phase 2 that failed for good as the Python client does", async () => {
+  const asked = [];
+  const client = new StrataClient({ baseUrl: "http://strata.example", fetch: async (url, init) => {
+    const { pathname } = new URL(url);
+    asked.push(`${init.method} ${pathname}`);
+    if (pathname === "/api/v1/sessions/s/commit") {
+      return Response.json({ status: "ok", result: { task_id: 4, archive: 2, messages: 3 } });
+    }
+    if (pathname === "/api/v1/tasks/4/events") {
+      return new Response("event: task\ndata: {\"id\": 4, \"state\": \"dead\", \"last_error\": \"HTTP 401\"}\n\n",
+                          { headers: { "content-type": "text/event-stream" } });
+    }
+    if (pathname === "/api/v1/sessions/s/status") {
+      return Response.json({ status: "ok", result: { session: "s", jobs: [], archives: [
+        { archive: 1, messages: 2, state: "done" }, { archive: 2, messages: 3, state: "failed", error: "the key was revoked" }] } });
+    }
+    return Response.json({ status: "error", error: { code: "not_found", message: pathname, request_id: "r" } }, { status: 404 });
+  } });
+  const waited = await client.commit("s", { wait: true });
+  assert.equal(waited.state, "failed");
+  assert.equal(waited.error, "the key was revoked");
+  assert.equal(waited.diff, undefined);
+  assert.deepEqual(asked, ["POST /api/v1/sessions/s/commit", "GET /api/v1/tasks/4/events", "GET /api/v1/sessions/s/status"]);
 });
 
 test("watch follows the account's revision", async () => {

@@ -549,12 +549,19 @@ test("taskEvents: multi-line data, comments, a terminal state, closing the strea
   await rejectsWith(notAStream.taskEvents(7).next(), "unavailable", 200, /expected an event stream, got application\/json/);
 });
 
+// A client whose fetch answers by path (`answer(pathname)`), each request's method and path kept in `asked`.
+function routedClient(asked, answer) {
+  return new StrataClient({ baseUrl: "http://strata.example", fetch: async (url, init) => {
+    const { pathname } = new URL(url);
+    asked.push(`${init.method} ${pathname}`);
+    return answer(pathname);
+  } });
+}
+
 test("commit's wait asks for the task when the server has no stream to spare", async () => {
   const asked = [];
   const states = ["running", "done"];
-  const client = new StrataClient({ baseUrl: "http://strata.example", fetch: async (url, init) => {
-    const { pathname } = new URL(url);
-    asked.push(`${init.method} ${pathname}`);
+  const client = routedClient(asked, (pathname) => {
     if (pathname === "/api/v1/sessions/s/commit") {
       return Response.json({ status: "ok", result: { task_id: 9, archive: 1, messages: 2 } });
     }
@@ -570,7 +577,7 @@ test("commit's wait asks for the task when the server has no stream to spare", a
                                                      archives: [{ archive: 1, messages: 2, state: "done" }] } });
     }
     return Response.json({ status: "ok", result: { id: 9, state: states.shift() } });
-  } });
+  });
   const waited = await client.commit("s", { wait: true });
   assert.deepEqual(waited, { task_id: 9, archive: 1, messages: 2, task: { id: 9, state: "done" }, state: "done",
                              diff: { session: "s", archive: 1, summary: "", candidates: 0, changes: [] } });
@@ -580,9 +587,7 @@ test("commit's wait asks for the task when the server has no stream to spare", a
 
 test("commit's wait reports a phase 2 that failed for good as the Python client does", async () => {
   const asked = [];
-  const client = new StrataClient({ baseUrl: "http://strata.example", fetch: async (url, init) => {
-    const { pathname } = new URL(url);
-    asked.push(`${init.method} ${pathname}`);
+  const client = routedClient(asked, (pathname) => {
     if (pathname === "/api/v1/sessions/s/commit") {
       return Response.json({ status: "ok", result: { task_id: 4, archive: 2, messages: 3 } });
     }
@@ -595,7 +600,7 @@ test("commit's wait reports a phase 2 that failed for good as the Python client 
         { archive: 1, messages: 2, state: "done" }, { archive: 2, messages: 3, state: "failed", error: "the key was revoked" }] } });
     }
     return Response.json({ status: "error", error: { code: "not_found", message: pathname, request_id: "r" } }, { status: 404 });
-  } });
+  });
   const waited = await client.commit("s", { wait: true });
   assert.equal(waited.state, "failed");
   assert.equal(waited.error, "the key was revoked");

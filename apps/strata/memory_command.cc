@@ -22,13 +22,18 @@ struct MemoryArgs {
   std::string data = "strata-data";
   std::string embedder = "local";
   std::string agent = "default";
-  std::string uri, uri2, file, abstract_text, overview, reason, query, dir, under = "strata://", type, category;
+  std::string uri, uri2, file, reason, query, dir, under = "strata://", type;
+  // write/mkdir: unset derives the layer; given, even empty, it is kept as given (as over HTTP and MCP).
+  std::optional<std::string> abstract_text, overview, category;
   int level = 2;
   // find --limit: the engine checks its bounds (signed, so that -1 is refused as -1, not as 2^64 - 1).
   int64_t limit = static_cast<int64_t>(FindRequest{}.limit);
   bool recursive = false, json = false, ignore_case = false, read_only = false, ordered = false;
   std::vector<std::string> paths;
   FindAssist assist;        // find --rewrite/--rerank.
+  // find --max-queries/--rerank-candidates: signed, so that -1 is the engine's refusal, not a parse error.
+  int64_t max_queries = static_cast<int64_t>(FindAssist{}.max_queries);
+  int64_t rerank_candidates = static_cast<int64_t>(FindAssist{}.rerank_candidates);
   int64_t chunk_tokens = 512, max_file_mb = 20;  // add.
   bool keep_missing = false, summarize = false;
   ProviderSettings provider;  // The model they use.
@@ -61,19 +66,14 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   if (uri.empty() && named) return Status::InvalidArgument("the URI must not be empty");
   if (cmd == "write") {
     STRATA_ASSIGN_OR_RETURN(std::string content, ReadInput(a.file));
-    memory::WriteOptions o;
-    if (!a.abstract_text.empty()) o.abstract_text = a.abstract_text;
-    if (!a.overview.empty()) o.overview = a.overview;
-    if (!a.category.empty()) o.category = a.category;
+    memory::WriteOptions o{.abstract_text = a.abstract_text, .overview = a.overview, .category = a.category};
     if (!a.type.empty()) {
       STRATA_ASSIGN_OR_RETURN(o.type, memory::ParseContextType(a.type));
     }
     return engine.Write(uri, content, o);
   }
   if (cmd == "mkdir") {
-    memory::WriteOptions o;
-    if (!a.abstract_text.empty()) o.abstract_text = a.abstract_text;
-    if (!a.overview.empty()) o.overview = a.overview;
+    memory::WriteOptions o{.abstract_text = a.abstract_text, .overview = a.overview};
     if (a.ordered) o.metadata = std::string(memory::kOrderedMetadata);
     return engine.Mkdir(uri, o);
   }
@@ -147,6 +147,8 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
       STRATA_ASSIGN_OR_RETURN(request.tuning.type, memory::ParseContextType(a.type));
     }
     request.assist = a.assist;
+    STRATA_ASSIGN_OR_RETURN(request.assist.max_queries, MaxQueriesArg(a.max_queries));
+    STRATA_ASSIGN_OR_RETURN(request.assist.rerank_candidates, RerankCandidatesArg(a.rerank_candidates));
     STRATA_ASSIGN_OR_RETURN(FindResult found, engine.Find(request));
     for (const auto &h : found.hits) {
       if (a.json) {
@@ -294,8 +296,8 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   f->add_flag("--json", a->json, "One JSON hit per line");
   f->add_flag("--rewrite", a->assist.rewrite, "Let the model rewrite the question into the searches for its parts");
   f->add_flag("--rerank", a->assist.rerank, "Let the model order the best candidates by how well they answer");
-  f->add_option("--max-queries", a->assist.max_queries, "Searches the model may write (1-8)");
-  f->add_option("--rerank-candidates", a->assist.rerank_candidates, "Candidates the model orders (2-100)");
+  f->add_option("--max-queries", a->max_queries, "Searches the model may write (1-8)");
+  f->add_option("--rerank-candidates", a->rerank_candidates, "Candidates the model orders (2-100)");
   AddProviderFlags(f, &a->provider);
   CLI::App *add = sub("add", "Add documents and code (files, directories) as resources below --uri");
   add->add_option("PATH", a->paths, "Files and directories (a directory's files are mirrored below --uri)")->required();

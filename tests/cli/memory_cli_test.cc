@@ -41,6 +41,27 @@ TEST_F(MemoryCli, AddMirrorsATreeAndReportsWhatChanged) {
   EXPECT_NE(missing.err.find("nope"), std::string::npos) << missing.err;
 }
 
+// The CLI asks as every other front end asks: an empty layer given is kept as given (HTTP, MCP and Python
+// store "" as a hand-written layer; the CLI took it for "not given" and derived one), and find's model-help
+// counts out of range are the engine's invalid_argument (-1 was a parse error of the CLI's own).
+TEST_F(MemoryCli, AnEmptyLayerAndAnOutOfRangeCountAreReadAsOverHttp) {
+  ASSERT_EQ(Memory({"write", "strata://resources/t", "--abstract", "", "--category", ""}, "Alice likes tea.").exit_code, 0);
+  CliRun stat = Memory({"stat", "strata://resources/t"});
+  ASSERT_EQ(stat.exit_code, 0) << stat.err;
+  nlohmann::json node = nlohmann::json::parse(stat.out);
+  EXPECT_EQ(node["abstract"], "") << stat.out;
+  ASSERT_EQ(Memory({"write", "strata://resources/u"}, "Bob likes tea.").exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(Memory({"stat", "strata://resources/u"}).out)["abstract"], "Bob likes tea.");
+  for (const char* option : {"--max-queries", "--rerank-candidates"}) {
+    for (const char* value : {"-1", "999"}) {
+      CliRun bad = Memory({"find", "tea", option, value});
+      EXPECT_EQ(bad.exit_code, 2) << option << " " << value;
+      EXPECT_NE(bad.err.find("must be between"), std::string::npos) << bad.err;
+      EXPECT_NE(bad.err.find(std::string("not ") + value), std::string::npos) << bad.err;
+    }
+  }
+}
+
 TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   CliRun w = Memory({"write", "strata://user/alice/memories/preferences/editor", "--abstract", "Editor preference"},
                     "Alice edits in Vim with two-space indents.");

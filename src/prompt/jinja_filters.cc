@@ -1,5 +1,6 @@
 // Jinja2's built-in filters and tests, with Jinja2 3.1's behaviour (jinja2/filters.py, jinja2/tests.py).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -47,8 +48,10 @@ Value Resolve(const Value& item, const std::string& path) {
       const Value* v = cur.FindKey(part);
       cur = v ? *v : Value::Undefined("no attribute '" + part + "'");
     } else if (cur.is_list() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      size_t i = std::stoul(part);
-      cur = i < cur.as_list().size() ? cur.as_list()[i] : Value::Undefined();
+      size_t i = 0;
+      auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), i);  // Past size_t: no such item.
+      (void)end;
+      cur = ec == std::errc() && i < cur.as_list().size() ? cur.as_list()[i] : Value::Undefined();
     } else {
       cur = GetAttribute(cur, part);
     }

@@ -3,6 +3,7 @@
 #include <unicode/locid.h>
 #include <unicode/unistr.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
@@ -247,8 +248,13 @@ Result<std::string> StrFormat(const std::string& format, CallArgs& args) {
       if (auto_index >= args.positional.size()) return Status::InvalidArgument("Replacement index " + std::to_string(auto_index) + " out of range");
       v = args.positional[auto_index++];
     } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-      size_t k = std::stoul(field);
-      if (k >= args.positional.size()) return Status::InvalidArgument("Replacement index " + field + " out of range");
+      // Digits past size_t's range are an index out of range too (std::stoul threw out of the renderer).
+      size_t k = 0;
+      auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), k);
+      if (ec != std::errc() || k >= args.positional.size()) {
+        return Status::InvalidArgument("Replacement index " + field.substr(0, 40) + " out of range");
+      }
+      (void)end;
       v = args.positional[k];
     } else {
       bool found = false;

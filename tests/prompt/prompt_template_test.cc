@@ -146,6 +146,22 @@ namespace strata::prompt {
 namespace {
 
 // Deeply nested or very long expressions are errors, not a blown stack (parser, renderer or destructor).
+// An index of more digits than size_t holds is out of range, said as Python says it (std::stoul threw
+// out_of_range out of the renderer: an "unexpected error" naming no template).
+TEST(RenderLimitsTest, AnIndexPastEveryIntegerIsOutOfRangeNotAThrow) {
+  auto format = Template::Parse(R"({{ "{99999999999999999999}".format(1) }})");
+  ASSERT_OK(format);
+  auto formatted = format->Render(Value(Dict{}));
+  ASSERT_FALSE(formatted.ok());
+  EXPECT_NE(formatted.status().message().find("Replacement index 99999999999999999999 out of range"),
+            std::string::npos) << formatted.status().ToString();
+  auto attribute = Template::Parse(R"({{ [[1, 2]] | map(attribute="99999999999999999999") | list }}|{{ [[1, 2]] | map(attribute="1") | list }})");
+  ASSERT_OK(attribute);
+  auto mapped = attribute->Render(Value(Dict{}));
+  ASSERT_OK(mapped);
+  EXPECT_EQ(*mapped, "[Undefined]|[2]");
+}
+
 TEST(RenderLimitsTest, DeepNestingIsAnErrorNotACrash) {
   auto repeat = [](std::string_view piece, int n) {
     std::string s;

@@ -134,6 +134,25 @@ void TakeBackArchive(memory::ContextStore& store, const Uri& uri, std::string_vi
   if (left.ok() && *left == 0) (void)store.Remove(uri.Parent(), /*recursive=*/false);
 }
 
+// Where a candidate of `category` goes for the session `info`, and whether the category merges by key:
+// strata://<owner kind>/<owner id>/memories/<category>. InvalidArgument (naming `where`) for a category not
+// listed, or one whose owner this session has none of.
+Result<std::pair<Uri, bool>> CandidatePlace(const std::vector<CategorySpec>& categories, const std::string& category,
+                                            const SessionInfo& info, const std::string& where) {
+  auto spec = std::find_if(categories.begin(), categories.end(), [&](const CategorySpec& s) { return s.name == category; });
+  if (spec == categories.end()) {
+    return Status::InvalidArgument(where + ".category \"" + category + "\" is not one of the categories listed");
+  }
+  const std::string& owner_id = spec->owner == Owner::kUser ? info.user : info.agent;
+  if (owner_id.empty()) {
+    return Status::InvalidArgument(where + ".category \"" + category + "\" belongs to the " +
+                                   std::string(OwnerName(spec->owner)) + ", and this session has none");
+  }
+  STRATA_ASSIGN_OR_RETURN(Uri dir, Uri::Parse("strata://" + std::string(OwnerName(spec->owner)) + "/" + owner_id +
+                                             "/memories/" + category));
+  return std::pair{dir, spec->merge};
+}
+
 prompt::Value ToValue(const Json& j) {
   auto v = prompt::Value::FromJson(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   return v.ok() ? *v : prompt::Value();
@@ -278,19 +297,9 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
       c.overview = text_of("overview");
       c.content = text_of("content");
       if (c.content.empty()) c.content = c.overview.empty() ? c.abstract_text : c.overview;
-      auto spec = std::find_if(options_.categories.begin(), options_.categories.end(),
-                               [&](const CategorySpec& s) { return s.name == c.category; });
-      if (spec == options_.categories.end()) {
-        return Status::InvalidArgument(where + ".category \"" + c.category + "\" is not one of the categories listed");
-      }
+      STRATA_ASSIGN_OR_RETURN(auto place, CandidatePlace(options_.categories, c.category, info, where));
       if (c.content.empty()) return Status::InvalidArgument(where + " has no content");
-      const std::string& owner_id = spec->owner == Owner::kUser ? info.user : info.agent;
-      if (owner_id.empty()) {
-        return Status::InvalidArgument(where + ".category \"" + c.category + "\" belongs to the " + std::string(OwnerName(spec->owner)) +
-                                       ", and this session has none");
-      }
-      c.merge = spec->merge;
-      c.dir = *Uri::Parse("strata://" + std::string(OwnerName(spec->owner)) + "/" + owner_id + "/memories/" + c.category);
+      std::tie(c.dir, c.merge) = place;
       out.push_back(std::move(c));
     }
     return Status::Ok();
@@ -369,10 +378,11 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
     existing.push_back(std::move(*node));
     similarity.push_back(s.score);
   }
-  Uri create_uri = c.fixed_uri ? *c.fixed_uri
-                               : *c.dir.Child(c.merge ? Slug(c.key.empty() ? c.abstract_text : c.key)
-                                                      : Slug(c.key.empty() ? c.abstract_text : c.key) + "-" +
-                                                            memory::HashHex(c.content).substr(0, 8));
+  Uri create_uri = c.fixed_uri ? *c.fixed_uri : c.dir;
+  if (!c.fixed_uri) {
+    const std::string slug = Slug(c.key.empty() ? c.abstract_text : c.key);
+    STRATA_ASSIGN_OR_RETURN(create_uri, c.dir.Child(c.merge ? slug : slug + "-" + memory::HashHex(c.content).substr(0, 8)));
+  }
   int64_t now = NowMs();
   std::vector<AuditEntry> plan;
   auto create = [&](std::string reason) -> Status {
@@ -619,10 +629,15 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
         if (!v.ok()) return Status::DataLoss(v.status().message());
         *slot = std::move(*v);
       }
-      c.merge = json::BoolOr(m, "merge", false);
-      auto dir = Uri::Parse(json::StringOr(m, "dir"));
-      if (!dir.ok()) return Status::DataLoss(where + "candidates.json: " + std::string(dir.status().message()));
-      c.dir = *dir;
+      // The place is the category's for this session's owner, as extraction decided it: a file edited or
+      // damaged on disk must not send memories into another owner's scope (or to a place no memory can be).
+      Result<std::pair<Uri, bool>> place = CandidatePlace(options_.categories, c.category, info, at);
+      if (!place.ok()) return Status::DataLoss(place.status().message());
+      std::tie(c.dir, c.merge) = *place;
+      if (std::string saved_dir = json::StringOr(m, "dir"); saved_dir != c.dir.str()) {
+        return Status::DataLoss(at + ".dir is " + json::QuoteForError(saved_dir, 120) + ", but category \"" + c.category +
+                                "\" of this session goes to " + c.dir.str());
+      }
       candidates.push_back(std::move(c));
     }
   } else {

@@ -520,6 +520,36 @@ TEST_F(PipelineTest, ASessionBegunAgainWhileItsArchiveIsWrittenFindsItsScopeEmpt
   EXPECT_TRUE(Memories("strata://user/alice/memories/preferences").empty());
 }
 
+// Phase 2's saved candidates are a file on disk (read as untrusted): one whose "dir" was edited to another
+// owner's scope, or to a place no memory can be, is damage named as such, and nothing is written. (The dir was
+// taken as written: memories went into bob's scope, and "strata://" reached undefined behaviour.)
+TEST_F(PipelineTest, SavedCandidatesCannotSendMemoriesToAnotherPlace) {
+  Answer(kSeat);
+  ASSERT_OK(sessions_->Add("s1", Message::User("I always want an aisle seat.")));
+  auto ticket = sessions_->Commit("s1");
+  ASSERT_OK(ticket);
+  for (const char* dir : {"strata://user/bob/memories/preferences", "strata://"}) {
+    SCOPED_TRACE(dir);
+    Json saved = Json::array({{{"category", "preferences"}, {"key", "seat"}, {"content", "Alice prefers aisle seats."},
+                               {"merge", true}, {"dir", dir}}});
+    ASSERT_OK(sessions_->WriteArchiveFile("s1", ticket->archive, "candidates.json", saved.dump()));
+    auto done = pipeline_->ProcessArchive("s1", ticket->archive);
+    ASSERT_FALSE(done.ok());
+    EXPECT_EQ(done.status().code(), StatusCode::kDataLoss) << done.status().ToString();
+    EXPECT_NE(done.status().message().find("but category \"preferences\" of this session goes to "
+                                           "strata://user/alice/memories/preferences"),
+              std::string::npos) << done.status().ToString();
+  }
+  EXPECT_TRUE(Memories("strata://user/bob/memories/preferences").empty());
+  EXPECT_TRUE(Memories("strata://user/alice/memories/preferences").empty());
+  // The place extraction decided is read back as it was written.
+  Json right = Json::array({{{"category", "preferences"}, {"key", "seat"}, {"content", "Alice prefers aisle seats."},
+                             {"merge", true}, {"dir", "strata://user/alice/memories/preferences"}}});
+  ASSERT_OK(sessions_->WriteArchiveFile("s1", ticket->archive, "candidates.json", right.dump()));
+  ASSERT_OK(pipeline_->ProcessArchive("s1", ticket->archive));
+  EXPECT_EQ(Memories("strata://user/alice/memories/preferences").size(), 1u);
+}
+
 // Phase 2 stopped by its worker's shutdown goes back to the queue without spending an attempt: five
 // rolling restarts during one job made it dead, its archive failed "request cancelled".
 TEST_F(PipelineTest, PhaseTwoStoppedByAShutdownSpendsNoAttempt) {

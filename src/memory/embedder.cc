@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -177,7 +178,14 @@ class HttpEmbedder final : public Embedder {
       v.reserve(values.size());
       for (const Json& x : values) {
         if (!x.is_number()) return bad("item " + std::to_string(index) + " has a non-number component");
-        v.push_back(x.get<float>());
+        // A component no float holds became inf, and the normalised vector NaN: every ranking it entered
+        // compared NaN scores.
+        const double d = x.get<double>();
+        if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
+          return bad("item " + std::to_string(index) + " component " + std::to_string(v.size()) + " (" + x.dump() +
+                     ") is not a finite float");
+        }
+        v.push_back(static_cast<float>(d));
       }
       Normalize(v);
       out[index] = std::move(v);

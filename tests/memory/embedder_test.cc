@@ -29,6 +29,7 @@ class EmbeddingServer {
   std::atomic<int> largest_batch{0};
   std::atomic<int> fail_first{0};  // Answer this many requests with 429 first.
   std::atomic<bool> malformed{false};
+  std::string raw_reply;  // When set, the reply's body as it is.
   std::vector<Json> bodies;
 
  private:
@@ -48,6 +49,10 @@ class EmbeddingServer {
     }
     if (malformed) {
       res.set_content(R"({"data": "nope"})", "application/json");
+      return;
+    }
+    if (!raw_reply.empty()) {
+      res.set_content(raw_reply, "application/json");
       return;
     }
     Json out;
@@ -133,6 +138,14 @@ TEST(HttpEmbedder, RetriesRateLimitsAndReportsBadReplies) {
   auto bad = (*e)->Embed(texts);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("expected \"data\" with 1 items"), std::string::npos) << bad.status().message();
+  // A component no float holds (it became inf, and the normalised vector NaN) is a bad reply, named.
+  server.malformed = false;
+  server.raw_reply = R"({"data": [{"index": 0, "embedding": [0.5, 1e39, 0.1]}]})";
+  auto huge = (*e)->Embed(texts);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("item 0 component 1 (1e+39) is not a finite float"), std::string::npos)
+      << huge.status().message();
+  server.raw_reply.clear();
   EXPECT_EQ(NewHttpEmbedder({.model = "m", .base_url = "ftp://x"}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(EmbedderFromSpec("bogus:x").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(EmbedderFromSpec("local:8").status().code(), StatusCode::kInvalidArgument);

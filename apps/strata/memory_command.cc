@@ -1,5 +1,5 @@
 // `strata memory …` and `strata skill …`: the context store from the command line, through the engine.
-// `--data DIR` selects the store (default ./strata-data); `--embedder SPEC` the embedder (default local;
+// `--data DIR` selects the store (default ./strata-data); `--embedder SPEC` the embedder (default: the store's own, local for a new store;
 // see memory/embedder.h).
 #include <algorithm>
 #include <cstdio>
@@ -20,7 +20,7 @@ using views::Json;
 
 struct MemoryArgs {
   std::string data = "strata-data";
-  std::string embedder = "local";
+  std::string embedder;  // Empty: the store's own (EngineOptions::embedder).
   std::string agent = "default";
   std::string uri, uri2, file, reason, query, dir, under = "strata://", type;
   // write/mkdir: unset derives the layer; given, even empty, it is kept as given (as over HTTP and MCP).
@@ -246,7 +246,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   CLI::App *cmd = app.add_subcommand("memory", "The context store: skills, memories and resources by URI");
   cmd->require_subcommand(1);
   cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
-  cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
+  cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new store; another re-embeds every node)");
   cmd->add_flag("--read-only", a->read_only, "Only read the data (a read-only volume works); every change is refused");
   auto sub = [&](const char *name, const char *help) { return AddStoreSubcommand(cmd, a, exit_code, Run, name, help); };
   CLI::App *w = sub("write", "Write a leaf's content from FILE or stdin");

@@ -12,7 +12,7 @@ namespace {
 struct MigrateArgs {
   std::string from;
   std::string to;
-  std::string embedder = "local";
+  std::string embedder;  // Empty: the store's own (EngineOptions::embedder).
 };
 
 Status RunMigrate(const MigrateArgs& a) {
@@ -42,7 +42,7 @@ void AddMigrateCommand(CLI::App& app, int* exit_code) {
       "migrate", "Copy a deployment to another backend (e.g. a data directory to PostgreSQL) and verify the copy");
   cmd->add_option("--from", a->from, "Source: a data directory or postgres:// URL")->required();
   cmd->add_option("--to", a->to, "Destination (must be empty): a postgres:// URL or a data directory")->required();
-  cmd->add_option("--embedder", a->embedder, "The embedder both use: local[:DIM], openai:MODEL, ... (default local)");
+  cmd->add_option("--embedder", a->embedder, "The embedder both use: local[:DIM], openai:MODEL, ... (default: the source's own, and local for the new destination)");
   cmd->callback([a, exit_code] {
     Status s = RunMigrate(*a);
     *exit_code = s.ok() ? 0 : Fail(s);

@@ -19,7 +19,7 @@ using views::Json;
 
 struct SessionArgs {
   std::string data = "strata-data";
-  std::string embedder = "local";
+  std::string embedder;  // Empty: the store's own (EngineOptions::embedder).
   std::vector<std::string> prompt_dirs;
   ProviderSettings provider;
   std::string id, user, agent, text, role = "user", message, scope, category, uri, to, focus, encoding = "o200k_base";
@@ -199,7 +199,7 @@ Status RunMemory(const std::string& cmd, const SessionArgs& a) {
 void AddCommon(CLI::App* cmd, SessionArgs* a, bool model, bool data = true) {
   if (data) {
     cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
-    if (model) cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL");
+    if (model) cmd->add_option("--embedder", a->embedder, "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new store; another re-embeds every node)");
   }
   if (!model) return;
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");

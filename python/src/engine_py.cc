@@ -758,17 +758,18 @@ Every failure raises a strata.StrataError subclass (NotFoundError, InvalidArgume
       .def(py::init([](const std::string& data, const std::string& embedder, py::kwargs kw) {
              return std::make_unique<PyEngine>(OptionsFrom(data, embedder, kw));
            }),
-           py::arg("data") = "strata-data", py::kw_only(), py::arg("embedder") = "local")
+           py::arg("data") = "strata-data", py::kw_only(), py::arg("embedder") = "")
       .def_static(
           "open",
           [](const std::string& data, const std::string& embedder, py::kwargs kw) {
             return std::make_unique<PyEngine>(OptionsFrom(data, embedder, kw));
           },
-          py::arg("data") = "strata-data", py::kw_only(), py::arg("embedder") = "local", R"doc(
+          py::arg("data") = "strata-data", py::kw_only(), py::arg("embedder") = "", R"doc(
 Opens the engine over `data`: a directory (created if missing; SQLite and files) or a PostgreSQL URL
 (postgresql://...). Options (keywords):
 
-embedder: "local" (default, no network), "openai:MODEL", "ollama:MODEL", "gemini:MODEL".
+embedder: "local[:DIM]" (no network), "openai:MODEL", "ollama:MODEL", "gemini:MODEL"; one other than the
+    store's re-embeds every node. Default: the store's own (a remote model must be named), "local" for a new store.
 provider, model, base_url, api_key_env, provider_options (dict), config_file, script, record, replay:
     the model for summaries, memory extraction and dedup (as the CLI's --provider flags).
 read_only: only read; every change raises FailedPreconditionError.

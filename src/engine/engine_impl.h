@@ -140,15 +140,19 @@ struct Engine::Impl {
   Result<memory::ContextStore*> StoreLocked() {
     if (!store) {
       std::shared_ptr<memory::Embedder> embedder = options.embedder_instance;
+      // None chosen: the store keeps its own model (EngineOptions::embedder).
+      const bool keep = !embedder && options.embedder.empty();
       if (!embedder) {
-        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> e, memory::EmbedderFromSpec(options.embedder));
+        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<memory::Embedder> e,
+                                memory::EmbedderFromSpec(keep ? "local" : options.embedder));
         embedder = std::move(e);
       }
       if (postgres) {
-        STRATA_ASSIGN_OR_RETURN(store, memory::OpenPgStore(options.data_dir, {.embedder = std::move(embedder)}));
+        STRATA_ASSIGN_OR_RETURN(store, memory::OpenPgStore(options.data_dir, {.embedder = std::move(embedder),
+                                                                              .keep_stored_model = keep}));
       } else {
-        memory::SqliteStoreOptions o{.embedder = std::move(embedder), .busy_timeout = options.busy_timeout,
-                                     .read_only = options.read_only};
+        memory::SqliteStoreOptions o{.embedder = std::move(embedder), .keep_stored_model = keep,
+                                     .busy_timeout = options.busy_timeout, .read_only = options.read_only};
         STRATA_ASSIGN_OR_RETURN(store, memory::OpenSqliteStore(options.data_dir, std::move(o)));
       }
     }

@@ -246,6 +246,13 @@ class PgStore final : public ContextStore {
     {
       STRATA_ASSIGN_OR_RETURN(Lease c, Take());
       STRATA_ASSIGN_OR_RETURN(stored_model, MetaGet(*c, "embed_model"));
+      // PgStoreOptions::keep_stored_model: the embedder becomes the store's own (EmbedderForStore).
+      if (options_.keep_stored_model && stored_model != model_) {
+        STRATA_ASSIGN_OR_RETURN(pg::Rows any, c->Exec("SELECT EXISTS (SELECT 1 FROM store_vectors)"));
+        STRATA_ASSIGN_OR_RETURN(std::string has, any.Text(0, 0));
+        STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model, has == "t"));
+        model_ = embedder_->model_id();
+      }
     }
     if (stored_model != model_) {
       // A new vector space: every vector is recomputed (through the cache) before the store is used.

@@ -3,6 +3,7 @@
 #include "vector_index.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <unordered_map>
 #include <libstemmer.h>
@@ -414,6 +415,25 @@ int64_t CharCount(std::string_view text) {
 std::string_view TypeOfPlace(std::string_view uri) {
   Result<Uri> parsed = Uri::Parse(uri);
   return ContextTypeName(parsed.ok() ? InferContextType(*parsed) : ContextType::kResource);
+}
+
+Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model,
+                                                   bool has_vectors) {
+  if (stored_model.empty() || stored_model == given->model_id() || !has_vectors) return given;
+  constexpr std::string_view kLocal = "local-hash-v1-";
+  if (stored_model.starts_with(kLocal)) {
+    int dim = 0;
+    std::string_view digits = stored_model.substr(kLocal.size());
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), dim);
+    if (ec == std::errc() && end == digits.data() + digits.size() && dim >= 16 && dim <= 65536) {
+      std::shared_ptr<Embedder> local = NewLocalHashedEmbedder(dim);
+      if (local->model_id() == stored_model) return local;
+    }
+  }
+  return Status::FailedPrecondition(
+      "this store's vectors were made by the embedding model " + json::QuoteForError(stored_model, 80) +
+      " and no embedder was chosen: open it with that model's embedder (--embedder, e.g. openai:MODEL), or "
+      "name another embedder to re-embed every node with it");
 }
 
 Status ValidateLink(const Uri& from, const Uri& to, std::string_view reason) {

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/memory/embedder.h"
 #include "strata/memory/store.h"
 #include "strata/util/ascii.h"
 
@@ -101,6 +102,14 @@ int64_t CharCount(std::string_view text);
 Status ValidateMove(const Uri& from, const Uri& to);
 // The type a node at `uri` has (ContextTypeName of InferContextType); "resource" for text that is no URI.
 std::string_view TypeOfPlace(std::string_view uri);
+// The embedder a store opened with `given` uses, when its options keep the store's own model
+// (keep_stored_model: no embedder was chosen) and it records `stored_model`: `given` when that is the
+// model, or nothing is stored yet (no model, no vector); the local embedder of the recorded dimension for a
+// local model (nothing to re-embed); else kFailedPrecondition naming the model, since re-embedding a store
+// another instance may be serving with its own model is never done without being asked.
+Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model,
+                                                   bool has_vectors);
+
 // Checks that a link is allowed: not the root (no node), not a node to itself, a reason of valid UTF-8
 // without NUL (as a node's text).
 Status ValidateLink(const Uri& from, const Uri& to, std::string_view reason);

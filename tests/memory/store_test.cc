@@ -916,6 +916,54 @@ TEST_P(StoreTest, TwoInstancesSwitchingToANewEmbedderAtOnceReembedOnce) {
   ExpectConsistent();
 }
 
+// An instance opened without choosing an embedder (keep_stored_model: the CLI and a server without
+// --embedder) keeps the store's own model: the local embedder of the store's dimension, without re-embedding,
+// or for another model a refusal naming it. (It re-embedded every node with the default local embedder, and
+// the server running with that model then refused every write and vector search.)
+TEST_P(StoreTest, AnInstanceThatChoseNoEmbedderKeepsTheStoresModel) {
+  ASSERT_OK(store_->Write(U("strata://resources/k/a"), "Alice prefers aisle seats."));
+  ASSERT_OK(store_->Write(U("strata://resources/k/b"), "Quarterly revenue grew."));
+  std::shared_ptr<Embedder> local64(NewLocalHashedEmbedder(64));
+  Reopen(local64);  // A store of the local embedder at 64 dimensions.
+  store_.reset();
+  auto generation = [&] {
+    std::vector<std::string> rows = Sql("SELECT value FROM meta WHERE key = 'vector_generation'",
+                                        "SELECT value FROM store_meta WHERE key = 'vector_generation'");
+    return rows.empty() ? std::string("?") : rows[0];
+  };
+  auto open_keeping = [&](std::shared_ptr<Embedder> embedder) {
+    if (pg()) return OpenPgStore(url_, {.embedder = embedder, .keep_stored_model = true});
+    return OpenSqliteStore(dir_.path(), {.embedder = embedder, .keep_stored_model = true, .synchronous_full = false});
+  };
+  const std::string before = generation();
+  {
+    // The default local embedder (384) over this store's local 64-dimension vectors: kept as they are.
+    auto kept = open_keeping(std::shared_ptr<Embedder>(NewLocalHashedEmbedder()));
+    ASSERT_OK(kept);
+    EXPECT_EQ(generation(), before) << "the store was re-embedded";
+    auto v = local64->Embed(std::vector<std::string>{"Alice prefers aisle seats."});
+    ASSERT_OK(v);
+    auto hits = (*kept)->VectorNeighbours((*v)[0], {}, 1);
+    ASSERT_OK(hits);
+    ASSERT_EQ(hits->size(), 1u);
+    EXPECT_EQ((*hits)[0].uri.str(), "strata://resources/k/a");
+  }
+  {
+    // A store made by a remote model: refused, naming it, and left as it was.
+    auto remote = std::make_shared<HookedEmbedder>("openai:text-embedding-3-small:64");
+    auto made = OpenSqliteOrPg(remote);
+    ASSERT_OK(made);
+  }
+  const std::string remote_generation = generation();
+  auto refused = open_keeping(std::shared_ptr<Embedder>(NewLocalHashedEmbedder()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("made by the embedding model \"openai:text-embedding-3-small:64\""),
+            std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(generation(), remote_generation);
+  Reopen();
+}
+
 // A NUL is valid UTF-8 but no PostgreSQL text holds it: SQLite stored it, PostgreSQL failed naming a
 // statement's parameter. Both refuse it now, in the same words, before anything is written.
 TEST_P(StoreTest, ANulCharacterIsRefusedAlikeOnEveryBackend) {

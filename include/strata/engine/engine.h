@@ -68,8 +68,12 @@ struct EngineOptions {
   // (postgres://… or postgresql://…): the store, sessions, queue and audit log as tables in that database,
   // shared by every Strata instance that opens it (docs/formats/postgres.md).
   std::string data_dir = "strata-data";
-  // The embedder: "local[:DIM]", "openai:MODEL", "ollama:MODEL", "gemini:MODEL" (memory/embedder.h) …
-  std::string embedder = "local";
+  // The embedder: "local[:DIM]", "openai:MODEL", "ollama:MODEL", "gemini:MODEL" (memory/embedder.h); one
+  // other than the store's re-embeds every node. Empty (the default): the store's own — the local embedder of
+  // its dimension, or refused (kFailedPrecondition naming the model) for a remote model — and "local" for a
+  // new store: a CLI run or a second instance without --embedder never re-embeds a store served with
+  // another model …
+  std::string embedder;
   // … or this one, when set (tests, programs with their own).
   std::shared_ptr<memory::Embedder> embedder_instance;
   // The model for summaries, extraction and dedup (provider_config.h) …

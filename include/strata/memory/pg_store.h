@@ -32,6 +32,10 @@ struct PgStoreOptions {
   // Embeds node text; nullptr → NewLocalHashedEmbedder(). Opening with a different model id re-embeds
   // every node before returning.
   std::shared_ptr<Embedder> embedder;
+  // No embedder was chosen (the engine's default): a store that records another model keeps it — the local
+  // embedder of its dimension, or kFailedPrecondition naming a remote model — instead of re-embedding every
+  // node, which an instance serving the store with its own model would then refuse to read.
+  bool keep_stored_model = false;
   int hnsw_m = 16;
   int hnsw_ef_construction = 200;
   int hnsw_ef_search = 64;

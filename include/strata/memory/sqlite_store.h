@@ -31,6 +31,10 @@ struct SqliteStoreOptions {
   // Embeds node text; nullptr → NewLocalHashedEmbedder(). Opening with a different model id re-embeds
   // every node (batched, through the cache) before returning.
   std::shared_ptr<Embedder> embedder;
+  // No embedder was chosen (the engine's default): a store that records another model keeps it — the local
+  // embedder of its dimension, or kFailedPrecondition naming a remote model — instead of re-embedding every
+  // node, which an instance serving the store with its own model would then refuse to read.
+  bool keep_stored_model = false;
   // FULL: a committed call survives power loss; NORMAL: it survives a process crash (WAL), faster.
   bool synchronous_full = true;
   std::chrono::milliseconds busy_timeout{5000};  // Waiting for another process's write lock; then kUnavailable.

@@ -782,8 +782,11 @@ class PgStore final : public ContextStore {
 
   // Waits for a snapshot of the vector index being saved (the only thing an instance keeps for later) and
   // returns how the last one went.
-  // Waits for the snapshot being saved, after asking for one when this instance wrote vectors since the
-  // newest: a bulk load that ends with Flush leaves a snapshot a new instance needs no catching up from.
+  // Waits for the snapshot being saved, after asking for one when this instance wrote at least
+  // snapshot_after_bulk vectors since the newest: a bulk load that ends with Flush leaves a snapshot a new
+  // instance needs no catching up from. Fewer are caught up from the change feed by the next instance: a
+  // snapshot is the whole graph (hundreds of MB at a million nodes), and every CLI `remember` or instance
+  // shutdown uploaded one for a single vector.
   Status Flush() override {
     bool bulk = false;
     {
@@ -801,7 +804,8 @@ class PgStore final : public ContextStore {
     bool wrote = false;
     {
       auto index_lock = ReadIndex();
-      wrote = options_.index_snapshots && index_ && index_generation_ >= 0 && written_since_snapshot_ > 0;
+      wrote = options_.index_snapshots && index_ && index_generation_ >= 0 && options_.snapshot_after_bulk > 0 &&
+              written_since_snapshot_ >= options_.snapshot_after_bulk;
     }
     if (wrote) RequestSnapshot();
     std::unique_lock lock(snapshot_mu_);
@@ -1579,19 +1583,53 @@ class PgStore final : public ContextStore {
     }
   }
 
+  // Forgets the changes counted towards a snapshot (`changes` and `written` of them) once one is saved or
+  // another instance's covers them.
+  void ForgetCountedChanges(int64_t changes, int64_t written, int64_t newest_generation) {
+    auto index_lock = WriteIndex();
+    changed_since_snapshot_ = std::max<int64_t>(0, changed_since_snapshot_ - changes);
+    written_since_snapshot_ = std::max<int64_t>(0, written_since_snapshot_ - written);
+    seen_snapshot_generation_ = std::max(seen_snapshot_generation_, newest_generation);
+  }
+
   // Writes the index as it is now to a scratch file (searches go on; writes wait), then stores it with its
-  // generation in one transaction that also drops the older snapshots. Skipped when another instance is
-  // saving one, or a snapshot at this generation or later exists.
+  // generation in one transaction that also drops the older snapshots. Skipped, its counted changes
+  // forgotten, when another instance is saving one or saved one since this instance's baseline: with N
+  // instances each counted the others' changes too and uploaded the whole graph, N uploads where one does.
   Status SaveSnapshot() {
     ScratchFile file;
-    int64_t generation = -1, live = 0, changes = 0, written = 0;
+    int64_t generation = -1, live = 0, changes = 0, written = 0, baseline = -1;
     {
       auto index_lock = ReadIndex();
       if (!index_ || index_generation_ < 0) return Status::Ok();  // Nothing consistent to save yet.
       generation = index_generation_;
-      live = static_cast<int64_t>(index_->size());
       changes = changed_since_snapshot_;
       written = written_since_snapshot_;
+      baseline = std::max(snapshot_generation_, seen_snapshot_generation_);
+    }
+    {
+      // Asked first, before the graph is written out (seconds at scale, writes waiting).
+      STRATA_ASSIGN_OR_RETURN(Lease c, Take());
+      STRATA_ASSIGN_OR_RETURN(
+          pg::Rows newest,
+          c->Exec("SELECT coalesce(max(generation), -1) FROM store_index_snapshots WHERE model = $1 AND dim = $2",
+                  {model_, embedder_->dimension()}));
+      STRATA_ASSIGN_OR_RETURN(int64_t newest_generation, newest.Int(0, 0));
+      // Another instance saved one since this one's baseline: it holds what this one caught up from the
+      // others; this one's own writes, unless a bulk load's worth, are caught up from the feed by the next.
+      // (No baseline: this instance built its index from the table, the snapshot there unusable or absent
+      // when it started; it replaces it.)
+      const bool own_bulk = options_.snapshot_after_bulk > 0 && written >= options_.snapshot_after_bulk;
+      if (newest_generation >= generation || (baseline >= 0 && newest_generation > baseline && !own_bulk)) {
+        ForgetCountedChanges(changes, written, newest_generation);
+        return Status::Ok();
+      }
+    }
+    {
+      auto index_lock = ReadIndex();
+      if (!index_ || index_generation_ < 0) return Status::Ok();
+      generation = index_generation_;
+      live = static_cast<int64_t>(index_->size());
       STRATA_RETURN_IF_ERROR(index_->SaveGraph(file.path));
     }
     std::error_code ec;
@@ -1602,7 +1640,10 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_ASSIGN_OR_RETURN(pg::Rows locked, c->Exec(kSnapshotLock));
     STRATA_ASSIGN_OR_RETURN(std::string got_lock, locked.Text(0, 0));
-    if (got_lock != "t") return Status::Ok();  // Another instance is saving one.
+    if (got_lock != "t") {  // Another instance is saving one: these changes are its (asking again at once spun).
+      ForgetCountedChanges(changes, 0, -1);
+      return Status::Ok();
+    }
     STRATA_ASSIGN_OR_RETURN(
         pg::Rows newest,
         c->Exec("SELECT coalesce(max(generation), -1) FROM store_index_snapshots WHERE model = $1 AND dim = $2",
@@ -1632,9 +1673,7 @@ class PgStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_index_snapshots WHERE id <> $1", {id}).status());
     }
     STRATA_RETURN_IF_ERROR(txn.Commit());
-    auto index_lock = WriteIndex();
-    changed_since_snapshot_ = std::max<int64_t>(0, changed_since_snapshot_ - changes);
-    written_since_snapshot_ = std::max<int64_t>(0, written_since_snapshot_ - written);
+    ForgetCountedChanges(changes, written, std::max(newest_generation, generation));
     return Status::Ok();
   }
 
@@ -1719,6 +1758,8 @@ class PgStore final : public ContextStore {
   // The snapshot index_ was loaded from (-1: built from the table); vectors changed in index_ since the
   // newest snapshot. Guarded by index_mu_.
   int64_t snapshot_generation_ = -1;
+  // The newest snapshot generation this instance saved or saw saved by another (SaveSnapshot's baseline).
+  int64_t seen_snapshot_generation_ = -1;
   int64_t changed_since_snapshot_ = 0;
   int64_t unindexed_written_ = 0;  // Vectors written while no index was built (a bulk load's; index_mu_).
   int64_t written_since_snapshot_ = 0;  // Of those, written by this instance (Flush saves a snapshot for them).

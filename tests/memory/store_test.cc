@@ -2424,22 +2424,22 @@ TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
   ASSERT_OK(stats);
   EXPECT_EQ(stats->index_snapshot_generation, -1);
 
-  // An instance's own writes are saved by its Flush (the end of a bulk load), however few: the next
-  // instance then has nothing to catch up.
+  // A few writes of an instance are not worth a snapshot (the whole graph) at its Flush: the next instance
+  // catches them up from the change feed. (Every CLI `remember` and every instance's shutdown uploaded one.)
   auto e = OpenPgStore(*url, options);
   ASSERT_OK(e);
   EXPECT_EQ(NearestUri(**e, "snapshot note 42"), "strata://resources/s/n42");
   ASSERT_OK((*e)->Write(U("strata://resources/s/tapir"), "a tapir written by the fifth instance"));
   ASSERT_OK((*e)->Flush());
+  e->reset();
   std::vector<int64_t> flushed = snapshot_rows();
-  ASSERT_EQ(flushed.size(), 1u);
-  EXPECT_GT(flushed[0], replaced[0]);
+  EXPECT_EQ(flushed, replaced) << "one vector uploaded the whole graph";
   auto f = OpenPgStore(*url, options);
   ASSERT_OK(f);
   EXPECT_EQ(NearestUri(**f, "a tapir written by the fifth instance"), "strata://resources/s/tapir");
   stats = (*f)->GetStats();
   ASSERT_OK(stats);
-  EXPECT_EQ(stats->index_snapshot_generation, flushed[0]);
+  EXPECT_EQ(stats->index_snapshot_generation, replaced[0]);
 
   // A bulk load by an instance that never searches (`strata memory add`) builds the index in its Flush and
   // saves it: before, nothing was saved, and every new instance caught up vector by vector on its first
@@ -2467,6 +2467,43 @@ TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
   ASSERT_OK((*few)->Write(U("strata://resources/bulk/one"), "one more"));
   ASSERT_OK((*few)->Flush());
   EXPECT_EQ(snapshot_rows(), after_bulk);
+}
+
+// Instances on one database count the changes they catch up from each other towards a snapshot: the first
+// to reach snapshot_every saves one, and the others, finding it, forget theirs instead of each uploading
+// the whole graph again (N uploads per snapshot_every changes with N instances).
+TEST(PgStore, OneSnapshotServesEveryInstance) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(64));
+  PgStoreOptions options{.embedder = embedder, .exact_search_below = 0, .snapshot_every = 40};
+  auto saves = [&]() -> int64_t {  // Snapshots ever saved (ids are a sequence; older rows are dropped).
+    auto conn = pg::Conn::Connect(*url);
+    EXPECT_OK(conn);
+    auto r = (*conn)->Exec("SELECT coalesce(max(id), 0) FROM store_index_snapshots");
+    EXPECT_OK(r);
+    return r.ok() ? *r->Int(0, 0) : -1;
+  };
+  auto a = OpenPgStore(*url, options);
+  auto b = OpenPgStore(*url, options);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  ASSERT_OK((*a)->Write(U("strata://resources/o/first"), "the first note"));
+  EXPECT_EQ(NearestUri(**a, "the first note"), "strata://resources/o/first");  // Both build their index,
+  EXPECT_EQ(NearestUri(**b, "the first note"), "strata://resources/o/first");  // and save it (or find it saved).
+  ASSERT_OK((*a)->Flush());
+  ASSERT_OK((*b)->Flush());
+  const int64_t after_builds = saves();
+  ASSERT_GE(after_builds, 1);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_OK((*a)->Write(U("strata://resources/o/n" + std::to_string(i)), "note number " + std::to_string(i)));
+  }
+  EXPECT_EQ(NearestUri(**a, "note number 7"), "strata://resources/o/n7");  // a passes snapshot_every,
+  ASSERT_OK((*a)->Flush());                                                  // and saves one.
+  EXPECT_EQ(saves(), after_builds + 1);
+  EXPECT_EQ(NearestUri(**b, "note number 9"), "strata://resources/o/n9");  // b catches the 50 up,
+  ASSERT_OK((*b)->Flush());                                                  // and finds a's snapshot.
+  EXPECT_EQ(saves(), after_builds + 1) << "the second instance uploaded the graph again";
 }
 
 TEST(PgStore, ReconnectsAfterADatabaseRestartAndKeepsCommittedWrites) {

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -108,10 +109,40 @@ std::vector<Json> ChangeViews(const std::vector<session::MemoryChange>& changes)
   return out;
 }
 
-// seconds (float) → milliseconds; negative is an error naming `name`.
-std::chrono::milliseconds Seconds(double seconds, const char* name) {
-  if (!(seconds >= 0)) Raise(Status::InvalidArgument(std::string(name) + " must be 0 or more seconds"));
+// An option of seconds, a real number in [min, max] (as the CLI's range for it): a bool, a string, inf or
+// NaN is an error naming the option (inf reached a cast to int64_t, and a lease of 1e300 s expired at once).
+std::chrono::milliseconds SecondsArg(py::handle value, const char* name, double min, double max) {
+  const std::string range = std::string(name) + " must be a number of seconds from " +
+                            std::to_string(static_cast<int64_t>(min)) + " to " + std::to_string(static_cast<int64_t>(max));
+  PyObject* o = value.ptr();
+  if (PyBool_Check(o) || !(PyFloat_Check(o) || PyLong_Check(o))) {
+    Raise(Status::InvalidArgument(range + ", not " + std::string(py::str(py::type::of(value).attr("__name__")))));
+  }
+  const double seconds = PyFloat_AsDouble(o);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    Raise(Status::InvalidArgument(range));
+  }
+  if (!std::isfinite(seconds) || seconds < min || seconds > max) {
+    Raise(Status::InvalidArgument(range + ", not " + std::string(py::str(py::repr(value)))));
+  }
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// A count that is 0 or more (0: never), as the CLI's NonNegative options.
+int64_t CountArg(py::handle value, const char* name) {
+  const int64_t n = IntArg(value, name);
+  if (n < 0) Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be 0 or more, not " + std::to_string(n)));
+  return n;
+}
+
+// A flag: a bool (a truthy string or number is a mistake to name, not to take).
+bool BoolArg(py::handle value, const std::string& name) {
+  if (!PyBool_Check(value.ptr())) {
+    Raise(Status::InvalidArgument(name + " must be True or False, not " +
+                                  std::string(py::str(py::type::of(value).attr("__name__")))));
+  }
+  return value.ptr() == Py_True;
 }
 
 class PyTurn {
@@ -690,15 +721,25 @@ EngineOptions OptionsFrom(const std::string& data, const std::string& embedder, 
     else if (k == "script") o.provider.script = str();
     else if (k == "record") o.provider.record = str();
     else if (k == "replay") o.provider.replay = str();
-    else if (k == "read_only") o.read_only = value.cast<bool>();
-    else if (k == "prompt_dirs") o.prompt_dirs = value.cast<std::vector<std::string>>();
-    else if (k == "ignore_prompt_env") o.ignore_prompt_env = value.cast<bool>();
+    else if (k == "read_only") o.read_only = BoolArg(value, k);
+    else if (k == "prompt_dirs") {
+      if (PyUnicode_Check(value.ptr()) || !py::isinstance<py::sequence>(value)) {
+        Raise(Status::InvalidArgument("prompt_dirs must be a list of directories, not " +
+                                      std::string(py::str(py::type::of(value).attr("__name__")))));
+      }
+      o.prompt_dirs.clear();
+      for (py::handle dir : value) {
+        if (!PyUnicode_Check(dir.ptr())) Raise(Status::InvalidArgument("prompt_dirs must hold strings"));
+        o.prompt_dirs.push_back(dir.cast<std::string>());
+      }
+    }
+    else if (k == "ignore_prompt_env") o.ignore_prompt_env = BoolArg(value, k);
     else if (k == "shipped_prompts_dir") o.shipped_prompts_dir = str();
-    else if (k == "busy_timeout") o.busy_timeout = Seconds(value.cast<double>(), "busy_timeout");
-    else if (k == "commit_after_tokens") o.commit_policy.after_tokens = value.cast<int64_t>();
-    else if (k == "commit_after_turns") o.commit_policy.after_turns = value.cast<int64_t>();
-    else if (k == "commit_after_idle") o.commit_policy.after_idle = Seconds(value.cast<double>(), "commit_after_idle");
-    else if (k == "job_lease") o.queue.lease = Seconds(value.cast<double>(), "job_lease");
+    else if (k == "busy_timeout") o.busy_timeout = SecondsArg(value, "busy_timeout", 0, 86'400);
+    else if (k == "commit_after_tokens") o.commit_policy.after_tokens = CountArg(value, "commit_after_tokens");
+    else if (k == "commit_after_turns") o.commit_policy.after_turns = CountArg(value, "commit_after_turns");
+    else if (k == "commit_after_idle") o.commit_policy.after_idle = SecondsArg(value, "commit_after_idle", 0, 31'536'000);
+    else if (k == "job_lease") o.queue.lease = SecondsArg(value, "job_lease", 1, 86'400);
     else Raise(Status::InvalidArgument("Engine.open() got an unknown option " + k));
   }
   if (o.shipped_prompts_dir.empty()) {

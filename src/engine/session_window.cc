@@ -175,6 +175,12 @@ Status CheckSessionContextOptions(const SessionContextOptions& options) {
                                    ") must be at least 0 and less than the window (" +
                                    std::to_string(options.max_context_tokens) + ")");
   }
+  // Checked before any arithmetic with it (room = window - reserve - reserved overflowed for -2^63).
+  if (options.reserved_tokens < 0 || options.reserved_tokens > options.max_context_tokens) {
+    return Status::InvalidArgument("the tokens sent beside the messages (" + std::to_string(options.reserved_tokens) +
+                                   ") must be at least 0 and at most the window (" +
+                                   std::to_string(options.max_context_tokens) + ")");
+  }
   return Status::Ok();
 }
 

@@ -340,7 +340,13 @@ Result<ExportReport> ExportMarkdown(ContextStore& store, const Uri& root, const 
       ++report.directories;
     } else {
       fs::path parent = path.parent_path();
-      const std::string file = leaf_files[node.uri.Parent().str()].at(std::string(node.uri.name()));
+      // Named when it was listed; a directory there then (a concurrent change) has no file name of its own.
+      const auto& files = leaf_files[node.uri.Parent().str()];
+      auto named = files.find(std::string(node.uri.name()));
+      if (named == files.end()) {
+        return Status::Aborted("export: " + node.uri.str() + " changed while it was exported; export again");
+      }
+      const std::string file = named->second;
       STRATA_RETURN_IF_ERROR(write(parent / file, node.content));
       std::string stem = file.substr(0, file.size() - 3);
       STRATA_RETURN_IF_ERROR(write(parent / (stem + std::string(kAbstractSuffix)), node.abstract_text));

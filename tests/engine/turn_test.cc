@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <atomic>
 #include <thread>
 
@@ -496,6 +498,17 @@ TEST_F(TurnTest, ATurnThatDoesNotFitIsRefusedAndNamesTheWindow) {
   EXPECT_NE(engine_->BeginTurn("chat-1", std::move(encoding)).status().message().find("no_such_encoding"),
             std::string::npos);
   EXPECT_EQ(engine_->BeginTurn("bad/id", Ask("x")).status().code(), StatusCode::kInvalidArgument);
+  // Tokens sent beside the messages out of range are named before any sum with them (-2^63 overflowed the
+  // room left for memories).
+  for (int64_t reserved : {std::numeric_limits<int64_t>::min(), int64_t{-1}, std::numeric_limits<int64_t>::max()}) {
+    TurnRequest odd = Ask("x");
+    odd.reserved_tokens = reserved;
+    auto refused = engine_->BeginTurn("chat-1", std::move(odd));
+    ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << reserved;
+    EXPECT_NE(refused.status().message().find("the tokens sent beside the messages (" + std::to_string(reserved) + ")"),
+              std::string::npos) << refused.status().message();
+  }
+  EXPECT_TRUE(Log("chat-1").empty());
 }
 
 TEST_F(TurnTest, MemoriesOfTheOwnerAreRecalledIntoTheSystemPrompt) {

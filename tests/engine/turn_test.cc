@@ -6,9 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <atomic>
+#include <limits>
 #include <thread>
 
 #include "strata/engine/engine.h"

@@ -112,7 +112,7 @@ std::vector<Json> ChangeViews(const std::vector<session::MemoryChange>& changes)
 // An option of seconds, a real number in [min, max] (as the CLI's range for it): a bool, a string, inf or
 // NaN is an error naming the option (inf reached a cast to int64_t, and a lease of 1e300 s expired at once).
 std::chrono::milliseconds SecondsArg(py::handle value, const char* name, double min, double max) {
-  const std::string range = std::string(name) + " must be a number of seconds from " +
+  const std::string range = "\"" + std::string(name) + "\" must be a number of seconds from " +
                             std::to_string(static_cast<int64_t>(min)) + " to " + std::to_string(static_cast<int64_t>(max));
   PyObject* o = value.ptr();
   if (PyBool_Check(o) || !(PyFloat_Check(o) || PyLong_Check(o))) {
@@ -139,7 +139,7 @@ int64_t CountArg(py::handle value, const char* name) {
 // A flag: a bool (a truthy string or number is a mistake to name, not to take).
 bool BoolArg(py::handle value, const std::string& name) {
   if (!PyBool_Check(value.ptr())) {
-    Raise(Status::InvalidArgument(name + " must be True or False, not " +
+    Raise(Status::InvalidArgument("\"" + name + "\" must be True or False, not " +
                                   std::string(py::str(py::type::of(value).attr("__name__")))));
   }
   return value.ptr() == Py_True;
@@ -724,12 +724,12 @@ EngineOptions OptionsFrom(const std::string& data, const std::string& embedder, 
     else if (k == "read_only") o.read_only = BoolArg(value, k);
     else if (k == "prompt_dirs") {
       if (PyUnicode_Check(value.ptr()) || !py::isinstance<py::sequence>(value)) {
-        Raise(Status::InvalidArgument("prompt_dirs must be a list of directories, not " +
+        Raise(Status::InvalidArgument("\"prompt_dirs\" must be a list of directories, not " +
                                       std::string(py::str(py::type::of(value).attr("__name__")))));
       }
       o.prompt_dirs.clear();
       for (py::handle dir : value) {
-        if (!PyUnicode_Check(dir.ptr())) Raise(Status::InvalidArgument("prompt_dirs must hold strings"));
+        if (!PyUnicode_Check(dir.ptr())) Raise(Status::InvalidArgument("\"prompt_dirs\" must hold strings"));
         o.prompt_dirs.push_back(dir.cast<std::string>());
       }
     }
@@ -738,7 +738,7 @@ EngineOptions OptionsFrom(const std::string& data, const std::string& embedder, 
     else if (k == "busy_timeout") o.busy_timeout = SecondsArg(value, "busy_timeout", 0, 86'400);
     else if (k == "commit_after_tokens") o.commit_policy.after_tokens = CountArg(value, "commit_after_tokens");
     else if (k == "commit_after_turns") o.commit_policy.after_turns = CountArg(value, "commit_after_turns");
-    else if (k == "commit_after_idle") o.commit_policy.after_idle = SecondsArg(value, "commit_after_idle", 0, 31'536'000);
+    else if (k == "commit_after_idle") o.commit_policy.after_idle = SecondsArg(value, "commit_after_idle", 0, 1e12);
     else if (k == "job_lease") o.queue.lease = SecondsArg(value, "job_lease", 1, 86'400);
     else Raise(Status::InvalidArgument("Engine.open() got an unknown option " + k));
   }

@@ -28,9 +28,9 @@ class Turn:
     def __exit__(self, *exc: object) -> None: ...
 
 class Engine:
-    def __init__(self, data: str = "strata-data", *, embedder: str = "local", **options: Any) -> None: ...
+    def __init__(self, data: str = "strata-data", *, embedder: str = "", **options: Any) -> None: ...
     @staticmethod
-    def open(data: str = "strata-data", *, embedder: str = "local", provider: str = ..., model: str = ...,
+    def open(data: str = "strata-data", *, embedder: str = "", provider: str = ..., model: str = ...,
              base_url: str = ..., api_key_env: str = ..., provider_options: Mapping[str, Any] | str = ...,
              config_file: str = ..., script: str = ..., record: str = ..., replay: str = ...,
              read_only: bool = False, prompt_dirs: Sequence[str] = ..., ignore_prompt_env: bool = False,

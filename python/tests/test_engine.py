@@ -91,16 +91,16 @@ def test_errors_are_the_status_classes(engine):
         strata.Engine.open(engine.data, no_such_option=1)
     # Options are read as the CLI reads its flags, each error naming the option (a lease of inf reached a
     # cast to int64_t, 0 let any worker take a running job, "5" was pybind's "Unable to cast").
-    for options, said in [({"job_lease": float("inf")}, "job_lease must be a number of seconds from 1 to 86400, not inf"),
-                          ({"job_lease": 0}, "job_lease must be a number of seconds from 1 to 86400, not 0"),
-                          ({"busy_timeout": 1e9}, "busy_timeout must be a number of seconds from 0 to 86400"),
-                          ({"busy_timeout": "5"}, "busy_timeout must be a number of seconds from 0 to 86400, not str"),
-                          ({"commit_after_idle": float("nan")}, "commit_after_idle must be a number of seconds"),
+    for options, said in [({"job_lease": float("inf")}, '"job_lease" must be a number of seconds from 1 to 86400, not inf'),
+                          ({"job_lease": 0}, '"job_lease" must be a number of seconds from 1 to 86400, not 0'),
+                          ({"busy_timeout": 1e9}, '"busy_timeout" must be a number of seconds from 0 to 86400'),
+                          ({"busy_timeout": "5"}, '"busy_timeout" must be a number of seconds from 0 to 86400, not str'),
+                          ({"commit_after_idle": float("nan")}, '"commit_after_idle" must be a number of seconds'),
                           ({"commit_after_tokens": -5}, '"commit_after_tokens" must be 0 or more, not -5'),
                           ({"commit_after_turns": 2**64}, '"commit_after_turns" must be an integer of at most 64 bits'),
                           ({"commit_after_turns": True}, '"commit_after_turns" must be an integer, not a bool'),
-                          ({"read_only": "yes"}, "read_only must be True or False, not str"),
-                          ({"prompt_dirs": "dir"}, "prompt_dirs must be a list of directories, not str")]:
+                          ({"read_only": "yes"}, '"read_only" must be True or False, not str'),
+                          ({"prompt_dirs": "dir"}, '"prompt_dirs" must be a list of directories, not str')]:
         with pytest.raises(strata.InvalidArgumentError) as error:
             strata.Engine.open(engine.data, **options)
         assert said in str(error.value), (options, str(error.value))

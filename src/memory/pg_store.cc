@@ -248,9 +248,7 @@ class PgStore final : public ContextStore {
       STRATA_ASSIGN_OR_RETURN(stored_model, MetaGet(*c, "embed_model"));
       // PgStoreOptions::keep_stored_model: the embedder becomes the store's own (EmbedderForStore).
       if (options_.keep_stored_model && stored_model != model_) {
-        STRATA_ASSIGN_OR_RETURN(pg::Rows any, c->Exec("SELECT EXISTS (SELECT 1 FROM store_vectors)"));
-        STRATA_ASSIGN_OR_RETURN(std::string has, any.Text(0, 0));
-        STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model, has == "t"));
+        STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model));
         model_ = embedder_->model_id();
       }
     }
@@ -807,7 +805,7 @@ class PgStore final : public ContextStore {
       wrote = options_.index_snapshots && index_ && index_generation_ >= 0 && options_.snapshot_after_bulk > 0 &&
               written_since_snapshot_ >= options_.snapshot_after_bulk;
     }
-    if (wrote) RequestSnapshot();
+    if (wrote) RequestSnapshot(/*whatever_counted=*/true);
     std::unique_lock lock(snapshot_mu_);
     snapshot_cv_.wait(lock, [&] { return !snapshot_due_ && !snapshot_busy_; });
     return snapshot_status_;
@@ -1466,13 +1464,16 @@ class PgStore final : public ContextStore {
           STRATA_RETURN_IF_ERROR(CatchUpLocked(&applied));
           // A start that caught up a long way (a bulk load since the snapshot) saves where it got to, so
           // that the next instance does not repeat it.
-          if (options_.snapshot_after_bulk > 0 && applied >= options_.snapshot_after_bulk) RequestSnapshot();
+          if (options_.snapshot_after_bulk > 0 && applied >= options_.snapshot_after_bulk) {
+            RequestSnapshot(/*whatever_counted=*/true);
+          }
           return Status::Ok();
         }
         // No snapshot, or one that cannot be used (then it is replaced after this build): from the table.
         index_.reset();
         index_generation_ = -1;
         snapshot_generation_ = -1;
+        replace_snapshot_ = loaded.code() == StatusCode::kDataLoss;
       }
       return RebuildIndexLocked();
     }
@@ -1536,7 +1537,7 @@ class PgStore final : public ContextStore {
     index_generation_ = generation;
     indexed_through_ = generation;
     // Built whole from the table: the next instance should not have to.
-    if (options_.index_snapshots && index_->size() > 0) RequestSnapshot();
+    if (options_.index_snapshots && index_->size() > 0) RequestSnapshot(/*whatever_counted=*/true);
     return Status::Ok();
   }
 
@@ -1551,9 +1552,13 @@ class PgStore final : public ContextStore {
     }
   }
 
-  void RequestSnapshot() {
+  // Asks the snapshot thread for a save: after snapshot_every counted changes (a request that is stale by
+  // the time it runs, the count already saved, is dropped), or `whatever_counted` (a build from the table,
+  // a long catch-up, a bulk load's Flush).
+  void RequestSnapshot(bool whatever_counted = false) {
     std::lock_guard lock(snapshot_mu_);
     if (snapshot_stop_) return;
+    if (whatever_counted) snapshot_forced_ = true;
     if (!snapshot_thread_.joinable()) {
       try {
         snapshot_thread_ = std::thread([this] { SnapshotLoop(); });
@@ -1574,8 +1579,9 @@ class PgStore final : public ContextStore {
       if (snapshot_stop_) return;
       snapshot_due_ = false;
       snapshot_busy_ = true;
+      const bool forced = std::exchange(snapshot_forced_, false);
       lock.unlock();
-      Status saved = SaveSnapshot();
+      Status saved = SaveSnapshot(forced);
       lock.lock();
       snapshot_busy_ = false;
       snapshot_status_ = saved;
@@ -1584,21 +1590,32 @@ class PgStore final : public ContextStore {
   }
 
   // Forgets the changes counted towards a snapshot (`changes` and `written` of them) once one is saved or
-  // another instance's covers them.
+  // another instance's covers them (then no unusable snapshot is left to replace either).
   void ForgetCountedChanges(int64_t changes, int64_t written, int64_t newest_generation) {
     auto index_lock = WriteIndex();
     changed_since_snapshot_ = std::max<int64_t>(0, changed_since_snapshot_ - changes);
     written_since_snapshot_ = std::max<int64_t>(0, written_since_snapshot_ - written);
     seen_snapshot_generation_ = std::max(seen_snapshot_generation_, newest_generation);
+    replace_snapshot_ = false;
+  }
+
+  // The generation of the newest snapshot of this model's index (-1: none).
+  Result<int64_t> NewestSnapshotGeneration(pg::Conn& c) {
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows newest,
+        c.Exec("SELECT coalesce(max(generation), -1) FROM store_index_snapshots WHERE model = $1 AND dim = $2",
+               {model_, embedder_->dimension()}));
+    return newest.Int(0, 0);
   }
 
   // Writes the index as it is now to a scratch file (searches go on; writes wait), then stores it with its
   // generation in one transaction that also drops the older snapshots. Skipped, its counted changes
   // forgotten, when another instance is saving one or saved one since this instance's baseline: with N
   // instances each counted the others' changes too and uploaded the whole graph, N uploads where one does.
-  Status SaveSnapshot() {
+  Status SaveSnapshot(bool forced) {
     ScratchFile file;
-    int64_t generation = -1, live = 0, changes = 0, written = 0, baseline = -1;
+    int64_t generation = -1, live = 0, changes = 0, written = 0, baseline = -1, seen = -1;
+    bool replace = false;
     {
       auto index_lock = ReadIndex();
       if (!index_ || index_generation_ < 0) return Status::Ok();  // Nothing consistent to save yet.
@@ -1606,22 +1623,21 @@ class PgStore final : public ContextStore {
       changes = changed_since_snapshot_;
       written = written_since_snapshot_;
       baseline = std::max(snapshot_generation_, seen_snapshot_generation_);
+      replace = replace_snapshot_;
     }
+    // Asked for by the count while a save ran, which took those changes: nothing is due now (each change
+    // past the threshold asked again, and a second whole graph followed the first).
+    if (!forced && !replace && (options_.snapshot_every <= 0 || changes < options_.snapshot_every)) return Status::Ok();
     {
       // Asked first, before the graph is written out (seconds at scale, writes waiting).
       STRATA_ASSIGN_OR_RETURN(Lease c, Take());
-      STRATA_ASSIGN_OR_RETURN(
-          pg::Rows newest,
-          c->Exec("SELECT coalesce(max(generation), -1) FROM store_index_snapshots WHERE model = $1 AND dim = $2",
-                  {model_, embedder_->dimension()}));
-      STRATA_ASSIGN_OR_RETURN(int64_t newest_generation, newest.Int(0, 0));
+      STRATA_ASSIGN_OR_RETURN(seen, NewestSnapshotGeneration(*c));
       // Another instance saved one since this one's baseline: it holds what this one caught up from the
       // others; this one's own writes, unless a bulk load's worth, are caught up from the feed by the next.
-      // (No baseline: this instance built its index from the table, the snapshot there unusable or absent
-      // when it started; it replaces it.)
+      // (Unless the snapshot there when this instance started was unusable: this one replaces it.)
       const bool own_bulk = options_.snapshot_after_bulk > 0 && written >= options_.snapshot_after_bulk;
-      if (newest_generation >= generation || (baseline >= 0 && newest_generation > baseline && !own_bulk)) {
-        ForgetCountedChanges(changes, written, newest_generation);
+      if (seen >= generation || (seen > baseline && !own_bulk && !replace)) {
+        ForgetCountedChanges(changes, written, seen);
         return Status::Ok();
       }
     }
@@ -1640,15 +1656,14 @@ class PgStore final : public ContextStore {
     STRATA_RETURN_IF_ERROR(txn.Begin());
     STRATA_ASSIGN_OR_RETURN(pg::Rows locked, c->Exec(kSnapshotLock));
     STRATA_ASSIGN_OR_RETURN(std::string got_lock, locked.Text(0, 0));
-    if (got_lock != "t") {  // Another instance is saving one: these changes are its (asking again at once spun).
-      ForgetCountedChanges(changes, 0, -1);
+    if (got_lock != "t") {
+      // Another instance is saving one, of about this generation (both are caught up): these changes are its,
+      // and the baseline moves just below this generation, so that its snapshot, once seen, counts as newer
+      // (asking again at once spun; keeping the old baseline uploaded once more).
+      ForgetCountedChanges(changes, 0, std::max(seen, generation - 1));
       return Status::Ok();
     }
-    STRATA_ASSIGN_OR_RETURN(
-        pg::Rows newest,
-        c->Exec("SELECT coalesce(max(generation), -1) FROM store_index_snapshots WHERE model = $1 AND dim = $2",
-                {model_, embedder_->dimension()}));
-    STRATA_ASSIGN_OR_RETURN(int64_t newest_generation, newest.Int(0, 0));
+    STRATA_ASSIGN_OR_RETURN(int64_t newest_generation, NewestSnapshotGeneration(*c));
     if (newest_generation < generation) {
       STRATA_ASSIGN_OR_RETURN(
           pg::Rows id_row,
@@ -1760,6 +1775,9 @@ class PgStore final : public ContextStore {
   int64_t snapshot_generation_ = -1;
   // The newest snapshot generation this instance saved or saw saved by another (SaveSnapshot's baseline).
   int64_t seen_snapshot_generation_ = -1;
+  // The snapshot there when this instance built its index was unusable (damaged): its next save replaces
+  // it even if another instance saved one since.
+  bool replace_snapshot_ = false;
   int64_t changed_since_snapshot_ = 0;
   int64_t unindexed_written_ = 0;  // Vectors written while no index was built (a bulk load's; index_mu_).
   int64_t written_since_snapshot_ = 0;  // Of those, written by this instance (Flush saves a snapshot for them).
@@ -1768,6 +1786,7 @@ class PgStore final : public ContextStore {
   std::mutex snapshot_mu_;
   std::condition_variable snapshot_cv_;
   bool snapshot_due_ = false;   // Guarded by snapshot_mu_.
+  bool snapshot_forced_ = false;  // Guarded by snapshot_mu_: a due save not decided by the count (RequestSnapshot).
   bool snapshot_busy_ = false;  // Guarded by snapshot_mu_.
   bool snapshot_stop_ = false;  // Guarded by snapshot_mu_.
   Status snapshot_status_;      // The last save's. Guarded by snapshot_mu_.

@@ -153,9 +153,7 @@ class SqliteStore final : public ContextStore {
   // SqliteStoreOptions::keep_stored_model: the embedder becomes the store's own (EmbedderForStore).
   Status KeepStoredModel(const std::string& stored_model) {
     if (!options_.keep_stored_model || stored_model == model_) return Status::Ok();
-    Stmt any(db_, "SELECT EXISTS (SELECT 1 FROM vectors)");
-    STRATA_ASSIGN_OR_RETURN(bool row, any.Step());
-    STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model, row && any.Int(0) != 0));
+    STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model));
     model_ = embedder_->model_id();
     return Status::Ok();
   }

@@ -417,9 +417,8 @@ std::string_view TypeOfPlace(std::string_view uri) {
   return ContextTypeName(parsed.ok() ? InferContextType(*parsed) : ContextType::kResource);
 }
 
-Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model,
-                                                   bool has_vectors) {
-  if (stored_model.empty() || stored_model == given->model_id() || !has_vectors) return given;
+Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model) {
+  if (stored_model.empty() || stored_model == given->model_id()) return given;
   constexpr std::string_view kLocal = "local-hash-v1-";
   if (stored_model.starts_with(kLocal)) {
     int dim = 0;

@@ -104,11 +104,11 @@ Status ValidateMove(const Uri& from, const Uri& to);
 std::string_view TypeOfPlace(std::string_view uri);
 // The embedder a store opened with `given` uses, when its options keep the store's own model
 // (keep_stored_model: no embedder was chosen) and it records `stored_model`: `given` when that is the
-// model, or nothing is stored yet (no model, no vector); the local embedder of the recorded dimension for a
-// local model (nothing to re-embed); else kFailedPrecondition naming the model, since re-embedding a store
-// another instance may be serving with its own model is never done without being asked.
-Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model,
-                                                   bool has_vectors);
+// model, or none is recorded (a new store); the local embedder of the recorded dimension for a local model;
+// else kFailedPrecondition naming the model — also for a store without vectors yet, whose model a server
+// chose: re-embedding (or relabelling) a store another instance serves with its own model is never done
+// without being asked.
+Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model);
 
 // Checks that a link is allowed: not the root (no node), not a node to itself, a reason of valid UTF-8
 // without NUL (as a node's text).

@@ -260,18 +260,15 @@ class SqliteJobQueue final : public JobQueue {
 
   Status SkipIdsThrough(int64_t id) override {
     std::lock_guard lock(mu_);
-    STRATA_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+    Txn txn(db_);  // Rolled back unless committed, also when COMMIT itself fails.
+    STRATA_RETURN_IF_ERROR(txn.Begin());
     Stmt update(db_, "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'jobs'");
-    Status s = update.Bind(1, id).Run();
-    if (s.ok() && sqlite3_changes(db_.get()) == 0) {
+    STRATA_RETURN_IF_ERROR(update.Bind(1, id).Run());
+    if (sqlite3_changes(db_.get()) == 0) {
       Stmt insert(db_, "INSERT INTO sqlite_sequence(name, seq) VALUES ('jobs', ?1)");
-      s = insert.Bind(1, id).Run();
+      STRATA_RETURN_IF_ERROR(insert.Bind(1, id).Run());
     }
-    if (!s.ok()) {
-      (void)db_.Exec("ROLLBACK");
-      return s;
-    }
-    return db_.Exec("COMMIT");
+    return txn.Commit();
   }
 
   Result<std::optional<Job>> Get(int64_t id) override {

@@ -126,7 +126,9 @@ std::vector<std::string> ContextUris(const std::vector<Message>& messages) {
 
 // Removes the archive node phase 2 wrote at `uri` for a session deleted while it wrote (best effort: the
 // new session's CreateSession and delete clear the scope too). Only while it holds `transcript`: a new
-// session's own archive under the same name is its own. The history directory goes with it when empty.
+// session's own archive under the same name is its own. The history directory goes with it when empty (a
+// race left open: the newcomer's own phase 2 between its Mkdir of it and its write would re-create it
+// without its ordered mark).
 void TakeBackArchive(memory::ContextStore& store, const Uri& uri, std::string_view transcript) {
   Result<std::string> held = store.Read(uri, memory::Level::kContent);
   if (held.ok() && *held == transcript) (void)store.Remove(uri, /*recursive=*/false);

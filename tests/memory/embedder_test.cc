@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -29,7 +30,11 @@ class EmbeddingServer {
   std::atomic<int> largest_batch{0};
   std::atomic<int> fail_first{0};  // Answer this many requests with 429 first.
   std::atomic<bool> malformed{false};
-  std::string raw_reply;  // When set, the reply's body as it is.
+  // When set, the reply's body as it is (set by the test's thread, read by the server's).
+  void SetRawReply(std::string body) {
+    std::lock_guard lock(raw_mu_);
+    raw_reply_ = std::move(body);
+  }
   std::vector<Json> bodies;
 
  private:
@@ -51,9 +56,12 @@ class EmbeddingServer {
       res.set_content(R"({"data": "nope"})", "application/json");
       return;
     }
-    if (!raw_reply.empty()) {
-      res.set_content(raw_reply, "application/json");
-      return;
+    {
+      std::lock_guard lock(raw_mu_);
+      if (!raw_reply_.empty()) {
+        res.set_content(raw_reply_, "application/json");
+        return;
+      }
     }
     Json out;
     if (req.path.find(":batchEmbedContents") != std::string::npos) {
@@ -72,6 +80,8 @@ class EmbeddingServer {
     res.set_content(out.dump(), "application/json");
   }
 
+  std::mutex raw_mu_;
+  std::string raw_reply_;  // Guarded by raw_mu_.
   testing::HttpTestServer http_;  // Last: stops before the counters its handler touches go away.
 };
 
@@ -140,12 +150,12 @@ TEST(HttpEmbedder, RetriesRateLimitsAndReportsBadReplies) {
   EXPECT_NE(bad.status().message().find("expected \"data\" with 1 items"), std::string::npos) << bad.status().message();
   // A component no float holds (it became inf, and the normalised vector NaN) is a bad reply, named.
   server.malformed = false;
-  server.raw_reply = R"({"data": [{"index": 0, "embedding": [0.5, 1e39, 0.1]}]})";
+  server.SetRawReply(R"({"data": [{"index": 0, "embedding": [0.5, 1e39, 0.1]}]})");
   auto huge = (*e)->Embed(texts);
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("item 0 component 1 (1e+39) is not a finite float"), std::string::npos)
       << huge.status().message();
-  server.raw_reply.clear();
+  server.SetRawReply("");
   EXPECT_EQ(NewHttpEmbedder({.model = "m", .base_url = "ftp://x"}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(EmbedderFromSpec("bogus:x").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(EmbedderFromSpec("local:8").status().code(), StatusCode::kInvalidArgument);

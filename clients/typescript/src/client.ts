@@ -956,12 +956,12 @@ function bodyNotUnicode(verb: string, path: string, name: string, value: unknown
   }
 }
 
-/** At most 200 characters of a body, for messages. */
 /** A constructor option the client cannot work with: invalid_argument before any request, as in Python. */
 function badOption(message: string): StrataError {
   return strataError({ code: "invalid_argument", status: 0, message });
 }
 
+/** At most 200 characters of a body, for messages. */
 function snippet(text: string): string {
   const flat = text.replace(/\s+/g, " ").trim();
   return flat.length > 200 ? `${flat.slice(0, 200)}...` : flat;

@@ -1473,7 +1473,6 @@ class PgStore final : public ContextStore {
         index_.reset();
         index_generation_ = -1;
         snapshot_generation_ = -1;
-        replace_snapshot_ = loaded.code() == StatusCode::kDataLoss;
       }
       return RebuildIndexLocked();
     }
@@ -1590,13 +1589,21 @@ class PgStore final : public ContextStore {
   }
 
   // Forgets the changes counted towards a snapshot (`changes` and `written` of them) once one is saved or
-  // another instance's covers them (then no unusable snapshot is left to replace either).
-  void ForgetCountedChanges(int64_t changes, int64_t written, int64_t newest_generation) {
+  // another instance's covers them.
+  void ForgetCountedChanges(int64_t changes, int64_t written) {
     auto index_lock = WriteIndex();
     changed_since_snapshot_ = std::max<int64_t>(0, changed_since_snapshot_ - changes);
     written_since_snapshot_ = std::max<int64_t>(0, written_since_snapshot_ - written);
-    seen_snapshot_generation_ = std::max(seen_snapshot_generation_, newest_generation);
-    replace_snapshot_ = false;
+  }
+
+  // How many vectors were stamped or removed after generation `after`, counted up to `cap` (the change feed's
+  // own rows: what a snapshot of `after` lacks).
+  Result<int64_t> ChangesAfter(pg::Conn& c, int64_t after, int64_t cap) {
+    STRATA_ASSIGN_OR_RETURN(
+        pg::Rows r, c.Exec("SELECT (SELECT count(*) FROM (SELECT 1 FROM store_vectors WHERE generation > $1 LIMIT $2) v) "
+                           "+ (SELECT count(*) FROM (SELECT 1 FROM store_vector_removals WHERE generation > $1 LIMIT $2) r)",
+                           {after, cap}));
+    return r.Int(0, 0);
   }
 
   // The generation of the newest snapshot of this model's index (-1: none).
@@ -1614,30 +1621,31 @@ class PgStore final : public ContextStore {
   // instances each counted the others' changes too and uploaded the whole graph, N uploads where one does.
   Status SaveSnapshot(bool forced) {
     ScratchFile file;
-    int64_t generation = -1, live = 0, changes = 0, written = 0, baseline = -1, seen = -1;
-    bool replace = false;
+    int64_t generation = -1, live = 0, changes = 0, written = 0;
     {
       auto index_lock = ReadIndex();
       if (!index_ || index_generation_ < 0) return Status::Ok();  // Nothing consistent to save yet.
       generation = index_generation_;
       changes = changed_since_snapshot_;
       written = written_since_snapshot_;
-      baseline = std::max(snapshot_generation_, seen_snapshot_generation_);
-      replace = replace_snapshot_;
     }
     // Asked for by the count while a save ran, which took those changes: nothing is due now (each change
     // past the threshold asked again, and a second whole graph followed the first).
-    if (!forced && !replace && (options_.snapshot_every <= 0 || changes < options_.snapshot_every)) return Status::Ok();
+    if (!forced && (options_.snapshot_every <= 0 || changes < options_.snapshot_every)) return Status::Ok();
     {
-      // Asked first, before the graph is written out (seconds at scale, writes waiting).
+      // Asked first, before the graph is written out (seconds at scale, writes waiting): whether the newest
+      // snapshot, whoever saved it, already holds this generation, or all but fewer than snapshot_every
+      // changes of it. An instance counts what it catches up from the others too: without this, each of N
+      // instances uploaded the whole graph per snapshot_every changes, N uploads where one serves.
       STRATA_ASSIGN_OR_RETURN(Lease c, Take());
-      STRATA_ASSIGN_OR_RETURN(seen, NewestSnapshotGeneration(*c));
-      // Another instance saved one since this one's baseline: it holds what this one caught up from the
-      // others; this one's own writes, unless a bulk load's worth, are caught up from the feed by the next.
-      // (Unless the snapshot there when this instance started was unusable: this one replaces it.)
-      const bool own_bulk = options_.snapshot_after_bulk > 0 && written >= options_.snapshot_after_bulk;
-      if (seen >= generation || (seen > baseline && !own_bulk && !replace)) {
-        ForgetCountedChanges(changes, written, seen);
+      STRATA_ASSIGN_OR_RETURN(int64_t newest, NewestSnapshotGeneration(*c));
+      bool covered = newest >= generation;
+      if (!covered && !forced && newest >= 0) {
+        STRATA_ASSIGN_OR_RETURN(int64_t since, ChangesAfter(*c, newest, options_.snapshot_every));
+        covered = since < options_.snapshot_every;
+      }
+      if (covered) {
+        ForgetCountedChanges(changes, written);
         return Status::Ok();
       }
     }
@@ -1657,10 +1665,9 @@ class PgStore final : public ContextStore {
     STRATA_ASSIGN_OR_RETURN(pg::Rows locked, c->Exec(kSnapshotLock));
     STRATA_ASSIGN_OR_RETURN(std::string got_lock, locked.Text(0, 0));
     if (got_lock != "t") {
-      // Another instance is saving one, of about this generation (both are caught up): these changes are its,
-      // and the baseline moves just below this generation, so that its snapshot, once seen, counts as newer
-      // (asking again at once spun; keeping the old baseline uploaded once more).
-      ForgetCountedChanges(changes, 0, std::max(seen, generation - 1));
+      // Another instance is saving one, of about this generation (both are caught up): these changes are its
+      // (asking again at once spun).
+      ForgetCountedChanges(changes, 0);
       return Status::Ok();
     }
     STRATA_ASSIGN_OR_RETURN(int64_t newest_generation, NewestSnapshotGeneration(*c));
@@ -1688,7 +1695,7 @@ class PgStore final : public ContextStore {
       STRATA_RETURN_IF_ERROR(c->Exec("DELETE FROM store_index_snapshots WHERE id <> $1", {id}).status());
     }
     STRATA_RETURN_IF_ERROR(txn.Commit());
-    ForgetCountedChanges(changes, written, std::max(newest_generation, generation));
+    ForgetCountedChanges(changes, written);
     return Status::Ok();
   }
 
@@ -1773,11 +1780,7 @@ class PgStore final : public ContextStore {
   // The snapshot index_ was loaded from (-1: built from the table); vectors changed in index_ since the
   // newest snapshot. Guarded by index_mu_.
   int64_t snapshot_generation_ = -1;
-  // The newest snapshot generation this instance saved or saw saved by another (SaveSnapshot's baseline).
-  int64_t seen_snapshot_generation_ = -1;
-  // The snapshot there when this instance built its index was unusable (damaged): its next save replaces
-  // it even if another instance saved one since.
-  bool replace_snapshot_ = false;
+
   int64_t changed_since_snapshot_ = 0;
   int64_t unindexed_written_ = 0;  // Vectors written while no index was built (a bulk load's; index_mu_).
   int64_t written_since_snapshot_ = 0;  // Of those, written by this instance (Flush saves a snapshot for them).

@@ -315,11 +315,13 @@ read_only_mode() {
   expect read-only-find-hit grep -q strata://resources/a/b "$OUT"
   IN=/dev/null run read-only-write "$@" "$S" memory --data "$RO" --read-only write strata://resources/a/c
   want_error "write refused: the data is open read-only \(--read-only\)"
-  port=$((20000 + RANDOM % 20000))
   log=$W/serve-ro.log
-  "$@" "$S" serve --data "$RO" --read-only --listen "127.0.0.1:$port" >"$log" 2>&1 &
+  # Port 0: the server picks a free one and says which (a random port in 20000-40000 could be taken, as
+  # one was by an outgoing connection of another test).
+  "$@" "$S" serve --data "$RO" --read-only --listen "127.0.0.1:0" >"$log" 2>&1 &
   local pid=$!
   for _ in $(seq 50); do grep -q "serving" "$log" && break; sleep 0.1; done
+  port=$(sed -n 's|.* on http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$log" | head -n 1)
   name=read-only-serve-read
   if curl -sf "http://127.0.0.1:$port/api/v1/fs/read?uri=strata://resources/a/b" | grep -q hello; then ok; else bad "GET read failed: $(head -c 300 "$log")"; fi
   name=read-only-serve-write

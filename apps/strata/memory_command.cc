@@ -246,9 +246,7 @@ void AddMemoryCommand(CLI::App &app, int *exit_code) {
   CLI::App *cmd = app.add_subcommand("memory", "The context store: skills, memories and resources by URI");
   cmd->require_subcommand(1);
   cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
-  cmd->add_option("--embedder", a->embedder,
-                  "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new "
-                  "store; another re-embeds every node)");
+  cmd->add_option("--embedder", a->embedder, kEmbedderHelp);
   cmd->add_flag("--read-only", a->read_only, "Only read the data (a read-only volume works); every change is refused");
   auto sub = [&](const char *name, const char *help) { return AddStoreSubcommand(cmd, a, exit_code, Run, name, help); };
   CLI::App *w = sub("write", "Write a leaf's content from FILE or stdin");

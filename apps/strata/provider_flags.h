@@ -14,6 +14,11 @@ namespace strata::cli {
 // --no-stream to `cmd`.
 void AddProviderFlags(CLI::App* cmd, ProviderSettings* flags);
 
+// What --embedder takes, for every command that has it.
+inline constexpr const char* kEmbedderHelp =
+    "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new store; "
+    "another re-embeds every node)";
+
 // Prints "strata: warning: attempt N failed (...); retrying in D ms" before a model request is retried.
 void WarnRetry(int attempt, const Status& error, std::chrono::milliseconds delay);
 

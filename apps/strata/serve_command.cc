@@ -145,9 +145,7 @@ void AddMcpCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--user", a->user, "Whose memories the tools reach (default: default)");
   cmd->add_flag("--read-only", a->read_only,
                 "Only read the data (a read-only volume works): the tools that write are not offered");
-  cmd->add_option("--embedder", a->embedder,
-                  "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new "
-                  "store; another re-embeds every node)");
+  cmd->add_option("--embedder", a->embedder, kEmbedderHelp);
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");
   AddProviderFlags(cmd, &a->provider);
   cmd->callback([a, exit_code] {
@@ -161,9 +159,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve the engine over HTTP: the API, keys, a phase-2 worker");
   cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
   cmd->add_option("--listen", a->listen, "HOST:PORT (default 127.0.0.1:8420; port 0 picks a free one)");
-  cmd->add_option("--embedder", a->embedder,
-                  "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new "
-                  "store; another re-embeds every node)");
+  cmd->add_option("--embedder", a->embedder, kEmbedderHelp);
   cmd->add_option("--root-key-file", a->root_key_file,
                   "File whose first line is the root key (default: $STRATA_ROOT_KEY; none: loopback only, no keys)");
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");

@@ -199,9 +199,7 @@ Status RunMemory(const std::string& cmd, const SessionArgs& a) {
 void AddCommon(CLI::App* cmd, SessionArgs* a, bool model, bool data = true) {
   if (data) {
     cmd->add_option("--data", a->data, "Data directory or postgres:// URL (default ./strata-data)");
-    if (model) cmd->add_option("--embedder", a->embedder,
-                  "local[:DIM], openai:MODEL, ollama:MODEL, gemini:MODEL (default: the store's own; local for a new "
-                  "store; another re-embeds every node)");
+    if (model) cmd->add_option("--embedder", a->embedder, kEmbedderHelp);
   }
   if (!model) return;
   cmd->add_option("--prompts", a->prompt_dirs, "Template directories that override the shipped ones (by id)");

@@ -25,9 +25,6 @@ Status Bad(std::string_view where, const std::string& path, const std::string& w
   return Status::InvalidArgument(std::string(where) + (path.empty() ? "" : path) + ": " + what);
 }
 
-// Python's own name for the type of `value` ("set", "bytes", "MyClass").
-std::string TypeName(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
-
 // "an int", "a list": for messages that name what was given instead.
 std::string WithArticle(const std::string& noun) {
   bool vowel = !noun.empty() && std::string_view("aeiouAEIOU").find(noun[0]) != std::string_view::npos;
@@ -296,6 +293,8 @@ py::list MessagesToPy(const std::vector<Message>& messages) {
   for (size_t i = 0; i < messages.size(); ++i) out[i] = MessageToPy(messages[i]);
   return out;
 }
+
+std::string TypeName(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
 
 int64_t IntArg(py::handle value, const char* name) {
   const std::string wrong = "\"" + std::string(name) + "\" must be an integer";

@@ -72,6 +72,9 @@ py::list MessagesToPy(const std::vector<Message>& messages);
 // RuntimeError).
 int64_t IntArg(py::handle value, const char* name);
 
+// Python's own name for the type of `value` ("set", "bytes", "MyClass").
+std::string TypeName(py::handle value);
+
 // A parameter that takes any Python value, read with IntArg where it is used (so the error names it).
 struct Int {
   py::object value;

@@ -116,7 +116,7 @@ std::chrono::milliseconds SecondsArg(py::handle value, const char* name, double 
                             std::to_string(static_cast<int64_t>(min)) + " to " + std::to_string(static_cast<int64_t>(max));
   PyObject* o = value.ptr();
   if (PyBool_Check(o) || !(PyFloat_Check(o) || PyLong_Check(o))) {
-    Raise(Status::InvalidArgument(range + ", not " + std::string(py::str(py::type::of(value).attr("__name__")))));
+    Raise(Status::InvalidArgument(range + ", not " + TypeName(value)));
   }
   const double seconds = PyFloat_AsDouble(o);
   if (PyErr_Occurred()) {
@@ -140,7 +140,7 @@ int64_t CountArg(py::handle value, const char* name) {
 bool BoolArg(py::handle value, const std::string& name) {
   if (!PyBool_Check(value.ptr())) {
     Raise(Status::InvalidArgument("\"" + name + "\" must be True or False, not " +
-                                  std::string(py::str(py::type::of(value).attr("__name__")))));
+                                  TypeName(value)));
   }
   return value.ptr() == Py_True;
 }
@@ -725,7 +725,7 @@ EngineOptions OptionsFrom(const std::string& data, const std::string& embedder, 
     else if (k == "prompt_dirs") {
       if (PyUnicode_Check(value.ptr()) || !py::isinstance<py::sequence>(value)) {
         Raise(Status::InvalidArgument("\"prompt_dirs\" must be a list of directories, not " +
-                                      std::string(py::str(py::type::of(value).attr("__name__")))));
+                                      TypeName(value)));
       }
       o.prompt_dirs.clear();
       for (py::handle dir : value) {

@@ -246,11 +246,7 @@ class PgStore final : public ContextStore {
     {
       STRATA_ASSIGN_OR_RETURN(Lease c, Take());
       STRATA_ASSIGN_OR_RETURN(stored_model, MetaGet(*c, "embed_model"));
-      // PgStoreOptions::keep_stored_model: the embedder becomes the store's own (EmbedderForStore).
-      if (options_.keep_stored_model && stored_model != model_) {
-        STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model));
-        model_ = embedder_->model_id();
-      }
+      STRATA_RETURN_IF_ERROR(KeepStoredModel(options_.keep_stored_model, stored_model, embedder_, model_));
     }
     if (stored_model != model_) {
       // A new vector space: every vector is recomputed (through the cache) before the store is used.

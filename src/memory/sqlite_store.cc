@@ -125,7 +125,7 @@ class SqliteStore final : public ContextStore {
     }
     model_ = embedder_->model_id();
     STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
-    STRATA_RETURN_IF_ERROR(KeepStoredModel(stored_model));
+    STRATA_RETURN_IF_ERROR(KeepStoredModel(options_.keep_stored_model, stored_model, embedder_, model_));
     if (stored_model != model_) {
       // A new vector space: every vector is recomputed (through the cache) before the store is used.
       STRATA_RETURN_IF_ERROR(ReindexLocked(/*all=*/true));
@@ -148,14 +148,6 @@ class SqliteStore final : public ContextStore {
       if (time_ec || std::filesystem::file_time_type::clock::now() - written < std::chrono::hours(1)) continue;
       std::filesystem::remove(it->path(), time_ec);
     }
-  }
-
-  // SqliteStoreOptions::keep_stored_model: the embedder becomes the store's own (EmbedderForStore).
-  Status KeepStoredModel(const std::string& stored_model) {
-    if (!options_.keep_stored_model || stored_model == model_) return Status::Ok();
-    STRATA_ASSIGN_OR_RETURN(embedder_, EmbedderForStore(embedder_, stored_model));
-    model_ = embedder_->model_id();
-    return Status::Ok();
   }
 
   // The saved graph: as it is when current; when older, caught up from the vector log (another process
@@ -211,7 +203,7 @@ class SqliteStore final : public ContextStore {
     }
     model_ = embedder_->model_id();
     STRATA_ASSIGN_OR_RETURN(std::string stored_model, MetaGet("embed_model"));
-    if (!empty) STRATA_RETURN_IF_ERROR(KeepStoredModel(stored_model));
+    if (!empty) STRATA_RETURN_IF_ERROR(KeepStoredModel(options_.keep_stored_model, stored_model, embedder_, model_));
     if (!empty && stored_model != model_) {
       return upgrade("was embedded with " + json::QuoteForError(stored_model, 80) + ", not " +
                      json::QuoteForError(model_, 80));

@@ -50,11 +50,10 @@ Status CheckTextField(std::string_view field, std::string_view text) {
 }
 
 Status CheckText(std::string_view content, const WriteOptions& o) {
-  constexpr auto check = CheckTextField;
-  STRATA_RETURN_IF_ERROR(check("content", content));
-  if (o.abstract_text) STRATA_RETURN_IF_ERROR(check("abstract (L0)", *o.abstract_text));
-  if (o.overview) STRATA_RETURN_IF_ERROR(check("overview (L1)", *o.overview));
-  if (o.category) STRATA_RETURN_IF_ERROR(check("category", *o.category));
+  STRATA_RETURN_IF_ERROR(CheckTextField("content", content));
+  if (o.abstract_text) STRATA_RETURN_IF_ERROR(CheckTextField("abstract (L0)", *o.abstract_text));
+  if (o.overview) STRATA_RETURN_IF_ERROR(CheckTextField("overview (L1)", *o.overview));
+  if (o.category) STRATA_RETURN_IF_ERROR(CheckTextField("category", *o.category));
   return Status::Ok();
 }
 
@@ -415,6 +414,14 @@ int64_t CharCount(std::string_view text) {
 std::string_view TypeOfPlace(std::string_view uri) {
   Result<Uri> parsed = Uri::Parse(uri);
   return ContextTypeName(parsed.ok() ? InferContextType(*parsed) : ContextType::kResource);
+}
+
+Status KeepStoredModel(bool keep, std::string_view stored_model, std::shared_ptr<Embedder>& embedder,
+                       std::string& model) {
+  if (!keep || stored_model == model) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(embedder, EmbedderForStore(embedder, stored_model));
+  model = embedder->model_id();
+  return Status::Ok();
 }
 
 Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model) {

@@ -109,6 +109,9 @@ std::string_view TypeOfPlace(std::string_view uri);
 // chose: re-embedding (or relabelling) a store another instance serves with its own model is never done
 // without being asked.
 Result<std::shared_ptr<Embedder>> EmbedderForStore(std::shared_ptr<Embedder> given, std::string_view stored_model);
+// With `keep` (keep_stored_model), makes `embedder` and its `model` id the store's own (EmbedderForStore).
+Status KeepStoredModel(bool keep, std::string_view stored_model, std::shared_ptr<Embedder>& embedder,
+                       std::string& model);
 
 // Checks that a link is allowed: not the root (no node), not a node to itself, a reason of valid UTF-8
 // without NUL (as a node's text).

@@ -49,9 +49,9 @@ Value Resolve(const Value& item, const std::string& path) {
       cur = v ? *v : Value::Undefined("no attribute '" + part + "'");
     } else if (cur.is_list() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
       size_t i = 0;
-      auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), i);  // Past size_t: no such item.
-      (void)end;
-      cur = ec == std::errc() && i < cur.as_list().size() ? cur.as_list()[i] : Value::Undefined();
+      // Digits past size_t's range name no item.
+      const bool fits = std::from_chars(part.data(), part.data() + part.size(), i).ec == std::errc();
+      cur = fits && i < cur.as_list().size() ? cur.as_list()[i] : Value::Undefined();
     } else {
       cur = GetAttribute(cur, part);
     }

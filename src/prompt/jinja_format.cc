@@ -250,11 +250,10 @@ Result<std::string> StrFormat(const std::string& format, CallArgs& args) {
     } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
       // Digits past size_t's range are an index out of range too (std::stoul threw out of the renderer).
       size_t k = 0;
-      auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), k);
-      if (ec != std::errc() || k >= args.positional.size()) {
+      if (std::from_chars(field.data(), field.data() + field.size(), k).ec != std::errc() ||
+          k >= args.positional.size()) {
         return Status::InvalidArgument("Replacement index " + field.substr(0, 40) + " out of range");
       }
-      (void)end;
       v = args.positional[k];
     } else {
       bool found = false;

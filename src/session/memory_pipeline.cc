@@ -380,8 +380,10 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
     existing.push_back(std::move(*node));
     similarity.push_back(s.score);
   }
-  Uri create_uri = c.fixed_uri ? *c.fixed_uri : c.dir;
-  if (!c.fixed_uri) {
+  Uri create_uri = c.dir;
+  if (c.fixed_uri) {
+    create_uri = *c.fixed_uri;
+  } else {
     const std::string slug = Slug(c.key.empty() ? c.abstract_text : c.key);
     STRATA_ASSIGN_OR_RETURN(create_uri, c.dir.Child(c.merge ? slug : slug + "-" + memory::HashHex(c.content).substr(0, 8)));
   }

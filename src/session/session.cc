@@ -493,7 +493,7 @@ class FileSessions final : public Sessions {
     STRATA_ASSIGN_OR_RETURN(SessionLock lock, LockSession(ref.id));
     STRATA_ASSIGN_OR_RETURN(SessionInfo info, LoadInfo(ref));
     STRATA_ASSIGN_OR_RETURN(ArchiveInfo current, ReadArchive(info.id, archive));
-    current.notes.push_back(internal::StorableText(note));
+    current.notes.emplace_back(note);  // Made storable with the rest by WriteState.
     return WriteState(info.id, archive, current.state, current.error, current.messages, current.notes);
   }
 

@@ -242,7 +242,7 @@ void AddSessionCommand(CLI::App& app, int* exit_code) {
   sub("status", "Print a session's archives and phase-2 jobs", false)->add_option("ID", a->id)->required();
   CLI::App* commit = sub("commit", "Archive the current messages and queue phase 2", true);
   commit->add_option("ID", a->id)->required();
-  commit->add_flag("--wait", a->wait, "Run phase 2 now and print what it changed");
+  commit->add_flag("--wait", a->wait, "Run this session's phase 2 now and print what it changed (other sessions' jobs are left to the workers)");
   CLI::App* diff = sub("diff", "Print what phase 2 changed for one archive (as commit --wait prints it)", false);
   diff->add_option("ID", a->id)->required();
   diff->add_option("ARCHIVE", a->archive, "The archive's number (a commit's \"archive\")")->required()->check(Positive());

@@ -420,7 +420,8 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
     // The caller is waiting for this session: its jobs run now even if a backoff after an earlier failure
     // would have them wait.
     STRATA_RETURN_IF_ERROR(queue->Expedite(session::CommitJobKey(info)));
-    if (Status ran = pipeline->RunPending(*queue, 1 << 30, options.cancel).status(); !ran.ok()) {
+    Status ran = pipeline->RunPendingOf(*queue, session::CommitJobKey(info), out.ticket.job_id, options.cancel).status();
+    if (!ran.ok()) {
       out.phase2 = ran;  // Cancelled, or the queue failed: phase 1 stands, the job waits in the queue.
       return out;
     }

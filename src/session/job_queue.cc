@@ -142,7 +142,11 @@ class SqliteJobQueue final : public JobQueue {
     return id;
   }
 
-  Result<std::optional<Job>> Claim() override {
+  Result<std::optional<Job>> Claim() override { return ClaimWhere(std::nullopt); }
+  Result<std::optional<Job>> ClaimOf(std::string_view key) override { return ClaimWhere(key); }
+
+ private:
+  Result<std::optional<Job>> ClaimWhere(std::optional<std::string_view> key) {
     std::lock_guard lock(mu_);
     Txn txn(db_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -153,8 +157,9 @@ class SqliteJobQueue final : public JobQueue {
     Stmt pick(db_, "SELECT " + std::string(kColumns) +
                        " FROM jobs j WHERE state = 'pending' AND not_before_ms <= ?1 AND NOT EXISTS ("
                        "SELECT 1 FROM jobs e WHERE e.key = j.key AND e.id < j.id AND e.state IN ('pending', 'running')"
-                       ") ORDER BY id LIMIT 1");
+                       ")" + std::string(key ? " AND j.key = ?2" : "") + " ORDER BY id LIMIT 1");
     pick.Bind(1, now);
+    if (key) pick.Bind(2, *key);
     STRATA_ASSIGN_OR_RETURN(bool row, pick.Step());
     if (!row) return std::optional<Job>();
     STRATA_ASSIGN_OR_RETURN(Job job, ReadJob(pick));
@@ -175,6 +180,8 @@ class SqliteJobQueue final : public JobQueue {
     STRATA_RETURN_IF_ERROR(txn.Commit());
     return std::optional<Job>(std::move(job));
   }
+
+ public:
 
   Status Renew(const Job& job) override {
     std::lock_guard lock(mu_);

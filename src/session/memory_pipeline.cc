@@ -724,6 +724,21 @@ Result<int> MemoryPipeline::RunPending(JobQueue& queue, int max_jobs, const Canc
   return succeeded;
 }
 
+Result<int> MemoryPipeline::RunPendingOf(JobQueue& queue, std::string_view key, int64_t through,
+                                         const Canceller* cancel) {
+  int succeeded = 0;
+  while (true) {
+    if (cancel != nullptr && cancel->cancelled()) return Status::Cancelled("phase 2 cancelled");
+    STRATA_ASSIGN_OR_RETURN(std::optional<Job> job, queue.ClaimOf(key));
+    if (!job) break;
+    Result<bool> done = RunJob(queue, *job, cancel);
+    if (!done.ok()) return done.status();
+    if (*done) ++succeeded;
+    if (job->id >= through) break;
+  }
+  return succeeded;
+}
+
 namespace {
 
 // Renews a claimed job's lease every third of it while the job's work runs (the worker is alive and the

@@ -41,6 +41,12 @@ ALTER TABLE jobs ADD COLUMN claim BIGINT NOT NULL DEFAULT 0;
 )sql",
 };
 
+// Claim's choice: the oldest due pending job with no older pending or running job of its key.
+constexpr std::string_view kPickSql =
+    "SELECT id FROM jobs j WHERE state = 'pending' AND not_before_ms <= $1 AND NOT EXISTS ("
+    "SELECT 1 FROM jobs e WHERE e.key = j.key AND e.id < j.id AND e.state IN ('pending', 'running'))";
+constexpr std::string_view kPickOrder = " ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED";
+
 constexpr std::string_view kColumns =
     "id, kind, key, payload, state, attempts, last_error, created_ms, updated_ms, not_before_ms, lease_until_ms, claim";
 
@@ -100,7 +106,11 @@ class PgJobQueue final : public JobQueue {
     return Status::Unavailable("job queue: enqueue raced with other instances three times; try again");
   }
 
-  Result<std::optional<Job>> Claim() override {
+  Result<std::optional<Job>> Claim() override { return ClaimWhere(std::nullopt); }
+  Result<std::optional<Job>> ClaimOf(std::string_view key) override { return ClaimWhere(key); }
+
+ private:
+  Result<std::optional<Job>> ClaimWhere(std::optional<std::string_view> key) {
     std::lock_guard lock(mu_);
     pg::Txn txn(*conn_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
@@ -110,10 +120,8 @@ class PgJobQueue final : public JobQueue {
         conn_->Exec("UPDATE jobs SET state = 'pending' WHERE state = 'running' AND lease_until_ms < $1", {now}).status());
     STRATA_ASSIGN_OR_RETURN(
         pg::Rows pick,
-        conn_->Exec("SELECT id FROM jobs j WHERE state = 'pending' AND not_before_ms <= $1 AND NOT EXISTS ("
-                    "SELECT 1 FROM jobs e WHERE e.key = j.key AND e.id < j.id AND e.state IN ('pending', 'running')) "
-                    "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                    {now}));
+        key ? conn_->Exec(std::string(kPickSql) + " AND j.key = $2" + std::string(kPickOrder), {now, std::string(*key)})
+            : conn_->Exec(std::string(kPickSql) + std::string(kPickOrder), {now}));
     if (pick.size() == 0) {
       STRATA_RETURN_IF_ERROR(txn.Commit());
       return std::optional<Job>();
@@ -129,6 +137,8 @@ class PgJobQueue final : public JobQueue {
     STRATA_RETURN_IF_ERROR(txn.Commit());
     return std::optional<Job>(std::move(job));
   }
+
+ public:
 
   Status Renew(const Job& job) override {
     std::lock_guard lock(mu_);

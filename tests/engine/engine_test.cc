@@ -386,6 +386,32 @@ TEST_F(EngineTest, CommitWaitTurnsASessionIntoMemories) {
   EXPECT_EQ((*history)[0].action, session::MemoryAction::kCreate);
 }
 
+// Commit with wait runs its own session's jobs, up to its own: another session's queued phase 2 is the
+// workers' (a server's, `strata session work`), not the caller's, whose model and time it would take.
+TEST_F(EngineTest, CommitWaitRunsOnlyItsOwnSessionsJobs) {
+  ASSERT_OK(engine_->CreateSession("bob", "", "queued"));
+  ASSERT_OK(engine_->AddMessages("queued", std::vector<Message>{Message::User("I always want a window seat.")}));
+  ASSERT_OK(engine_->Commit("queued"));
+  ASSERT_OK(engine_->CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine_->AddMessages("s1", std::vector<Message>{Message::User("I always want an aisle seat.")}));
+  auto outcome = engine_->Commit("s1", {.wait = true});
+  ASSERT_OK(outcome);
+  ASSERT_OK(outcome->phase2);
+  EXPECT_EQ(outcome->state, session::ArchiveState::kDone);
+  auto other = engine_->GetSessionStatus("queued");
+  ASSERT_OK(other);
+  ASSERT_EQ(other->jobs.size(), 1u);
+  EXPECT_EQ(other->jobs[0].state, session::JobState::kPending);
+  ASSERT_EQ(other->archives.size(), 1u);
+  EXPECT_EQ(other->archives[0].state, session::ArchiveState::kArchived);
+  auto work = engine_->Work();  // The worker's turn: the other session's job runs now.
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  other = engine_->GetSessionStatus("queued");
+  ASSERT_OK(other);
+  EXPECT_EQ(other->archives[0].state, session::ArchiveState::kDone);
+}
+
 // A commit whose phase 2 ran elsewhere (the server's worker, `strata session work`) is reported by
 // ArchiveDiff exactly as Commit with wait reports it; before it is done, and from a damaged diff.json, an
 // error naming the archive, never a made-up diff.

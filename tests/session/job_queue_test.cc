@@ -77,6 +77,32 @@ TEST_P(JobQueueTest, JobsOfOneKeyRunInOrderOthersInParallel) {
   EXPECT_EQ(ClaimOrDie().id, *a2);
 }
 
+// ClaimOf takes only the named key's jobs, in the key's order; the other keys' jobs stay for Claim.
+TEST_P(JobQueueTest, AClaimOfOneKeyLeavesTheOthers) {
+  auto b1 = queue_->Enqueue("commit", "session-b", "1");
+  auto a1 = queue_->Enqueue("commit", "session-a", "1");
+  auto a2 = queue_->Enqueue("commit", "session-a", "2");
+  ASSERT_OK(b1);
+  ASSERT_OK(a1);
+  ASSERT_OK(a2);
+  auto first = queue_->ClaimOf("session-a");
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->id, *a1);
+  auto blocked = queue_->ClaimOf("session-a");  // a2 waits for a1.
+  ASSERT_OK(blocked);
+  EXPECT_FALSE(blocked->has_value());
+  auto none = queue_->ClaimOf("session-c");
+  ASSERT_OK(none);
+  EXPECT_FALSE(none->has_value());
+  ASSERT_OK(queue_->Complete(**first));
+  auto second = queue_->ClaimOf("session-a");
+  ASSERT_OK(second);
+  ASSERT_TRUE(second->has_value());
+  EXPECT_EQ((*second)->id, *a2);
+  EXPECT_EQ(ClaimOrDie().id, *b1);
+}
+
 // LastId counts ids handed out and removed since; SkipIdsThrough moves the next id past a given one, never
 // back, and holds across a reopen (the migration's guarantee that a copied deployment reuses no task id).
 TEST_P(JobQueueTest, IdsCanBeSkippedButNeverGoBack) {

@@ -260,7 +260,9 @@ struct SessionCompaction {
 };
 
 struct CommitOptions {
-  bool wait = false;  // Run phase 2 now (taking the worker lock) and report what it changed.
+  // Run this session's phase 2 now (taking the worker lock: its jobs up to this commit's, no other
+  // session's) and report what it changed.
+  bool wait = false;
   const Canceller* cancel = nullptr;
 };
 

@@ -7,6 +7,7 @@
 //                                 due (not_before passed), and no older pending or running job with the same
 //                                 key — jobs of one key (one session) run in order. Dead and done jobs never
 //                                 block later ones.
+//   ClaimOf(key)                  the same, among the jobs of `key` only (a caller waiting for one session).
 //   Renew(job)                    extends the claim's lease (its worker is alive and making progress).
 //   Complete(job)
 //   Fail(job, error, retryable)   a retryable failure returns it to pending after a backoff (1 s, 2 s, … up
@@ -78,6 +79,7 @@ class JobQueue {
   virtual ~JobQueue() = default;
   virtual Result<int64_t> Enqueue(std::string_view kind, std::string_view key, std::string_view payload) = 0;
   virtual Result<std::optional<Job>> Claim() = 0;
+  virtual Result<std::optional<Job>> ClaimOf(std::string_view key) = 0;
   // The three below take the job as Claim returned it; kAborted when its claim is no longer held.
   virtual Status Renew(const Job& job) = 0;
   virtual Status Complete(const Job& job) = 0;

@@ -134,6 +134,9 @@ class MemoryPipeline {
   // failed with the reason, so it is not queued again until retried (Engine::Retry). A job whose session
   // is gone (deleted, or created again under its id: another incarnation) is removed unrun.
   Result<int> RunPending(JobQueue& queue, int max_jobs = 1 << 30, const Canceller* cancel = nullptr);
+  // The same for the jobs of one key (one session; the queue's other jobs are left to the workers), ending
+  // after job `through` has run: a caller waiting for its own commit does not run everybody's.
+  Result<int> RunPendingOf(JobQueue& queue, std::string_view key, int64_t through, const Canceller* cancel = nullptr);
 
   // "Remember this now": `text` about `scope` (strata://user/<id> or strata://agent/<id>) goes through the
   // same dedup. With `category` empty the model picks it (template memory.extract); if it finds nothing to

@@ -67,6 +67,22 @@ TEST(TokensCli, CountTakesEveryCounterTheOtherFrontEndsTake) {
   EXPECT_NE(encoded.err.find("chars not in"), std::string::npos) << encoded.err;
 }
 
+// Without the vocabulary `tokens count` counts characters / 4 and warns in the words HTTP, MCP and Python
+// give; it failed alone among the front ends. Encoding has nothing to fall back on and still fails.
+TEST(TokensCli, CountWithoutTheVocabularyWarnsAsTheOtherFrontEndsDo) {
+  testing::TempDir empty;
+  const std::vector<std::string> env = {"STRATA_VOCAB_DIR=" + empty.path(), "STRATA_NPM_CACHE=", "HOME=" + empty.path()};
+  const std::string text = "hello world, how are you";
+  testing::CliRun counted = testing::RunStrata({"tokens", "count"}, text, env);
+  ASSERT_EQ(counted.exit_code, 0) << counted.err;
+  EXPECT_EQ(counted.out, std::to_string((text.size() + 3) / 4) + "\n");
+  EXPECT_NE(counted.err.find("strata: warning: the o200k_base vocabulary is not installed here"), std::string::npos)
+      << counted.err;
+  testing::CliRun encoded = testing::RunStrata({"tokens", "encode"}, text, env);
+  EXPECT_NE(encoded.exit_code, 0);
+  EXPECT_NE(encoded.err.find("o200k_base"), std::string::npos) << encoded.err;
+}
+
 TEST(ProviderCli, RequestBodiesMatchTheConformanceCases) {
   RunRequestCases("request_openai");
   RunRequestCases("request_anthropic");

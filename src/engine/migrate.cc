@@ -300,6 +300,10 @@ Result<std::vector<std::string>> VerifyCopy(Engine& from, Engine& to) {
     Differences diff;
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * sa, from.store());
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * sb, to.store());
+    // Vectors of another model answer another find (and a store refuses a model it was not written with).
+    if (std::string ma = sa->embedder()->model_id(), mb = sb->embedder()->model_id(); ma != mb) {
+      diff.Add("the embedding model: " + ma + " in the source, " + mb + " in the copy");
+    }
     STRATA_RETURN_IF_ERROR(VerifyStore(*sa, *sb, &diff));
     STRATA_ASSIGN_OR_RETURN(session::Sessions * xa, from.sessions());
     STRATA_ASSIGN_OR_RETURN(session::Sessions * xb, to.sessions());

@@ -704,6 +704,7 @@ class PgStore final : public ContextStore {
   Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
     return query_cache_.Embed(*embedder_, texts);
   }
+  std::shared_ptr<Embedder> embedder() const override { return embedder_; }
 
   Result<std::vector<std::string>> Check() override {
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());

@@ -728,6 +728,7 @@ class SqliteStore final : public ContextStore {
   Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) override {
     return query_cache_.Embed(*embedder_, texts);
   }
+  std::shared_ptr<Embedder> embedder() const override { return embedder_; }
 
   Result<std::vector<std::string>> Check() override {
     auto lock = LockForWrite();

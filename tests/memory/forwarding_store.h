@@ -62,6 +62,7 @@ class ForwardingStore : public memory::ContextStore {
   Result<std::vector<memory::Vector>> EmbedTexts(std::span<const std::string> texts) override {
     return inner_.EmbedTexts(texts);
   }
+  std::shared_ptr<memory::Embedder> embedder() const override { return inner_.embedder(); }
   Result<std::vector<std::string>> Check() override { return inner_.Check(); }
   Status Reindex() override { return inner_.Reindex(); }
   Status Flush() override { return inner_.Flush(); }

@@ -5,7 +5,8 @@
 // metadata; relations), the sessions (owners, system prompt, the current messages with their checkpoints and
 // usage marks in file order, and every archive with its messages, state, error, notes and phase 2's files),
 // and the audit log (at most 2^20 entries; a longer log is refused). An archive whose phase 2 had not finished is queued again in the destination; a finished or failed
-// one is not. Then VerifyCopy compares the two and lists every difference.
+// one is not. Then VerifyCopy compares the two and lists every difference, the embedding model included: open
+// the destination with the source's embedder (`strata migrate` does so unless --embedder names one).
 //
 // Not carried over: creation and update times (the destination stamps its own), earlier versions of a log
 // kept by reverts and compactions (rotations), and the job queue's history. The destination must be empty

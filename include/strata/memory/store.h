@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -172,6 +173,8 @@ class ContextStore {
                                                                  const SearchFilter& filter) = 0;
   // Embeds `texts` with the store's embedder, through its cache.
   virtual Result<std::vector<Vector>> EmbedTexts(std::span<const std::string> texts) = 0;
+  // The embedder the store's vectors are of (its own model when opened to keep it).
+  virtual std::shared_ptr<Embedder> embedder() const = 0;
 
   // Verifies that the indexes match the content (full-text rows, vectors, parents); returns the problems.
   virtual Result<std::vector<std::string>> Check() = 0;

@@ -224,12 +224,16 @@ struct Engine::Impl {
       pipeline_options.job_handlers.emplace(
           std::string(ingest::kSummaryJobKind), [this, st, m, library](const session::Job& job, const Canceller* cancel) {
             return engine_internal::SummarizeResource(*st, *m, *library, job, cancel,
-                                                      [this, cancel] { return HoldIngest(cancel); });
+                                                      [this, cancel] { return HoldIngest(cancel, kSummaryIngestWait); });
           });
       pipeline = std::make_unique<session::MemoryPipeline>(*s, *st, *m, *PromptsLocked(), *a, pipeline_options);
     }
     return pipeline.get();
   }
+
+  // A summary the model has given waits this long for an add to end before it is written (or its job, with
+  // the model's answer lost, is retried): a shutdown ends the wait sooner, and the job's lease is renewed.
+  static constexpr std::chrono::hours kSummaryIngestWait{1};
 
   // Locks by name across every process on the data directory (a flock under <data>/locks) or every
   // instance on the database (advisory locks).
@@ -248,11 +252,12 @@ struct Engine::Impl {
   // and no summary written in the middle of one: an add replaces a file in several steps (its old chunks
   // removed, the new ones written, its hash recorded last), and two adds of one file at once (a server's
   // and the CLI's) left chunks of the older version that the recorded hash then kept for good. Waits up
-  // to kIngestWait for another add (which may embed a whole tree), then is kUnavailable.
-  static constexpr std::chrono::seconds kIngestWait{30};
-  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldIngest(const Canceller* cancel = nullptr) {
+  // to `wait` (EngineOptions::ingest_wait unless given) for another add (which may embed a whole tree), then
+  // is kUnavailable.
+  Result<std::unique_ptr<session::OwnerLocks::Held>> HoldIngest(const Canceller* cancel = nullptr,
+                                                                std::optional<std::chrono::milliseconds> wait = {}) {
     return HoldNamed(
-        "ingest", kIngestWait, [] { return false; },
+        "ingest", wait.value_or(options.ingest_wait), [] { return false; },
         [] {
           return Status::Unavailable("another add of documents (here or in another process) is in progress; "
                                      "try again when it has ended");

@@ -932,5 +932,51 @@ TEST(IngestSummary, TheModelsSummaryReplacesTheHeuristicLayersWhenItArrives) {
   EXPECT_EQ(Json::parse(engine.Stat(file)->metadata)["ingest"]["chunk_tokens"], 16);
 }
 
+// A summary the model has given waits for an add in progress (in any process) however long the add takes
+// within reason, and is written: it waited ingest_wait like an add, failed, and its retry asked the model
+// again, every attempt. An add itself still gives up after ingest_wait.
+TEST(IngestSummary, ASummaryGivenWaitsForAnAddInsteadOfAskingTheModelAgain) {
+  testing::TempDir dir;
+  int calls = 0;
+  std::function<void()> during_call;
+  llm::ScriptedProvider model("scripted", [&](const llm::ScriptedProvider::Request&) {
+    ++calls;
+    if (during_call) std::exchange(during_call, nullptr)();
+    return testing::TextReply(R"({"abstract": "How to prune an orchard.", "overview": "Pruning in February."})");
+  });
+  auto opened = Engine::Open({.data_dir = dir.File("data"), .model = &model, .ignore_prompt_env = true,
+                              .shipped_prompts_dir = STRATA_PROMPTS_DIR,
+                              .ingest_wait = std::chrono::milliseconds(100)});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  const std::string text = "# Pruning\n\nPrune in February.\n";
+  std::vector<SourceFile> files = {{"prune.md", text, "", static_cast<int64_t>(text.size())}};
+  ASSERT_OK(engine.AddResourceFiles(files, "strata://resources/orchard", {.summarize = true}));
+  auto locks = session::OpenFileOwnerLocks(dir.File("data") + "/locks");
+  ASSERT_OK(locks);
+  std::unique_ptr<session::OwnerLocks::Held> held;
+  during_call = [&] {  // Another process begins an add while the model answers.
+    auto taken = (*locks)->Lock({"ingest"});
+    ASSERT_OK(taken);
+    held = std::move(*taken);
+  };
+  std::thread add_ends([&] {
+    while (calls == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // Six times an add's wait.
+    held.reset();
+  });
+  auto work = engine.Work();
+  add_ends.join();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(engine.Stat("strata://resources/orchard/prune.md")->abstract_text, "How to prune an orchard.");
+
+  auto blocking = (*locks)->Lock({"ingest"});  // An add still gives up after ingest_wait.
+  ASSERT_OK(blocking);
+  Status refused = engine.AddResourceFiles(files, "strata://resources/orchard", {}).status();
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+}
+
 }  // namespace
 }  // namespace strata::ingest

@@ -92,6 +92,10 @@ struct EngineOptions {
   session::JobQueueOptions queue;
   // How long a writer waits for another process's lock on a database before failing with kUnavailable.
   std::chrono::milliseconds busy_timeout{10'000};
+  // How long an add of documents waits for another (here or in another process, which may be embedding a
+  // whole tree) before failing with kUnavailable. A model's summary of a file, once asked, waits for adds
+  // without this cap (up to an hour): failing there would ask the model again on the job's retry.
+  std::chrono::milliseconds ingest_wait{30'000};
   // When sessions served turn by turn (BeginTurn) are committed into long-term memory.
   CommitPolicy commit_policy;
   // Only read (--read-only): serve a data directory on a read-only volume, or one nobody may change through

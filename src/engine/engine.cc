@@ -555,6 +555,14 @@ Result<int> Engine::Retry(std::string_view id) {
         ++requeued;
       }
     }
+    if (!id.empty()) return requeued;
+    // The jobs of no session (a file's summary by the model) are revived with all.
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::Job> dead, q->List(session::JobState::kDead));
+    for (const session::Job& job : dead) {
+      if (job.kind == session::kCommitJobKind) continue;
+      STRATA_RETURN_IF_ERROR(q->Retry(job.id));
+      ++requeued;
+    }
     return requeued;
   });
 }

@@ -978,5 +978,35 @@ TEST(IngestSummary, ASummaryGivenWaitsForAnAddInsteadOfAskingTheModelAgain) {
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
 }
 
+// A file's summary that died (the model refused for good) is revived by a retry of everything, as a dead
+// phase 2 is; it stayed dead, and adding the unchanged file again queued nothing.
+TEST(IngestSummary, ADeadSummaryIsRevivedByARetryOfEverything) {
+  testing::TempDir dir;
+  bool refuse = true;
+  llm::ScriptedProvider model("scripted", [&](const llm::ScriptedProvider::Request&) {
+    if (refuse) return llm::ScriptedReply{.error = Status::FailedPrecondition("the model's account is suspended")};
+    return testing::TextReply(R"({"abstract": "How to prune an orchard.", "overview": "Pruning in February."})");
+  });
+  auto opened = Engine::Open({.data_dir = dir.File("data"), .model = &model, .ignore_prompt_env = true,
+                              .shipped_prompts_dir = STRATA_PROMPTS_DIR});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  const std::string text = "# Pruning\n\nPrune in February.\n";
+  std::vector<SourceFile> files = {{"prune.md", text, "", static_cast<int64_t>(text.size())}};
+  ASSERT_OK(engine.AddResourceFiles(files, "strata://resources/orchard", {.summarize = true}));
+  auto work = engine.Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->dead, 1);
+  refuse = false;  // Whatever it was was mended.
+  auto requeued = engine.Retry();
+  ASSERT_OK(requeued);
+  EXPECT_EQ(*requeued, 1);
+  work = engine.Work();
+  ASSERT_OK(work);
+  EXPECT_EQ(work->completed, 1);
+  EXPECT_EQ(work->dead, 0);
+  EXPECT_EQ(engine.Stat("strata://resources/orchard/prune.md")->abstract_text, "How to prune an orchard.");
+}
+
 }  // namespace
 }  // namespace strata::ingest

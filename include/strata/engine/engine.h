@@ -403,8 +403,8 @@ class Engine {
   Result<int> CommitIdleSessions();
   // Runs the queued phase-2 jobs (taking the worker lock).
   Result<WorkReport> Work(const Canceller* cancel = nullptr);
-  // Puts failed archives and dead jobs (of one session, or all when `id` is empty) back in the queue, after
-  // whatever made them fail was fixed. Returns how many jobs were re-queued.
+  // Puts failed archives and dead jobs (of one session, or all when `id` is empty: the summaries of files
+  // too) back in the queue, after whatever made them fail was fixed. Returns how many jobs were re-queued.
   Result<int> Retry(std::string_view id = "");
   // The queued work (phase-2 commits, document summaries) `reach` may see, newest first: in `state` when
   // given, of session `session`'s live incarnation when not empty (another user's session is not found), at

@@ -821,6 +821,7 @@ Result<McpHttpReply> McpHttpTransport::Post(Engine* engine, const McpCaller& cal
     }
   }
   McpHandler handler(engine, caller, max_message_bytes_);
+  ScopedCancelCallback on_shutdown(cancel ? shutdown_ : nullptr, [&cancel] { cancel->Cancel(); });
   std::optional<std::string> reply = handler.Handle(body, cancel.get());
   if (id) in_flight_.End(client, *id);
   if (!reply && id) {

@@ -26,7 +26,7 @@ void Server::Impl::AddMemoryRoutes() {
     STRATA_ASSIGN_OR_RETURN(Uri scope, UriArg(c, "scope"));
     STRATA_ASSIGN_OR_RETURN(std::string text, c.Arg("text"));
     STRATA_ASSIGN_OR_RETURN(std::string category, c.Arg("category", false));
-    STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Remember(scope.str(), text, category));
+    STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Remember(scope.str(), text, category, &shutdown_cancel));
     return views::ChangesView(changes);
   }).Takes("text scope category"));
   // The newest memory changes at or below `under` (default: all the caller can reach), newest first.
@@ -54,7 +54,7 @@ void Server::Impl::AddMemoryRoutes() {
   }).Takes("uri"));
   Add(Route("POST", "/api/v1/memories/consolidate", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri under, UriArg(c, "under"));
-    STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Consolidate(under.str()));
+    STRATA_ASSIGN_OR_RETURN(auto changes, c.engine->Consolidate(under.str(), &shutdown_cancel));
     return views::ChangesView(changes);
   }).Takes("under"));
   // ---- Skills (strata://agent/<agent>/skills/<name>) ----

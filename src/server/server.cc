@@ -484,7 +484,7 @@ Result<std::unique_ptr<Server>> Server::Open(EngineOptions engine, ServerOptions
   if (engine.read_only) options.run_worker = false;
   impl->engine_options = std::move(engine);
   impl->options = std::move(options);
-  impl->mcp = std::make_unique<McpHttpTransport>(impl->options.http.max_body_bytes);
+  impl->mcp = std::make_unique<McpHttpTransport>(impl->options.http.max_body_bytes, &impl->shutdown_cancel);
   // The default account's engine holds the keys, on whatever backend it runs on.
   STRATA_ASSIGN_OR_RETURN(Engine * main, impl->EngineFor("default"));
   STRATA_ASSIGN_OR_RETURN(impl->keys, main->keys());
@@ -557,6 +557,7 @@ std::vector<Server::RouteInfo> Server::Routes() const {
 void Server::Shutdown() {
   Impl& s = *impl_;
   if (s.shut_down.exchange(true)) return;
+  s.shutdown_cancel.Cancel();
   if (s.http) s.http->Stop();
   {
     std::lock_guard lock(s.worker_mu);

@@ -137,6 +137,9 @@ struct Server::Impl {
   bool worker_stop = false;    // Guarded by worker_mu.
   bool worker_wanted = false;  // Guarded by worker_mu.
   Canceller worker_cancel;
+  // Cancelled when Shutdown begins: the long requests in flight (remember, consolidate, MCP's tools) stop
+  // at their next model call instead of holding the shutdown (and owner locks) until they are done.
+  Canceller shutdown_cancel;
   std::thread worker;
   std::atomic<int> open_streams{0};
   std::atomic<int> open_event_streams{0};  // Change streams (viewers), capped apart: see TakeEventSlot.

@@ -947,6 +947,46 @@ TEST_F(ServerTest, EveryAccountsQueueIsWorkedWithoutARequestForIt) {
   EXPECT_TRUE(with_work->empty()) << "acme's job is done";
 }
 
+// A shutdown stops a consolidation in flight at its next model call: it asked the model about every memory
+// first (one call each, under the owner's lock), and the shutdown waited for all of it.
+TEST_F(ServerTest, AShutdownStopsAConsolidationInFlight) {
+  Stop();
+  constexpr int kMemories = 12;
+  {
+    auto engine = Engine::Open({.data_dir = dir_.File("data")});
+    ASSERT_OK(engine);
+    for (int i = 0; i < kMemories; ++i) {
+      ASSERT_OK((*engine)->Write("strata://user/alice/memories/preferences/seat_" + std::to_string(i),
+                                 "Alice prefers aisle seats on flight " + std::to_string(i) + "."));
+    }
+  }
+  // Static, with what it reaches: they must outlive the server when an assertion ends the test early.
+  static std::atomic<int> dedup_calls{0};
+  static std::function<void()> on_first;
+  dedup_calls = 0;
+  static llm::ScriptedProvider model("scripted", [](const llm::ScriptedProvider::Request& req) {
+    if (testing::StageOf(req) == testing::Stage::kDedup && dedup_calls++ == 0) {
+      on_first();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // The shutdown begins meanwhile.
+    }
+    return testing::TextReply(R"({"decision": "create"})");
+  });
+  engine_options_.model = &model;
+  Start();
+  std::string alice = Issue("alice");
+  std::thread stopper;
+  on_first = [&] { stopper = std::thread([this] { server_->Shutdown(); }); };
+  Reply r = Call("POST", "/api/v1/memories/consolidate", alice, R"({"under": "strata://user/alice"})");
+  if (stopper.joinable()) stopper.join();
+  thread_.join();
+  server_.reset();
+  EXPECT_GE(dedup_calls.load(), 1);
+  EXPECT_LT(dedup_calls.load(), 3) << "the consolidation went on asking after the shutdown began";
+  if (r.status != 0) {
+    EXPECT_NE(r.status, 200) << r.raw;  // Not answered as if it had consolidated everything.
+  }
+}
+
 // Two MCP clients of one key each number their requests from 0: each initialize gives a session of its own,
 // and request ids are the client's within it. The second client's id 7 was refused while the first's ran,
 // and its cancellation of 7 cancelled the first's request.

@@ -107,7 +107,9 @@ struct McpHttpReply {
 };
 class McpHttpTransport {
  public:
-  explicit McpHttpTransport(size_t max_message_bytes = 4 << 20) : max_message_bytes_(max_message_bytes) {}
+  // `shutdown` (borrowed; may be null), when cancelled, cancels every request in flight.
+  explicit McpHttpTransport(size_t max_message_bytes = 4 << 20, const Canceller* shutdown = nullptr)
+      : max_message_bytes_(max_message_bytes), shutdown_(shutdown) {}
   // `client` names the caller's connection identity (its key); `protocol_version` is the
   // MCP-Protocol-Version header ("" when absent; an unknown one is kInvalidArgument); `session` the
   // Mcp-Session-Id header ("" when absent). An initialize is given a new session id; request ids and their
@@ -118,6 +120,7 @@ class McpHttpTransport {
 
  private:
   size_t max_message_bytes_;
+  const Canceller* shutdown_;
   McpInFlight in_flight_;
 };
 

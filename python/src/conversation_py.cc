@@ -3,6 +3,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <limits>
+
 #include "bindings.h"
 #include "convert.h"
 #include "strata/engine/conversation.h"
@@ -23,14 +25,15 @@ tools::ToolOutput CallPython(const py::object& fn, std::string_view arguments) {
     py::object args = FromJsonText(arguments);
     py::object result = fn(**py::reinterpret_borrow<py::dict>(args));
     if (result.is_none()) return tools::ToolOutput::Text("");
-    if (PyUnicode_Check(result.ptr())) return tools::ToolOutput::Text(result.cast<std::string>());
+    // Shown to the model as it is, a lone surrogate as "?" (a cast of one threw past this catch).
+    if (PyUnicode_Check(result.ptr())) return tools::ToolOutput::Text(LossyText(result));
     std::string text;
     if (AppendJson(result, "the tool's result", &text).ok()) return tools::ToolOutput::Text(text);
-    return tools::ToolOutput::Text(py::str(result).cast<std::string>());
+    return tools::ToolOutput::Text(LossyText(result));
   } catch (py::error_already_set& e) {
     // The model reads what went wrong, as with any failing tool; the turn goes on.
-    std::string type = e.type() ? py::str(e.type().attr("__name__")).cast<std::string>() : "Exception";
-    std::string what = e.value() ? py::str(e.value()).cast<std::string>() : "";
+    std::string type = e.type() ? LossyText(e.type().attr("__name__")) : "Exception";
+    std::string what = e.value() ? LossyText(e.value()) : "";
     return tools::ToolOutput::Error("Error: " + type + (what.empty() ? "" : ": " + what));
   }
 }
@@ -161,8 +164,8 @@ class PyConversation {
     // strata.tool.describe).
     py::object spec = py::module_::import("strata.tool").attr("describe")(t);
     llm::ToolDeclaration d;
-    d.name = spec.attr("name").cast<std::string>();
-    d.description = spec.attr("description").cast<std::string>();
+    d.name = TextArg(spec.attr("name"), "a tool's name");
+    d.description = TextArg(spec.attr("description"), "tool " + d.name + "'s description");
     d.parameters = ToJsonText(spec.attr("parameters"), "tool " + d.name + " parameters");
     py::object fn = spec.attr("fn");
     Check(state_->tools.Add(tools::MakeTool(
@@ -191,14 +194,23 @@ Provider settings are the CLI's: provider (openai, kimi, deepseek, ollama, vllm,
 openai-responses, scripted), model, base_url, api_key_env, provider_options (a dict), config_file,
 script (scripted replies), record / replay.
 )doc")
-      .def(py::init([](const std::string& path, py::iterable tools, const std::string& system_prompt, int max_steps,
-                       int64_t max_context, int64_t reserve_for_reply, double compact_ratio, py::kwargs settings) {
+      .def(py::init([](const std::string& path, py::iterable tools, const std::string& system_prompt,
+                       const py::object& max_steps, const py::object& max_context, const py::object& reserve_for_reply,
+                       const py::object& compact_ratio, py::kwargs settings) {
+             // Read as the CLI reads --max-steps, --max-context, --reserve and --compact-ratio: -1 steps ran
+             // none, a negative reserve turned the headroom check off, and a NaN ratio reached a cast.
              ConversationOptions o;
              o.system_prompt = system_prompt;
-             o.max_steps = max_steps;
-             o.max_context = max_context;
-             o.reserve_for_reply = reserve_for_reply;
-             o.compact_ratio = compact_ratio;
+             const int64_t steps = IntArg(max_steps, "max_steps");
+             if (steps < 1 || steps > std::numeric_limits<int>::max()) {
+               Raise(Status::InvalidArgument("\"max_steps\" must be from 1 to " +
+                                             std::to_string(std::numeric_limits<int>::max()) + ", not " +
+                                             std::to_string(steps)));
+             }
+             o.max_steps = static_cast<int>(steps);
+             o.max_context = CountArg(max_context, "max_context");
+             o.reserve_for_reply = CountArg(reserve_for_reply, "reserve_for_reply");
+             o.compact_ratio = RealArg(compact_ratio, "compact_ratio", 0.1, 1.0);
              static const char* kKnown[] = {"provider", "model", "base_url", "api_key_env", "provider_options",
                                             "config_file", "script", "record", "replay"};
              for (auto [key, value] : settings) {
@@ -210,8 +222,8 @@ script (scripted replies), record / replay.
              return std::make_unique<PyConversation>(path, settings, tools, o);
            }),
            py::arg("path"), py::kw_only(), py::arg("tools") = py::tuple(), py::arg("system_prompt") = "",
-           py::arg("max_steps") = 20, py::arg("max_context") = 0, py::arg("reserve_for_reply") = 4096,
-           py::arg("compact_ratio") = 0.85)
+           py::arg("max_steps") = py::int_(20), py::arg("max_context") = py::int_(0),
+           py::arg("reserve_for_reply") = py::int_(4096), py::arg("compact_ratio") = py::float_(0.85))
       .def("send", &PyConversation::Send, py::arg("message"), py::kw_only(), py::arg("on_text") = py::none(), R"doc(
 One user turn: `message` is text or a message dict. Returns a record with `text` (the final reply's
 text), `messages` (everything the turn appended after the user message), `steps`, `usage`,

@@ -1,6 +1,7 @@
 #include "convert.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "strata/json/checked.h"
 #include "strata/json/json_writer.h"
@@ -295,6 +296,54 @@ py::list MessagesToPy(const std::vector<Message>& messages) {
 }
 
 std::string TypeName(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
+
+int64_t CountArg(py::handle value, const char* name) {
+  const int64_t n = IntArg(value, name);
+  if (n < 0) Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be 0 or more, not " + std::to_string(n)));
+  return n;
+}
+
+double RealArg(py::handle value, const char* name, double min, double max) {
+  std::ostringstream bounds;  // Shortest form: 0.1, 1.
+  bounds << min << " to " << max;
+  const std::string range = "\"" + std::string(name) + "\" must be a number from " + bounds.str();
+  PyObject* o = value.ptr();
+  if (PyBool_Check(o) || !(PyFloat_Check(o) || PyLong_Check(o))) Raise(Status::InvalidArgument(range + ", not " + TypeName(value)));
+  const double d = PyFloat_AsDouble(o);
+  if (PyErr_Occurred()) {  // An int beyond a double's range.
+    PyErr_Clear();
+    Raise(Status::InvalidArgument(range));
+  }
+  if (!std::isfinite(d) || d < min || d > max) {
+    Raise(Status::InvalidArgument(range + ", not " + std::string(py::str(py::repr(value)))));
+  }
+  return d;
+}
+
+std::string TextArg(py::handle value, const std::string& what) {
+  if (!PyUnicode_Check(value.ptr())) Raise(Status::InvalidArgument(what + " must be a string, not " + TypeName(value)));
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    Raise(Status::InvalidArgument(what + " is not valid Unicode (a lone surrogate?)"));
+  }
+  return std::string(data, static_cast<size_t>(size));
+}
+
+std::string LossyText(py::handle value) {
+  py::object text = py::reinterpret_steal<py::object>(PyObject_Str(value.ptr()));
+  if (!text) {
+    PyErr_Clear();
+    return "<" + TypeName(value) + " that cannot be shown>";
+  }
+  py::object bytes = py::reinterpret_steal<py::object>(PyUnicode_AsEncodedString(text.ptr(), "utf-8", "replace"));
+  if (!bytes) {
+    PyErr_Clear();
+    return "";
+  }
+  return std::string(PyBytes_AS_STRING(bytes.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.ptr())));
+}
 
 int64_t IntArg(py::handle value, const char* name) {
   const std::string wrong = "\"" + std::string(name) + "\" must be an integer";

@@ -72,6 +72,17 @@ py::list MessagesToPy(const std::vector<Message>& messages);
 // RuntimeError).
 int64_t IntArg(py::handle value, const char* name);
 
+// A count that is 0 or more, read with IntArg: "\"<name>\" must be 0 or more, not N" otherwise.
+int64_t CountArg(py::handle value, const char* name);
+// A real number in [min, max] (an int or a float; not a bool, NaN or infinity), the error naming `name`.
+double RealArg(py::handle value, const char* name, double min, double max);
+// A str as UTF-8; "<what> must be a string" / "<what> is not valid Unicode (a lone surrogate?)" otherwise
+// (pybind's cast said "Unable to cast Python instance" and named nothing).
+std::string TextArg(py::handle value, const std::string& what);
+// A str as UTF-8 whatever it holds: a lone surrogate becomes "?", as Python's "replace" has it (text shown,
+// never refused: a tool's result or error for the model).
+std::string LossyText(py::handle value);
+
 // Python's own name for the type of `value` ("set", "bytes", "MyClass").
 std::string TypeName(py::handle value);
 

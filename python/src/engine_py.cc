@@ -129,13 +129,6 @@ std::chrono::milliseconds SecondsArg(py::handle value, const char* name, double 
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-// A count that is 0 or more (0: never), as the CLI's NonNegative options.
-int64_t CountArg(py::handle value, const char* name) {
-  const int64_t n = IntArg(value, name);
-  if (n < 0) Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be 0 or more, not " + std::to_string(n)));
-  return n;
-}
-
 // A flag: a bool (a truthy string or number is a mistake to name, not to take).
 bool BoolArg(py::handle value, const std::string& name) {
   if (!PyBool_Check(value.ptr())) {
@@ -215,18 +208,23 @@ class PyTurn {
                                                   "input_cache_read", "input_cache_creation", "prompt_tokens",
                                                   "completion_tokens", "total_tokens"};
     for (auto [key, value] : d) {
-      std::string name = py::isinstance<py::str>(key) ? key.cast<std::string>() : std::string(py::repr(key));
+      std::string name = py::isinstance<py::str>(key) ? LossyText(key) : LossyText(py::repr(key));
       if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
         Raise(Status::InvalidArgument("usage has an unknown member '" + name +
                                       "' (known: input_tokens, output_tokens, prompt_tokens, completion_tokens, "
                                       "input_other, output, input_cache_read, input_cache_creation)"));
       }
     }
+    // Each a count (a negative one was taken, then refused by the usage mark and dropped in silence), and
+    // each below 2^53 (a JSON number's exact range) so that no sum of them overflows.
     auto get = [&](const char* key) -> int64_t {
       if (!d.contains(key)) return 0;
-      py::handle v = d[key];
-      if (!PyLong_Check(v.ptr())) Raise(Status::InvalidArgument(std::string("usage.") + key + " must be an integer"));
-      return IntArg(v, (std::string("usage.") + key).c_str());
+      const std::string name = std::string("usage.") + key;
+      const int64_t n = CountArg(d[key], name.c_str());
+      if (n >= (int64_t{1} << 53)) {
+        Raise(Status::InvalidArgument("\"" + name + "\" must be below 2^53, not " + std::to_string(n)));
+      }
+      return n;
     };
     TokenUsage u;
     u.input_other = get("input_other") + get("input_tokens") + get("prompt_tokens");

@@ -82,6 +82,41 @@ def test_undo_and_bad_settings(tmp_path):
         strata.Conversation(str(tmp_path / "d.jsonl"), provider="scripted", nonsense=1)
     with pytest.raises(strata.StrataError):
         strata.Conversation(str(tmp_path / "e.jsonl"), provider="no-such-provider")
+    # The numbers are read as the CLI reads its flags: -1 steps ran none, a negative reserve turned the
+    # headroom check off, a NaN ratio reached a cast, and 2.0 or 2**40 were pybind's TypeError.
+    for option, value, says in [("max_steps", -1, '"max_steps" must be from 1 to 2147483647, not -1'),
+                                ("max_steps", 2**40, '"max_steps" must be from 1'),
+                                ("max_context", -5, '"max_context" must be 0 or more, not -5'),
+                                ("reserve_for_reply", -1, '"reserve_for_reply" must be 0 or more'),
+                                ("compact_ratio", float("nan"), '"compact_ratio" must be a number from 0.1 to 1, not nan'),
+                                ("compact_ratio", 5, '"compact_ratio" must be a number from 0.1 to 1, not 5'),
+                                ("compact_ratio", True, '"compact_ratio" must be a number from 0.1 to 1, not bool')]:
+        with pytest.raises(strata.InvalidArgumentError, match=says):
+            strata.Conversation(str(tmp_path / "f.jsonl"), provider="scripted", **{option: value})
+    taken = strata.Conversation(str(tmp_path / "g.jsonl"), provider="scripted", max_steps=2.0, max_context=1000,
+                                compact_ratio=1, script=scripted(tmp_path, [{"text": "one"}]))
+    taken.close()
+
+
+def test_a_tool_whose_text_is_not_unicode(tmp_path):
+    # A tool named or described with a lone surrogate was pybind's bare "Unable to cast"; a result holding
+    # one threw past the tool's own error handling. The name is refused, naming it; the result reaches the
+    # model with "?" in its place (Python's "replace").
+    def bad(): return ""
+    bad.__name__ = "bad\ud800"
+    with pytest.raises(strata.InvalidArgumentError, match="a tool's name is not valid Unicode"):
+        strata.Conversation(str(tmp_path / "t.jsonl"), provider="scripted", tools=[bad])
+
+    def echo(text: str) -> str:
+        "Echo."
+        return "got \ud800 " + text
+    chat = strata.Conversation(str(tmp_path / "u.jsonl"), provider="scripted", tools=[echo],
+                               script=scripted(tmp_path, [call("echo", {"text": "hi"}), {"text": "done"}]))
+    result = chat.send("go")
+    assert result.text == "done"
+    outputs = [m for m in chat.history if m["role"] == "tool"]
+    assert outputs and outputs[0]["content"] == "got ? hi", outputs
+    chat.close()
 
 
 def test_a_reply_cut_short_says_why(tmp_path):

@@ -157,6 +157,15 @@ def test_the_memory_managed_turn(tmp_path):
         with pytest.raises(strata.InvalidArgumentError, match="unknown member 'input'"):
             turn.finish({"role": "assistant", "content": "The aisle."}, usage={"input": 90, "output_tokens": 3})
         assert turn.active, "a refused finish leaves the turn open"
+        # A negative count was taken and then dropped in silence by the usage mark; counts whose sum
+        # overflows 64 bits were too; a key that is not Unicode was pybind's "Unable to cast".
+        for usage, says in [({"input_tokens": -5}, '"usage.input_tokens" must be 0 or more, not -5'),
+                            ({"input_tokens": 2**62, "prompt_tokens": 2**62}, '"usage.input_tokens" must be below 2\\^53'),
+                            ({"output_tokens": 1.5}, '"usage.output_tokens" must be an integer'),
+                            ({"\ud800": 1}, "unknown member")]:
+            with pytest.raises(strata.InvalidArgumentError, match=says):
+                turn.finish({"role": "assistant", "content": "The aisle."}, usage=usage)
+            assert turn.active
         first = turn.finish({"role": "assistant", "content": "The aisle."}, usage={"input_tokens": 90, "output_tokens": 3})
     assert isinstance(first, strata.TurnOutcome) and not first.committed
     assert e.session_log("chat").usage_tokens == 93

@@ -21,6 +21,7 @@ import base64
 import http.client
 import json
 import operator
+import re
 import socket
 import time
 import urllib.error
@@ -197,18 +198,24 @@ class Client:
         return envelope["result"], headers
 
     @staticmethod
-    def _id(value: str) -> str:
-        # As the TypeScript client: "" and "." / ".." are no id (a URL makes them another route), and a
-        # surrogate no UTF-8 holds is named, not a UnicodeEncodeError.
-        text = str(value)
-        if text in ("", ".", ".."):
-            raise error_class("invalid_argument")(f"an id or name must not be {text!r}")
-        try:
-            return urllib.parse.quote(text, safe="")
-        except UnicodeEncodeError as e:
-            raise error_class("invalid_argument")(
-                f"the id {text!r} is not valid Unicode: {text[e.start:e.end]!r} at index {e.start} is a lone "
-                "surrogate") from None
+    def _path(method: str, template: str, **params) -> str:
+        # `template` with its {name}s filled in, as the TypeScript client fills them, in its words (the
+        # server's for a missing parameter): "" and "." / ".." are no id (a URL makes them another route),
+        # and a surrogate no UTF-8 holds is named, not a UnicodeEncodeError.
+        def fill(match: "re.Match[str]") -> str:
+            name = match.group(1)
+            text = str(params[name])
+            if text == "":
+                raise error_class("invalid_argument")(f'{method} {template}: "{name}" must not be empty')
+            if text in (".", ".."):
+                raise error_class("invalid_argument")(f'{method} {template}: "{name}" must not be "{text}"')
+            try:
+                return urllib.parse.quote(text, safe="")
+            except UnicodeEncodeError as e:
+                raise error_class("invalid_argument")(
+                    f'{method} {template}: "{name}" is not valid Unicode: {text[e.start:e.end]!r} at index '
+                    f"{e.start} is a lone surrogate") from None
+        return re.sub(r"\{(\w+)\}", fill, template)
 
     # ---- Service ----
 
@@ -345,7 +352,7 @@ class Client:
                                            body={k: v for k, v in body.items() if v is not None}))
 
     def get_session(self, session_id: str, *, messages: bool = False) -> Session:
-        view = self._call("GET", f"/api/v1/sessions/{self._id(session_id)}")
+        view = self._call("GET", self._path("GET", "/api/v1/sessions/{id}", id=session_id))
         if not messages:
             view.pop("messages", None)
         return Session(view)
@@ -356,21 +363,21 @@ class Client:
     def add_messages(self, session_id: str, messages: dict | list[dict]) -> Session:
         if isinstance(messages, dict):
             messages = [messages]
-        return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/messages",
+        return Session(self._call("POST", self._path("POST", "/api/v1/sessions/{id}/messages", id=session_id),
                                   body={"messages": list(messages)}))
 
     def messages(self, session_id: str) -> list[dict]:
-        return self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/messages")
+        return self._call("GET", self._path("GET", "/api/v1/sessions/{id}/messages", id=session_id))
 
     def delete_session(self, session_id: str, *, force: bool = False) -> None:
-        self._call("DELETE", f"/api/v1/sessions/{self._id(session_id)}", {"force": force})
+        self._call("DELETE", self._path("DELETE", "/api/v1/sessions/{id}", id=session_id), {"force": force})
 
     def checkpoint(self, session_id: str) -> Checkpoint:
-        return Checkpoint(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/checkpoints"))
+        return Checkpoint(self._call("POST", self._path("POST", "/api/v1/sessions/{id}/checkpoints", id=session_id)))
 
     def revert(self, session_id: str, checkpoint: int, tag: str | None = None) -> Session:
         body = {"checkpoint": int(checkpoint), "tag": _checkpoint_tag(checkpoint, tag)}
-        return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/revert",
+        return Session(self._call("POST", self._path("POST", "/api/v1/sessions/{id}/revert", id=session_id),
                                   body={k: v for k, v in body.items() if v is not None}))
 
     def fork(self, session_id: str, new_id: str | None = None, checkpoint: int | None = None,
@@ -379,35 +386,35 @@ class Client:
             raise error_class("invalid_argument")("tag names a checkpoint: give checkpoint with it")
         body = {"id": new_id, "checkpoint": None if checkpoint is None else int(checkpoint),
                 "tag": None if checkpoint is None else _checkpoint_tag(checkpoint, tag)}
-        return Session(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/fork",
+        return Session(self._call("POST", self._path("POST", "/api/v1/sessions/{id}/fork", id=session_id),
                                   body={k: v for k, v in body.items() if v is not None}))
 
     def session_log(self, session_id: str) -> SessionLog:
-        return SessionLog(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/log"))
+        return SessionLog(self._call("GET", self._path("GET", "/api/v1/sessions/{id}/log", id=session_id)))
 
     def set_system_prompt(self, session_id: str, prompt: str) -> None:
-        self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/system-prompt", body={"prompt": prompt})
+        self._call("POST", self._path("POST", "/api/v1/sessions/{id}/system-prompt", id=session_id), body={"prompt": prompt})
 
     def record_usage(self, session_id: str, tokens: int) -> None:
         """A usage mark: the provider-reported tokens of the session's whole context."""
-        self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/usage", body={"tokens": tokens})
+        self._call("POST", self._path("POST", "/api/v1/sessions/{id}/usage", id=session_id), body={"tokens": tokens})
 
     def context(self, session_id: str, *, max_context_tokens: int | None = None,
                 reserve_for_reply: int | None = None, memory_limit: int | None = None, query: str | None = None,
                 system_prompt: str | None = None, encoding: str | None = None) -> SessionContext:
-        return SessionContext(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/context", {
+        return SessionContext(self._call("GET", self._path("GET", "/api/v1/sessions/{id}/context", id=session_id), {
             "max_context_tokens": max_context_tokens, "reserve_for_reply": reserve_for_reply,
             "memory_limit": memory_limit, "query": query, "system_prompt": system_prompt, "encoding": encoding}))
 
     def compact(self, session_id: str, *, focus: str = "") -> Compaction:
         """Folds the session's older messages into a summary with the server's model, keeping the newest turns."""
-        return Compaction(self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/compact", body={"focus": focus}))
+        return Compaction(self._call("POST", self._path("POST", "/api/v1/sessions/{id}/compact", id=session_id), body={"focus": focus}))
 
     def commit(self, session_id: str, *, wait: bool = False, timeout: float | None = None) -> CommitOutcome:
         """Archives the session's messages; phase 2 runs on the server's worker. With wait=True, returns once
         that task has finished (done or dead), with the archive's ``state`` and, when it is done, its ``diff``
         (what Engine.commit(wait=True) returns in process)."""
-        view = self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/commit")
+        view = self._call("POST", self._path("POST", "/api/v1/sessions/{id}/commit", id=session_id))
         if not wait:
             return CommitOutcome(view)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -441,13 +448,13 @@ class Client:
 
     def archive_diff(self, session_id: str, archive: int) -> CommitDiff:
         """What phase 2 changed for one of the session's archives (FailedPreconditionError until it is done)."""
-        return CommitDiff(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/archives/{_number(archive, 'archive')}/diff"))
+        return CommitDiff(self._call("GET", self._path("GET", "/api/v1/sessions/{id}/archives/{archive}/diff", id=session_id, archive=_number(archive, 'archive'))))
 
     def session_status(self, session_id: str) -> SessionStatus:
-        return SessionStatus(self._call("GET", f"/api/v1/sessions/{self._id(session_id)}/status"))
+        return SessionStatus(self._call("GET", self._path("GET", "/api/v1/sessions/{id}/status", id=session_id)))
 
     def retry(self, session_id: str) -> int:
-        return self._call("POST", f"/api/v1/sessions/{self._id(session_id)}/retry")["requeued"]
+        return self._call("POST", self._path("POST", "/api/v1/sessions/{id}/retry", id=session_id))["requeued"]
 
     # ---- Tasks ----
 
@@ -515,7 +522,7 @@ class Client:
         return _records(Node, self._call("GET", "/api/v1/skills", {"agent": agent}))
 
     def show_skill(self, agent: str, name: str) -> str:
-        return self._call("GET", f"/api/v1/skills/{self._id(name)}", {"agent": agent})["skill_md"]
+        return self._call("GET", self._path("GET", "/api/v1/skills/{name}", name=name), {"agent": agent})["skill_md"]
 
     def render_prompt(self, id: str, variables: dict | None = None, /, **kwargs: Any) -> str:
         return self._call("POST", "/api/v1/prompts/render",

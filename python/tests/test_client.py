@@ -7,6 +7,7 @@ import copy
 import os
 import json
 import pickle
+import re
 
 import pytest
 
@@ -367,6 +368,10 @@ def test_text_that_is_not_unicode_and_ids_that_are_no_id_are_refused_alike(serve
             client.get_session(session_id)
         with pytest.raises(strata.InvalidArgumentError):
             engine.get_session(session_id)
+    # In the TypeScript client's words (the server's for a missing parameter), naming the route and parameter.
+    for session_id, says in (("", 'must not be empty'), (".", 'must not be "."'), ("..", 'must not be ".."')):
+        with pytest.raises(strata.InvalidArgumentError, match="^" + re.escape('GET /api/v1/sessions/{id}: "id" ' + says) + "$"):
+            client.get_session(session_id)
     # What is not a text problem is still the error it was.
     with pytest.raises(TypeError):
         engine.read(42)

@@ -632,6 +632,16 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
     }
     std::string cat = category.empty() ? "notes" : std::string(category);
     if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";
+    // Held as phase 2, remember and consolidation hold the owner's memories (in every process or instance):
+    // two of these at once both read "not kept yet" and both logged a create, and a consolidation could
+    // decide against the note while it was written.
+    const std::string owner = std::string(scope_uri.kind()) + "/" + std::string(scope_uri.scope_id());
+    STRATA_ASSIGN_OR_RETURN(
+        auto held, impl_->HoldNamed(
+                       owner, std::chrono::seconds(30), [] { return false; },
+                       [&] { return Status::Unavailable("remember: " + owner + "'s memories are being changed by "
+                                                        "another writer; try again"); },
+                       cancel));
     // Named by the text without the blanks at its ends, as the pipeline compares texts: "x" and "x\n" are
     // one note.
     const std::string_view kept = StripAsciiWhitespace(text);

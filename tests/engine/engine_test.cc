@@ -12,12 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "strata/engine/views.h"
 #include "strata/llm/scripted.h"
 #include "session/pipeline_stage.h"
+#include "strata/session/owner_locks.h"
 #include "test_util.h"
 
 namespace strata {
@@ -510,6 +512,26 @@ TEST_F(EngineTest, TheModelsRefusalIsNotTheCallersErrorAndRememberKeepsTheText) 
   EXPECT_EQ(consolidated.status().code(), StatusCode::kFailedPrecondition) << consolidated.status().ToString();
   EXPECT_NE(consolidated.status().message().find("the model refused the request"), std::string::npos)
       << consolidated.status().ToString();
+}
+
+// Remember without a model holds the owner's memories as phase 2 and consolidation do, in every process:
+// two at once both found the note missing and both logged a create.
+TEST_F(EngineTest, RememberWithoutAModelWaitsForTheOwnersOtherWriter) {
+  llm::ScriptedReply down;
+  down.error = Status::Unavailable("the model is overloaded (HTTP 503)");
+  extraction_ = down;
+  auto locks = session::OpenFileOwnerLocks(dir_.path() + "/locks");
+  ASSERT_OK(locks);
+  auto held = (*locks)->Lock({"user/alice"});  // Another process decides alice's memories.
+  ASSERT_OK(held);
+  auto waiting = std::async(std::launch::async, [&] { return engine_->Remember("strata://user/alice", "Alice likes green tea."); });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "remember wrote while another process held alice's memories";
+  held->reset();
+  auto kept = waiting.get();
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ(kept->front().action, session::MemoryAction::kCreate);
 }
 
 // Remember with a model that fails: before anything was remembered the text is kept as written (the same

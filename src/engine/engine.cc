@@ -317,7 +317,16 @@ Result<std::string> Engine::ShowSkill(std::string_view agent, std::string_view n
       return Status::NotFound(uri.str() + " is not a skill: " +
                               (node.is_dir ? "a directory" : "no SKILL.md was stored there (skill add stores one)"));
     }
-    return json::StringOr(strata::json::ParseOrDiscard<Json>(node.metadata), "skill_md");
+    std::string md = json::StringOr(strata::json::ParseOrDiscard<Json>(node.metadata), "skill_md");
+    // The leaf's text is the skill's body: one written over it since (a write or an edit of the node) is
+    // what the skill says now. Its old SKILL.md was served, so an edit that took a secret or a wrong step
+    // out of the instructions reached no agent.
+    Result<memory::Skill> stored = memory::ParseSkill(md);
+    if (stored.ok() && stored->body != node.content) {
+      stored->body = node.content;
+      md = memory::SerializeSkill(*stored);
+    }
+    return md;
   });
 }
 

@@ -777,6 +777,12 @@ TEST_F(EngineTest, SkillsRoundTripAsSkillMd) {
   ASSERT_OK(md);
   EXPECT_NE(md->find("name: deploy"), std::string::npos);
   EXPECT_NE(md->find("Run make deploy."), std::string::npos);
+  // A write over the skill's node (fs write, MCP's edit) changes what the skill says: its old SKILL.md was
+  // served, secret and all, to every agent.
+  ASSERT_OK(engine_->Write("strata://agent/default/skills/deploy", "# Deploy\nRun make release.\n"));
+  md = engine_->ShowSkill("default", "deploy");
+  ASSERT_OK(md);
+  EXPECT_EQ(*md, "---\nname: deploy\ndescription: \"Deploys the service to staging.\"\n---\n# Deploy\nRun make release.\n");
 }
 
 // ls, tree and grep tell a superseded memory from its successor.

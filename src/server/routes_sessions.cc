@@ -263,13 +263,25 @@ void Server::Impl::AddSessionRoutes() {
     c.res.content_type = "text/event-stream";
     c.res.headers.emplace_back("Cache-Control", "no-cache");
     c.raw = true;
-    c.res.stream = [this, engine, task, slot](const ChunkWriter& write) {
+    // The key, and its right to the task, are checked again every five seconds: a stream opened with a key
+    // revoked since ends (it went on for up to an hour, job views and errors included).
+    auto request = std::make_shared<HttpRequest>(c.req);
+    c.res.stream = [this, engine, task, slot, request](const ChunkWriter& write) {
       std::string last;
       for (int i = 0; i < 36000 && !shut_down.load(); ++i) {  // An hour at most.
         auto queue = engine->queue();
         if (!queue.ok()) break;
         auto job = (*queue)->Get(task);
         if (!job.ok() || !*job) break;
+        if (i > 0 && i % 50 == 0) {
+          std::optional<std::string> refused = StreamRefusal(*request, [&](const Identity& who) {
+            return engine->CheckJobAccess(ReachOf(who), **job);
+          });
+          if (refused) {
+            write(*refused);
+            return;
+          }
+        }
         std::string state(session::JobStateName((*job)->state));
         std::string view = views::Dump(WithoutDataDirInErrors(views::JobView(**job), engine_options.data_dir));
         if (view != last) {

@@ -197,6 +197,15 @@ std::vector<Engine*> Server::Impl::OpenEngines() {
   return out;
 }
 
+std::optional<std::string> Server::Impl::StreamRefusal(const HttpRequest& req,
+                                                       const std::function<Status(const Identity&)>& allowed) {
+  Result<Identity> who = Authenticate(req);
+  Status still = who.ok() && allowed ? allowed(*who) : who.status();
+  if (still.ok()) return std::nullopt;
+  Json error = {{"code", std::string(StatusCodeName(still.code()))}, {"message", std::string(still.message())}};
+  return "event: error\ndata: " + views::Dump(error) + "\n\n";
+}
+
 Result<Identity> Server::Impl::Authenticate(const HttpRequest& req) {
   std::string key = req.Header("x-api-key");
   std::string auth = req.Header("authorization");

@@ -152,6 +152,11 @@ struct Server::Impl {
   std::vector<Engine*> OpenEngines();
   bool has_keys() const { return !root_key_hash.empty(); }
   Result<Identity> Authenticate(const HttpRequest& req);
+  // For a stream that outlives its request's check (events, a task's progress): the "event: error" that
+  // ends it when `req`'s key no longer authenticates (revoked since), or when `allowed`, given the
+  // identity, says it may no longer see what it streams; nullopt while it may go on.
+  std::optional<std::string> StreamRefusal(const HttpRequest& req,
+                                           const std::function<Status(const Identity&)>& allowed = nullptr);
   // A web page must not drive the API from a user's browser; without keys, only loopback Host names.
   Status CheckOrigin(const HttpRequest& req) const;
 

@@ -102,10 +102,8 @@ void Server::Impl::AddViewerRoutes() {
              auto t = std::chrono::steady_clock::now();
              if (t - last_check > std::chrono::seconds(5)) {
                last_check = t;
-               if (Result<Identity> still = Authenticate(*request); !still.ok()) {
-                 Json error = {{"code", std::string(StatusCodeName(still.status().code()))},
-                               {"message", std::string(still.status().message())}};
-                 write("event: error\ndata: " + views::Dump(error) + "\n\n");
+               if (std::optional<std::string> refused = StreamRefusal(*request)) {
+                 write(*refused);
                  return;
                }
              }

@@ -802,12 +802,16 @@ TEST_F(ServerTest, TheViewerIsServedWithoutAKeyAndWithAStrictPolicy) {
 }
 
 // Reads the change stream until `events` events have arrived; returns their data lines.
-std::vector<std::string> ReadChanges(int port, const std::string& key, size_t events, const std::function<void()>& after_first) {
+// The data of the first `events` events of the stream at `path` (read for 20 s at most).
+std::vector<std::string> ReadChanges(int port, const std::string& key, size_t events, const std::function<void()>& after_first,
+                                     const std::string& path = "/api/v1/events") {
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(std::chrono::seconds(10));
   std::vector<std::string> data;
   std::string buffer;
-  client.Get("/api/v1/events", {{"Authorization", "Bearer " + key}}, [&](const char* bytes, size_t n) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  client.Get(path, {{"Authorization", "Bearer " + key}}, [&](const char* bytes, size_t n) {
+    if (std::chrono::steady_clock::now() > until) return false;
     buffer.append(bytes, n);
     size_t end;
     while ((end = buffer.find("\n\n")) != std::string::npos) {
@@ -895,6 +899,31 @@ TEST_F(ServerTest, TheChangeStreamOfARevokedKeyEnds) {
   // The first change, the revocation's (a change of the account), then the error: the stream ended.
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(Json::parse(seen[2])["code"], "unauthenticated") << seen[2];
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+// A task's progress stream ends when its key is revoked, as the change stream does: it went on for up to an
+// hour, job views and errors included.
+TEST_F(ServerTest, TheTaskStreamOfARevokedKeyEnds) {
+  Stop();
+  server_options_.run_worker = false;  // The job stays pending (another instance's worker would run it).
+  Start();
+  Reply issued = Call("POST", "/api/v1/admin/keys", kRootKey, R"({"user": "sam"})");
+  ASSERT_EQ(issued.status, 200) << issued.raw;
+  const std::string key = issued.body["result"]["key"], id = issued.body["result"]["id"];
+  ASSERT_EQ(Call("POST", "/api/v1/sessions", key, R"({"id": "ss1"})").status, 200);
+  ASSERT_EQ(Call("POST", "/api/v1/sessions/ss1/messages", key,
+                 R"({"messages": [{"role": "user", "content": "I like tea."}]})").status, 200);
+  Reply committed = Call("POST", "/api/v1/sessions/ss1/commit", key);
+  ASSERT_EQ(committed.status, 200) << committed.raw;
+  const int64_t task = committed.body["result"]["task_id"];
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> seen = ReadChanges(port_, key, 100, [&] {
+    EXPECT_EQ(Call("DELETE", "/api/v1/admin/keys/" + id, kRootKey).status, 200);
+  }, "/api/v1/tasks/" + std::to_string(task) + "/events");
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(Json::parse(seen.back())["code"], "unauthenticated") << "the stream went on after its key was revoked: "
+                                                                  << seen.back();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
 }
 

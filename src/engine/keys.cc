@@ -95,12 +95,14 @@ class KeyTable final : public KeyStore {
   static Result<std::unique_ptr<KeyStore>> OpenSqlite(const std::string& path, bool read_only) {
     auto store = std::unique_ptr<KeyTable>(new KeyTable());
     store->read_only_ = read_only;
-    Status opened = read_only ? store->db_.OpenReadOnly(path) : store->db_.OpenDurable(path);
+    store->db_ = std::make_unique<sqlite::Db>();
+    Status opened = read_only ? store->db_->OpenReadOnly(path) : store->db_->OpenDurable(path);
     if (read_only && opened.code() == StatusCode::kNotFound) {
-      opened = store->db_.Open(":memory:");  // No keys issued yet.
-      if (opened.ok()) opened = store->db_.Exec(kSchema);
+      opened = store->db_->Open(":memory:");  // No keys issued yet: none until another process makes the file.
+      if (opened.ok()) opened = store->db_->Exec(kSchema);
+      store->not_yet_ = path;
     } else if (opened.ok() && !read_only) {
-      opened = store->db_.Exec(kSchema);
+      opened = store->db_->Exec(kSchema);
     }
     STRATA_RETURN_IF_ERROR(opened.WithContext("API keys"));
     std::lock_guard lock(store->mu_);
@@ -152,7 +154,7 @@ class KeyTable final : public KeyStore {
                                  .status());
       return std::make_pair(info, secret);
     }
-    sqlite::Stmt ins(db_, "INSERT INTO api_keys(id, secret_sha256, account, user, role, created_ms) VALUES (?,?,?,?,?,?)");
+    sqlite::Stmt ins(*db_, "INSERT INTO api_keys(id, secret_sha256, account, user, role, created_ms) VALUES (?,?,?,?,?,?)");
     ins.Bind(1, id).Bind(2, hash).Bind(3, account).Bind(4, user).Bind(5, KeyRoleName(role)).Bind(6, info.created_ms);
     STRATA_RETURN_IF_ERROR(ins.Run());
     cache_[hash] = info;
@@ -187,11 +189,11 @@ class KeyTable final : public KeyStore {
       if (r.affected() == 0) return Status::NotFound("no API key " + json::QuoteForError(id, 40));
       return Status::Ok();
     }
-    sqlite::Stmt del(db_, "DELETE FROM api_keys WHERE id = ?");
+    sqlite::Stmt del(*db_, "DELETE FROM api_keys WHERE id = ?");
     del.Bind(1, id);
     STRATA_RETURN_IF_ERROR(del.Run());
     // Another process may have issued the key: the row deleted is what says whether it existed.
-    const bool deleted = sqlite3_changes(db_.get()) > 0;
+    const bool deleted = sqlite3_changes(db_->get()) > 0;
     std::erase_if(cache_, [&](const auto& entry) { return entry.second.id == id; });
     if (!deleted) return Status::NotFound("no API key " + json::QuoteForError(id, 40));
     return Status::Ok();
@@ -205,12 +207,22 @@ class KeyTable final : public KeyStore {
   // data_version changes with every commit of another connection, and reading it costs no I/O; without
   // this, a key revoked by one process stayed valid in the other until it restarted.
   Status RefreshLocked() {
-    sqlite::Stmt version(db_, "PRAGMA data_version");
+    // A read-only instance started before any key was issued reads the file once another process made it:
+    // it refused every key until it restarted.
+    if (!not_yet_.empty()) {
+      auto made = std::make_unique<sqlite::Db>();
+      if (made->OpenReadOnly(not_yet_).ok()) {
+        db_ = std::move(made);
+        not_yet_.clear();
+        cache_version_.reset();
+      }
+    }
+    sqlite::Stmt version(*db_, "PRAGMA data_version");
     STRATA_ASSIGN_OR_RETURN(bool has, version.Step());
     const int64_t now = has ? version.Int(0) : -1;
     if (cache_version_ && *cache_version_ == now) return Status::Ok();
     std::map<std::string, KeyInfo> fresh;
-    sqlite::Stmt all(db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
+    sqlite::Stmt all(*db_, "SELECT id, secret_sha256, account, user, role, created_ms FROM api_keys");
     while (true) {
       STRATA_ASSIGN_OR_RETURN(bool row, all.Step());
       if (!row) break;
@@ -223,8 +235,9 @@ class KeyTable final : public KeyStore {
     return Status::Ok();
   }
 
-  std::mutex mu_;  // Guards db_, pg_, cache_ and cache_version_.
-  sqlite::Db db_;
+  std::mutex mu_;  // Guards db_, not_yet_, pg_, cache_ and cache_version_.
+  std::unique_ptr<sqlite::Db> db_;
+  std::string not_yet_;  // Read-only: the keys file that did not exist yet (db_ is an empty one in memory).
   std::unique_ptr<pg::Conn> pg_;          // Set: the keys live in PostgreSQL and cache_ is unused.
   std::map<std::string, KeyInfo> cache_;  // SHA-256 of the secret → key; all keys (few).
   std::optional<int64_t> cache_version_;  // PRAGMA data_version when cache_ was read.

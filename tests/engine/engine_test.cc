@@ -145,6 +145,26 @@ TEST(KeyStoreTest, TwoProcessesOnOneFileSeeEachOthersIssuesAndRevocations) {
   EXPECT_FALSE(found->has_value());
 }
 
+// A read-only process (`strata serve --read-only`) opened before any key was issued accepts the keys another
+// process issues later: it held an empty table in memory and refused every key until it restarted.
+TEST(KeyStoreTest, AReadOnlyProcessStartedBeforeTheFirstKeySeesItWhenIssued) {
+  testing::TempDir dir;
+  auto reader = OpenKeyStore(dir.File("keys.db"), /*read_only=*/true);
+  ASSERT_OK(reader);
+  auto none = (*reader)->Find("no-such-secret");
+  ASSERT_OK(none);
+  EXPECT_FALSE(none->has_value());
+  auto writer = OpenKeyStore(dir.File("keys.db"));
+  ASSERT_OK(writer);
+  auto issued = (*writer)->Issue("default", "zed", KeyRole::kUser);
+  ASSERT_OK(issued);
+  auto found = (*reader)->Find(issued->second);
+  ASSERT_OK(found);
+  ASSERT_TRUE(found->has_value()) << "the read-only process never read the keys file made after it opened";
+  EXPECT_EQ((*found)->user, "zed");
+  EXPECT_EQ((*reader)->List("default")->size(), 1u);
+}
+
 // An empty URI is everything to a listing, as to every front end's (Python's ls("") was an error while HTTP,
 // MCP and the CLI listed everything), and no subtree to an export or an import, as over HTTP (Python's
 // exported everything, and imported into strata://resources).

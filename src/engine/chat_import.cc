@@ -81,6 +81,10 @@ Result<ChatImportReport> Engine::ImportConversations(const session::ChatExport& 
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(options(), "session import"));
   return Guard("session import", [&]() -> Result<ChatImportReport> {
     if (user.empty()) return Status::InvalidArgument("session import: a user is needed (whose sessions they become)");
+    // Checked before the export's content decides whether a session is made (an export with nothing to
+    // import let any user name through).
+    STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(user, "user"));
+    if (!agent.empty()) STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(agent, "agent"));
     STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, this->sessions());
     ChatImportReport report;
     report.skipped = exported.skipped;

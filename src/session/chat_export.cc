@@ -15,6 +15,7 @@
 #include "strata/util/file_system.h"
 #include "strata/util/utf8.h"
 #include "strata/util/memory_file_system.h"
+#include "session_common.h"
 
 namespace strata::session {
 namespace {
@@ -80,7 +81,9 @@ Status ReadChatGptConversation(const json& conv, ImportedConversation* out) {
   if (mapping == nullptr || !mapping->is_object()) return Status::InvalidArgument("\"mapping\" is not an object");
   std::string id = strata::json::StringOr(conv, "conversation_id", strata::json::StringOr(conv, "id"));
   if (id.empty()) return Status::InvalidArgument("no \"id\" or \"conversation_id\"");
-  out->source_id = "chatgpt-" + id;
+  // As it is stored (a NUL becomes U+FFFD): a re-import compares the stored origin with this one, and a
+  // raw id never matched its stored form, so every re-import made another copy of the conversation.
+  out->source_id = internal::StorableText("chatgpt-" + id);
   out->title = strata::json::StringOr(conv, "title");
   out->created_ms = SecondsToMs(strata::json::Field(conv, "create_time"));
   out->updated_ms = SecondsToMs(strata::json::Field(conv, "update_time"));
@@ -151,7 +154,7 @@ Status ReadClaudeConversation(const json& conv, ImportedConversation* out) {
   if (messages == nullptr || !messages->is_array()) return Status::InvalidArgument("\"chat_messages\" is not an array");
   std::string id = strata::json::StringOr(conv, "uuid");
   if (id.empty()) return Status::InvalidArgument("no \"uuid\"");
-  out->source_id = "claude-" + id;
+  out->source_id = internal::StorableText("claude-" + id);  // As stored (see ChatGPT's).
   out->title = strata::json::StringOr(conv, "name");
   out->created_ms = IsoToMs(conv, "created_at");
   out->updated_ms = IsoToMs(conv, "updated_at");

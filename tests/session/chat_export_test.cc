@@ -373,6 +373,42 @@ TEST(ChatImportTest, EachConversationBecomesASessionOnceWithItsTitleAndTimes) {
   EXPECT_EQ(engine.ImportConversations(*exported, "").status().code(), StatusCode::kInvalidArgument);
 }
 
+// A conversation id holding a NUL (stored as U+FFFD, as every backend keeps free text) is the same
+// conversation on the next import: the raw id never matched its stored form, and every re-import made another
+// copy until the ids ran out. A user name that is no id is refused whatever the export holds (an export
+// with nothing to import let it through).
+TEST(ChatImportTest, AnIdWithANulIsImportedOnceAndABadUserIsRefusedAlways) {
+  testing::TempDir dir;
+  auto opened = Engine::Open({.data_dir = dir.File("data")});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  const std::string chatgpt = R"json([{"id": "abc\u0000def", "title": "t", "current_node": "n1", "mapping": {
+      "r": {"id": "r", "message": null, "parent": null, "children": ["n1"]},
+      "n1": {"id": "n1", "parent": "r", "children": [], "message": {"author": {"role": "user"},
+             "content": {"content_type": "text", "parts": ["hello"]}}}}}])json";
+  const std::string claude = R"json([{"uuid": "u\u0000v", "name": "c", "chat_messages": [
+      {"sender": "human", "text": "hello", "created_at": "2026-01-01T00:00:00Z"}]}])json";
+  for (auto [text, format] : {std::pair{chatgpt, ChatExportFormat::kChatGpt}, std::pair{claude, ChatExportFormat::kClaude}}) {
+    auto exported = ParseChatExport(text, format, "conversations.json");
+    ASSERT_OK(exported);
+    ASSERT_EQ(exported->conversations.size(), 1u);
+    auto first = engine.ImportConversations(*exported, "alice");
+    ASSERT_OK(first);
+    ASSERT_EQ(first->imported.size(), 1u);
+    auto again = engine.ImportConversations(*exported, "alice");
+    ASSERT_OK(again);
+    EXPECT_TRUE(again->imported.empty()) << again->imported[0].session;
+    EXPECT_EQ(again->unchanged.size(), 1u);
+  }
+  auto sessions = engine.ListSessions();
+  ASSERT_OK(sessions);
+  EXPECT_EQ(sessions->size(), 2u);
+  auto nothing = ParseChatExport("[]", ChatExportFormat::kChatGpt, "empty.json");
+  ASSERT_OK(nothing);
+  EXPECT_EQ(engine.ImportConversations(*nothing, "Bad User").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.ImportConversations(*nothing, "alice", "bad agent").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ChatImportTest, CommittedImportsQueueTheirMemoriesAndKeepTheirOriginAcrossOpens) {
   testing::TempDir dir;
   auto exported = ParseChatExport(kChatGpt, ChatExportFormat::kChatGpt, "conversations.json");

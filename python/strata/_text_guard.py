@@ -67,6 +67,12 @@ def _holds_bytes(args: tuple, kwargs: dict) -> bool:
     return False
 
 
+# Entry points whose bytes are a file's content, not a name: passed on as they are, for the parser to read as
+# the CLI reads the file (a chat export's damaged line is skipped or repaired and reported, not the whole
+# export refused as "a name that is not UTF-8").
+_CONTENT_BYTES = {"Engine.import_sessions"}
+
+
 def _guard(func: Any, where: str, skip_self: bool) -> Any:
     @functools.wraps(func)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -75,7 +81,7 @@ def _guard(func: Any, where: str, skip_self: bool) -> Any:
         kwargs = {k: _fspath(v) for k, v in kwargs.items()}
         # bytes that are not UTF-8 (os.fsencode of such a name) are refused before the call: pybind11 passes
         # them through, and the failure came (as a bare UnicodeDecodeError) only once the work was done.
-        if _holds_bytes(args, kwargs):
+        if where not in _CONTENT_BYTES and _holds_bytes(args, kwargs):
             problem = _not_utf8(args[1:] if skip_self else args, kwargs)
             if problem is not None and "is not UTF-8" in problem:
                 raise InvalidArgumentError(f"{where}: {problem}")

@@ -8,6 +8,7 @@ import os
 import json
 import pickle
 import re
+import subprocess
 
 import pytest
 
@@ -238,6 +239,20 @@ def test_a_chat_export_is_imported_once_in_process_and_over_http(server, tmp_pat
     with pytest.raises(strata.InvalidArgumentError) as e:
         alice.import_sessions("chatgpt", b"[\xff]")
     assert "byte 1" in e.value.message
+    # In process, an export's bytes are read as the CLI reads the file: a kimi context with a Latin-1 byte is
+    # imported with U+FFFD and the damage reported (the whole export was refused as "a name that is not UTF-8").
+    latin1 = b'{"role": "user", "content": "caf\xe9"}\n{"role": "assistant", "content": "ok"}\n'
+    kimi = local.import_sessions("kimi", latin1, "alice")
+    assert [i.messages for i in kimi.imported] == [2]
+    assert kimi.skipped and "UTF-8" in str(kimi.skipped), kimi.skipped
+    path = tmp_path / "export"
+    path.write_bytes(latin1)
+    cli = subprocess.run([os.environ["STRATA_BIN"], "session", "import", str(path), "--format", "kimi", "--user",
+                          "alice", "--data", str(tmp_path / "cli")], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    said = json.loads(cli.stdout)
+    assert said["imported"][0]["session"] == kimi.imported[0].session
+    assert [s["reason"] for s in said["skipped"]] == [s.reason for s in kimi.skipped]
     local.close()
 
 

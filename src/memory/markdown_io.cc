@@ -426,14 +426,24 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
     }
     return *meta;
   };
-  auto apply_meta = [](const Json& meta, WriteOptions* o) {
+  // A node's metadata deeper than a store keeps (a sidecar may be read two levels deeper) is left out, and
+  // said: the store refused it with the node, after the nodes before it were written.
+  auto apply_meta = [&](const Json& meta, WriteOptions* o, const fs::path& sidecar) {
     if (!meta.is_object()) return;
     if (meta.contains("type") && meta["type"].is_string()) {
       auto type = ParseContextType(meta["type"].get<std::string>());
       if (type.ok()) o->type = *type;
     }
     if (meta.contains("category") && meta["category"].is_string()) o->category = meta["category"].get<std::string>();
-    if (meta.contains("metadata") && meta["metadata"].is_object()) o->metadata = meta["metadata"].dump();
+    if (meta.contains("metadata") && meta["metadata"].is_object()) {
+      std::string text = meta["metadata"].dump(-1, ' ', false, Json::error_handler_t::replace);
+      if (size_t deep = json::FindTooDeep(text, json::kMaxJsonDepth); deep != std::string_view::npos) {
+        Skip(&report.skipped, shown(sidecar),
+             "a node's metadata is nested deeper than " + std::to_string(json::kMaxJsonDepth) + " levels (ignored)");
+        return;
+      }
+      o->metadata = std::move(text);
+    }
   };
   // Depth-first, directories before their files, in name order (deterministic).
   std::vector<std::pair<fs::path, Uri>> stack = {{fs::path(dir), root}};
@@ -445,7 +455,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       WriteOptions o;
       o.abstract_text = ReadSidecar(path / ".abstract.md", top, &report.skipped);
       o.overview = ReadSidecar(path / ".overview.md", top, &report.skipped);
-      if (meta.contains("self")) apply_meta(meta["self"], &o);
+      if (meta.contains("self")) apply_meta(meta["self"], &o, path / ".meta.json");
       STRATA_RETURN_IF_ERROR(flush());
       STRATA_RETURN_IF_ERROR(store.Mkdir(uri, o).WithContext("import " + shown(path)));
       ++report.directories;
@@ -540,7 +550,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       std::string stem = file.ends_with(".md") ? file.substr(0, file.size() - 3) : file;
       o.abstract_text = ReadSidecar(path / (stem + std::string(kAbstractSuffix)), top, &report.skipped);
       o.overview = ReadSidecar(path / (stem + std::string(kOverviewSuffix)), top, &report.skipped);
-      apply_meta(child_meta, &o);
+      apply_meta(child_meta, &o, path / ".meta.json");
       leaves.emplace_back(*child, std::move(content));
       leaf_options.push_back(std::move(o));
       if (leaves.size() >= 500) STRATA_RETURN_IF_ERROR(flush());

@@ -26,8 +26,9 @@ std::string_view KindDirAbstract(std::string_view kind) {
 
 Status CheckMetadata(const std::optional<std::string>& metadata) {
   if (!metadata) return Status::Ok();
-  auto parsed = strata::json::ParseOrDiscard<nlohmann::json>(*metadata);
-  if (parsed.is_discarded() || !parsed.is_object()) {
+  // What is wrong, and where (a metadata nested too deeply was "must be a JSON object").
+  STRATA_ASSIGN_OR_RETURN(nlohmann::json parsed, strata::json::ParseUntrusted<nlohmann::json>(*metadata, "metadata"));
+  if (!parsed.is_object()) {
     return Status::InvalidArgument("metadata must be a JSON object, got " + json::QuoteForError(*metadata, 80));
   }
   return Status::Ok();

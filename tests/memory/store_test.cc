@@ -2196,6 +2196,21 @@ TEST_P(StoreTest, DeepMetadataSurvivesExportAndImport) {
   ASSERT_EQ(imported->skipped.size(), 1u);
   EXPECT_EQ(imported->skipped[0].path, ".meta.json");
   EXPECT_NE(imported->skipped[0].reason.find("invalid JSON"), std::string::npos) << imported->skipped[0].reason;
+  // A node's metadata deeper than a store keeps (a sidecar edited by hand) is left out and said; the store
+  // refused it with the node, ending the import with "metadata must be a JSON object" after the nodes
+  // before it were written.
+  testing::WriteFileOrDie(out.File(".meta.json"), "{\"children\": {\"x\": {\"metadata\": " + nested(300) + "}}}");
+  imported = ImportMarkdown(*store_, out.path(), U("strata://resources/deep-edited"));
+  ASSERT_OK(imported);
+  ASSERT_EQ(imported->skipped.size(), 1u);
+  EXPECT_EQ(imported->skipped[0].path, ".meta.json");
+  EXPECT_NE(imported->skipped[0].reason.find("nested deeper than"), std::string::npos) << imported->skipped[0].reason;
+  EXPECT_EQ(store_->Stat(U("strata://resources/deep-edited/x"))->metadata, "{}");
+  EXPECT_EQ(*store_->Read(U("strata://resources/deep-edited/plain"), Level::kContent), "p");
+  // Written directly, it is refused naming what is wrong and where.
+  Status deep = store_->Write(U("strata://resources/deep/y"), "y", {.metadata = nested(300)});
+  EXPECT_EQ(deep.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(deep.message().find("metadata: JSON nested deeper than"), std::string::npos) << deep.message();
 }
 
 // Kills a process that is writing, moving and removing at random moments, many

@@ -67,10 +67,19 @@ def _holds_bytes(args: tuple, kwargs: dict) -> bool:
     return False
 
 
-# Entry points whose bytes are a file's content, not a name: passed on as they are, for the parser to read as
-# the CLI reads the file (a chat export's damaged line is skipped or repaired and reported, not the whole
-# export refused as "a name that is not UTF-8").
-_CONTENT_BYTES = {"Engine.import_sessions"}
+# Arguments whose bytes are a file's content, not a name (entry point: its position after self, its keyword):
+# passed on as they are, for the parser to read as the CLI reads the file (a chat export's damaged line is
+# skipped or repaired and reported, not the whole export refused as "a name that is not UTF-8").
+_CONTENT_BYTES = {"Engine.import_sessions": (1, "content")}
+
+
+def _names_checked(where: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """`args` (after self) and `kwargs` without the arguments of `where` that are content."""
+    if where not in _CONTENT_BYTES:
+        return args, kwargs
+    position, keyword = _CONTENT_BYTES[where]
+    return (tuple(None if i == position else a for i, a in enumerate(args)),
+            {k: v for k, v in kwargs.items() if k != keyword})
 
 
 def _guard(func: Any, where: str, skip_self: bool) -> Any:
@@ -81,8 +90,9 @@ def _guard(func: Any, where: str, skip_self: bool) -> Any:
         kwargs = {k: _fspath(v) for k, v in kwargs.items()}
         # bytes that are not UTF-8 (os.fsencode of such a name) are refused before the call: pybind11 passes
         # them through, and the failure came (as a bare UnicodeDecodeError) only once the work was done.
-        if where not in _CONTENT_BYTES and _holds_bytes(args, kwargs):
-            problem = _not_utf8(args[1:] if skip_self else args, kwargs)
+        named, named_kwargs = _names_checked(where, args[1:] if skip_self else args, kwargs)
+        if _holds_bytes(named, named_kwargs):
+            problem = _not_utf8(named, named_kwargs)
             if problem is not None and "is not UTF-8" in problem:
                 raise InvalidArgumentError(f"{where}: {problem}")
         try:

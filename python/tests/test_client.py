@@ -253,6 +253,10 @@ def test_a_chat_export_is_imported_once_in_process_and_over_http(server, tmp_pat
     said = json.loads(cli.stdout)
     assert said["imported"][0]["session"] == kimi.imported[0].session
     assert [s["reason"] for s in said["skipped"]] == [s.reason for s in kimi.skipped]
+    # Only the content is taken as it is: a name that is not UTF-8 is still refused before the import.
+    with pytest.raises(strata.InvalidArgumentError, match=r"'name' is not UTF-8"):
+        local.import_sessions("kimi", latin1, "bob", name=b"export\xff")
+    assert local.list_sessions(user="bob") == []
     local.close()
 
 

@@ -442,7 +442,11 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
         std::string why = a.error;
         if (why.empty()) {
           STRATA_ASSIGN_OR_RETURN(std::optional<session::Job> job, queue->Get(out.ticket.job_id));
-          if (job && !job->last_error.empty()) why = job->last_error + "; it will be retried by `strata session work`";
+          if (job && job->state == session::JobState::kRunning) {
+            why = "another worker (a server, another instance) is running it now";
+          } else if (job && !job->last_error.empty()) {
+            why = job->last_error + "; it will be retried by `strata session work`";
+          }
         }
         if (why.empty()) why = "it will be retried by `strata session work`";
         out.phase2 = Status::Unavailable("phase 2 of archive " + std::to_string(a.number) + " did not finish: " + why);
@@ -641,16 +645,12 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
     }
     std::string cat = category.empty() ? "notes" : std::string(category);
     if (!memory::ValidateScopeId(cat, "category").ok()) cat = "notes";
-    // Held as phase 2, remember and consolidation hold the owner's memories (in every process or instance):
-    // two of these at once both read "not kept yet" and both logged a create, and a consolidation could
-    // decide against the note while it was written.
-    const std::string owner = std::string(scope_uri.kind()) + "/" + std::string(scope_uri.scope_id());
-    STRATA_ASSIGN_OR_RETURN(
-        auto held, impl_->HoldNamed(
-                       owner, std::chrono::seconds(30), [] { return false; },
-                       [&] { return Status::Unavailable("remember: " + owner + "'s memories are being changed by "
-                                                        "another writer; try again"); },
-                       cancel));
+    // Held as phase 2, remember and consolidation hold the owner's memories (the same locks, in every process
+    // or instance), for as long as they do: two of these at once both read "not kept yet" and both logged a
+    // create, and a consolidation could decide against the note while it was written.
+    STRATA_ASSIGN_OR_RETURN(session::OwnerLocks * locks, impl_->MemoryLocks());
+    STRATA_ASSIGN_OR_RETURN(auto held,
+                            locks->Lock({std::string(scope_uri.kind()) + "/" + std::string(scope_uri.scope_id())}, cancel));
     // Named by the text without the blanks at its ends, as the pipeline compares texts: "x" and "x\n" are
     // one note.
     const std::string_view kept = StripAsciiWhitespace(text);
@@ -665,6 +665,7 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
       change.reason = "already kept as written";
       return std::vector<session::MemoryChange>{change};
     }
+    STRATA_RETURN_IF_ERROR(held->Verify());  // A lock lost with its connection: another may be deciding.
     STRATA_RETURN_IF_ERROR(Write(change.uri, text));
     STRATA_ASSIGN_OR_RETURN(session::AuditLog * audit, impl_->Audit());
     std::vector<session::AuditEntry> entry(1);

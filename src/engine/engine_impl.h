@@ -208,6 +208,19 @@ struct Engine::Impl {
     STRATA_ASSIGN_OR_RETURN(owned_model, MakeProvider(options.provider, *c, options.on_model_retry));
     return model = owned_model.get();
   }
+  // The locks by which one writer at a time decides an owner's memories (EngineOptions::pipeline's, or the
+  // engine's own): phase 2, remember (with a model or without) and consolidation. open_mu held.
+  Result<session::OwnerLocks*> MemoryLocksLocked() {
+    if (options.pipeline.owner_locks != nullptr) return options.pipeline.owner_locks;
+    if (!owner_locks) {
+      STRATA_ASSIGN_OR_RETURN(owner_locks, OpenOwnerLocks());
+    }
+    return owner_locks.get();
+  }
+  Result<session::OwnerLocks*> MemoryLocks() {
+    std::lock_guard lock(open_mu);
+    return MemoryLocksLocked();
+  }
   Result<session::MemoryPipeline*> Pipeline() {
     std::lock_guard lock(open_mu);
     if (!pipeline) {
@@ -217,9 +230,8 @@ struct Engine::Impl {
       STRATA_ASSIGN_OR_RETURN(llm::ChatProvider * m, ModelLocked());
       // Memories of one owner are decided by one writer at a time across every process on the data
       // directory, or every instance on the database.
-      STRATA_ASSIGN_OR_RETURN(owner_locks, OpenOwnerLocks());
       session::PipelineOptions pipeline_options = options.pipeline;
-      if (pipeline_options.owner_locks == nullptr) pipeline_options.owner_locks = owner_locks.get();
+      STRATA_ASSIGN_OR_RETURN(pipeline_options.owner_locks, MemoryLocksLocked());
       prompt::PromptLibrary* library = PromptsLocked();
       pipeline_options.job_handlers.emplace(
           std::string(ingest::kSummaryJobKind), [this, st, m, library](const session::Job& job, const Canceller* cancel) {

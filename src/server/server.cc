@@ -201,8 +201,13 @@ std::optional<std::string> Server::Impl::StreamRefusal(const HttpRequest& req,
                                                        const std::function<Status(const Identity&)>& allowed) {
   Result<Identity> who = Authenticate(req);
   Status still = who.ok() && allowed ? allowed(*who) : who.status();
-  if (still.ok()) return std::nullopt;
-  Json error = {{"code", std::string(StatusCodeName(still.code()))}, {"message", std::string(still.message())}};
+  // Only a refusal ends the stream: a database busy for a moment (kUnavailable) is asked again next time.
+  const StatusCode code = still.code();
+  if (code != StatusCode::kUnauthenticated && code != StatusCode::kPermissionDenied && code != StatusCode::kNotFound) {
+    return std::nullopt;
+  }
+  Json error = {{"code", std::string(StatusCodeName(code))},
+                {"message", WithoutDataDir(std::string(still.message()), engine_options.data_dir)}};
   return "event: error\ndata: " + views::Dump(error) + "\n\n";
 }
 

@@ -154,7 +154,8 @@ struct Server::Impl {
   Result<Identity> Authenticate(const HttpRequest& req);
   // For a stream that outlives its request's check (events, a task's progress): the "event: error" that
   // ends it when `req`'s key no longer authenticates (revoked since), or when `allowed`, given the
-  // identity, says it may no longer see what it streams; nullopt while it may go on.
+  // identity, refuses it what it streams (permission denied, not found); nullopt while it may go on (a
+  // check that failed for another reason, a database busy a moment, is made again next time).
   std::optional<std::string> StreamRefusal(const HttpRequest& req,
                                            const std::function<Status(const Identity&)>& allowed = nullptr);
   // A web page must not drive the API from a user's browser; without keys, only loopback Host names.

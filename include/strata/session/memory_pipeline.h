@@ -135,7 +135,8 @@ class MemoryPipeline {
   // is gone (deleted, or created again under its id: another incarnation) is removed unrun.
   Result<int> RunPending(JobQueue& queue, int max_jobs = 1 << 30, const Canceller* cancel = nullptr);
   // The same for the jobs of one key (one session; the queue's other jobs are left to the workers), ending
-  // after job `through` has run: a caller waiting for its own commit does not run everybody's.
+  // after job `through` has run, or sooner when none of the key can be claimed (one waits out a backoff,
+  // or another worker runs it): a caller waiting for its own commit does not run everybody's.
   Result<int> RunPendingOf(JobQueue& queue, std::string_view key, int64_t through, const Canceller* cancel = nullptr);
 
   // "Remember this now": `text` about `scope` (strata://user/<id> or strata://agent/<id>) goes through the

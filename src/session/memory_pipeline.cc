@@ -700,7 +700,12 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   for (const MemoryChange& c : diff.changes) {
     if (c.action != MemoryAction::kSkip) touched.insert(Uri::Parse(c.uri)->Parent().str());
   }
-  for (const std::string& dir : touched) STRATA_RETURN_IF_ERROR(RefreshDirectory(*Uri::Parse(dir)));
+  if (!touched.empty()) {
+    // Under the owners' locks: another worker's refresh of the same directory, reading its list before this
+    // archive's memories and writing after, left them out of the listing.
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OwnerLocks::Held> held, LockOwners(owners));
+    for (const std::string& dir : touched) STRATA_RETURN_IF_ERROR(RefreshDirectory(*Uri::Parse(dir)));
+  }
   STRATA_RETURN_IF_ERROR(write_file("diff.json", diff.ToJson()));
   // Counted before "done" is written: a crash in between counts again on the redo (an overcount of one
   // archive's memories in a statistic, never a lost memory).

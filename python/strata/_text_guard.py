@@ -104,7 +104,10 @@ def _guard(func: Any, where: str, skip_self: bool) -> Any:
             if not any(p in said for p in ("incompatible function arguments", "incompatible constructor arguments",
                                            "Unable to cast")):
                 raise
-            problem = _not_utf8(args[1:] if skip_self else args, kwargs)
+            # Content taken as raw bytes is not blamed for another argument's refusal; a str holding a lone
+            # surrogate is named wherever it is.
+            problem = (_not_utf8(named, named_kwargs) or
+                       _not_utf8(args[1:] if skip_self else args, kwargs, check_bytes=False))
             if problem is None:
                 raise
             raise InvalidArgumentError(f"{where}: {problem}") from e

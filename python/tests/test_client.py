@@ -257,6 +257,9 @@ def test_a_chat_export_is_imported_once_in_process_and_over_http(server, tmp_pat
     with pytest.raises(strata.InvalidArgumentError, match=r"'name' is not UTF-8"):
         local.import_sessions("kimi", latin1, "bob", name=b"export\xff")
     assert local.list_sessions(user="bob") == []
+    # Another argument's refusal is not laid on the content.
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        local.import_sessions("kimi", latin1, None)
     local.close()
 
 

@@ -937,7 +937,7 @@ TEST(IngestSummary, TheModelsSummaryReplacesTheHeuristicLayersWhenItArrives) {
 // again, every attempt. An add itself still gives up after ingest_wait.
 TEST(IngestSummary, ASummaryGivenWaitsForAnAddInsteadOfAskingTheModelAgain) {
   testing::TempDir dir;
-  int calls = 0;
+  std::atomic<int> calls{0};
   std::function<void()> during_call;
   llm::ScriptedProvider model("scripted", [&](const llm::ScriptedProvider::Request&) {
     ++calls;
@@ -955,21 +955,23 @@ TEST(IngestSummary, ASummaryGivenWaitsForAnAddInsteadOfAskingTheModelAgain) {
   auto locks = session::OpenFileOwnerLocks(dir.File("data") + "/locks");
   ASSERT_OK(locks);
   std::unique_ptr<session::OwnerLocks::Held> held;
+  std::atomic<bool> taken{false};  // Hands `held` to the thread that ends the add.
   during_call = [&] {  // Another process begins an add while the model answers.
-    auto taken = (*locks)->Lock({"ingest"});
-    ASSERT_OK(taken);
-    held = std::move(*taken);
+    auto lock = (*locks)->Lock({"ingest"});
+    ASSERT_OK(lock);
+    held = std::move(*lock);
+    taken.store(true);
   };
   std::thread add_ends([&] {
-    while (calls == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 2000 && !taken.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::this_thread::sleep_for(std::chrono::milliseconds(600));  // Six times an add's wait.
-    held.reset();
+    if (taken.load()) held.reset();
   });
   auto work = engine.Work();
   add_ends.join();
   ASSERT_OK(work);
   EXPECT_EQ(work->completed, 1);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(engine.Stat("strata://resources/orchard/prune.md")->abstract_text, "How to prune an orchard.");
 
   auto blocking = (*locks)->Lock({"ingest"});  // An add still gives up after ingest_wait.

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <atomic>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -1000,13 +1001,22 @@ TEST_F(ServerTest, AShutdownStopsAConsolidationInFlight) {
     }
     return testing::TextReply(R"({"decision": "create"})");
   });
+  // Set before the server starts, and the stopper handed over under a mutex: the request's sockets are no
+  // ordering ThreadSanitizer sees.
+  std::mutex stopper_mu;
+  std::thread stopper;
+  on_first = [&] {
+    std::lock_guard lock(stopper_mu);
+    stopper = std::thread([this] { server_->Shutdown(); });
+  };
   engine_options_.model = &model;
   Start();
   std::string alice = Issue("alice");
-  std::thread stopper;
-  on_first = [&] { stopper = std::thread([this] { server_->Shutdown(); }); };
   Reply r = Call("POST", "/api/v1/memories/consolidate", alice, R"({"under": "strata://user/alice"})");
-  if (stopper.joinable()) stopper.join();
+  {
+    std::lock_guard lock(stopper_mu);
+    if (stopper.joinable()) stopper.join();
+  }
   thread_.join();
   server_.reset();
   EXPECT_GE(dedup_calls.load(), 1);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "strata/engine/engine.h"
 #include "test_util.h"
 
 namespace strata::testing {
@@ -194,6 +195,25 @@ TEST_F(MemoryCli, ConcurrentProcessesOnOneNewStoreAllSucceed) {
   }
   EXPECT_EQ(leaves, static_cast<size_t>(kProcesses * kWrites)) << tree.out;
   EXPECT_EQ(Memory({"check"}).exit_code, 0);
+}
+
+// `strata migrate` without --embedder gives the copy the source's embedding model: it gave a new store's
+// local:384 and re-embedded everything (and said "verified").
+TEST(MigrateCli, WithoutAnEmbedderTheCopyKeepsTheSourcesModel) {
+  TempDir dir;
+  {
+    auto source = Engine::Open({.data_dir = dir.File("from"), .embedder = "local:64"});
+    ASSERT_OK(source);
+    ASSERT_OK((*source)->Write("strata://resources/guides/kyoto", "Kyoto in April.", {}));
+  }
+  CliRun run = RunStrata({"migrate", "--from", dir.File("from"), "--to", dir.File("to")}, "");
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_NE(run.out.find("verified"), std::string::npos) << run.out;
+  auto copy = Engine::Open({.data_dir = dir.File("to")});
+  ASSERT_OK(copy);
+  auto store = (*copy)->store();
+  ASSERT_OK(store);
+  EXPECT_EQ((*store)->embedder()->model_id(), "local-hash-v1-64");
 }
 
 }  // namespace

@@ -303,10 +303,16 @@ int64_t CountArg(py::handle value, const char* name) {
   return n;
 }
 
-double RealArg(py::handle value, const char* name, double min, double max) {
-  std::ostringstream bounds;  // Shortest form: 0.1, 1.
-  bounds << min << " to " << max;
-  const std::string range = "\"" + std::string(name) + "\" must be a number from " + bounds.str();
+double RealArg(py::handle value, const char* name, double min, double max, std::string_view unit) {
+  // A whole bound as an integer (86400, 1000000000000), another in its shortest form (0.1).
+  auto bound = [](double d) {
+    if (d == std::floor(d) && std::fabs(d) < 9e15) return std::to_string(static_cast<int64_t>(d));
+    std::ostringstream out;
+    out << d;
+    return out.str();
+  };
+  const std::string range = "\"" + std::string(name) + "\" must be a number" + std::string(unit) + " from " + bound(min) +
+                            " to " + bound(max);
   PyObject* o = value.ptr();
   if (PyBool_Check(o) || !(PyFloat_Check(o) || PyLong_Check(o))) Raise(Status::InvalidArgument(range + ", not " + TypeName(value)));
   const double d = PyFloat_AsDouble(o);

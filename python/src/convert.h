@@ -74,8 +74,9 @@ int64_t IntArg(py::handle value, const char* name);
 
 // A count that is 0 or more, read with IntArg: "\"<name>\" must be 0 or more, not N" otherwise.
 int64_t CountArg(py::handle value, const char* name);
-// A real number in [min, max] (an int or a float; not a bool, NaN or infinity), the error naming `name`.
-double RealArg(py::handle value, const char* name, double min, double max);
+// A real number in [min, max] (an int or a float; not a bool, NaN or infinity), the error naming `name`:
+// "\"<name>\" must be a number<unit> from <min> to <max>, not …".
+double RealArg(py::handle value, const char* name, double min, double max, std::string_view unit = "");
 // A str as UTF-8; "<what> must be a string" / "<what> is not valid Unicode (a lone surrogate?)" otherwise
 // (pybind's cast said "Unable to cast Python instance" and named nothing).
 std::string TextArg(py::handle value, const std::string& what);

@@ -112,21 +112,7 @@ std::vector<Json> ChangeViews(const std::vector<session::MemoryChange>& changes)
 // An option of seconds, a real number in [min, max] (as the CLI's range for it): a bool, a string, inf or
 // NaN is an error naming the option (inf reached a cast to int64_t, and a lease of 1e300 s expired at once).
 std::chrono::milliseconds SecondsArg(py::handle value, const char* name, double min, double max) {
-  const std::string range = "\"" + std::string(name) + "\" must be a number of seconds from " +
-                            std::to_string(static_cast<int64_t>(min)) + " to " + std::to_string(static_cast<int64_t>(max));
-  PyObject* o = value.ptr();
-  if (PyBool_Check(o) || !(PyFloat_Check(o) || PyLong_Check(o))) {
-    Raise(Status::InvalidArgument(range + ", not " + TypeName(value)));
-  }
-  const double seconds = PyFloat_AsDouble(o);
-  if (PyErr_Occurred()) {
-    PyErr_Clear();
-    Raise(Status::InvalidArgument(range));
-  }
-  if (!std::isfinite(seconds) || seconds < min || seconds > max) {
-    Raise(Status::InvalidArgument(range + ", not " + std::string(py::str(py::repr(value)))));
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  return std::chrono::milliseconds(static_cast<int64_t>(RealArg(value, name, min, max, " of seconds") * 1000));
 }
 
 // A flag: a bool (a truthy string or number is a mistake to name, not to take).

@@ -310,12 +310,23 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
   return out;
 }
 
-Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links) {
+Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vector<AuditEntry>& entries,
+                              const std::vector<std::string>& links) {
   for (const AuditEntry& e : entries) {
+    changes.push_back({e.action, e.uri, e.reason});
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(e.uri));
     if (e.action == MemoryAction::kCreate || e.action == MemoryAction::kMerge) {
       Json meta = Json::object();
       STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> existing, IfExists(store_.Stat(uri)));
+      // A merge decided on content that is no longer there: removed, edited, merged into by a later job, or
+      // superseded (this job failed at a later candidate and ran again after them). That later state stands.
+      const bool applied = e.action == MemoryAction::kMerge && existing && existing->content == e.after &&
+                           existing->content != e.before;
+      if (e.action == MemoryAction::kMerge && !applied && (!existing || existing->content != e.before)) {
+        changes.back().reason += std::string(e.reason.empty() ? "" : " ") +
+                                 "(not applied: the memory was changed or removed after this was decided)";
+        continue;
+      }
       if (existing) meta = Metadata(existing->metadata);
       meta.erase("valid_to");
       meta.erase("superseded_by");
@@ -328,7 +339,16 @@ Status MemoryPipeline::Replay(const std::vector<AuditEntry>& entries, const std:
       w.type = memory::ContextType::kMemory;
       w.category = e.category;
       w.metadata = meta.dump();
-      STRATA_RETURN_IF_ERROR(store_.Write(uri, e.after, w));
+      if (e.action == MemoryAction::kMerge) w.expect_content = e.before;
+      if (!applied) {
+        Status written = store_.Write(uri, e.after, w);
+        if (written.code() == StatusCode::kAborted) {  // Changed between the look above and the write.
+          changes.back().reason += std::string(e.reason.empty() ? "" : " ") +
+                                   "(not applied: the memory was changed or removed after this was decided)";
+          continue;
+        }
+        STRATA_RETURN_IF_ERROR(written);
+      }
       for (const std::string& link : links) {
         auto target = Uri::Parse(link);
         if (!target.ok()) continue;
@@ -356,9 +376,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
                                                         const std::function<Status()>& still_wanted) {
   STRATA_ASSIGN_OR_RETURN(std::vector<AuditEntry> recorded, audit_.BySource(source));
   std::vector<MemoryChange> changes;
-  if (!recorded.empty()) {  // Decided before a crash: redo exactly that.
-    STRATA_RETURN_IF_ERROR(Replay(recorded, links));
-    for (const AuditEntry& e : recorded) changes.push_back({e.action, e.uri, e.reason});
+  if (!recorded.empty()) {  // Decided before a crash or a failure: redo that, where nothing came since.
+    STRATA_RETURN_IF_ERROR(Replay(changes, recorded, links));
     return changes;
   }
   // The nearest current memories of its category.
@@ -491,8 +510,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
   }
   if (still_wanted) STRATA_RETURN_IF_ERROR(still_wanted());
   STRATA_RETURN_IF_ERROR(audit_.Record(plan));
-  STRATA_RETURN_IF_ERROR(Replay(plan, links));
-  for (const AuditEntry& e : plan) changes.push_back({e.action, e.uri, e.reason});
+  STRATA_RETURN_IF_ERROR(Replay(changes, plan, links));
   return changes;
 }
 

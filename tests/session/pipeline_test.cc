@@ -361,6 +361,58 @@ TEST_F(PipelineTest, InterruptedPhaseTwoResumesWithoutDuplicates) {
   EXPECT_EQ(Memories("strata://user/alice/memories/events").size(), 2u);
 }
 
+// A job that failed at a later candidate runs its decided merges again when it is retried. What came to the
+// memory in between (an edit by hand, a removal, another job's merge) stands: the merge was written over
+// whatever was there, an edit reverted, a removed memory brought back.
+TEST_F(PipelineTest, AMergeRunAgainAfterAFailureDoesNotUndoWhatCameSince) {
+  const char* two = R"({"memories": [
+      {"category": "preferences", "key": "seat", "abstract": "Aisle seats", "content": "Prefers aisle seats."},
+      {"category": "events", "key": "kyoto_trip", "abstract": "Trip to Kyoto", "content": "Went to Kyoto in April 2026."}]})";
+  for (const bool remove : {false, true}) {
+    SCOPED_TRACE(remove ? "removed in between" : "edited in between");
+    const std::string session = remove ? "s2" : "s1";
+    if (remove) ASSERT_OK(sessions_->Create("alice", "helper", session));
+    const Uri seat = *Uri::Parse("strata://user/alice/memories/preferences/seat");
+    ASSERT_OK(store_->Write(seat, "Prefers window seats."));
+    std::atomic<bool> fail_second{true};
+    respond_ = [&](Stage stage, const llm::ScriptedProvider::Request& req) {
+      if (stage == Stage::kSummary) return Text("Summary.");
+      if (stage == Stage::kExtract) return Text(two);
+      const std::string asked = req.history[0].ExtractText();
+      if (asked.find("Kyoto") != std::string::npos) {
+        if (!fail_second) return Text(R"({"decision": "create"})");
+        llm::ScriptedReply r;
+        r.error = Status::Unavailable("model overloaded");
+        return r;
+      }
+      return Text(R"({"decision": "merge", "merge_into": 0, "content": "Prefers aisle seats now."})");
+    };
+    ASSERT_OK(store_->Write(*Uri::Parse("strata://user/alice/memories/events/kyoto"), "Went to Kyoto in April 2026 with Ken."));
+    ASSERT_OK(sessions_->Add(session, Message::User("I loved Kyoto; aisle seats on the way")));
+    ASSERT_OK(sessions_->Commit(session));
+    ASSERT_OK(pipeline_->RunPending(*queue_, 1));  // The merge is written; the second candidate fails.
+    ASSERT_EQ(*store_->Read(seat, memory::Level::kContent), "Prefers aisle seats now.");
+    if (remove) {
+      ASSERT_OK(store_->Remove(seat, /*recursive=*/false));
+    } else {
+      ASSERT_OK(store_->Write(seat, "Prefers window seats again."));
+    }
+    fail_second = false;
+    clock_.Advance(1'000'000);
+    ASSERT_OK(pipeline_->RunPending(*queue_));
+    ASSERT_EQ((*sessions_->Archives(session))[0].state, ArchiveState::kDone);
+    auto now = store_->Read(seat, memory::Level::kContent);
+    if (remove) {
+      EXPECT_EQ(now.status().code(), StatusCode::kNotFound) << "a removed memory came back";
+    } else {
+      ASSERT_OK(now);
+      EXPECT_EQ(*now, "Prefers window seats again.") << "an edit made since was reverted";
+    }
+    EXPECT_EQ(audit_->BySource(SessionRef(*sessions_->Get(session)) + "#1#0")->size(), 1u);  // Decided once.
+    ASSERT_OK(store_->Remove(*Uri::Parse("strata://user/alice/memories/events"), /*recursive=*/true));
+  }
+}
+
 TEST_F(PipelineTest, ConcurrentCommitsOnOneSessionLoseNothing) {
   Answer(R"({"memories": []})");
   std::vector<std::thread> threads;

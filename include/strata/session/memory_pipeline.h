@@ -167,7 +167,12 @@ class MemoryPipeline {
   using JsonCheck = std::function<Status(std::string_view json)>;
   Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, std::string_view what,
                                   const JsonCheck& check, std::string* last_error, bool* unusable = nullptr);
-  Status Replay(const std::vector<AuditEntry>& entries, const std::vector<std::string>& links);
+  // Carries out decided `entries` (first, or again after a crash or a failed later candidate). A merge is
+  // written only over the content it was decided on (its `before`, checked under the write lock): a memory
+  // merged into, edited or removed since keeps that later state, and the entry's reason says it was not
+  // applied. Written once already (its `after` is there), it is not written again.
+  Status Replay(std::vector<MemoryChange>& changes, const std::vector<AuditEntry>& entries,
+                const std::vector<std::string>& links);
   Status RefreshDirectory(const memory::Uri& dir);
   int64_t NowMs() const;
   // Holds the memories of `owners` ("user/<id>", "agent/<id>") for the caller's scope.

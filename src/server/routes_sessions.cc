@@ -67,7 +67,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_ASSIGN_OR_RETURN(ChatImportReport report,
                             c.engine->ImportConversations(exported, user, agent, commit != nullptr && commit->get<bool>()));
     return views::ChatImportView(report);
-  }).Takes("format content name user agent commit"));
+  }).Takes("format content name user agent commit").BodyOnly("content commit"));
   Add(Route("GET", "/api/v1/sessions", [](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(auto sessions, c.engine->ListSessions());
     Json out = Json::array();
@@ -103,7 +103,7 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(CheckRefs(c, messages));
     STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, c.engine->AddMessages(ref, messages));
     return views::SessionView(info);
-  }).Takes("messages message role content name tool_calls tool_call_id partial").ListBody());
+  }).BodyOnly("messages message role content name tool_calls tool_call_id partial").ListBody());
   Add(Route("GET", "/api/v1/sessions/{id}/messages", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));

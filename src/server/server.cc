@@ -66,12 +66,26 @@ RouteSpec Route(std::string method, std::string name, Api api) {
   return spec;
 }
 
-RouteSpec RouteSpec::Takes(std::string_view names) && {
+namespace {
+void AddNames(std::string_view names, std::vector<std::string>& to) {
   for (size_t i = 0; i < names.size();) {
     size_t end = std::min(names.find(' ', i), names.size());
-    if (end > i) takes.emplace_back(names.substr(i, end - i));
+    if (end > i && std::find(to.begin(), to.end(), names.substr(i, end - i)) == to.end()) {
+      to.emplace_back(names.substr(i, end - i));
+    }
     i = end + 1;
   }
+}
+}  // namespace
+
+RouteSpec RouteSpec::Takes(std::string_view names) && {
+  AddNames(names, takes);
+  return std::move(*this);
+}
+
+RouteSpec RouteSpec::BodyOnly(std::string_view names) && {
+  AddNames(names, takes);
+  AddNames(names, body_only);
   return std::move(*this);
 }
 
@@ -89,6 +103,10 @@ Status CheckNames(const RouteSpec& route, const HttpRequest& req, const Json& bo
   for (size_t i = 0; i < req.query.size(); ++i) {
     const std::string& name = req.query[i].first;
     if (!taken(name)) return refuse("query parameter", name);
+    if (std::find(route.body_only.begin(), route.body_only.end(), name) != route.body_only.end()) {
+      return Status::InvalidArgument("query parameter " + json::QuoteForError(name, 64) + ": " + route.method + " " +
+                                     route.name + " reads it from the JSON body only; send it there");
+    }
     for (size_t j = 0; j < i; ++j) {
       if (req.query[j].first == name) {  // Which one was meant? Only the first was read.
         return Status::InvalidArgument("query parameter " + json::QuoteForError(name, 64) + " is given more than once");

@@ -95,6 +95,9 @@ struct RouteSpec {
   // unknown argument: a misspelt "overwite" must not be ignored. Not checked on routes that answer a model
   // API's dialect (its SDKs send members of their own), read their raw body, or need no key.
   std::vector<std::string> takes;
+  // Those of `takes` the route reads from the JSON body only (objects and arrays, and options its body
+  // reader reads): in the query string they are refused, naming where they go, not ignored.
+  std::vector<std::string> body_only;
 
   RouteSpec NoKey() && { needs_key = false; return std::move(*this); }
   RouteSpec ReadOnly() && { read_only = true; return std::move(*this); }
@@ -103,6 +106,8 @@ struct RouteSpec {
   RouteSpec Errors(Dialect dialect) && { errors = dialect; return std::move(*this); }
   // Names separated by spaces: Takes("uri limit recursive").
   RouteSpec Takes(std::string_view names) &&;
+  // Names (as Takes) the route takes in the JSON body only; each is taken, too.
+  RouteSpec BodyOnly(std::string_view names) &&;
   // Whether the request's names are checked against `takes`.
   bool ChecksNames() const { return needs_key && parse_body && !errors; }
 };

@@ -1274,6 +1274,39 @@ TEST_F(ServerTest, ANameARouteDoesNotTakeIsRefusedNamingIt) {
   EXPECT_EQ(Call("POST", "/api/v1/sessions/s1/messages", kRootKey, R"([{"role":"user","content":"hi"}])").status, 200);
 }
 
+// An option a route reads from its JSON body only was taken in the query string and dropped without a word:
+// "?max_queries=99" answered 200 where the body's 99 is refused, "?remove_missing=true" removed nothing.
+TEST_F(ServerTest, AnOptionReadFromTheBodyOnlyIsRefusedInTheQueryString) {
+  const std::string files = R"("files":[{"path":"a.md","content":"# A\n\nalpha"}])";
+  struct Case {
+    const char* path;
+    std::string body;
+    const char* name;
+  };
+  const Case cases[] = {
+      {"/api/v1/search/find?max_queries=99", R"({"query":"alpha"})", "max_queries"},
+      {"/api/v1/search/find?rewrite=true", R"({"query":"alpha"})", "rewrite"},
+      {"/api/v1/resources?remove_missing=true", R"({"uri":"strata://resources/docs",)" + files + "}", "remove_missing"},
+      {"/api/v1/resources?chunk_tokens=5", R"({"uri":"strata://resources/docs",)" + files + "}", "chunk_tokens"},
+      {"/api/v1/sessions/import?commit=true", R"({"format":"chatgpt","content":"[]"})", "commit"},
+      {"/api/v1/prompts/render?vars=x", R"({"id":"memory.extract"})", "vars"},
+  };
+  for (const Case& c : cases) {
+    Reply r = Call("POST", c.path, kRootKey, c.body);
+    EXPECT_EQ(r.status, 400) << c.path << ": " << r.raw;
+    const std::string said = r.body["error"].value("message", "");
+    EXPECT_NE(said.find("query parameter \"" + std::string(c.name) + "\""), std::string::npos) << said;
+    EXPECT_NE(said.find("JSON body"), std::string::npos) << said;
+  }
+  // Nothing was added by the refused requests; in the body the same options are read.
+  EXPECT_EQ(Call("GET", "/api/v1/fs/stat?uri=" + Q("strata://resources/docs"), kRootKey).status, 404);
+  Reply added = Call("POST", "/api/v1/resources", kRootKey,
+                     R"({"uri":"strata://resources/docs","remove_missing":true,)" + files + "}");
+  EXPECT_EQ(added.status, 200) << added.raw;
+  Reply too_many = Call("POST", "/api/v1/search/find", kRootKey, R"({"query":"alpha","max_queries":99})");
+  EXPECT_EQ(too_many.status, 400) << too_many.raw;
+}
+
 // A SIGTERM right after start (before the listening loop runs) still stops the server: httplib's stop()
 // alone did nothing then, and Serve listened for good.
 TEST(ServerOpen, AShutdownBeforeServeRunsStillStopsIt) {

@@ -103,6 +103,12 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
     // Another user's session is not there, busy or not: checked before the lock, so that a user can neither
     // learn that it is busy nor hold it (and again below, once held).
     if (!request.reach.everything()) {
+      // A user named for the turn (X-Strata-User, Python's user=) that is not the caller's own: refused as the
+      // session routes refuse it, not ignored (the session was made for the caller's user instead).
+      if (!request.user.empty() && request.user != request.reach.user) {
+        return Status::PermissionDenied("this caller makes and turns sessions for user " + request.reach.user +
+                                        " only, not for user " + request.user);
+      }
       if (Result<session::SessionInfo> seen = GetSession(id); seen.ok() && seen->user != request.reach.user) {
         return session::NoSuchSession(id);
       }

@@ -572,6 +572,20 @@ TEST_F(TurnTest, AnotherUsersSessionIsNotThere) {
   EXPECT_EQ(engine_->BeginTurn("chat-b", std::move(ref)).status().code(), StatusCode::kPermissionDenied);
 }
 
+// A caller limited to one user that names another for its turn (the model endpoint's X-Strata-User) was
+// answered with a session of its own user, where the session routes refuse the same request (403).
+TEST_F(TurnTest, AUserLimitedCallerNamingAnotherUserIsRefused) {
+  TurnRequest other = Ask("hello");
+  other.user = "bob";
+  auto refused = engine_->BeginTurn("chat-x", std::move(other));
+  ASSERT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("user bob"), std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(engine_->GetSession("chat-x").status().code(), StatusCode::kNotFound) << "no session was made";
+  TurnRequest own = Ask("hello");
+  own.user = "alice";  // Its own user, named: as if not named.
+  EXPECT_OK(engine_->BeginTurn("chat-y", std::move(own)));
+}
+
 TEST_F(TurnTest, AToolCallingReplyIsNeverCommittedAwayFromItsResults) {
   Open({.after_tokens = 0, .after_turns = 1, .after_idle = std::chrono::milliseconds(0)});
   auto turn = engine_->BeginTurn("chat-1", Ask("Which seat do I like?"));

@@ -17,6 +17,7 @@
 #include "strata/engine/turn.h"
 #include "strata/engine/views.h"
 #include "strata/memory/skill.h"
+#include "strata/memory/uri.h"
 #include "strata/prompt/value.h"
 
 namespace strata::python {
@@ -678,8 +679,12 @@ class PyEngine {
   }
 
  private:
+  // None: everything. A user id is checked as every other front end checks it: "" reached everyone's data,
+  // and "alice/memories" or "." a scope no user has.
   static Reach ReachOf(const std::optional<std::string>& user) {
-    return user && !user->empty() ? Reach::User(*user) : Reach::Everything();
+    if (!user) return Reach::Everything();
+    Check(memory::ValidateScopeId(*user, "user"));
+    return Reach::User(*user);
   }
 
   std::shared_ptr<EngineHandle> handle_;

@@ -66,6 +66,13 @@ def test_find_hits_carry_uri_score_abstract_reason_tokens(engine):
     assert any(h.uri.startswith("strata://user/alice") for h in engine.find("aisle seats", user="alice"))
     with pytest.raises(strata.InvalidArgumentError):
         engine.find("x", limit=0)
+    # A user id is checked as the other front ends check it: "" reached everyone's data, "alice/memories"
+    # alice's memories (while under= that scope was refused), "." nobody's.
+    for bad in ["", "alice/memories", "."]:
+        with pytest.raises(strata.InvalidArgumentError, match="user: id"):
+            engine.find("aisle seats", user=bad)
+        with pytest.raises(strata.InvalidArgumentError, match="user: id"):
+            engine.glob("**", user=bad)
 
 
 def test_errors_are_the_status_classes(engine):

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -122,21 +124,30 @@ constexpr size_t kSnapshotChunkBytes = size_t{16} << 20;
 constexpr std::string_view kSnapshotLock =
     "SELECT pg_try_advisory_xact_lock(hashtext('strata index snapshot'), hashtext(current_schema()))";
 
-// A file in the temporary directory, removed when this goes out of scope.
+// A file in a directory of its own in the temporary directory (mkdtemp: made by this call alone, with an
+// unguessable name, readable by this user only), removed with it when this goes out of scope. A name made of
+// the pid was the same in two containers sharing /tmp (both pid 1): one's snapshot was written into the
+// other's file, and every vector was readable by any local user.
 struct ScratchFile {
   ScratchFile() {
-    static std::atomic<uint64_t> counter{0};
-    path = (std::filesystem::temp_directory_path() /
-            ("strata-index-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".hnsw"))
-               .string();
+    std::error_code ec;
+    std::string templ = (std::filesystem::temp_directory_path(ec) / "strata-index-XXXXXX").string();
+    if (!ec && ::mkdtemp(templ.data()) != nullptr) {
+      dir = templ;
+      path = dir + "/index.hnsw";
+    } else {
+      error = Status::Unavailable("cannot make a scratch directory for the vector index in " + templ + ": " +
+                                  std::strerror(errno));
+    }
   }
   ~ScratchFile() {
     std::error_code ec;
-    std::filesystem::remove(path, ec);
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
   }
   ScratchFile(const ScratchFile&) = delete;  // Owns the file.
   ScratchFile& operator=(const ScratchFile&) = delete;
-  std::string path;
+  std::string dir, path;
+  Status error;  // Not ok: there is no file (path is empty).
 };
 
 // The NOTIFY channel that carries each new vector generation, as "<schema> <generation>" (stores of several
@@ -1618,6 +1629,7 @@ class PgStore final : public ContextStore {
   // instances each counted the others' changes too and uploaded the whole graph, N uploads where one does.
   Status SaveSnapshot(bool forced) {
     ScratchFile file;
+    STRATA_RETURN_IF_ERROR(file.error);
     int64_t generation = -1, live = 0, changes = 0, written = 0;
     {
       auto index_lock = ReadIndex();
@@ -1701,6 +1713,7 @@ class PgStore final : public ContextStore {
   // exclusively.
   Status LoadSnapshotLocked() {
     ScratchFile file;
+    STRATA_RETURN_IF_ERROR(file.error);
     int64_t generation = -1;
     {
       STRATA_ASSIGN_OR_RETURN(Lease c, Take());

@@ -2487,6 +2487,52 @@ TEST(PgStore, ANewInstanceStartsFromTheIndexSnapshotAndCatchesUp) {
 // Instances on one database count the changes they catch up from each other towards a snapshot: the first
 // to reach snapshot_every saves one, and the others, finding it, forget theirs instead of each uploading
 // the whole graph again (N uploads per snapshot_every changes with N instances).
+// The snapshot's scratch file was named by the pid and a counter in /tmp, opened as found: another local user
+// (or a container sharing /tmp, where every process is pid 1) could plant a link there and have the index
+// written through it, or read every vector. It is a file in a private directory of its own now.
+TEST(PgStore, TheSnapshotsScratchFileIsNotAtANameOthersCanGuess) {
+  auto url = testing::NewPostgresDatabase();
+  ASSERT_OK(url);
+  testing::TempDir victim_dir;
+  const std::string victim = victim_dir.path() + "/victim";
+  {
+    std::ofstream out(victim);
+    out << "keep me";
+  }
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path();
+  std::vector<std::filesystem::path> planted;
+  for (int i = 0; i < 400; ++i) {  // The names this process would have used next.
+    planted.push_back(tmp / ("strata-index-" + std::to_string(::getpid()) + "-" + std::to_string(i) + ".hnsw"));
+    std::error_code ec;
+    std::filesystem::remove(planted.back(), ec);
+    std::filesystem::create_symlink(victim, planted.back(), ec);
+  }
+  auto embedder = std::shared_ptr<Embedder>(NewLocalHashedEmbedder(64));
+  PgStoreOptions options{.embedder = embedder, .exact_search_below = 0, .snapshot_every = 1000000};
+  {
+    auto a = OpenPgStore(*url, options);
+    ASSERT_OK(a);
+    std::vector<std::pair<Uri, std::string>> batch;
+    for (int i = 0; i < 50; ++i) batch.emplace_back(U("strata://resources/s/n" + std::to_string(i)), "scratch note " + std::to_string(i));
+    ASSERT_OK((*a)->WriteBatch(batch, {}));
+    EXPECT_EQ(NearestUri(**a, "scratch note 7"), "strata://resources/s/n7");
+    ASSERT_OK((*a)->Flush());  // Saves a snapshot.
+    auto b = OpenPgStore(*url, options);  // Loads it.
+    ASSERT_OK(b);
+    EXPECT_EQ(NearestUri(**b, "scratch note 9"), "strata://resources/s/n9");
+    auto stats = (*b)->GetStats();
+    ASSERT_OK(stats);
+    EXPECT_GE(stats->index_snapshot_generation, 0) << "b started from the snapshot";
+  }
+  std::ifstream in(victim);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "keep me") << "the snapshot was written through a planted link";
+  for (const auto& p : planted) {
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+  }
+}
+
 TEST(PgStore, OneSnapshotServesEveryInstance) {
   auto url = testing::NewPostgresDatabase();
   ASSERT_OK(url);

@@ -453,7 +453,11 @@ class Client:
     def session_status(self, session_id: str) -> SessionStatus:
         return SessionStatus(self._call("GET", self._path("GET", "/api/v1/sessions/{id}/status", id=session_id)))
 
-    def retry(self, session_id: str) -> int:
+    def retry(self, session_id: str | None = None) -> int:
+        """Queues again what failed for good: one session's failed archives and dead jobs, or with no id
+        (the root key's) everything of the account, as the in-process `Engine.retry()` does."""
+        if session_id is None:
+            return self._call("POST", "/api/v1/admin/retry")["requeued"]
         return self._call("POST", self._path("POST", "/api/v1/sessions/{id}/retry", id=session_id))["requeued"]
 
     # ---- Tasks ----

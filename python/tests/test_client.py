@@ -84,6 +84,11 @@ def test_sessions_commit_and_task_events_over_http(server, tmp_path):
         bob.session_status("trip")
     with pytest.raises(strata.NotFoundError):
         bob.task(ticket.task_id)
+    # Retry of one session, or (the root key's) of everything, as Engine.retry() in process.
+    assert alice.retry("trip") == 0
+    with pytest.raises(strata.PermissionDeniedError, match="root key"):
+        alice.retry()
+    assert strata.Client(server.url, server.root_key).retry() == 0
     # The task listing is the Engine's (it was the HTTP route's alone): the same answer in process.
     local = strata.Engine.open(str(tmp_path / "served"), read_only=True)
     over_http = [(t.id, t.state) for t in alice.tasks(session="trip")]

@@ -144,6 +144,17 @@ void Server::Impl::AddSessionRoutes() {
     STRATA_RETURN_IF_ERROR(c.engine->DeleteSession(ref, force));
     return Json{{"deleted", id}};
   }).Takes("force"));
+  // Everything of the account that failed for good (Engine::Retry("")), as `strata session retry` without an
+  // id: every session's failed archives and dead jobs, and the dead jobs of no session (a file's summary by the
+  // model), which no other route reaches. Every user's work: the root key's.
+  Add(Route("POST", "/api/v1/admin/retry", [](Call& c) -> Result<Json> {
+    if (c.id.role != Role::kRoot) {
+      return Status::PermissionDenied("retrying every session's work needs the root key; a user key retries its own "
+                                      "session's (POST /api/v1/sessions/{id}/retry)");
+    }
+    STRATA_ASSIGN_OR_RETURN(int requeued, c.engine->Retry(""));
+    return Json{{"requeued", requeued}};
+  }));
   Add(Route("POST", "/api/v1/sessions/{id}/retry", [this](Call& c) -> Result<Json> {
     const std::string& id = c.req.path_params.at(0);
     STRATA_ASSIGN_OR_RETURN(const std::string ref, CheckSession(c, id));

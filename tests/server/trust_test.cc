@@ -75,6 +75,21 @@ class TrustTest : public ServerTest {
   }
 };
 
+// What failed for good could be queued again over HTTP one session at a time only: the in-process and CLI
+// retry of everything (the dead jobs of no session among it) had no route.
+TEST_F(TrustTest, TheRootKeyRetriesEverythingThatFailedForGood) {
+  CommitTwiceOffline("alice", "S");
+  std::string alice = Issue("alice");
+  Reply refused = Call("POST", "/api/v1/admin/retry", alice, "{}");
+  EXPECT_EQ(refused.status, 403) << refused.raw;
+  ASSERT_EQ(Call("GET", "/api/v1/tasks?state=dead", kRootKey).body["result"].size(), 1u);
+  Reply retried = Call("POST", "/api/v1/admin/retry", kRootKey, "{}");
+  ASSERT_EQ(retried.status, 200) << retried.raw;
+  EXPECT_EQ(retried.body["result"]["requeued"], 1) << retried.raw;
+  EXPECT_EQ(Call("GET", "/api/v1/tasks?state=dead", kRootKey).body["result"].size(), 0u);
+  EXPECT_EQ(Call("GET", "/api/v1/tasks?state=pending", alice).body["result"].size(), 1u);
+}
+
 TEST_F(TrustTest, AReusedSessionIdInheritsNothingOfTheDeletedSession) {
   CommitTwiceOffline("alice", "S");
   std::string alice = Issue("alice");

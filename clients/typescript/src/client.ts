@@ -499,6 +499,15 @@ export class StrataClient {
   }
 
   /**
+   * Queues again everything of the account that failed for good (the root key only): every session's failed
+   * archives and dead jobs, and the dead jobs of no session (a file's summary by the model), as
+   * `strata session retry` without an id.
+   */
+  retryAll(options: RequestOptions = {}): Promise<ResultOf<"/api/v1/admin/retry", "post">> {
+    return this.call("post", "/api/v1/admin/retry", {}, options);
+  }
+
+  /**
    * Deletes a session: its messages, archives and state (memories it produced stay). Refused with
    * `failed_precondition` while phase 2 is pending, unless `force`.
    */

@@ -297,6 +297,9 @@ test("a session: messages, context, commit, phase 2 followed to the end, the mem
   await rejectsWith(alice.archiveDiff("tea", 3), "not_found", 404);
   await rejectsWith(bob.archiveDiff("tea", 1), "not_found", 404);
   assert.deepEqual(await alice.retry("tea"), { session: "tea", requeued: 0 });
+  // Everything of the account, as `strata session retry` without an id: the root key's alone.
+  await rejectsWith(alice.retryAll(), "permission_denied", 403, /root key/);
+  assert.deepEqual(await root.retryAll(), { requeued: 0 });
 
   // Bob cannot see any of it: another user's session and task are answered as missing.
   await rejectsWith(bob.getSession("tea"), "not_found", 404, /^no session tea$/);

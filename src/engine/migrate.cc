@@ -104,6 +104,24 @@ Status CopyLog(session::Sessions& to, const std::string& id, const session::Sess
   return Status::Ok();
 }
 
+// Queues phase 2 of every archive of `to` that had not finished (ImportArchive queues none).
+Status QueueUnfinished(session::Sessions& to) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<session::SessionInfo> sessions, to.List());
+  for (const session::SessionInfo& info : sessions) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, to.Archives(session::SessionRef(info)));
+    for (const session::ArchiveInfo& a : archives) {
+      if (a.state != session::ArchiveState::kArchived && a.state != session::ArchiveState::kSummarized &&
+          a.state != session::ArchiveState::kExtracted) {
+        continue;
+      }
+      STRATA_RETURN_IF_ERROR(to.EnqueueArchive(session::SessionRef(info), a.number)
+                                 .status()
+                                 .WithContext("session " + info.id + " archive " + std::to_string(a.number)));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CopySessions(session::Sessions& from, session::Sessions& to, MigrationReport* report) {
   STRATA_ASSIGN_OR_RETURN(std::vector<session::SessionInfo> sessions, from.List());
   for (const session::SessionInfo& info : sessions) {
@@ -348,6 +366,9 @@ Result<MigrationReport> CopyDeployment(Engine& from, Engine& to,
     STRATA_RETURN_IF_ERROR(CopySessions(*source_sessions, *dest_sessions, &report).WithContext("sessions"));
     say("copying the audit log");
     STRATA_RETURN_IF_ERROR(CopyAudit(*source_audit, *dest_audit, &report).WithContext("audit log"));
+    // Phase 2 of the archives that had not finished, queued last: a worker already serving the destination
+    // finds each with its files and the decisions taken so far.
+    STRATA_RETURN_IF_ERROR(QueueUnfinished(*dest_sessions).WithContext("sessions"));
     say("verifying the copy");
     STRATA_ASSIGN_OR_RETURN(report.differences, VerifyCopy(from, to));
     return report;

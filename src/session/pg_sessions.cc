@@ -913,15 +913,10 @@ class PgSessions final : public Sessions {
                        std::string_view error, const std::vector<std::string>& notes) override {
     STRATA_RETURN_IF_ERROR(ParseSessionRef(id).status());
     STRATA_ASSIGN_OR_RETURN(std::vector<Record> records, MessageRecords(messages));
-    SessionInfo imported;
-    bool unfinished =
-        state == ArchiveState::kArchived || state == ArchiveState::kSummarized || state == ArchiveState::kExtracted;
-    // As Commit: the job, when phase 2 has work left, is enqueued once the archive is there, in order.
     return Write(
         id, Lock::kUpdate,
         [&](Op& op) -> Status {
           SessionInfo& info = op.row.info;
-          imported = info;
           if (number != op.row.last_archive + 1) {
             return Status::InvalidArgument("session " + info.id + ": the next archive is " +
                                            std::to_string(op.row.last_archive + 1) + ", not " + std::to_string(number));
@@ -949,8 +944,7 @@ class PgSessions final : public Sessions {
           for (const Message& m : messages) Account(m, info, +1);
           RefreshSummary(std::vector<Message>(messages.begin(), messages.end()), info);
           return SaveRow(op, /*refresh=*/false);
-        },
-        [&]() -> Status { return unfinished ? Enqueue(imported, number).status() : Status::Ok(); });
+        });
   }
 
   Status SetArchiveState(std::string_view id, int archive, ArchiveState state, std::string_view error) override {

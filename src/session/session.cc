@@ -534,11 +534,7 @@ class FileSessions final : public Sessions {
     for (const Message& m : messages) Account(m, info, +1);
     RefreshSummary(std::vector<Message>(messages.begin(), messages.end()), info);
     info.updated_ms = NowMs();
-    STRATA_RETURN_IF_ERROR(fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info)));
-    if (state == ArchiveState::kArchived || state == ArchiveState::kSummarized || state == ArchiveState::kExtracted) {
-      STRATA_RETURN_IF_ERROR(Enqueue(info, number).status());
-    }
-    return Status::Ok();
+    return fs().WriteFileAtomically(InfoPath(info.id), InfoToJson(info));
   }
 
   Result<std::optional<std::string>> ReadArchiveFile(std::string_view id, int archive, std::string_view name) override {

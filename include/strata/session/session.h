@@ -228,8 +228,10 @@ class Sessions {
   // Queues phase 2 of an archive that is not done (again): for retrying a failed archive.
   virtual Result<int64_t> EnqueueArchive(std::string_view id, int archive) = 0;
   // Adds archive `number` (the next one; kInvalidArgument otherwise) holding `messages` with its state, error
-  // and notes, as a copy of another deployment's archive (strata migrate): counted as a commit; phase 2 is
-  // queued only when the state says it had not finished (archived, summarized, extracted).
+  // and notes, as a copy of another deployment's archive (strata migrate): counted as a commit. Phase 2 is not
+  // queued: the copier queues an unfinished one (EnqueueArchive) once its files (WriteArchiveFile) and the
+  // audit log are in place, since a worker already serving the destination would run it without them (an
+  // archive past its summary failed for want of summary.md; one before it was extracted a second time).
   virtual Status ImportArchive(std::string_view id, int number, std::span<const Message> messages, ArchiveState state,
                                std::string_view error, const std::vector<std::string>& notes) = 0;
   // Phase 2's resumable work for an archive, by name ("summary.md", "candidates.json", "diff.json"): kept

@@ -311,20 +311,34 @@ Result<std::vector<MemoryPipeline::Candidate>> MemoryPipeline::Extract(const std
 }
 
 Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vector<AuditEntry>& entries,
-                              const std::vector<std::string>& links) {
+                              const std::vector<std::string>& links, bool replaying) {
+  // Set when a merge of this plan could not be written the first time: the supersessions decided with it
+  // (the memories it absorbed) are not carried out either, or their text would be in no current memory.
+  bool dropped = false;
+  auto leave = [&](const AuditEntry& e) {
+    changes.back().reason += std::string(e.reason.empty() ? "" : " ") +
+                             (replaying ? "(not written again: the memory was changed or removed since this was decided)"
+                                        : "(not applied: the memory changed while this was decided)");
+    if (!replaying) {
+      changes.back().applied = false;
+      dropped = true;
+    }
+  };
   for (const AuditEntry& e : entries) {
     changes.push_back({e.action, e.uri, e.reason});
     STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(e.uri));
     if (e.action == MemoryAction::kCreate || e.action == MemoryAction::kMerge) {
       Json meta = Json::object();
       STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> existing, IfExists(store_.Stat(uri)));
-      // A merge decided on content that is no longer there: removed, edited, merged into by a later job, or
-      // superseded (this job failed at a later candidate and ran again after them). That later state stands.
-      const bool applied = e.action == MemoryAction::kMerge && existing && existing->content == e.after &&
-                           existing->content != e.before;
-      if (e.action == MemoryAction::kMerge && !applied && (!existing || existing->content != e.before)) {
-        changes.back().reason += std::string(e.reason.empty() ? "" : " ") +
-                                 "(not applied: the memory was changed or removed after this was decided)";
+      // Written once already: its text is there (a merge whose text is not what it was decided on).
+      const bool written_before = existing && existing->content == e.after &&
+                                  (e.action == MemoryAction::kMerge ? existing->content != e.before : replaying);
+      // A merge decided on content that is no longer there (removed, edited, merged into by a later job,
+      // superseded), or a create run again over a memory changed since (edited, merged into): that later
+      // state stands.
+      if (!written_before && ((e.action == MemoryAction::kMerge && (!existing || existing->content != e.before)) ||
+                              (e.action == MemoryAction::kCreate && replaying && existing))) {
+        leave(e);
         continue;
       }
       if (existing) meta = Metadata(existing->metadata);
@@ -340,11 +354,10 @@ Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vec
       w.category = e.category;
       w.metadata = meta.dump();
       if (e.action == MemoryAction::kMerge) w.expect_content = e.before;
-      if (!applied) {
+      if (!written_before) {
         Status written = store_.Write(uri, e.after, w);
         if (written.code() == StatusCode::kAborted) {  // Changed between the look above and the write.
-          changes.back().reason += std::string(e.reason.empty() ? "" : " ") +
-                                   "(not applied: the memory was changed or removed after this was decided)";
+          leave(e);
           continue;
         }
         STRATA_RETURN_IF_ERROR(written);
@@ -357,6 +370,11 @@ Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vec
         STRATA_RETURN_IF_ERROR(store_.Link(uri, *target, e.action == MemoryAction::kCreate ? "extracted from" : "updated from"));
       }
     } else if (e.action == MemoryAction::kSupersede) {
+      if (dropped) {
+        changes.back().applied = false;
+        changes.back().reason += " (not applied: the merge it was decided with was not)";
+        continue;
+      }
       STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> existing, IfExists(store_.Stat(uri)));
       if (!existing) continue;  // Removed by hand since: nothing left to mark.
       Json meta = Metadata(existing->metadata);
@@ -377,7 +395,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
   STRATA_ASSIGN_OR_RETURN(std::vector<AuditEntry> recorded, audit_.BySource(source));
   std::vector<MemoryChange> changes;
   if (!recorded.empty()) {  // Decided before a crash or a failure: redo that, where nothing came since.
-    STRATA_RETURN_IF_ERROR(Replay(changes, recorded, links));
+    STRATA_RETURN_IF_ERROR(Replay(changes, recorded, links, /*replaying=*/true));
     return changes;
   }
   // The nearest current memories of its category.
@@ -510,7 +528,7 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Apply(const Candidate& c, cons
   }
   if (still_wanted) STRATA_RETURN_IF_ERROR(still_wanted());
   STRATA_RETURN_IF_ERROR(audit_.Record(plan));
-  STRATA_RETURN_IF_ERROR(Replay(changes, plan, links));
+  STRATA_RETURN_IF_ERROR(Replay(changes, plan, links, /*replaying=*/false));
   return changes;
 }
 
@@ -728,7 +746,9 @@ Result<CommitDiff> MemoryPipeline::ProcessArchive(std::string_view session, int 
   // Counted before "done" is written: a crash in between counts again on the redo (an overcount of one
   // archive's memories in a statistic, never a lost memory).
   int64_t extracted = std::count_if(diff.changes.begin(), diff.changes.end(),
-                                    [](const MemoryChange& c) { return c.action == MemoryAction::kCreate || c.action == MemoryAction::kMerge; });
+                                    [](const MemoryChange& c) {
+                                      return c.applied && (c.action == MemoryAction::kCreate || c.action == MemoryAction::kMerge);
+                                    });
   STRATA_RETURN_IF_ERROR(sessions_.RecordExtracted(session, extracted));
   STRATA_RETURN_IF_ERROR(sessions_.SetArchiveState(session, archive, ArchiveState::kDone, ""));
   return diff;
@@ -1007,6 +1027,8 @@ Result<std::vector<MemoryChange>> MemoryPipeline::Consolidate(std::string_view u
         bool kept = std::any_of(changes.begin(), changes.end(), [&](const MemoryChange& ch) {
           return ch.uri == leaf.uri.str() && (ch.action == MemoryAction::kCreate || ch.action == MemoryAction::kMerge);
         });
+        // A merge into another that could not be written (that one changed meanwhile) absorbed nothing.
+        kept = kept || std::any_of(changes.begin(), changes.end(), [](const MemoryChange& ch) { return !ch.applied; });
         if (!kept) {
           // Merged into another or skipped as a duplicate: superseded by what absorbed it.
           meta["valid_to"] = stamp;

@@ -361,19 +361,25 @@ TEST_F(PipelineTest, InterruptedPhaseTwoResumesWithoutDuplicates) {
   EXPECT_EQ(Memories("strata://user/alice/memories/events").size(), 2u);
 }
 
-// A job that failed at a later candidate runs its decided merges again when it is retried. What came to the
-// memory in between (an edit by hand, a removal, another job's merge) stands: the merge was written over
-// whatever was there, an edit reverted, a removed memory brought back.
+// A job that failed at a later candidate runs its decided merges and creates again when it is retried. What
+// came to the memory in between (an edit by hand, a removal, another job's merge) stands: the merge or create
+// was written over whatever was there, an edit reverted, a removed memory brought back.
 TEST_F(PipelineTest, AMergeRunAgainAfterAFailureDoesNotUndoWhatCameSince) {
   const char* two = R"({"memories": [
       {"category": "preferences", "key": "seat", "abstract": "Aisle seats", "content": "Prefers aisle seats."},
       {"category": "events", "key": "kyoto_trip", "abstract": "Trip to Kyoto", "content": "Went to Kyoto in April 2026."}]})";
-  for (const bool remove : {false, true}) {
-    SCOPED_TRACE(remove ? "removed in between" : "edited in between");
-    const std::string session = remove ? "s2" : "s1";
-    if (remove) ASSERT_OK(sessions_->Create("alice", "helper", session));
-    const Uri seat = *Uri::Parse("strata://user/alice/memories/preferences/seat");
-    ASSERT_OK(store_->Write(seat, "Prefers window seats."));
+  enum Mode { kEdited, kRemoved, kCreatedThenEdited };
+  for (const Mode mode : {kEdited, kRemoved, kCreatedThenEdited}) {
+    const bool remove = mode == kRemoved;
+    SCOPED_TRACE(mode == kEdited ? "edited in between" : remove ? "removed in between" : "created, then edited");
+    const std::string session = "s" + std::to_string(1 + static_cast<int>(mode));
+    if (mode != kEdited) ASSERT_OK(sessions_->Create("alice", "helper", session));
+    Uri seat = *Uri::Parse("strata://user/alice/memories/preferences/seat");
+    if (mode == kCreatedThenEdited) {
+      (void)store_->Remove(*Uri::Parse("strata://user/alice/memories/preferences"), /*recursive=*/true);
+    } else {
+      ASSERT_OK(store_->Write(seat, "Prefers window seats."));
+    }
     std::atomic<bool> fail_second{true};
     respond_ = [&](Stage stage, const llm::ScriptedProvider::Request& req) {
       if (stage == Stage::kSummary) return Text("Summary.");
@@ -391,7 +397,14 @@ TEST_F(PipelineTest, AMergeRunAgainAfterAFailureDoesNotUndoWhatCameSince) {
     ASSERT_OK(sessions_->Add(session, Message::User("I loved Kyoto; aisle seats on the way")));
     ASSERT_OK(sessions_->Commit(session));
     ASSERT_OK(pipeline_->RunPending(*queue_, 1));  // The merge is written; the second candidate fails.
-    ASSERT_EQ(*store_->Read(seat, memory::Level::kContent), "Prefers aisle seats now.");
+    if (mode == kCreatedThenEdited) {
+      auto made = Memories("strata://user/alice/memories/preferences");
+      ASSERT_EQ(made.size(), 1u);
+      seat = made[0].uri;
+      ASSERT_EQ(*store_->Read(seat, memory::Level::kContent), "Prefers aisle seats.");
+    } else {
+      ASSERT_EQ(*store_->Read(seat, memory::Level::kContent), "Prefers aisle seats now.");
+    }
     if (remove) {
       ASSERT_OK(store_->Remove(seat, /*recursive=*/false));
     } else {
@@ -411,6 +424,44 @@ TEST_F(PipelineTest, AMergeRunAgainAfterAFailureDoesNotUndoWhatCameSince) {
     EXPECT_EQ(audit_->BySource(SessionRef(*sessions_->Get(session)) + "#1#0")->size(), 1u);  // Decided once.
     ASSERT_OK(store_->Remove(*Uri::Parse("strata://user/alice/memories/events"), /*recursive=*/true));
   }
+}
+
+// A hand edit of the memory a merge goes into, while the model decided: the edit was overwritten by a merge
+// of the text before it. It stands; the merge, and the supersession decided with it, are not applied (the
+// memory it would have absorbed stays current) and not counted as extracted.
+TEST_F(PipelineTest, AMergeIntoAMemoryEditedWhileTheModelDecidedIsNotApplied) {
+  const Uri seat = *Uri::Parse("strata://user/alice/memories/preferences/seat");
+  const Uri aisle = *Uri::Parse("strata://user/alice/memories/preferences/aisle");
+  ASSERT_OK(store_->Write(seat, "Prefers window seats."));
+  ASSERT_OK(store_->Write(aisle, "Prefers aisle seats on short flights."));
+  Uri target = seat, absorbed = aisle;
+  respond_ = [&](Stage stage, const llm::ScriptedProvider::Request& req) {
+    if (stage == Stage::kSummary) return Text("Summary.");
+    if (stage == Stage::kExtract) {
+      return Text(R"({"memories": [{"category": "preferences", "key": "seating", "abstract": "Aisle seats",
+                      "content": "Prefers aisle seats."}]})");
+    }
+    // The first memory listed is merged into (and edited by hand while the model decides), the second absorbed.
+    const std::string asked = req.history[0].ExtractText();
+    EXPECT_NE(asked.find(aisle.str()), std::string::npos) << asked;
+    EXPECT_NE(asked.find(seat.str()), std::string::npos) << asked;
+    if (asked.find(aisle.str()) < asked.find(seat.str())) std::swap(target, absorbed);
+    EXPECT_OK(store_->Write(target, "Edited by hand meanwhile."));
+    return Text(R"({"decision": "merge", "merge_into": 0, "content": "Prefers aisle seats now.",
+                    "actions": [{"index": 1, "action": "delete"}]})");
+  };
+  ASSERT_OK(sessions_->Add("s1", Message::User("aisle seats, please")));
+  ASSERT_OK(sessions_->Commit("s1"));
+  ASSERT_OK(pipeline_->RunPending(*queue_));
+  EXPECT_EQ(*store_->Read(target, memory::Level::kContent), "Edited by hand meanwhile.");
+  auto kept = store_->Stat(absorbed);
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->metadata.find("valid_to"), std::string::npos) << "superseded by a merge never written";
+  auto diff = pipeline_->ProcessArchive("s1", 1);
+  ASSERT_OK(diff);
+  ASSERT_FALSE(diff->changes.empty());
+  EXPECT_NE(diff->changes[0].reason.find("not applied"), std::string::npos) << diff->changes[0].reason;
+  EXPECT_EQ(sessions_->Get("s1")->stats.memories_extracted, 0);
 }
 
 TEST_F(PipelineTest, ConcurrentCommitsOnOneSessionLoseNothing) {

@@ -103,6 +103,9 @@ struct MemoryChange {
   MemoryAction action = MemoryAction::kCreate;
   std::string uri;
   std::string reason;
+  // False: decided but not carried out (the memory it was to merge into changed while it was decided, or a
+  // supersession decided with such a merge); the reason says so.
+  bool applied = true;
 };
 struct CommitDiff {
   std::string session;
@@ -167,12 +170,14 @@ class MemoryPipeline {
   using JsonCheck = std::function<Status(std::string_view json)>;
   Result<std::string> CallForJson(std::string_view prompt_id, const prompt::Value& vars, std::string_view what,
                                   const JsonCheck& check, std::string* last_error, bool* unusable = nullptr);
-  // Carries out decided `entries` (first, or again after a crash or a failed later candidate). A merge is
-  // written only over the content it was decided on (its `before`, checked under the write lock): a memory
-  // merged into, edited or removed since keeps that later state, and the entry's reason says it was not
-  // applied. Written once already (its `after` is there), it is not written again.
+  // Carries out decided `entries`, first or (`replaying`) again after a crash or a failed later candidate. A
+  // merge is written only over the content it was decided on (its `before`, checked under the write lock),
+  // and a create run again only where nothing is: a memory merged into, edited or removed since keeps that
+  // later state, and the entry's reason says so. What was written once already is not written again. A merge
+  // that cannot be written the first time is not applied (MemoryChange::applied), nor are the supersessions
+  // decided with it.
   Status Replay(std::vector<MemoryChange>& changes, const std::vector<AuditEntry>& entries,
-                const std::vector<std::string>& links);
+                const std::vector<std::string>& links, bool replaying);
   Status RefreshDirectory(const memory::Uri& dir);
   int64_t NowMs() const;
   // Holds the memories of `owners` ("user/<id>", "agent/<id>") for the caller's scope.

@@ -639,19 +639,20 @@ class SqliteStore final : public ContextStore {
       int64_t candidates = row ? count.Int(0) : 0;
       if (candidates <= options_.exact_search_below) return ExactNeighbours(query, filter, limit);
     }
-    // Over-fetch from the graph and filter; widen until enough pass or the graph is exhausted. A hit counts
-    // only while the table's vector for its id is the one the graph holds (written at or before the graph's
-    // generation): this read may see another process's writes the graph has not caught up with (it was
-    // brought up to date before this read began), and a node removed there and another written may share the
-    // id (SQLite hands the highest one out again), which was answered with the removed one's similarity.
-    const int64_t graph_generation = index_generation_;
-    Stmt check(Conn(), "SELECT n.uri, n.is_dir FROM nodes n JOIN vectors v ON v.node_id = n.id WHERE n.id = ?1 AND "
-                       "v.generation <= ?2" + FilterSql(filter, 3));
+    // The graph was brought up to date before this read began: another process may have written since (or
+    // this one be rebuilding it). Its answers are this read's only while it reflects this read's generation;
+    // else a node removed there and another written may share an id (SQLite hands the highest one out
+    // again), which was answered with the removed one's similarity. Then the table is read exactly (rare:
+    // a write landed in the moment between the two).
+    STRATA_ASSIGN_OR_RETURN(int64_t generation, ReadGeneration());
+    if (generation != index_generation_ || index_generation_ < 0) return ExactNeighbours(query, filter, limit);
+    // Over-fetch from the graph and filter; widen until enough pass or the graph is exhausted.
+    Stmt check(Conn(), "SELECT n.uri, n.is_dir FROM nodes n WHERE n.id = ?1" + FilterSql(filter, 3));
     for (size_t k = scoped ? limit * 4 : limit;; k *= 4) {
       STRATA_ASSIGN_OR_RETURN(auto hits, index_->Search(query.data(), k));
       out.clear();
       for (const auto& [id, similarity] : hits) {
-        check.Reset().Bind(1, id).Bind(2, graph_generation);
+        check.Reset().Bind(1, id);
         BindFilter(check, filter, 3);
         STRATA_ASSIGN_OR_RETURN(bool row, check.Step());
         if (!row) continue;

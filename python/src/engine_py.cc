@@ -446,6 +446,7 @@ class PyEngine {
   }
   py::list ListSessions(std::optional<std::string> user) {
     return Records("Session", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
+      if (user) STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(*user, "user"));
       STRATA_ASSIGN_OR_RETURN(auto sessions, e.ListSessions());
       std::vector<Json> out;
       for (const session::SessionInfo& s : sessions) {

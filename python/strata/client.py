@@ -456,7 +456,7 @@ class Client:
     def retry(self, session_id: str | None = None) -> int:
         """Queues again what failed for good: one session's failed archives and dead jobs, or with no id
         (the root key's) everything of the account, as the in-process `Engine.retry()` does."""
-        if session_id is None:
+        if not session_id:  # None or "", as Engine.retry("").
             return self._call("POST", "/api/v1/admin/retry")["requeued"]
         return self._call("POST", self._path("POST", "/api/v1/sessions/{id}/retry", id=session_id))["requeued"]
 

@@ -73,6 +73,8 @@ def test_find_hits_carry_uri_score_abstract_reason_tokens(engine):
             engine.find("aisle seats", user=bad)
         with pytest.raises(strata.InvalidArgumentError, match="user: id"):
             engine.glob("**", user=bad)
+        with pytest.raises(strata.InvalidArgumentError, match="user: id"):
+            engine.list_sessions(user=bad)
 
 
 def test_errors_are_the_status_classes(engine):

@@ -107,7 +107,7 @@ Result<std::unique_ptr<Turn>> Engine::BeginTurn(std::string_view session, TurnRe
       // session routes refuse it, not ignored (the session was made for the caller's user instead).
       if (!request.user.empty() && request.user != request.reach.user) {
         return Status::PermissionDenied("this caller makes and turns sessions for user " + request.reach.user +
-                                        " only, not for user " + request.user);
+                                        " only, not for user " + json::QuoteForError(request.user, 64));
       }
       if (Result<session::SessionInfo> seen = GetSession(id); seen.ok() && seen->user != request.reach.user) {
         return session::NoSuchSession(id);

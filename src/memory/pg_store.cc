@@ -132,7 +132,9 @@ struct ScratchFile {
   ScratchFile() {
     std::error_code ec;
     std::string templ = (std::filesystem::temp_directory_path(ec) / "strata-index-XXXXXX").string();
-    if (!ec && ::mkdtemp(templ.data()) != nullptr) {
+    if (ec) {
+      error = Status::Unavailable("no temporary directory for the vector index's scratch file: " + ec.message());
+    } else if (::mkdtemp(templ.data()) != nullptr) {
       dir = templ;
       path = dir + "/index.hnsw";
     } else {

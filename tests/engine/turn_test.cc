@@ -579,7 +579,7 @@ TEST_F(TurnTest, AUserLimitedCallerNamingAnotherUserIsRefused) {
   other.user = "bob";
   auto refused = engine_->BeginTurn("chat-x", std::move(other));
   ASSERT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
-  EXPECT_NE(refused.status().message().find("user bob"), std::string::npos) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("user \"bob\""), std::string::npos) << refused.status().ToString();
   EXPECT_EQ(engine_->GetSession("chat-x").status().code(), StatusCode::kNotFound) << "no session was made";
   TurnRequest own = Ask("hello");
   own.user = "alice";  // Its own user, named: as if not named.

@@ -110,10 +110,7 @@ Status QueueUnfinished(session::Sessions& to) {
   for (const session::SessionInfo& info : sessions) {
     STRATA_ASSIGN_OR_RETURN(std::vector<session::ArchiveInfo> archives, to.Archives(session::SessionRef(info)));
     for (const session::ArchiveInfo& a : archives) {
-      if (a.state != session::ArchiveState::kArchived && a.state != session::ArchiveState::kSummarized &&
-          a.state != session::ArchiveState::kExtracted) {
-        continue;
-      }
+      if (a.state == session::ArchiveState::kDone || a.state == session::ArchiveState::kFailed) continue;
       STRATA_RETURN_IF_ERROR(to.EnqueueArchive(session::SessionRef(info), a.number)
                                  .status()
                                  .WithContext("session " + info.id + " archive " + std::to_string(a.number)));

@@ -44,7 +44,7 @@ void Server::Impl::AddServiceRoutes() {
     STRATA_ASSIGN_OR_RETURN(prompt::Value values, prompt::Value::FromJson(vars == nullptr ? "{}" : vars->dump()));
     STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->RenderPrompt(id, values));
     return Json{{"id", id}, {"text", text}};
-  }).Takes("id vars").BodyOnly("vars").ReadOnly());
+  }).Takes("id").BodyOnly("vars").ReadOnly());
   Add(Route("POST", "/api/v1/tokens/count", [](Call& c) -> Result<Json> {
     // Absent is the default; "" is no encoding's name, refused as every other front end refuses it.
     STRATA_ASSIGN_OR_RETURN(std::optional<std::string> given, c.OptString("encoding"));

@@ -140,7 +140,7 @@ void Server::Impl::AddStoreRoutes() {
     Json out = views::AddReportView(report);
     out["uri"] = uri.str();
     return out;
-  }).Takes("uri files chunk_tokens remove_missing summarize").BodyOnly("files chunk_tokens remove_missing summarize"));
+  }).Takes("uri").BodyOnly("files chunk_tokens remove_missing summarize"));
   Add(Route("POST", "/api/v1/fs/import", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     const Json* files = json::Field(c.body, "files");
@@ -164,7 +164,7 @@ void Server::Impl::AddStoreRoutes() {
     Json out = {{"uri", uri.str()}};
     out.update(views::ImportReportView(report));
     return out;
-  }).Takes("uri files").BodyOnly("files"));
+  }).Takes("uri").BodyOnly("files"));
   Add(Route("POST", "/api/v1/search/find", [](Call& c) -> Result<Json> {
     FindRequest request;
     STRATA_ASSIGN_OR_RETURN(request.query, c.Arg("query"));
@@ -181,9 +181,7 @@ void Server::Impl::AddStoreRoutes() {
     request.reach = ReachOf(c.id);
     STRATA_ASSIGN_OR_RETURN(FindResult found, c.engine->Find(request));
     return views::FindResultView(found);
-  }).Takes("query type under limit token_budget session rewrite rerank max_queries rerank_candidates")
-      .BodyOnly("rewrite rerank max_queries rerank_candidates")
-      .ReadOnly());
+  }).Takes("query type under limit token_budget session").BodyOnly("rewrite rerank max_queries rerank_candidates").ReadOnly());
 }
 
 }  // namespace strata::server

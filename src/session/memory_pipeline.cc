@@ -315,10 +315,13 @@ Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vec
   // Set when a merge of this plan could not be written the first time: the supersessions decided with it
   // (the memories it absorbed) are not carried out either, or their text would be in no current memory.
   bool dropped = false;
-  auto leave = [&](const AuditEntry& e) {
-    changes.back().reason += std::string(e.reason.empty() ? "" : " ") +
-                             (replaying ? "(not written again: the memory was changed or removed since this was decided)"
-                                        : "(not applied: the memory changed while this was decided)");
+  auto say = [&](std::string_view why) {
+    std::string& reason = changes.back().reason;
+    reason += std::string(reason.empty() ? "" : " ") + std::string(why);
+  };
+  auto leave = [&]() {
+    say(replaying ? "(not written again: the memory was changed or removed since this was decided)"
+                  : "(not applied: the memory changed while this was decided)");
     if (!replaying) {
       changes.back().applied = false;
       dropped = true;
@@ -338,7 +341,7 @@ Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vec
       // state stands.
       if (!written_before && ((e.action == MemoryAction::kMerge && (!existing || existing->content != e.before)) ||
                               (e.action == MemoryAction::kCreate && replaying && existing))) {
-        leave(e);
+        leave();
         continue;
       }
       if (existing) meta = Metadata(existing->metadata);
@@ -357,7 +360,7 @@ Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vec
       if (!written_before) {
         Status written = store_.Write(uri, e.after, w);
         if (written.code() == StatusCode::kAborted) {  // Changed between the look above and the write.
-          leave(e);
+          leave();
           continue;
         }
         STRATA_RETURN_IF_ERROR(written);
@@ -372,7 +375,7 @@ Status MemoryPipeline::Replay(std::vector<MemoryChange>& changes, const std::vec
     } else if (e.action == MemoryAction::kSupersede) {
       if (dropped) {
         changes.back().applied = false;
-        changes.back().reason += " (not applied: the merge it was decided with was not)";
+        say("(not applied: the merge it was decided with was not)");
         continue;
       }
       STRATA_ASSIGN_OR_RETURN(std::optional<memory::Node> existing, IfExists(store_.Stat(uri)));

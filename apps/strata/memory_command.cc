@@ -58,12 +58,10 @@ Result<std::string> ReadInput(const std::string &file) {
 
 Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
   // Unset: the whole store for a listing and an export (as HTTP's listing without a uri). A node's own
-  // operations need it named: `rm -r ""` or `read ""` meant the root.
+  // operations need it named (`rm -r ""` or `read ""` meant the root): the engine refuses "" for them in
+  // the words of every front end.
   std::string uri = a.uri;
   if (uri.empty() && (cmd == "ls" || cmd == "tree" || cmd == "export")) uri = "strata://";
-  const bool named = cmd == "write" || cmd == "mkdir" || cmd == "read" || cmd == "stat" || cmd == "rm" || cmd == "mv" ||
-                     cmd == "link" || cmd == "unlink";
-  if (uri.empty() && named) return Status::InvalidArgument("the URI must not be empty");
   if (cmd == "write") {
     STRATA_ASSIGN_OR_RETURN(std::string content, ReadInput(a.file));
     memory::WriteOptions o{.abstract_text = a.abstract_text, .overview = a.overview, .category = a.category};
@@ -78,8 +76,8 @@ Status Run(const std::string &cmd, const MemoryArgs &a, Engine &engine) {
     return engine.Mkdir(uri, o);
   }
   if (cmd == "read") {
-    if (a.level < 0 || a.level > 2) return Status::InvalidArgument("--level must be 0, 1 or 2");
-    STRATA_ASSIGN_OR_RETURN(std::string text, engine.Read(uri, static_cast<memory::Level>(a.level)));
+    STRATA_ASSIGN_OR_RETURN(memory::Level level, memory::LevelOf(a.level));
+    STRATA_ASSIGN_OR_RETURN(std::string text, engine.Read(uri, level));
     std::cout << text;
     return Status::Ok();
   }

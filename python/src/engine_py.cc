@@ -84,8 +84,9 @@ session::CheckpointRef CheckpointArg(py::handle checkpoint, std::optional<std::s
 }
 
 memory::Level LevelArg(int64_t level) {
-  if (level < 0 || level > 2) Raise(Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)"));
-  return static_cast<memory::Level>(level);
+  Result<memory::Level> checked = memory::LevelOf(level);
+  if (!checked.ok()) Raise(checked.status());
+  return *checked;
 }
 
 std::vector<Json> NodeViews(const std::vector<memory::Node>& nodes) {

@@ -160,6 +160,28 @@ def test_a_skill_is_added_and_refused_alike_in_process_and_over_http(server, tmp
     assert engine.add_skill("bot", str(tmp_path / "tea" / "SKILL.md")).endswith("/steep")
 
 
+def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process_and_over_http(server, tmp_path):
+    """In process an empty URI was "must start with strata://" where HTTP says "must not be empty"."""
+    admin = strata.Client(server.url, server.key("ops", role="admin"))
+    admin.write("strata://resources/ops/tea", "Green tea.")
+    local = strata.Engine.open(str(tmp_path / "served"))
+    for call, words in [(lambda api: api.read(""), '"uri" must not be empty'),
+                        (lambda api: api.stat(""), '"uri" must not be empty'),
+                        (lambda api: api.write("", "x"), '"uri" must not be empty'),
+                        (lambda api: api.mv("strata://resources/ops/tea", ""), '"to" must not be empty'),
+                        (lambda api: api.read("strata://resources/ops/tea", level=3),
+                         '"level" must be 0 (abstract), 1 (overview) or 2 (content), not 3'),
+                        (lambda api: api.remember(" ", "strata://user/alice"), "remember: the text is empty")]:
+        messages = []
+        for api in (admin, local):
+            with pytest.raises(strata.InvalidArgumentError) as error:
+                call(api)
+            messages.append(error.value.message)
+        assert messages == [words, words], messages
+    assert local.read("strata://resources/ops/tea") == "Green tea."
+    local.close()
+
+
 def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(server, tmp_path):
     admin = strata.Client(server.url, server.key("ops", role="admin"))
     admin.write("strata://resources/ops/tea", "Green tea is brewed at 80 degrees.")

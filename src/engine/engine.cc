@@ -95,11 +95,19 @@ std::vector<std::string> Engine::PromptSearchPath() const { return impl_->Prompt
 // ---- The context store ----
 
 namespace {
-// Runs `body(store, uri)` on the engine's store with `text` parsed as a URI.
+// "" where a URI is required: refused as every front end refuses it, naming the argument (`name`).
+Status NotEmpty(std::string_view text, std::string_view name) {
+  if (!text.empty()) return Status::Ok();
+  return Status::InvalidArgument("\"" + std::string(name) + "\" must not be empty");
+}
+
+// Runs `body(store, uri)` on the engine's store with `text`, the argument `name`, parsed as a URI.
 template <typename F>
-auto WithUri(Engine::Impl& impl, std::string_view what, std::string_view text, F&& body) {
+auto WithUri(Engine::Impl& impl, std::string_view what, std::string_view text, F&& body,
+             std::string_view name = "uri") {
   using R = std::invoke_result_t<F, memory::ContextStore&, const memory::Uri&>;
   return Guard(what, [&]() -> R {
+    STRATA_RETURN_IF_ERROR(NotEmpty(text, name));
     STRATA_ASSIGN_OR_RETURN(memory::Uri uri, memory::Uri::Parse(text));
     STRATA_ASSIGN_OR_RETURN(memory::ContextStore * store, impl.Store());
     return body(*store, uri);
@@ -144,6 +152,7 @@ Status Engine::Mkdir(std::string_view uri, const memory::WriteOptions& options) 
 // layers of its own. (A listing of it answered while stat and read said it did not exist.)
 Result<std::string> Engine::Read(std::string_view uri, memory::Level level) {
   return WithUri(*impl_, "read", uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<std::string> {
+    STRATA_RETURN_IF_ERROR(memory::LevelOf(static_cast<int64_t>(level)).status());
     if (u.is_root()) return std::string();
     return s.Read(u, level);
   });
@@ -184,10 +193,14 @@ Result<int64_t> Engine::Remove(std::string_view uri, bool recursive) {
 namespace {
 template <typename F>
 Status WithTwoUris(Engine::Impl& impl, std::string_view what, std::string_view from, std::string_view to, F&& body) {
-  return WithUri(impl, what, from, [&](memory::ContextStore& s, const memory::Uri& f) -> Status {
-    STRATA_ASSIGN_OR_RETURN(memory::Uri t, memory::Uri::Parse(to));
-    return body(s, f, t);
-  });
+  return WithUri(
+      impl, what, from,
+      [&](memory::ContextStore& s, const memory::Uri& f) -> Status {
+        STRATA_RETURN_IF_ERROR(NotEmpty(to, "to"));
+        STRATA_ASSIGN_OR_RETURN(memory::Uri t, memory::Uri::Parse(to));
+        return body(s, f, t);
+      },
+      "from");
 }
 }  // namespace
 
@@ -210,24 +223,15 @@ Status Engine::Unlink(std::string_view from, std::string_view to) {
                      [](memory::ContextStore& s, const memory::Uri& f, const memory::Uri& t) { return s.Unlink(f, t); });
 }
 
-namespace {
-// An export or an import names its subtree: "" is refused, as over HTTP (it exported everything here, and
-// imported into strata://resources).
-Status NamesItsSubtree(std::string_view what, std::string_view uri) {
-  if (!uri.empty()) return Status::Ok();
-  return Status::InvalidArgument(std::string(what) + ": the URI must not be empty (strata:// is everything)");
-}
-}  // namespace
-
+// An export or an import names its subtree: "" is refused (WithUri), as over HTTP (it exported everything
+// here, and imported into strata://resources).
 Result<memory::ExportReport> Engine::Export(std::string_view uri, const std::string& dir) {
-  STRATA_RETURN_IF_ERROR(NamesItsSubtree("export", uri));
   return WithUri(*impl_, "export", uri,
                  [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ExportMarkdown(s, u, dir); });
 }
 
 Result<memory::ImportReport> Engine::Import(const std::string& dir, std::string_view uri) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "import"));
-  STRATA_RETURN_IF_ERROR(NamesItsSubtree("import", uri));
   return WithUri(*impl_, "import", uri,
                  [&](memory::ContextStore& s, const memory::Uri& u) { return memory::ImportMarkdown(s, dir, u); });
 }
@@ -616,6 +620,7 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "remember"));
   return Guard("remember", [&]() -> Result<std::vector<session::MemoryChange>> {
     // Refused before any model sees it, with or without one: every front end gives this answer.
+    STRATA_RETURN_IF_ERROR(NotEmpty(scope, "scope"));
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
       return Status::InvalidArgument("remember: the text is empty");
     }

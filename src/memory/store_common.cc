@@ -45,6 +45,14 @@ Result<ContextType> ParseContextType(std::string_view name) {
   return Status::InvalidArgument("unknown context type \"" + std::string(name) + "\" (expected resource, memory or skill)");
 }
 
+Result<Level> LevelOf(int64_t number) {
+  if (number < 0 || number > 2) {
+    return Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content), not " +
+                                   std::to_string(number));
+  }
+  return static_cast<Level>(number);
+}
+
 ContextType InferContextType(const Uri& uri) {
   for (std::string_view segment : uri.path()) {
     if (segment == "skills") return ContextType::kSkill;

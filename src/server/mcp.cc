@@ -284,11 +284,16 @@ struct McpHandler::Impl {
       uris.push_back(one->get<std::string>());
     }
     if (const Json* many = json::Field(args, "uris"); many != nullptr) {
-      for (const Json& u : *many) uris.push_back(u.get<std::string>());
+      if (!many->is_array()) return Status::InvalidArgument("\"uris\" must be an array of URIs");
+      for (size_t i = 0; i < many->size(); ++i) {
+        const Json& u = (*many)[i];
+        if (!u.is_string()) return Status::InvalidArgument("\"uris\"[" + std::to_string(i) + "] must be a string");
+        uris.push_back(u.get<std::string>());
+      }
     }
     if (uris.empty()) return Status::InvalidArgument("give \"uri\" or \"uris\"");
     STRATA_ASSIGN_OR_RETURN(int64_t level_number, json::CheckedIntOr(args, "level", 2));
-    auto level = static_cast<memory::Level>(level_number);
+    STRATA_ASSIGN_OR_RETURN(memory::Level level, memory::LevelOf(level_number));
     Json out = Json::array();
     for (const std::string& text : uris) {
       STRATA_ASSIGN_OR_RETURN(Uri uri, Uri::Parse(text));
@@ -317,8 +322,10 @@ struct McpHandler::Impl {
       return Json{{"session", info.id}, {"task_id", outcome.ticket.job_id}, {"messages", outcome.ticket.messages},
                   {"note", "committed; memories are extracted in the background"}};
     }
+    // Absent, one of the two is missing; present and empty (or blank), the engine refuses the text in the
+    // words of every front end.
+    if (json::Field(args, "text") == nullptr) return Status::InvalidArgument("give \"text\" or \"messages\"");
     std::string text = json::StringOr(args, "text");
-    if (text.empty()) return Status::InvalidArgument("give \"text\" or \"messages\"");
     STRATA_ASSIGN_OR_RETURN(std::vector<session::MemoryChange> changes,
                             engine->Remember(scope.str(), text, json::StringOr(args, "category"), cancel));
     Json out = {{"changes", views::ChangesView(changes)}};

@@ -41,8 +41,8 @@ void Server::Impl::AddStoreRoutes() {
   Add(Route("GET", "/api/v1/fs/read", [this](Call& c) -> Result<Json> {
     STRATA_ASSIGN_OR_RETURN(Uri uri, UriArg(c, "uri"));
     STRATA_ASSIGN_OR_RETURN(int64_t level, c.IntArg("level", 2));
-    if (level < 0 || level > 2) return Status::InvalidArgument("\"level\" must be 0 (abstract), 1 (overview) or 2 (content)");
-    STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->Read(uri.str(), static_cast<memory::Level>(level)));
+    STRATA_ASSIGN_OR_RETURN(memory::Level checked, memory::LevelOf(level));
+    STRATA_ASSIGN_OR_RETURN(std::string text, c.engine->Read(uri.str(), checked));
     return Json{{"uri", uri.str()}, {"level", level}, {"content", text}};
   }).Takes("uri level"));
   Add(Route("POST", "/api/v1/fs/write", [this](Call& c) -> Result<Json> {

@@ -108,7 +108,7 @@ TEST_F(MemoryCli, WriteReadListFindMoveRemove) {
   for (std::vector<std::string> args : {std::vector<std::string>{"read", ""}, {"stat", ""}, {"rm", "-r", ""}}) {
     CliRun empty = Memory(args);
     EXPECT_EQ(empty.exit_code, 2) << args[0];
-    EXPECT_NE(empty.err.find("the URI must not be empty"), std::string::npos) << empty.err;
+    EXPECT_NE(empty.err.find("\"uri\" must not be empty"), std::string::npos) << empty.err;
   }
   EXPECT_NE(Memory({"ls", ""}).out.find("user/"), std::string::npos);
   // An option given an empty value is refused, not read as level 0 or as no type.

@@ -914,6 +914,69 @@ TEST_F(TrustTest, AnEmptyOrMissingUriIsRefusedInTheSameWordsOverHttpAndMcp) {
   EXPECT_NE(mcp_missing.raw.find("required property \\\"uri\\\""), std::string::npos) << mcp_missing.raw;
 }
 
+// One bad input, one answer. A level out of range was refused in other words by the CLI and taken by the
+// engine itself (a C++ or Python caller got what the store made of level 7); an empty URI was "must start
+// with strata://" in process where HTTP says "must not be empty"; MCP's remember with an empty text said
+// to give a text.
+TEST_F(TrustTest, ABadLevelUriOrTextIsRefusedInTheSameWordsInProcessOverHttpAndMcp) {
+  std::string alice = Issue("alice");
+  const std::string note = "strata://user/alice/notes/tea";
+  ASSERT_EQ(Call("POST", "/api/v1/fs/write", alice, Json{{"uri", note}, {"content", "Green tea."}}.dump()).status, 200);
+  auto opened = Engine::Open({.data_dir = dir_.File("data")});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  auto http_message = [](const Reply& r) {
+    EXPECT_EQ(r.status, 400) << r.raw;
+    return r.body.is_object() && r.body.contains("error") ? r.body["error"]["message"].get<std::string>() : r.raw;
+  };
+  auto mcp_message = [](const Reply& r) -> std::string {
+    EXPECT_EQ(r.status, 200) << r.raw;
+    if (!r.body.is_object() || !r.body.contains("result")) return r.raw;
+    EXPECT_TRUE(r.body["result"]["isError"].get<bool>()) << r.raw;
+    // MCP's text names the status code first.
+    std::string text = r.body["result"]["content"][0]["text"].get<std::string>();
+    const std::string code = "invalid_argument: ";
+    EXPECT_EQ(text.rfind(code, 0), 0u) << text;
+    return text.rfind(code, 0) == 0 ? text.substr(code.size()) : text;
+  };
+  auto in_process = [](const Status& s) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    return std::string(s.message());
+  };
+
+  const std::string level_words = "\"level\" must be 0 (abstract), 1 (overview) or 2 (content), not 7";
+  EXPECT_EQ(http_message(Call("GET", "/api/v1/fs/read?uri=" + Q(note) + "&level=7", alice)), level_words);
+  EXPECT_EQ(in_process(engine.Read(note, static_cast<memory::Level>(7)).status()), level_words);
+  EXPECT_EQ(in_process(engine.Read(note, static_cast<memory::Level>(-1)).status()),
+            "\"level\" must be 0 (abstract), 1 (overview) or 2 (content), not -1");
+  EXPECT_EQ(in_process(memory::LevelOf(int64_t{1} << 32).status()),
+            "\"level\" must be 0 (abstract), 1 (overview) or 2 (content), not 4294967296");
+  ASSERT_OK(engine.Read(note, memory::Level::kContent));
+
+  EXPECT_EQ(http_message(Call("GET", "/api/v1/fs/read?uri=", alice)), "\"uri\" must not be empty");
+  EXPECT_EQ(in_process(engine.Read("", memory::Level::kContent).status()), "\"uri\" must not be empty");
+  EXPECT_EQ(in_process(engine.Stat("").status()), "\"uri\" must not be empty");
+  EXPECT_EQ(in_process(engine.Export("", dir_.File("export")).status()), "\"uri\" must not be empty");
+  Reply http_mv = Call("POST", "/api/v1/fs/mv", alice, Json{{"from", note}, {"to", ""}}.dump());
+  EXPECT_EQ(http_message(http_mv), "\"to\" must not be empty");
+  EXPECT_EQ(in_process(engine.Move(note, "")), "\"to\" must not be empty");
+  EXPECT_EQ(in_process(engine.Move("", note)), "\"from\" must not be empty");
+
+  const std::string text_words = "remember: the text is empty";
+  Reply http_remember =
+      Call("POST", "/api/v1/memories/remember", alice, Json{{"scope", "strata://user/alice"}, {"text", " "}}.dump());
+  EXPECT_EQ(http_message(http_remember), text_words);
+  EXPECT_EQ(mcp_message(Call("POST", "/mcp", alice, McpCall("remember", {{"text", " "}}))), text_words);
+  EXPECT_EQ(mcp_message(Call("POST", "/mcp", alice, McpCall("remember", {{"text", ""}}))), text_words);
+  EXPECT_EQ(in_process(engine.Remember("strata://user/alice", "", "").status()), text_words);
+  EXPECT_EQ(in_process(engine.Remember("", "Green tea.", "").status()), "\"scope\" must not be empty");
+  // Neither a text nor messages: MCP says which to give.
+  EXPECT_EQ(mcp_message(Call("POST", "/mcp", alice, McpCall("remember", Json::object()))),
+            "give \"text\" or \"messages\"");
+  // Nothing above touched the note.
+  EXPECT_EQ(*engine.Read(note, memory::Level::kContent), "Green tea.");
+}
+
 // A session's context through HTTP and MCP: the same window by default (the server's --window), the same
 // reply reserve by default (the engine's: 4,096, at most a quarter of a small window), the same view.
 TEST_F(TrustTest, TheContextOfASessionIsTheSameOverHttpAndMcp) {

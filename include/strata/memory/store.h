@@ -37,6 +37,8 @@ Result<ContextType> ParseContextType(std::string_view name);
 ContextType InferContextType(const Uri& uri);
 
 enum class Level { kAbstract = 0, kOverview = 1, kContent = 2 };
+// The level a caller gave as a number: 0, 1 or 2, anything else refused in words every front end shares.
+Result<Level> LevelOf(int64_t number);
 
 struct Node {
   Uri uri = Uri::Root();

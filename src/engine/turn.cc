@@ -325,7 +325,20 @@ Result<int> Engine::CommitIdleSessions() {
     const CommitPolicy& policy = impl_->options.commit_policy;
     if (policy.after_idle.count() <= 0 || impl_->options.read_only) return 0;
     int committed = 0;
+    STRATA_ASSIGN_OR_RETURN(session::Sessions * sessions, impl_->Sessions());
     for (const std::string& ref : impl_->turns.TakeIdle(policy.after_idle)) {
+      // The session is held from the look at its last change to the end of phase 1: an append or another
+      // instance's turn that came between them was archived with the quiet part, and the live log the
+      // client reads next lacked the message it had just added. Held by another (a change, a turn, a
+      // commit), it is not idle now: looked at again in a while.
+      Result<std::unique_ptr<session::OwnerLocks::Held>> held =
+          impl_->HoldSession(ref, "busy", std::chrono::milliseconds(0));
+      if (!held.ok()) {
+        if (Result<session::ParsedSessionRef> parsed = session::ParseSessionRef(ref); parsed.ok()) {
+          impl_->turns.Idle(parsed->id, ref, engine_internal::TurnBook::Clock::now());
+        }
+        continue;
+      }
       // Quiet since this process's last turn of it, but another instance may have served a turn since, or
       // someone appended: the session's own last change decides, and a session changed since is looked at
       // again when it has been quiet long enough. Asked by its incarnation: one deleted and made again
@@ -357,7 +370,8 @@ Result<int> Engine::CommitIdleSessions() {
         impl_->turns.Idle(info->id, ref, engine_internal::TurnBook::Clock::now());
         continue;
       }
-      if (Commit(ref, {.wait = false}).ok()) ++committed;  // That incarnation's, whatever came since.
+      // Phase 1 of that incarnation, as Commit runs it, under the hold taken above.
+      if (sessions->Commit(ref).ok()) ++committed;
     }
     return committed;
   });

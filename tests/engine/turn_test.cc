@@ -651,6 +651,32 @@ TEST_F(TurnTest, IdleSessionsAreCommittedOnceAndBusyOnesNot) {
   EXPECT_EQ(*engine_->CommitIdleSessions(), 0);
 }
 
+// A quiet session held by another instance (a turn begun there and not finished) is not committed now, and
+// is looked at again: when that turn was let go without a reply, nobody else was ever to commit it (the
+// commit was refused as busy and the session left this engine's idle book).
+TEST_F(TurnTest, AnIdleSessionHeldElsewhereIsLookedAtAgainOnceFree) {
+  Open({.after_tokens = 0, .after_turns = 0, .after_idle = std::chrono::milliseconds(20)});
+  Greet("chat-1");
+  auto other = Engine::Open({.data_dir = dir_.path()});
+  ASSERT_OK(other);
+  auto elsewhere = (*other)->BeginTurn("chat-1", Ask("still there?"));
+  ASSERT_OK(elsewhere);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto held = engine_->CommitIdleSessions();
+  ASSERT_OK(held);
+  EXPECT_EQ(*held, 0);
+  EXPECT_TRUE(engine_->GetSessionStatus("chat-1")->archives.empty());
+  (*elsewhere)->Release();
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  auto free = engine_->CommitIdleSessions();
+  ASSERT_OK(free);
+  EXPECT_EQ(*free, 1);
+  auto status = engine_->GetSessionStatus("chat-1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->archives.size(), 1u);
+  EXPECT_EQ(status->archives[0].messages, 2) << "the turn finished here; the one let go elsewhere added nothing";
+}
+
 // The session that went quiet is the one committed: one deleted since and made again under its id (messages
 // appended, no turn) is another session, and was committed, its phase 2 run, as if it were the quiet one.
 TEST_F(TurnTest, AnIdleSessionDeletedAndMadeAgainIsNotCommittedAsTheQuietOne) {

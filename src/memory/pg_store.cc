@@ -690,11 +690,14 @@ class PgStore final : public ContextStore {
              "(ORDER BY n.id " + order + ") AS k FROM (SELECT n.uri, n.id FROM store_nodes n WHERE n.parent = m.parent "
              "AND n.id " + cmp + " m.id AND NOT n.is_dir" + on + " ORDER BY n.id " + order + " LIMIT $2) n) s";
     };
-    // Only leaves of directories marked ordered (kOrderedKey): elsewhere write order means nothing.
+    // Only leaves of directories marked ordered (kOrderedKey: true, not 1 or "true", as on SQLite): elsewhere
+    // write order means nothing. jsonb refuses "\u0000", which JSON and the metadata column take: it is read
+    // as "\u0020" here (the text stays valid JSON whatever precedes it), or one directory's metadata failed
+    // every find that reached this statement.
     std::string sql =
         "WITH m AS (SELECT n.uri, n.parent, n.id FROM store_nodes n JOIN store_nodes p ON p.uri = n.parent "
-        "WHERE n.uri = ANY($1::text[]) AND CASE WHEN p.metadata LIKE '%\"ordered\"%' THEN "
-        "(p.metadata::jsonb ->> 'ordered') = 'true' ELSE false END) " +
+        "WHERE n.uri = ANY($1::text[]) AND "
+        "(replace(p.metadata, '\\u0000', '\\u0020')::jsonb -> 'ordered') = 'true'::jsonb) " +
         side("<", "DESC", "-") + " UNION ALL " + side(">", "ASC", "");
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));

@@ -33,9 +33,10 @@ using namespace internal;  // NOLINT: the backends' shared rules.
 
 constexpr int kSchemaVersion = 1;
 
-// The parent `p` of a leaf is a sequence (its metadata says "ordered": true).
+// The parent `p` of a leaf is a sequence: its metadata's "ordered" is true (not 1, not "true"; as on
+// PostgreSQL).
 constexpr std::string_view kOrderedSql =
-    "(CASE WHEN json_valid(p.metadata) THEN json_extract(p.metadata, '$.ordered') END) = 1";
+    "(CASE WHEN json_valid(p.metadata) THEN json_type(p.metadata, '$.ordered') END) = 'true'";
 // meta.fts_layout: the tokenizer (kFtsTokenizer) and the row layout (MakeFtsRow); a store whose meta.fts_layout
 // differs has its full-text index rebuilt from the nodes on open.
 constexpr std::string_view kFtsLayout = "porter unicode61 remove_diacritics 2; leaf-derived-layers-omitted";

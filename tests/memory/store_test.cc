@@ -1117,6 +1117,38 @@ TEST_P(StoreTest, NeighboursAreTheLeavesWrittenBesideOneInItsDirectory) {
   EXPECT_TRUE((*unordered)[0].empty());
 }
 
+// A directory is a sequence when its metadata's "ordered" is true, and only then, on both backends (1 was
+// ordered on SQLite only, "true" on PostgreSQL only). A NUL in a directory's metadata (JSON allows "\u0000")
+// made PostgreSQL's test of it fail every find that reached neighbours, in every directory.
+TEST_P(StoreTest, OnlyTrueMarksADirectoryOrderedAndNoMetadataBreaksTheTest) {
+  const std::vector<std::pair<std::string, bool>> dirs = {
+      {R"({"ordered": true})", true},
+      {R"({"ordered": true, "note": "a\u0000b"})", true},
+      {R"({"note": "a\u0000b", "ordered": false})", false},
+      {R"({"ordered": 1})", false},
+      {R"({"ordered": "true"})", false},
+      {R"({"x": {"ordered": true}})", false},
+      {R"({"note": "\"ordered\": true"})", false},
+  };
+  std::vector<Uri> leaves;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const std::string dir = "strata://resources/seq/d" + std::to_string(i);
+    ASSERT_OK(store_->Mkdir(U(dir), {.metadata = dirs[i].first}));
+    for (const char *name : {"a", "b", "c"}) {
+      ASSERT_OK(store_->Write(U(dir + "/" + name), std::string("turn ") + name + " of sequence " + std::to_string(i)));
+    }
+    leaves.push_back(U(dir + "/b"));
+  }
+  auto got = store_->Neighbours(leaves, 1, {.leaves_only = true});
+  ASSERT_OK(got);
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    EXPECT_EQ((*got)[i].size(), dirs[i].second ? 2u : 0u) << dirs[i].first;
+  }
+  auto hits = Find(*store_, "turn b of sequence", {});
+  ASSERT_OK(hits);
+  EXPECT_FALSE(hits->empty());
+}
+
 TEST_P(StoreTest, FindLendsScoreToTheTurnThatAnswers) {
   // The question's words are in the question turn; the answer is the reply, which shares none of them.
   const char *turns[] = {

@@ -422,7 +422,14 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
       STRATA_ASSIGN_OR_RETURN(out.ticket, s->Commit(id));
     }
     if (!options.wait) return out;
-    STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * pipeline, impl_->Pipeline());
+    // Phase 1 stands whatever comes next: a phase 2 that cannot run here (no usable model configuration) is
+    // the outcome's, as a worker held elsewhere is. Raised, it lost the archive's number and the task's id,
+    // and a second commit found nothing to commit.
+    Result<session::MemoryPipeline*> pipeline = impl_->Pipeline();
+    if (!pipeline.ok()) {
+      out.phase2 = pipeline.status();
+      return out;
+    }
     auto worker = impl_->BecomeWorker();
     if (!worker.ok()) {
       out.phase2 = worker.status();
@@ -433,7 +440,7 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
     // The caller is waiting for this session: its jobs run now even if a backoff after an earlier failure
     // would have them wait.
     STRATA_RETURN_IF_ERROR(queue->Expedite(session::CommitJobKey(info)));
-    Status ran = pipeline->RunPendingOf(*queue, session::CommitJobKey(info), out.ticket.job_id, options.cancel).status();
+    Status ran = (*pipeline)->RunPendingOf(*queue, session::CommitJobKey(info), out.ticket.job_id, options.cancel).status();
     if (!ran.ok()) {
       out.phase2 = ran;  // Cancelled, or the queue failed: phase 1 stands, the job waits in the queue.
       return out;
@@ -457,7 +464,7 @@ Result<CommitOutcome> Engine::Commit(std::string_view id, const CommitOptions& o
         return out;
       }
     }
-    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, pipeline->ProcessArchive(id, out.ticket.archive, options.cancel));
+    STRATA_ASSIGN_OR_RETURN(session::CommitDiff diff, (*pipeline)->ProcessArchive(id, out.ticket.archive, options.cancel));
     out.diff = std::move(diff);
     return out;
   });

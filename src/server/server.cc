@@ -435,6 +435,9 @@ void Server::Impl::WakeWorker() {
 
 void Server::Impl::WorkerLoop() {
   std::map<const Engine*, std::pair<size_t, size_t>> last_queue_state;  // (pending, dead) per account.
+  // The last failure of each account's phase 2, said once until it changes or phase 2 runs again: a model
+  // configuration that cannot be used filled the log with one line per poll.
+  std::map<const Engine*, std::string> last_work_error;
   std::optional<std::chrono::steady_clock::time_point> last_scan;
   while (true) {
     {
@@ -473,9 +476,12 @@ void Server::Impl::WorkerLoop() {
         std::pair<size_t, size_t> queue_state{report->pending, report->dead};
         if (report->completed > 0 || last_queue_state[engine] != queue_state) BumpRevision(engine);
         last_queue_state[engine] = queue_state;
+        last_work_error.erase(engine);
       } else if (report.status().code() != StatusCode::kCancelled &&
                  report.status().code() != StatusCode::kUnavailable) {
-        std::fprintf(stderr, "strata serve: phase 2: %s\n", report.status().ToString().c_str());
+        std::string said = report.status().ToString();
+        if (last_work_error[engine] != said) std::fprintf(stderr, "strata serve: phase 2: %s\n", said.c_str());
+        last_work_error[engine] = std::move(said);
       }
     }
   }

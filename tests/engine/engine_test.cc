@@ -698,6 +698,32 @@ TEST_F(EngineTest, CancelledPhaseTwoStaysQueuedAndResumes) {
   EXPECT_EQ(Archive("s1", 1).state, session::ArchiveState::kDone);
 }
 
+// A model configuration that cannot be used (here a script that is not one) fails phase 2, not the commit:
+// phase 1 has archived the messages by then, and an error raised lost the archive's number and the task's
+// id (a second commit found nothing to commit).
+TEST_F(EngineTest, APhase2ThatCannotRunHereIsTheOutcomesNotTheCommits) {
+  testing::TempDir dir;
+  testing::WriteFileOrDie(dir.File("script.json"), "not a script");
+  auto opened = Engine::Open({.data_dir = dir.File("data"),
+                              .provider = {.provider = "scripted", .script = dir.File("script.json")}});
+  ASSERT_OK(opened);
+  Engine& engine = **opened;
+  ASSERT_OK(engine.CreateSession("alice", "", "s1"));
+  ASSERT_OK(engine.AddMessages("s1", std::vector<Message>{Message::User("I always want an aisle seat.")}));
+  auto outcome = engine.Commit("s1", {.wait = true});
+  ASSERT_OK(outcome);
+  EXPECT_EQ(outcome->ticket.archive, 1);
+  EXPECT_GT(outcome->ticket.job_id, 0);
+  EXPECT_FALSE(outcome->phase2.ok());
+  EXPECT_NE(outcome->phase2.message().find("script"), std::string::npos) << outcome->phase2.ToString();
+  // The job waits for a configuration that works.
+  auto status = engine.GetSessionStatus("s1");
+  ASSERT_OK(status);
+  ASSERT_EQ(status->jobs.size(), 1u);
+  EXPECT_EQ(status->jobs[0].id, outcome->ticket.job_id);
+  EXPECT_EQ(status->jobs[0].state, session::JobState::kPending);
+}
+
 TEST_F(EngineTest, APermanentModelErrorFailsTheArchiveOnceAndRetryRequeuesIt) {
   summary_.error = Status::FailedPrecondition("HTTP 401: invalid api key");
   ASSERT_OK(engine_->CreateSession("alice", "", "s1"));

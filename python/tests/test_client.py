@@ -171,6 +171,8 @@ def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process
                         (lambda api: api.mv("strata://resources/ops/tea", ""), '"to" must not be empty'),
                         (lambda api: api.read("strata://resources/ops/tea", level=3),
                          '"level" must be 0 (abstract), 1 (overview) or 2 (content), not 3'),
+                        (lambda api: api.history(""), '"uri" must not be empty'),
+                        (lambda api: api.consolidate(""), '"under" must not be empty'),
                         (lambda api: api.remember(" ", "strata://user/alice"), "remember: the text is empty")]:
         messages = []
         for api in (admin, local):

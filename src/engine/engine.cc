@@ -34,6 +34,7 @@ namespace {
 
 using Json = nlohmann::json;
 using engine_internal::Guard;
+using engine_internal::NotEmpty;
 
 bool IsDir(const std::string& path) {
   std::error_code ec;
@@ -95,12 +96,6 @@ std::vector<std::string> Engine::PromptSearchPath() const { return impl_->Prompt
 // ---- The context store ----
 
 namespace {
-// "" where a URI is required: refused as every front end refuses it, naming the argument (`name`).
-Status NotEmpty(std::string_view text, std::string_view name) {
-  if (!text.empty()) return Status::Ok();
-  return Status::InvalidArgument("\"" + std::string(name) + "\" must not be empty");
-}
-
 // Runs `body(store, uri)` on the engine's store with `text`, the argument `name`, parsed as a URI.
 template <typename F>
 auto WithUri(Engine::Impl& impl, std::string_view what, std::string_view text, F&& body,
@@ -697,6 +692,7 @@ Result<std::vector<session::MemoryChange>> Engine::Remember(std::string_view sco
 
 Result<std::vector<session::AuditEntry>> Engine::MemoryHistory(std::string_view uri) {
   return Guard("memory history", [&]() -> Result<std::vector<session::AuditEntry>> {
+    STRATA_RETURN_IF_ERROR(NotEmpty(uri, "uri"));
     STRATA_ASSIGN_OR_RETURN(session::AuditLog * audit, impl_->Audit());
     STRATA_ASSIGN_OR_RETURN(memory::Uri u, memory::Uri::Parse(uri));
     return audit->History(u.str());
@@ -714,6 +710,7 @@ Result<std::vector<session::AuditEntry>> Engine::RecentMemoryChanges(std::string
 Result<std::vector<session::MemoryChange>> Engine::Consolidate(std::string_view under, const Canceller* cancel) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "consolidate"));
   return Guard("consolidate", [&]() -> Result<std::vector<session::MemoryChange>> {
+    STRATA_RETURN_IF_ERROR(NotEmpty(under, "under"));
     STRATA_ASSIGN_OR_RETURN(session::MemoryPipeline * p, impl_->Pipeline());
     return engine_internal::ModelRefusal(p->Consolidate(under, cancel));
   });

@@ -314,6 +314,7 @@ Result<ingest::AddReport> Engine::AddResources(std::span<const std::string> path
     STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldIngest());
     ingest::AddReport report;
     STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, ingest::WalkPaths(paths, walk, &report));
+    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));
     STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
     ingest::AddOptions add = options;
     add.max_file_bytes = walk.max_file_bytes;
@@ -326,6 +327,7 @@ Result<ingest::AddReport> Engine::AddResourceFiles(std::span<const ingest::Sourc
                                                    const ingest::AddOptions& options) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "add"));
   return Guard("add", [&]() -> Result<ingest::AddReport> {
+    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));
     STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
     // Carried files name no place on this machine: only their bytes are read.
     for (const ingest::SourceFile& f : files) {

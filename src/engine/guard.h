@@ -22,6 +22,13 @@ auto Guard(std::string_view what, F&& body) -> decltype(body()) {
   }
 }
 
+// "" where a URI is required: refused as every front end refuses it, naming the argument (`name`: "uri",
+// "from", "to", "under", "scope").
+inline Status NotEmpty(std::string_view text, std::string_view name) {
+  if (!text.empty()) return Status::Ok();
+  return Status::InvalidArgument("\"" + std::string(name) + "\" must not be empty");
+}
+
 // kFailedPrecondition naming the mode when the engine was opened read-only (EngineOptions::read_only):
 // every operation that would change the data calls it first.
 inline Status Writable(const EngineOptions& options, std::string_view what) {

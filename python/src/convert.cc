@@ -351,6 +351,14 @@ std::string LossyText(py::handle value) {
   return std::string(PyBytes_AS_STRING(bytes.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.ptr())));
 }
 
+bool FlagArg(py::handle value, const char* name, bool if_none) {
+  if (value.is_none()) return if_none;
+  if (!PyBool_Check(value.ptr())) {
+    Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be True or False, not " + TypeName(value)));
+  }
+  return value.ptr() == Py_True;
+}
+
 int64_t IntArg(py::handle value, const char* name) {
   const std::string wrong = "\"" + std::string(name) + "\" must be an integer";
   PyObject* o = value.ptr();

@@ -93,6 +93,17 @@ struct Int {
   int64_t Get(const char* name) const { return IntArg(value, name); }
 };
 
+// A flag: True or False, None for its default; a truthy string or number is a mistake to name, not to take
+// (as over HTTP and in the Client: "" was a forced, recursive delete there, and pybind's own conversion
+// took 0 and 1 and raised TypeError for a string).
+bool FlagArg(py::handle value, const char* name, bool if_none);
+
+// A parameter that takes any Python value, read with FlagArg where it is used.
+struct Flag {
+  py::object value;
+  bool Get(const char* name, bool if_none = false) const { return FlagArg(value, name, if_none); }
+};
+
 }  // namespace strata::python
 
 namespace pybind11::detail {
@@ -105,5 +116,14 @@ struct type_caster<strata::python::Int> {
     return true;
   }
   static handle cast(const strata::python::Int& v, return_value_policy, handle) { return v.value.inc_ref(); }
+};
+template <>
+struct type_caster<strata::python::Flag> {
+  PYBIND11_TYPE_CASTER(strata::python::Flag, const_name("bool"));
+  bool load(handle src, bool) {
+    value.value = reinterpret_borrow<object>(src);
+    return true;
+  }
+  static handle cast(const strata::python::Flag& v, return_value_policy, handle) { return v.value.inc_ref(); }
 };
 }  // namespace pybind11::detail

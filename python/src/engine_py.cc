@@ -117,13 +117,10 @@ std::chrono::milliseconds SecondsArg(py::handle value, const char* name, double 
   return std::chrono::milliseconds(static_cast<int64_t>(RealArg(value, name, min, max, " of seconds") * 1000));
 }
 
-// A flag: a bool (a truthy string or number is a mistake to name, not to take).
+// An option's flag: True or False (FlagArg; None is not a flag here).
 bool BoolArg(py::handle value, const std::string& name) {
-  if (!PyBool_Check(value.ptr())) {
-    Raise(Status::InvalidArgument("\"" + name + "\" must be True or False, not " +
-                                  TypeName(value)));
-  }
-  return value.ptr() == Py_True;
+  if (value.is_none()) Raise(Status::InvalidArgument("\"" + name + "\" must be True or False, not NoneType"));
+  return FlagArg(value, name.c_str(), false);
 }
 
 class PyTurn {
@@ -250,7 +247,8 @@ class PyEngine {
   // ---- The store ----
   py::object Write(const std::string& uri, const std::string& content, std::optional<std::string> abstract,
                    std::optional<std::string> overview, std::optional<std::string> category, py::handle metadata,
-                   bool overwrite) {
+                   const Flag& overwrite_arg) {
+    const bool overwrite = overwrite_arg.Get("overwrite", true);
     memory::WriteOptions o;
     o.abstract_text = std::move(abstract);
     o.overview = std::move(overview);
@@ -268,7 +266,8 @@ class PyEngine {
   }
 
   py::object Mkdir(const std::string& uri, std::optional<std::string> abstract, std::optional<std::string> overview,
-                   bool ordered) {
+                   const Flag& ordered_arg) {
+    const bool ordered = ordered_arg.Get("ordered");
     memory::WriteOptions o;
     o.abstract_text = std::move(abstract);
     o.overview = std::move(overview);
@@ -287,7 +286,8 @@ class PyEngine {
 
   // Integers arrive signed, so that a negative one is the InvalidArgumentError HTTP's Client raises (with
   // HTTP's words), not pybind's TypeError.
-  py::object List(const std::string& uri, bool recursive, const Int& limit_arg) {
+  py::object List(const std::string& uri, const Flag& recursive_arg, const Int& limit_arg) {
+    const bool recursive = recursive_arg.Get("recursive");
     const int64_t limit = limit_arg.Get("limit");
     if (limit < 0) Raise(Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit)));
     bool truncated = false;  // One more is asked for, to say when the limit cut the list (as HTTP and MCP do).
@@ -311,7 +311,8 @@ class PyEngine {
     })));
   }
 
-  int64_t Remove(const std::string& uri, bool recursive) {
+  int64_t Remove(const std::string& uri, const Flag& recursive_arg) {
+    const bool recursive = recursive_arg.Get("recursive");
     return Check(handle_->Call([&](Engine& e) { return e.Remove(uri, recursive); }));
   }
   void Move(const std::string& from, const std::string& to) {
@@ -332,8 +333,9 @@ class PyEngine {
     })));
   }
 
-  py::list Grep(const std::string& pattern, std::optional<std::string> under, bool ignore_case,
+  py::list Grep(const std::string& pattern, std::optional<std::string> under, const Flag& ignore_case_arg,
                 std::optional<std::string> user) {
+    const bool ignore_case = ignore_case_arg.Get("ignore_case");
     Reach reach = ReachOf(user);
     return Records("GrepMatch", Check(handle_->Call([&](Engine& e) -> Result<std::vector<Json>> {
       STRATA_ASSIGN_OR_RETURN(auto matches, e.Grep(pattern, OptString(under), ignore_case, reach));
@@ -345,8 +347,10 @@ class PyEngine {
 
   py::object Find(const std::string& query, const Int& limit_arg, std::optional<std::string> under,
                   std::optional<std::string> session, const std::optional<Int>& token_budget_arg,
-                  std::optional<std::string> user, bool rewrite, bool rerank, const Int& max_queries_arg,
-                  const Int& rerank_candidates_arg, std::optional<std::string> type) {
+                  std::optional<std::string> user, const Flag& rewrite_arg, const Flag& rerank_arg,
+                  const Int& max_queries_arg, const Int& rerank_candidates_arg, std::optional<std::string> type) {
+    const bool rewrite = rewrite_arg.Get("rewrite");
+    const bool rerank = rerank_arg.Get("rerank");
     const int64_t limit = limit_arg.Get("limit");
     const std::optional<int64_t> token_budget =
         token_budget_arg ? std::optional<int64_t>(token_budget_arg->Get("token_budget")) : std::nullopt;
@@ -413,7 +417,9 @@ class PyEngine {
     })));
   }
   py::object AddResources(const std::vector<std::string>& paths, const std::string& uri, const Int& chunk_tokens_arg,
-                          bool remove_missing, const Int& max_file_mb_arg, bool summarize) {
+                          const Flag& remove_missing_arg, const Int& max_file_mb_arg, const Flag& summarize_arg) {
+    const bool remove_missing = remove_missing_arg.Get("remove_missing", true);
+    const bool summarize = summarize_arg.Get("summarize");
     const int64_t chunk_tokens = chunk_tokens_arg.Get("chunk_tokens");
     const int64_t max_file_mb = max_file_mb_arg.Get("max_file_mb");
     if (max_file_mb < 1 || max_file_mb > (int64_t{1} << 40)) {
@@ -429,7 +435,8 @@ class PyEngine {
     })));
   }
   py::object ImportSessions(const std::string& format_name, const std::string& content, const std::string& user,
-                            std::optional<std::string> agent, bool commit, const std::string& name) {
+                            std::optional<std::string> agent, const Flag& commit_arg, const std::string& name) {
+    const bool commit = commit_arg.Get("commit");
     return Record("ChatImportReport", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::ChatExportFormat format, session::ParseChatExportFormat(format_name));
       STRATA_ASSIGN_OR_RETURN(session::ChatExport exported, session::ParseChatExport(content, format, name));
@@ -437,7 +444,8 @@ class PyEngine {
       return views::ChatImportView(report);
     })));
   }
-  py::object GetSession(const std::string& id, bool messages) {
+  py::object GetSession(const std::string& id, const Flag& messages_arg) {
+    const bool messages = messages_arg.Get("messages");
     return Record("Session", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(session::SessionInfo info, e.GetSession(id));
       if (!messages) return views::SessionView(info);
@@ -468,7 +476,8 @@ class PyEngine {
   py::list SessionMessages(const std::string& id) {
     return MessagesToPy(Check(handle_->Call([&](Engine& e) { return e.SessionMessages(id); })));
   }
-  void DeleteSession(const std::string& id, bool force) {
+  void DeleteSession(const std::string& id, const Flag& force_arg) {
+    const bool force = force_arg.Get("force");
     Check(handle_->Call([&](Engine& e) { return e.DeleteSession(id, force); }));
   }
   py::object Checkpoint(const std::string& id) {
@@ -525,7 +534,8 @@ class PyEngine {
       return views::SessionContextView(id, ctx);
     })));
   }
-  py::object Commit(const std::string& id, bool wait) {
+  py::object Commit(const std::string& id, const Flag& wait_arg) {
+    const bool wait = wait_arg.Get("wait");
     return Record("CommitOutcome", Check(handle_->Call([&](Engine& e) -> Result<Json> {
       STRATA_ASSIGN_OR_RETURN(CommitOutcome outcome, e.Commit(id, {.wait = wait}));
       return views::CommitView(id, outcome);
@@ -597,7 +607,8 @@ class PyEngine {
                    const Int& max_context_tokens, const std::optional<Int>& reserve_for_reply, const Int& reserved_tokens,
                    const Int& memory_limit,
                    const std::string& encoding, std::optional<std::string> user, std::optional<std::string> agent,
-                   bool create) {
+                   const Flag& create_arg) {
+    const bool create = create_arg.Get("create", true);
     TurnRequest request;
     request.turn = MessagesFromPy(messages, "messages");
     request.system = OptString(system);
@@ -831,7 +842,7 @@ overwrite=False raises AlreadyExistsError when the leaf exists.
            "The text of one layer of `uri`: 0 abstract, 1 overview, 2 content (default).")
       .def("ls", &PyEngine::List, py::arg("uri") = "strata://", py::kw_only(), py::arg("recursive") = false,
            py::arg("limit") = 0, "The children of `uri` (list of Node); recursive for the whole subtree.")
-      .def("tree", [](PyEngine& e, const std::string& uri, const Int& limit) { return e.List(uri, true, limit); },
+      .def("tree", [](PyEngine& e, const std::string& uri, const Int& limit) { return e.List(uri, Flag{py::bool_(true)}, limit); },
            py::arg("uri") = "strata://", py::kw_only(), py::arg("limit") = 0, "The whole subtree below `uri`.")
       .def("stat", &PyEngine::Stat, py::arg("uri"), "A NodeDetail: the node, its overview, metadata and relations.")
       .def("rm", &PyEngine::Remove, py::arg("uri"), py::kw_only(), py::arg("recursive") = false,

@@ -62,6 +62,37 @@ def _number(value: Any, name: str) -> int:
     raise error_class("invalid_argument")(f"{wrong}, not {type(value).__name__}")
 
 
+# The arguments read as flags and as integers wherever a method sends them (the query string or the body),
+# checked as the in-process Engine checks them and in its words: "" in the query string was read by the server
+# as a bare flag, true (rm(uri, recursive="") removed the whole subtree), and "2" was taken for an integer
+# where Engine refuses it.
+_FLAG_ARGS = frozenset({"recursive", "ignore_case", "force", "overwrite", "ordered", "remove_missing", "summarize",
+                        "commit", "rewrite", "rerank"})
+_INT_ARGS = frozenset({"level", "limit", "max_context_tokens", "reserve_for_reply", "memory_limit", "chunk_tokens",
+                       "token_budget", "max_queries", "rerank_candidates"})
+
+
+def _flag(value: Any, name: str) -> Any:
+    """A flag as Engine takes it: True, False or None (its default); anything else is InvalidArgumentError."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise error_class("invalid_argument")(f'"{name}" must be True or False, not {type(value).__name__}')
+
+
+def _checked_args(args: dict | None) -> dict | None:
+    """`args` (a query or a body) with its flags and integers checked (and whole floats made integers)."""
+    if not isinstance(args, dict):
+        return args
+    out = {}
+    for k, v in args.items():
+        if k in _FLAG_ARGS:
+            v = _flag(v, k)
+        elif k in _INT_ARGS and v is not None:
+            v = _number(v, k)
+        out[k] = v
+    return out
+
+
 def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
     """The tag to check: the one given, else the Checkpoint's own (an id alone checks none)."""
     if isinstance(checkpoint, bool) or not isinstance(checkpoint, int):
@@ -125,6 +156,7 @@ class Client:
               timeout: float | None = None, accept: str | None = None):
         data = None
         extra = {}
+        query, body = _checked_args(query), _checked_args(body)
         try:
             if body is not None:
                 data = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -352,6 +384,7 @@ class Client:
                                            body={k: v for k, v in body.items() if v is not None}))
 
     def get_session(self, session_id: str, *, messages: bool = False) -> Session:
+        _flag(messages, "messages")
         view = self._call("GET", self._path("GET", "/api/v1/sessions/{id}", id=session_id))
         if not messages:
             view.pop("messages", None)
@@ -414,6 +447,7 @@ class Client:
         """Archives the session's messages; phase 2 runs on the server's worker. With wait=True, returns once
         that task has finished (done or dead), with the archive's ``state`` and, when it is done, its ``diff``
         (what Engine.commit(wait=True) returns in process)."""
+        _flag(wait, "wait")
         view = self._call("POST", self._path("POST", "/api/v1/sessions/{id}/commit", id=session_id))
         if not wait:
             return CommitOutcome(view)

@@ -184,6 +184,41 @@ def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process
     local.close()
 
 
+def test_flags_and_integers_are_read_alike_in_process_and_over_http(server, tmp_path):
+    """A flag is True or False (None: its default) and an integer an integer, on both sides and in the same
+    words: the Client sent recursive="" as a bare query flag, which the server read as true (a subtree
+    removed), and the Engine took overwrite=0 and ordered=1 where HTTP refuses them."""
+    admin = strata.Client(server.url, server.key("ops", role="admin"))
+    local = strata.Engine.open(str(tmp_path / "served"))
+    admin.write("strata://resources/keep/a", "A.")
+    admin.create_session(user="alice", session_id="s-flags")
+    for call, words in [(lambda api: api.rm("strata://resources/keep", recursive=""), '"recursive" must be True or False, not str'),
+                        (lambda api: api.rm("strata://resources/keep", recursive=1), '"recursive" must be True or False, not int'),
+                        (lambda api: api.ls("strata://resources", recursive="yes"), '"recursive" must be True or False, not str'),
+                        (lambda api: api.grep("A", ignore_case=""), '"ignore_case" must be True or False, not str'),
+                        (lambda api: api.write("strata://resources/keep/a", "B.", overwrite=0), '"overwrite" must be True or False, not int'),
+                        (lambda api: api.mkdir("strata://resources/seq", ordered=1), '"ordered" must be True or False, not int'),
+                        (lambda api: api.delete_session("s-flags", force=""), '"force" must be True or False, not str'),
+                        (lambda api: api.commit("s-flags", wait="yes"), '"wait" must be True or False, not str'),
+                        (lambda api: api.find("A", rewrite="no"), '"rewrite" must be True or False, not str'),
+                        (lambda api: api.read("strata://resources/keep/a", level="1"), '"level" must be an integer, not str'),
+                        (lambda api: api.ls("strata://resources", limit="2"), '"limit" must be an integer, not str'),
+                        (lambda api: api.read("strata://resources/keep/a", level=1.5), '"level" must be an integer, not float')]:
+        messages = []
+        for api in (admin, local):
+            with pytest.raises(strata.InvalidArgumentError) as error:
+                call(api)
+            messages.append(error.value.message)
+        assert messages == [words, words], messages
+    assert admin.read("strata://resources/keep/a") == "A."
+    assert admin.get_session("s-flags").id == "s-flags"
+    # None is the default on both sides (overwrite: True), and a whole float an integer.
+    admin.write("strata://resources/keep/a", "B.", overwrite=None)
+    local.write("strata://resources/keep/a", "C.", overwrite=None)
+    assert admin.read("strata://resources/keep/a", level=2.0) == local.read("strata://resources/keep/a", level=2.0) == "C."
+    local.close()
+
+
 def test_find_takes_and_refuses_the_same_arguments_in_process_and_over_http(server, tmp_path):
     admin = strata.Client(server.url, server.key("ops", role="admin"))
     admin.write("strata://resources/ops/tea", "Green tea is brewed at 80 degrees.")

@@ -826,6 +826,12 @@ export class StrataClient {
     const search = new URLSearchParams();
     for (const [key, value] of Object.entries((query ?? {}) as Record<string, unknown>)) {
       if (value === undefined || value === null) continue;
+      // A flag is true or false: "" (from a caller without the types) was sent as a bare ?recursive, which
+      // the server reads as true — a whole subtree removed.
+      if (QUERY_FLAGS.has(key) && typeof value !== "boolean") {
+        throw strataError({ code: "invalid_argument", status: 0, method: verb, url: this.baseUrl + path,
+                            message: `"${key}" must be true or false, not ${typeof value}` });
+      }
       // URLSearchParams would send U+FFFD in its place: another URI, another node.
       notUnicode(verb, path, `"${key}"`, String(value));
       search.append(key, String(value));
@@ -842,6 +848,9 @@ export class StrataClient {
     return headers;
   }
 }
+
+/** The query parameters read as flags (Call::BoolArg on the server). */
+const QUERY_FLAGS = new Set(["recursive", "force", "ignore_case"]);
 
 /**
  * A request's signal: the caller's signal and the timeout together. `timedOut` says which fired; the timer

@@ -414,6 +414,12 @@ test("the server's errors: code, HTTP status, its message and request id", async
   assert.equal(await alice.read("strata://user/alice/once"), "first");
   await rejectsWith(alice.task(999999), "not_found", 404, /no task 999999/);
   await rejectsWith(alice.taskEvents(999999).next(), "not_found", 404, /no task 999999/);
+  // A flag is a boolean: "" was sent as a bare ?recursive, read as true, and the subtree went.
+  await rejectsWith(alice.rm("strata://user/alice", { recursive: "" }), "invalid_argument", 0,
+                    /"recursive" must be true or false, not string/);
+  await rejectsWith(alice.ls("strata://user/alice", { recursive: 1 }), "invalid_argument", 0,
+                    /"recursive" must be true or false, not number/);
+  assert.equal(await alice.read("strata://user/alice/once"), "first");
   // An empty path parameter is refused before any request is made.
   await rejectsWith(alice.getSession(""), "invalid_argument", 0, /"id" must not be empty/);
   // "." and ".." would be dot segments of the URL: /sessions/./messages asked for the session "messages".

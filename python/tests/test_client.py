@@ -160,12 +160,23 @@ def test_a_skill_is_added_and_refused_alike_in_process_and_over_http(server, tmp
     assert engine.add_skill("bot", str(tmp_path / "tea" / "SKILL.md")).endswith("/steep")
 
 
+def _refused_alike(admin, local, cases):
+    """Each (call, words): InvalidArgumentError with exactly `words` from the Client and from the Engine."""
+    for call, words in cases:
+        messages = []
+        for api in (admin, local):
+            with pytest.raises(strata.InvalidArgumentError) as error:
+                call(api)
+            messages.append(error.value.message)
+        assert messages == [words, words], messages
+
+
 def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process_and_over_http(server, tmp_path):
     """In process an empty URI was "must start with strata://" where HTTP says "must not be empty"."""
     admin = strata.Client(server.url, server.key("ops", role="admin"))
     admin.write("strata://resources/ops/tea", "Green tea.")
     local = strata.Engine.open(str(tmp_path / "served"))
-    for call, words in [(lambda api: api.read(""), '"uri" must not be empty'),
+    _refused_alike(admin, local, [(lambda api: api.read(""), '"uri" must not be empty'),
                         (lambda api: api.stat(""), '"uri" must not be empty'),
                         (lambda api: api.write("", "x"), '"uri" must not be empty'),
                         (lambda api: api.mv("strata://resources/ops/tea", ""), '"to" must not be empty'),
@@ -173,13 +184,7 @@ def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process
                          '"level" must be 0 (abstract), 1 (overview) or 2 (content), not 3'),
                         (lambda api: api.history(""), '"uri" must not be empty'),
                         (lambda api: api.consolidate(""), '"under" must not be empty'),
-                        (lambda api: api.remember(" ", "strata://user/alice"), "remember: the text is empty")]:
-        messages = []
-        for api in (admin, local):
-            with pytest.raises(strata.InvalidArgumentError) as error:
-                call(api)
-            messages.append(error.value.message)
-        assert messages == [words, words], messages
+                        (lambda api: api.remember(" ", "strata://user/alice"), "remember: the text is empty")])
     assert local.read("strata://resources/ops/tea") == "Green tea."
     local.close()
 
@@ -192,7 +197,7 @@ def test_flags_and_integers_are_read_alike_in_process_and_over_http(server, tmp_
     local = strata.Engine.open(str(tmp_path / "served"))
     admin.write("strata://resources/keep/a", "A.")
     admin.create_session(user="alice", session_id="s-flags")
-    for call, words in [(lambda api: api.rm("strata://resources/keep", recursive=""), '"recursive" must be True or False, not str'),
+    _refused_alike(admin, local, [(lambda api: api.rm("strata://resources/keep", recursive=""), '"recursive" must be True or False, not str'),
                         (lambda api: api.rm("strata://resources/keep", recursive=1), '"recursive" must be True or False, not int'),
                         (lambda api: api.ls("strata://resources", recursive="yes"), '"recursive" must be True or False, not str'),
                         (lambda api: api.grep("A", ignore_case=""), '"ignore_case" must be True or False, not str'),
@@ -203,13 +208,7 @@ def test_flags_and_integers_are_read_alike_in_process_and_over_http(server, tmp_
                         (lambda api: api.find("A", rewrite="no"), '"rewrite" must be True or False, not str'),
                         (lambda api: api.read("strata://resources/keep/a", level="1"), '"level" must be an integer, not str'),
                         (lambda api: api.ls("strata://resources", limit="2"), '"limit" must be an integer, not str'),
-                        (lambda api: api.read("strata://resources/keep/a", level=1.5), '"level" must be an integer, not float')]:
-        messages = []
-        for api in (admin, local):
-            with pytest.raises(strata.InvalidArgumentError) as error:
-                call(api)
-            messages.append(error.value.message)
-        assert messages == [words, words], messages
+                        (lambda api: api.read("strata://resources/keep/a", level=1.5), '"level" must be an integer, not float')])
     assert admin.read("strata://resources/keep/a") == "A."
     assert admin.get_session("s-flags").id == "s-flags"
     # None is the default on both sides (overwrite: True), and a whole float an integer.

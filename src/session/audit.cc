@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "session_common.h"
 #include "sqlite_db.h"
 
 namespace strata::session {
@@ -54,6 +55,7 @@ class SqliteAuditLog final : public AuditLog {
              "INSERT INTO audit(uri, action, source, at_ms, reason, before, after, abstract, overview, category) "
              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     for (AuditEntry& e : entries) {
+      internal::MakeStorable(e);
       ins.Reset().Bind(1, e.uri).Bind(2, MemoryActionName(e.action)).Bind(3, e.source).Bind(4, e.at_ms).Bind(5, e.reason);
       STRATA_RETURN_IF_ERROR(ins.Bind(6, e.before)
                                  .Bind(7, e.after)

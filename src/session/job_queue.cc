@@ -5,6 +5,7 @@
 #include <mutex>
 #include <random>
 
+#include "session_common.h"
 #include "sqlite_db.h"
 
 namespace strata::session {
@@ -216,7 +217,7 @@ class SqliteJobQueue final : public JobQueue {
     for (int i = 1; i < attempts && delay < options_.max_backoff.count(); ++i) delay *= 2;
     delay = std::min<int64_t>(delay, options_.max_backoff.count());
     Stmt upd(db_, "UPDATE jobs SET state = ?2, last_error = ?3, updated_ms = ?4, not_before_ms = ?5 WHERE id = ?1");
-    upd.Bind(1, id).Bind(2, dead ? "dead" : "pending").Bind(3, error.ToString()).Bind(4, now);
+    upd.Bind(1, id).Bind(2, dead ? "dead" : "pending").Bind(3, internal::StorableError(error)).Bind(4, now);
     STRATA_RETURN_IF_ERROR(upd.Bind(5, dead ? int64_t{0} : now + delay).Run());
     return txn.Commit();
   }
@@ -225,7 +226,7 @@ class SqliteJobQueue final : public JobQueue {
     std::lock_guard lock(mu_);
     Stmt s(db_, "UPDATE jobs SET state = 'pending', attempts = MAX(attempts - 1, 0), last_error = ?3, updated_ms = ?4, "
                 "not_before_ms = 0 WHERE id = ?1 AND claim = ?2 AND state = 'running'");
-    STRATA_RETURN_IF_ERROR(s.Bind(1, job.id).Bind(2, job.claim).Bind(3, why.ToString()).Bind(4, NowMs()).Run());
+    STRATA_RETURN_IF_ERROR(s.Bind(1, job.id).Bind(2, job.claim).Bind(3, internal::StorableError(why)).Bind(4, NowMs()).Run());
     if (sqlite3_changes(db_.get()) == 0) return LostClaim(job.id, "give it back");
     return Status::Ok();
   }

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "pg.h"
+#include "session_common.h"
 #include "strata/session/audit.h"
 
 namespace strata::session {
@@ -46,6 +47,7 @@ class PgAuditLog final : public AuditLog {
     pg::Txn txn(*conn_);
     STRATA_RETURN_IF_ERROR(txn.Begin());
     for (AuditEntry& e : entries) {
+      internal::MakeStorable(e);
       STRATA_ASSIGN_OR_RETURN(
           pg::Rows r,
           conn_->Exec("INSERT INTO audit(uri, action, source, at_ms, reason, before, after, abstract, overview, category) "

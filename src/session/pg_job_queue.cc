@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "pg.h"
+#include "session_common.h"
 #include "strata/session/job_queue.h"
 
 namespace strata::session {
@@ -177,7 +178,7 @@ class PgJobQueue final : public JobQueue {
     delay = std::min<int64_t>(delay, options_.max_backoff.count());
     STRATA_RETURN_IF_ERROR(conn_->Exec("UPDATE jobs SET state = $2, last_error = $3, updated_ms = $4, not_before_ms = $5 "
                                        "WHERE id = $1",
-                                       {id, dead ? "dead" : "pending", error.ToString(), now, dead ? int64_t{0} : now + delay})
+                                       {id, dead ? "dead" : "pending", internal::StorableError(error), now, dead ? int64_t{0} : now + delay})
                                .status());
     return txn.Commit();
   }
@@ -188,7 +189,7 @@ class PgJobQueue final : public JobQueue {
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, conn_->Exec("UPDATE jobs SET state = 'pending', attempts = GREATEST(attempts - 1, 0), "
                                                     "last_error = $3, updated_ms = $4, not_before_ms = 0 "
                                                     "WHERE id = $1 AND claim = $2 AND state = 'running'",
-                                                    {job.id, job.claim, why.ToString(), now}));
+                                                    {job.id, job.claim, internal::StorableError(why), now}));
     if (r.affected() == 0) return LostClaim(job.id, "give it back");
     return Status::Ok();
   }

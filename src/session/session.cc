@@ -975,6 +975,15 @@ std::string StorableText(std::string_view text) {
   return out;
 }
 
+std::string StorableError(const Status& error) { return StorableText(error.ToString()); }
+
+void MakeStorable(AuditEntry& entry) {
+  for (std::string* text : {&entry.source, &entry.reason, &entry.before, &entry.after, &entry.abstract_text,
+                            &entry.overview, &entry.category}) {
+    *text = StorableText(*text);
+  }
+}
+
 namespace {
 
 // The first line of `text`, at most `max` bytes; a NUL shown as U+FFFD, as on every backend (PostgreSQL's

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "strata/message/message.h"
+#include "strata/session/audit.h"
 #include "strata/session/session.h"
 #include "strata/util/status.h"
 
@@ -27,6 +28,11 @@ void RefreshSummary(const std::vector<Message>& messages, SessionInfo& info);
 // every backend keeps it: a NUL and bytes that are not UTF-8 become U+FFFD (PostgreSQL's text can hold
 // neither; messages are JSON, which escapes a NUL, and are checked as UTF-8 when added).
 std::string StorableText(std::string_view text);
+// A job's error (JobQueue::Fail, Release) and an audit entry's free text, kept the same way: a model's
+// error or reason holding a NUL failed the write on PostgreSQL only (the job left running until its lease
+// ran out, again and again; remember and phase 2 refused).
+std::string StorableError(const Status& error);
+void MakeStorable(AuditEntry& entry);
 
 // Returns a new session id made of `now_ms` and 24 random bits ("s1700000000000-a1b2c3"). Thread-safe.
 std::string NewSessionId(int64_t now_ms);

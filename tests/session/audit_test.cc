@@ -46,6 +46,21 @@ class AuditLogTest : public ::testing::TestWithParam<std::string> {
 INSTANTIATE_TEST_SUITE_P(Backends, AuditLogTest, ::testing::Values("sqlite", "postgres"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
+// A model's reason (or a category) holding a NUL or bytes that are not UTF-8 is kept as every backend keeps
+// free text, U+FFFD in their place: PostgreSQL refused the whole record, and remember and phase 2 with it.
+TEST_P(AuditLogTest, AReasonHoldingANulOrBadBytesIsKeptAlikeOnEveryBackend) {
+  using namespace std::string_literals;
+  std::vector<AuditEntry> entries = {Entry("strata://user/alice/memories/preferences/seat", MemoryAction::kSkip, "s#1#0")};
+  entries[0].reason = "same fact\0 again \xff"s;
+  entries[0].category = "pref\0"s;
+  ASSERT_OK(log_->Record(entries));
+  auto history = log_->History("strata://user/alice/memories/preferences/seat");
+  ASSERT_OK(history);
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].reason, "same fact\xEF\xBF\xBD again \xEF\xBF\xBD");
+  EXPECT_EQ((*history)[0].category, "pref\xEF\xBF\xBD");
+}
+
 TEST_P(AuditLogTest, RecordsAndReadsBackBySourceMemoryAndScope) {
   std::vector<AuditEntry> first = {Entry("strata://user/alice/memories/preferences/seat", MemoryAction::kCreate, "s#1#0"),
                                    Entry("strata://user/al/memories/x", MemoryAction::kCreate, "s#1#1"),

@@ -185,6 +185,21 @@ TEST_P(JobQueueTest, AJobGivenBackAtShutdownSpendsNoAttempt) {
   EXPECT_EQ((*queue_->Get(*id))->attempts, 1);  // A real failure still counts.
 }
 
+// An error holding a NUL (a provider's message) is recorded as every backend keeps free text: PostgreSQL
+// refused the update, so the job stayed running, was taken again when its lease ran out, and never died.
+TEST_P(JobQueueTest, AnErrorHoldingANulIsRecordedAndTheJobMovesOn) {
+  using namespace std::string_literals;
+  auto id = queue_->Enqueue("commit", "s", "1");
+  ASSERT_OK(id);
+  ASSERT_OK(queue_->Release(ClaimOrDie(), Status::Cancelled("stopping\0 now"s)));
+  EXPECT_EQ((*queue_->Get(*id))->last_error, "cancelled: stopping\xEF\xBF\xBD now");
+  ASSERT_OK(queue_->Fail(ClaimOrDie(), Status::InvalidArgument("bad request\0 near token"s), false));
+  auto dead = queue_->Get(*id);
+  ASSERT_OK(dead);
+  EXPECT_EQ((*dead)->state, JobState::kDead);
+  EXPECT_EQ((*dead)->last_error, "invalid_argument: bad request\xEF\xBF\xBD near token");
+}
+
 TEST_P(JobQueueTest, PermanentErrorsGoDeadAtOnceAndNeverBlockTheKey) {
   auto bad = queue_->Enqueue("commit", "s", "1");
   auto next = queue_->Enqueue("commit", "s", "2");

@@ -134,6 +134,15 @@ Status MakeExportDir(const fs::path& path, const fs::path& root) {
 }
 
 // Notes `path` as left out for `reason`, which may name the path first already (a status of ReadText's).
+// `parent`'s child `name`, refused as a store would refuse it when its URI is longer than a node's may be
+// (Uri::kMaxStoredBytes): skipped, where the write stopped the import halfway.
+Result<Uri> StoredChild(const Uri& parent, std::string_view name) {
+  STRATA_ASSIGN_OR_RETURN(Uri child, parent.Child(name));
+  if (child.str().size() <= Uri::kMaxStoredBytes) return child;
+  return Status::InvalidArgument("its URI would be " + std::to_string(child.str().size()) +
+                                 " bytes; a node's URI is at most " + std::to_string(Uri::kMaxStoredBytes));
+}
+
 void Skip(std::vector<SkippedPath>* skipped, const std::string& path, std::string_view reason) {
   if (reason.starts_with(path) && reason.substr(path.size()).starts_with(": ")) reason.remove_prefix(path.size() + 2);
   skipped->push_back({path, std::string(reason)});
@@ -502,7 +511,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
         continue;
       }
       if (fs::is_directory(st)) {
-        auto child = uri.Child(file);
+        auto child = StoredChild(uri, file);
         if (!child.ok()) {
           Skip(&report.skipped, shown(e.path()), child.status().message());
           continue;
@@ -528,7 +537,7 @@ Result<ImportReport> ImportMarkdown(ContextStore& store, const std::string& dir,
       } else if (file.ends_with(".md")) {
         name = file.substr(0, file.size() - 3);
       }
-      auto child = uri.Child(name);
+      auto child = StoredChild(uri, name);
       if (!child.ok() || child->is_scope_root() || child->is_kind_dir() || uri.is_root()) {
         Skip(&report.skipped, shown(e.path()), child.ok() ? "a file cannot be a scope" : child.status().message());
         continue;

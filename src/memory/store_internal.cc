@@ -12,6 +12,7 @@
 
 #include "fts_text.h"
 #include "strata/json/checked.h"
+#include "strata/json/json_writer.h"
 #include "strata/memory/presets.h"
 
 namespace strata::memory::internal {
@@ -267,6 +268,15 @@ const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i)
   return options.empty() ? kDefaults : options.size() == 1 ? options[0] : options[i];
 }
 
+namespace {
+// Uri::kMaxStoredBytes, for what a store writes.
+Status CheckStoredLength(const Uri& uri) {
+  if (uri.str().size() <= Uri::kMaxStoredBytes) return Status::Ok();
+  return Status::InvalidArgument("URI " + json::QuoteForError(uri.str(), 80) + " is " + std::to_string(uri.str().size()) +
+                                 " bytes; a node's URI is at most " + std::to_string(Uri::kMaxStoredBytes));
+}
+}  // namespace
+
 Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const std::vector<WriteOptions>& options) {
   if (options.size() != leaves.size() && options.size() > 1) {
     return Status::InvalidArgument("WriteBatch: " + std::to_string(options.size()) + " options for " +
@@ -274,6 +284,7 @@ Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, co
   }
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Uri& uri = leaves[i].first;
+    STRATA_RETURN_IF_ERROR(CheckStoredLength(uri));
     if (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root()) {
       return Status::InvalidArgument(uri.str() + " is a scope directory; write leaves below it, e.g. " +
                                      (uri.is_root() ? std::string("strata://resources/notes") : uri.str() + "/notes"));
@@ -286,6 +297,7 @@ Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, co
 
 Status ValidateMkdir(const Uri& uri, const WriteOptions& o) {
   if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
+  STRATA_RETURN_IF_ERROR(CheckStoredLength(uri));
   STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
   return CheckText("", o).WithContext(uri.str());
 }
@@ -470,9 +482,9 @@ Status CheckMovedBounds(const Uri& from, const Uri& to, int64_t deepest, int64_t
                                    std::to_string(segments) + " segments; at most " +
                                    std::to_string(Uri::kMaxSegments) + " are allowed");
   }
-  if (bytes > static_cast<int64_t>(Uri::kMaxBytes)) {
+  if (bytes > static_cast<int64_t>(Uri::kMaxStoredBytes)) {
     return Status::InvalidArgument("cannot move " + from.str() + " to " + to.str() + ": a URI below it would be " +
-                                   std::to_string(bytes) + " bytes; at most " + std::to_string(Uri::kMaxBytes) +
+                                   std::to_string(bytes) + " bytes; at most " + std::to_string(Uri::kMaxStoredBytes) +
                                    " are allowed");
   }
   return Status::Ok();

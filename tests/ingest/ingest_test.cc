@@ -796,7 +796,8 @@ TEST_F(IngestTree, FilesCarriedInARequestAreReadFromTheirBytesOnly) {
   EXPECT_NE(escape->skipped[0].reason.find("not a node name"), std::string::npos);
 }
 
-// A file whose URI or whose chunks' URIs would pass a URI's bounds (128 segments, 4096 bytes) is skipped,
+// A file whose URI or whose chunks' URIs would pass a URI's bounds (128 segments, 4096 bytes; 1024 bytes for
+// a node a store keeps) is skipped,
 // naming the bound, and the rest is added. Such nodes were stored, and every later find over the scope
 // failed parsing them (for every user of the account), as did check and export.
 TEST_F(IngestTree, AFileTooDeepOrTooLongForAUriIsSkippedAndFindStillWorks) {
@@ -807,17 +808,23 @@ TEST_F(IngestTree, AFileTooDeepOrTooLongForAUriIsSkippedAndFindStillWorks) {
   std::string too_long = std::string(240, 'n') + "/" + std::string(240, 'n') + "/";
   for (int i = 0; i < 15; ++i) too_long += std::string(240, 'm') + "/";
   too_long += "x.md";                                        // More than 4096 bytes.
+  // A URI, but longer than a store keeps (1024 bytes): PostgreSQL refused it halfway through the add.
+  std::string too_long_to_keep;
+  for (int i = 0; i < 5; ++i) too_long_to_keep += std::string(240, 'k') + "/";
+  too_long_to_keep += "y.md";
   std::vector<SourceFile> files = {{"ok.md", "# Wombat\n\nWombats dig burrows.\n", "", 0},
                                    {chunk_too_deep, "hello wombat\n", "", 0},
                                    {too_deep, "hello wombat\n", "", 0},
-                                   {too_long, "hello wombat\n", "", 0}};
+                                   {too_long, "hello wombat\n", "", 0},
+                                   {too_long_to_keep, "hello wombat\n", "", 0}};
   auto report = engine_->AddResourceFiles(files, "strata://resources/bounds");
   ASSERT_OK(report);
   EXPECT_EQ(report->added, std::vector<std::string>{"ok.md"});
-  ASSERT_EQ(report->skipped.size(), 3u);
+  ASSERT_EQ(report->skipped.size(), 4u);
   for (const auto& skipped : report->skipped) {
     bool named = skipped.reason.find("segments; at most 128") != std::string::npos ||
-                 skipped.reason.find("longer than 4096 bytes") != std::string::npos;
+                 skipped.reason.find("longer than 4096 bytes") != std::string::npos ||
+                 (skipped.path == too_long_to_keep && skipped.reason.find("a node's URI is at most 1024") != std::string::npos);
     EXPECT_TRUE(named) << skipped.path.substr(0, 40) << ": " << skipped.reason.substr(0, 200);
   }
   auto hits = engine_->Find(FindRequest{.query = "wombat", .limit = 5});

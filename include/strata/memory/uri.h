@@ -68,6 +68,10 @@ class Uri {
   // Longer or deeper URIs are rejected by Parse (kInvalidArgument).
   static constexpr size_t kMaxBytes = 4096;
   static constexpr size_t kMaxSegments = 128;
+  // A node a store writes (or moves to) has a URI of at most this many bytes, on every backend: PostgreSQL's
+  // indexes hold a node's parent and its URI in one entry of at most 2,704 bytes, and refused a longer one
+  // that SQLite took (a store that then could not be migrated). Longer URIs are still read and named.
+  static constexpr size_t kMaxStoredBytes = 1024;
 
  private:
   Uri() : text_(kPrefix) {}

@@ -93,6 +93,23 @@ def _checked_args(args: dict | None) -> dict | None:
     return out
 
 
+def _scope_id(value: str, where: str) -> str:
+    """A user or agent id, checked as the server and Engine check one (memory::ValidateScopeId), in its words."""
+    def bad(rule: str):
+        return error_class("invalid_argument")(f"{where}: id {json.dumps(value, ensure_ascii=False)} {rule}")
+    if not isinstance(value, str):
+        raise error_class("invalid_argument")(f'"{where}" must be a string, not {type(value).__name__}')
+    if not value:
+        raise bad("is empty")
+    if len(value) > 128:
+        raise bad("is longer than 128 characters")
+    if value.startswith("."):
+        raise bad("starts with '.'")
+    if any(not (c.isascii() and (c.isalnum() or c in "_-.")) for c in value):
+        raise bad("may contain only letters, digits, '_', '-' and '.'")
+    return value
+
+
 def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
     """The tag to check: the one given, else the Checkpoint's own (an id alone checks none)."""
     if isinstance(checkpoint, bool) or not isinstance(checkpoint, int):
@@ -391,6 +408,8 @@ class Client:
         return Session(view)
 
     def list_sessions(self, *, user: str | None = None) -> list[Session]:
+        if user is not None:
+            _scope_id(user, "user")  # As Engine.list_sessions(user=) checks it: "" or "a/b" listed nothing.
         return [Session(s) for s in self._call("GET", "/api/v1/sessions") if user is None or s.get("user") == user]
 
     def add_messages(self, session_id: str, messages: dict | list[dict]) -> Session:

@@ -184,7 +184,12 @@ def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process
                          '"level" must be 0 (abstract), 1 (overview) or 2 (content), not 3'),
                         (lambda api: api.history(""), '"uri" must not be empty'),
                         (lambda api: api.consolidate(""), '"under" must not be empty'),
-                        (lambda api: api.remember(" ", "strata://user/alice"), "remember: the text is empty")])
+                        (lambda api: api.remember(" ", "strata://user/alice"), "remember: the text is empty"),
+                        (lambda api: api.list_sessions(user=""), 'user: id "" is empty'),
+                        (lambda api: api.list_sessions(user="alice/memories"),
+                         'user: id "alice/memories" may contain only letters, digits, \'_\', \'-\' and \'.\''),
+                        (lambda api: api.list_skills("helper/memories"),
+                         'agent: id "helper/memories" may contain only letters, digits, \'_\', \'-\' and \'.\'')])
     assert local.read("strata://resources/ops/tea") == "Green tea."
     local.close()
 

@@ -249,7 +249,10 @@ Status Engine::Reindex() {
 // ---- Skills ----
 
 namespace {
+// An agent's skills directory; `agent` is an id, as everywhere it names a scope ("helper/memories" put a
+// skill at strata://agent/helper/memories/skills, which no agent's listing showed).
 Result<memory::Uri> SkillsDir(std::string_view agent) {
+  STRATA_RETURN_IF_ERROR(memory::ValidateScopeId(agent, "agent"));
   return memory::Uri::Parse("strata://agent/" + std::string(agent) + "/skills");
 }
 }  // namespace

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "pg.h"
 #include "strata/memory/uri.h"
@@ -177,7 +178,10 @@ class KeyTable final : public KeyStore {
     for (const auto& [hash, info] : cache_) {
       if (account.empty() || info.account == account) out.push_back(info);
     }
-    std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.created_ms < b.created_ms; });
+    // As PostgreSQL lists them: by creation, then id (keys made in one millisecond came in the map's order).
+    std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) {
+      return std::tie(a.created_ms, a.id) < std::tie(b.created_ms, b.id);
+    });
     return out;
   }
 

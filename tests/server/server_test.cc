@@ -330,6 +330,11 @@ TEST_F(ServerTest, KeysAreRequiredAndIssuedByTheRootKey) {
   Reply negative = Call("GET", "/api/v1/fs/ls?limit=-5", alice);
   EXPECT_EQ(negative.status, 400) << "a negative limit is an error, not \"no limit\"";
   EXPECT_EQ(negative.body["error"]["message"], "\"limit\" must be 0 (no limit) or more, not -5") << negative.raw;
+  // The largest limit is no limit (one more than it was asked of the store: SQL's integers cannot hold it).
+  for (const char* route : {"/api/v1/fs/ls", "/api/v1/fs/tree"}) {
+    Reply largest = Call("GET", std::string(route) + "?limit=9223372036854775807", alice);
+    EXPECT_EQ(largest.status, 200) << route << ": " << largest.raw;
+  }
   EXPECT_EQ(alice.rfind("sk-strata-", 0), 0u);
   // X-API-Key works as well as the bearer header.
   httplib::Client client("127.0.0.1", port_);

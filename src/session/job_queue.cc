@@ -11,6 +11,11 @@
 namespace strata::session {
 namespace {
 
+// Over a dead job `jobs` row: an identical job (kind, key, payload) is pending or running (Retry).
+constexpr const char* kLiveTwinSql =
+    "EXISTS (SELECT 1 FROM jobs j WHERE j.kind = jobs.kind AND j.key = jobs.key AND j.payload = jobs.payload AND "
+    "j.state IN ('pending', 'running'))";
+
 using sqlite::Db;
 using sqlite::Stmt;
 using sqlite::Txn;
@@ -233,11 +238,18 @@ class SqliteJobQueue final : public JobQueue {
 
   Status Retry(int64_t id) override {
     std::lock_guard lock(mu_);
-    Stmt s(db_,
-           "UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = ?2 WHERE id = ?1 AND "
-           "state = 'dead'");
-    STRATA_RETURN_IF_ERROR(s.Bind(1, id).Bind(2, NowMs()).Run());
-    return ExpectChanged(id, "retry (only dead jobs are retried)");
+    Txn txn(db_);
+    STRATA_RETURN_IF_ERROR(txn.Begin());
+    Stmt twin(db_, std::string("DELETE FROM jobs WHERE id = ?1 AND state = 'dead' AND ") + kLiveTwinSql);
+    STRATA_RETURN_IF_ERROR(twin.Bind(1, id).Run());
+    if (sqlite3_changes(db_.get()) == 0) {
+      Stmt s(db_,
+             "UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = ?2 WHERE id = ?1 AND "
+             "state = 'dead'");
+      STRATA_RETURN_IF_ERROR(s.Bind(1, id).Bind(2, NowMs()).Run());
+      STRATA_RETURN_IF_ERROR(ExpectChanged(id, "retry (only dead jobs are retried)"));
+    }
+    return txn.Commit();
   }
 
   Status Expedite(std::string_view key) override {

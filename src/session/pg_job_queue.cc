@@ -197,11 +197,25 @@ class PgJobQueue final : public JobQueue {
   Status Retry(int64_t id) override {
     std::lock_guard lock(mu_);
     STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
+    // A dead job whose identical twin is live already goes (the twin does the work), as on SQLite; the twin
+    // may also be enqueued between the two statements (jobs_live refuses the update): then it goes too.
+    auto remove_for_twin = [&]() -> Result<bool> {
+      STRATA_ASSIGN_OR_RETURN(pg::Rows gone,
+                              conn_->Exec("DELETE FROM jobs d WHERE d.id = $1 AND d.state = 'dead' AND EXISTS (SELECT 1 "
+                                          "FROM jobs j WHERE j.kind = d.kind AND j.key = d.key AND j.payload = d.payload "
+                                          "AND j.state IN ('pending', 'running'))",
+                                          {id}));
+      return gone.affected() > 0;
+    };
+    STRATA_ASSIGN_OR_RETURN(bool removed, remove_for_twin());
+    if (removed) return Status::Ok();
     Result<pg::Rows> r = conn_->Exec("UPDATE jobs SET state = 'pending', attempts = 0, not_before_ms = 0, updated_ms = $2 "
                                      "WHERE id = $1 AND state = 'dead'",
                                      {id, now});
     if (!r.ok() && r.status().code() == StatusCode::kAlreadyExists) {
-      return Status::FailedPrecondition("job " + std::to_string(id) + ": an identical job is already queued");
+      STRATA_ASSIGN_OR_RETURN(removed, remove_for_twin());
+      if (removed) return Status::Ok();
+      return Status::FailedPrecondition("job " + std::to_string(id) + ": an identical job is queued; try again");
     }
     STRATA_RETURN_IF_ERROR(r.status());
     return ExpectChanged(*r, id, "retry (only dead jobs are retried)");

@@ -162,6 +162,36 @@ TEST_P(JobQueueTest, RetryableFailuresBackOffThenGoDead) {
   EXPECT_FALSE(queue_->Retry(*id).ok());  // Only dead jobs.
 }
 
+// A dead job whose identical twin is queued again (a session reopened after it died, before its state said
+// so) is removed by a retry, on both backends, and the retry of the others goes on: SQLite queued a second
+// copy (both ran), PostgreSQL refused, and a retry of everything stopped at it.
+TEST_P(JobQueueTest, RetryingADeadJobWhoseTwinIsQueuedLeavesOneCopy) {
+  auto dead = queue_->Enqueue("commit", "s", "1");
+  ASSERT_OK(dead);
+  ASSERT_OK(queue_->Fail(ClaimOrDie(), Status::InvalidArgument("bad"), false));
+  auto twin = queue_->Enqueue("commit", "s", "1");
+  ASSERT_OK(twin);
+  ASSERT_NE(*twin, *dead);
+  ASSERT_OK(queue_->Retry(*dead));
+  EXPECT_FALSE((*queue_->Get(*dead)).has_value());
+  auto live = queue_->List(JobState::kPending);
+  ASSERT_OK(live);
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].id, *twin);
+  // Without a twin, a retry still queues the dead job again.
+  auto other = queue_->Enqueue("commit", "t", "1");
+  ASSERT_OK(other);
+  Job claimed = ClaimOrDie();
+  if (claimed.id != *other) {  // The twin came first; let it finish.
+    ASSERT_OK(queue_->Complete(claimed));
+    claimed = ClaimOrDie();
+  }
+  ASSERT_EQ(claimed.id, *other);
+  ASSERT_OK(queue_->Fail(claimed, Status::InvalidArgument("bad"), false));
+  ASSERT_OK(queue_->Retry(*other));
+  EXPECT_EQ((*queue_->Get(*other))->state, JobState::kPending);
+}
+
 // A job given back by a worker that is shutting down is pending at once and has spent no attempt: five
 // rolling restarts during one job's work made it dead.
 TEST_P(JobQueueTest, AJobGivenBackAtShutdownSpendsNoAttempt) {

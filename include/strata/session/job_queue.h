@@ -19,7 +19,9 @@
 // running under the claim the caller holds. A worker whose lease expired (and whose job another worker
 // claimed since), or whose job was removed, gets kAborted and changes nothing, so a job is never
 // finished twice or by someone who no longer holds it.
-//   Retry(id)                     a dead job back to pending with its attempts reset (after a fix).
+//   Retry(id)                     a dead job back to pending with its attempts reset (after a fix); one
+//                                 whose identical twin is pending or running already is removed instead
+//                                 (the twin does the work): two copies ran, or the retry failed.
 //   Expedite(key)                 the pending jobs of `key` due now (someone is waiting for them).
 //
 // A job whose lease expired (its worker died) is claimable again. ReleaseRunning() returns every running

@@ -91,18 +91,22 @@ class PgJobQueue final : public JobQueue {
     if (kind.empty()) return Status::InvalidArgument("job queue: a job needs a kind");
     std::lock_guard lock(mu_);
     STRATA_ASSIGN_OR_RETURN(int64_t now, NowMs());
-    // Inserted unless an identical live job exists (then its id); a race with its completion is retried.
+    // Inserted unless an identical live job exists (then its id). That one is looked for first: an insert
+    // that conflicts still takes a number from the sequence, so every open that queued its unfinished
+    // commits again left a gap, and the same calls gave other task ids than on SQLite. The insert's
+    // ON CONFLICT covers another instance enqueuing the same job in between; a race with its completion is
+    // retried.
     for (int attempt = 0; attempt < 3; ++attempt) {
-      STRATA_ASSIGN_OR_RETURN(pg::Rows added,
-                              conn_->Exec("INSERT INTO jobs(kind, key, payload, state, created_ms, updated_ms) "
-                                          "VALUES ($1, $2, $3, 'pending', $4, $4) ON CONFLICT DO NOTHING RETURNING id",
-                                          {kind, key, payload, now}));
-      if (added.size() > 0) return added.Int(0, 0);
       STRATA_ASSIGN_OR_RETURN(pg::Rows same,
                               conn_->Exec("SELECT id FROM jobs WHERE kind = $1 AND key = $2 AND md5(payload) = md5($3) "
                                           "AND payload = $3 AND state IN ('pending', 'running') ORDER BY id LIMIT 1",
                                           {kind, key, payload}));
       if (same.size() > 0) return same.Int(0, 0);
+      STRATA_ASSIGN_OR_RETURN(pg::Rows added,
+                              conn_->Exec("INSERT INTO jobs(kind, key, payload, state, created_ms, updated_ms) "
+                                          "VALUES ($1, $2, $3, 'pending', $4, $4) ON CONFLICT DO NOTHING RETURNING id",
+                                          {kind, key, payload, now}));
+      if (added.size() > 0) return added.Int(0, 0);
     }
     return Status::Unavailable("job queue: enqueue raced with other instances three times; try again");
   }

@@ -132,6 +132,12 @@ TEST_P(JobQueueTest, IdenticalPendingJobIsNotAddedTwice) {
   ASSERT_OK(after_done);
   EXPECT_NE(*after_done, *a);
   EXPECT_FALSE(queue_->Enqueue("", "s", "x").ok());
+  // A job absorbed by its twin takes no id: the next one is the next number on both backends (PostgreSQL's
+  // insert that conflicted took one from its sequence).
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(*queue_->Enqueue("commit", "s", "archive_001"), *after_done);
+  auto next = queue_->Enqueue("commit", "s", "archive_002");
+  ASSERT_OK(next);
+  EXPECT_EQ(*next, *after_done + 1);
 }
 
 TEST_P(JobQueueTest, RetryableFailuresBackOffThenGoDead) {

@@ -110,6 +110,18 @@ def _scope_id(value: str, where: str) -> str:
     return value
 
 
+def _message_of(message: Any, index: int) -> Any:
+    """A message for a request body: a str is its JSON text, parsed here (as Engine parses it)."""
+    if not isinstance(message, str):
+        return message
+    try:
+        return json.loads(message)
+    except ValueError as e:
+        raise error_class("invalid_argument")(
+            f"messages[{index}]: a message is a dict like {{\"role\": \"user\", \"content\": \"...\"}} or its JSON "
+            f"text, and this str is not one ({e})") from None
+
+
 def _checkpoint_tag(checkpoint: int, tag: str | None) -> str | None:
     """The tag to check: the one given, else the Checkpoint's own (an id alone checks none)."""
     if isinstance(checkpoint, bool) or not isinstance(checkpoint, int):
@@ -176,7 +188,12 @@ class Client:
         query, body = _checked_args(query), _checked_args(body)
         try:
             if body is not None:
-                data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+                try:
+                    data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+                except (TypeError, ValueError) as e:
+                    # A value JSON cannot hold (an object, NaN): the argument's error, as Engine says it, not a
+                    # TypeError or the server's "invalid JSON at byte N".
+                    raise error_class("invalid_argument")(f"{method} {path}: {e}") from None
                 extra["Content-Type"] = "application/json"
             elif method in ("POST", "PUT"):
                 data = b""
@@ -412,9 +429,12 @@ class Client:
             _scope_id(user, "user")  # As Engine.list_sessions(user=) checks it: "" or "a/b" listed nothing.
         return [Session(s) for s in self._call("GET", "/api/v1/sessions") if user is None or s.get("user") == user]
 
-    def add_messages(self, session_id: str, messages: dict | list[dict]) -> Session:
-        if isinstance(messages, dict):
+    def add_messages(self, session_id: str, messages: dict | str | list[dict | str]) -> Session:
+        """`messages`: one message or a list; a message is a dict or its JSON text (a context.jsonl line), as
+        Engine.add_messages takes it (a str was sent as a list of its characters)."""
+        if isinstance(messages, (dict, str)):
             messages = [messages]
+        messages = [_message_of(m, i) for i, m in enumerate(messages)]
         return Session(self._call("POST", self._path("POST", "/api/v1/sessions/{id}/messages", id=session_id),
                                   body={"messages": list(messages)}))
 
@@ -582,6 +602,8 @@ class Client:
         return self._call("GET", self._path("GET", "/api/v1/skills/{name}", name=name), {"agent": agent})["skill_md"]
 
     def render_prompt(self, id: str, variables: dict | None = None, /, **kwargs: Any) -> str:
+        if variables is not None and not isinstance(variables, dict):
+            raise error_class("invalid_argument")("variables must be a dict")  # As Engine.render_prompt says.
         return self._call("POST", "/api/v1/prompts/render",
                           body={"id": id, "vars": {**(variables or {}), **kwargs}})["text"]
 

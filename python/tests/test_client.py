@@ -216,6 +216,16 @@ def test_flags_and_integers_are_read_alike_in_process_and_over_http(server, tmp_
                         (lambda api: api.read("strata://resources/keep/a", level=1.5), '"level" must be an integer, not float')])
     assert admin.read("strata://resources/keep/a") == "A."
     assert admin.get_session("s-flags").id == "s-flags"
+    # A message may be its JSON text on both sides (the Client sent a str as a list of its characters);
+    # variables are a dict; a value JSON cannot hold is the argument's error, not a TypeError.
+    for api in (admin, local):
+        api.add_messages("s-flags", '{"role": "user", "content": "hello"}')
+    assert [m["content"] for m in admin.messages("s-flags")] == ["hello", "hello"]
+    _refused_alike(admin, local, [(lambda api: api.render_prompt("session/summary", [1]), "variables must be a dict")])
+    for api in (admin, local):
+        for metadata in ({"a": float("nan")}, {"a": object()}):
+            with pytest.raises(strata.InvalidArgumentError):
+                api.write("strata://resources/keep/b", "x", metadata=metadata)
     # None is the default on both sides (overwrite: True), and a whole float an integer.
     admin.write("strata://resources/keep/a", "B.", overwrite=None)
     local.write("strata://resources/keep/a", "C.", overwrite=None)

@@ -353,6 +353,11 @@ std::string LossyText(py::handle value) {
 
 bool FlagArg(py::handle value, const char* name, bool if_none) {
   if (value.is_none()) return if_none;
+  // numpy's bool is a flag too, as pybind's own conversion took it.
+  if (py::type t = py::type::of(value); py::str(t.attr("__module__")).cast<std::string>() == "numpy" &&
+                                         py::str(t.attr("__name__")).cast<std::string>().starts_with("bool")) {
+    return PyObject_IsTrue(value.ptr()) == 1;
+  }
   if (!PyBool_Check(value.ptr())) {
     Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be True or False, not " + TypeName(value)));
   }

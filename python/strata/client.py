@@ -93,15 +93,25 @@ def _checked_args(args: dict | None) -> dict | None:
     return out
 
 
+def _quote_for_error(text: str, most: int = 60) -> str:
+    """`text` quoted as the library quotes input in errors (json::QuoteForError): whole up to `most` bytes, else
+    its first `most` bytes (whole characters) with "..." and its length in bytes."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= most:
+        return json.dumps(text, ensure_ascii=False)
+    cut = json.dumps(data[:most].decode("utf-8", "ignore"), ensure_ascii=False)
+    return f'{cut[:-1]}..." ({len(data)} bytes)'
+
+
 def _scope_id(value: str, where: str) -> str:
     """A user or agent id, checked as the server and Engine check one (memory::ValidateScopeId), in its words."""
     def bad(rule: str):
-        return error_class("invalid_argument")(f"{where}: id {json.dumps(value, ensure_ascii=False)} {rule}")
+        return error_class("invalid_argument")(f"{where}: id {_quote_for_error(value)} {rule}")
     if not isinstance(value, str):
         raise error_class("invalid_argument")(f'"{where}" must be a string, not {type(value).__name__}')
     if not value:
         raise bad("is empty")
-    if len(value) > 128:
+    if len(value.encode("utf-8", "surrogatepass")) > 128:
         raise bad("is longer than 128 characters")
     if value.startswith("."):
         raise bad("starts with '.'")

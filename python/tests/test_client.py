@@ -188,6 +188,10 @@ def test_an_empty_uri_a_bad_level_and_an_empty_text_are_refused_alike_in_process
                         (lambda api: api.list_sessions(user=""), 'user: id "" is empty'),
                         (lambda api: api.list_sessions(user="alice/memories"),
                          'user: id "alice/memories" may contain only letters, digits, \'_\', \'-\' and \'.\''),
+                        (lambda api: api.list_sessions(user="u" * 70 + "/"),
+                         'user: id "' + "u" * 60 + '..." (71 bytes) may contain only letters, digits, \'_\', \'-\' and \'.\''),
+                        (lambda api: api.list_sessions(user="é" * 70),
+                         'user: id "' + "é" * 30 + '..." (140 bytes) is longer than 128 characters'),
                         (lambda api: api.list_skills("helper/memories"),
                          'agent: id "helper/memories" may contain only letters, digits, \'_\', \'-\' and \'.\'')])
     assert local.read("strata://resources/ops/tea") == "Green tea."
@@ -226,6 +230,8 @@ def test_flags_and_integers_are_read_alike_in_process_and_over_http(server, tmp_
         for metadata in ({"a": float("nan")}, {"a": object()}):
             with pytest.raises(strata.InvalidArgumentError):
                 api.write("strata://resources/keep/b", "x", metadata=metadata)
+    # The largest limit lists everything on both sides (one more than it overflowed SQL's integers).
+    assert len(local.ls("strata://resources", limit=2**63 - 1)) == len(admin.ls("strata://resources", limit=2**63 - 1)) > 0
     # None is the default on both sides (overwrite: True), and a whole float an integer.
     admin.write("strata://resources/keep/a", "B.", overwrite=None)
     local.write("strata://resources/keep/a", "C.", overwrite=None)

@@ -168,7 +168,11 @@ Result<std::vector<memory::Relation>> Engine::Relations(std::string_view uri) {
 Result<std::vector<memory::Node>> Engine::List(std::string_view uri, const memory::ListOptions& options) {
   // "" is everything, as an unset URI is to every front end's listing (HTTP, MCP, the CLI).
   return WithUri(*impl_, "list", uri.empty() ? std::string_view("strata://") : uri, [&](memory::ContextStore& s, const memory::Uri& u) -> Result<std::vector<memory::Node>> {
-    Result<std::vector<memory::Node>> nodes = s.List(u, options);
+    // A limit past any listing is none, for every front end: the largest, plus the one each asks for to
+    // tell a cut list, was more than SQL's integers hold, refused in different words by each backend.
+    memory::ListOptions o = options;
+    if (o.limit >= (size_t{1} << 40)) o.limit = 0;
+    Result<std::vector<memory::Node>> nodes = s.List(u, o);
     // A scope comes into being with its first write: listing one with nothing in it yet (a user's own, the
     // default of every front end for a user's key) is an empty answer, as searching it is (docs/memory.md).
     if (!nodes.ok() && nodes.status().code() == StatusCode::kNotFound && (u.is_scope_root() || u.is_kind_dir())) {

@@ -148,6 +148,7 @@ Result<memory::ImportReport> Engine::ImportFiles(std::span<const TreeFile> files
   return Guard("import", [&]() -> Result<memory::ImportReport> {
     // As an add of no files is refused (no tree was written: the error named the server's scratch place).
     if (files.empty()) return Status::InvalidArgument("\"files\" needs at least 1 item: no file given");
+    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));  // Before the scratch tree is written.
     STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(impl_->options.data_dir, impl_->options.read_only));
     STRATA_RETURN_IF_ERROR(WriteTree(files, scratch.path() + "/tree"));
     return Import(scratch.path() + "/tree", uri);
@@ -310,11 +311,11 @@ Result<ingest::AddReport> Engine::AddResources(std::span<const std::string> path
                                                const ingest::AddOptions& options, const ingest::WalkOptions& walk) {
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "add"));
   return Guard("add", [&]() -> Result<ingest::AddReport> {
+    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));  // Before the ingest lock and the walk.
     if (paths.empty()) return Status::InvalidArgument("add: no path given");
     STRATA_ASSIGN_OR_RETURN(auto held, impl_->HoldIngest());
     ingest::AddReport report;
     STRATA_ASSIGN_OR_RETURN(std::vector<ingest::SourceFile> files, ingest::WalkPaths(paths, walk, &report));
-    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));
     STRATA_ASSIGN_OR_RETURN(memory::Uri root, memory::Uri::Parse(uri));
     ingest::AddOptions add = options;
     add.max_file_bytes = walk.max_file_bytes;

@@ -133,7 +133,6 @@ Status MakeExportDir(const fs::path& path, const fs::path& root) {
   return Status::Ok();
 }
 
-// Notes `path` as left out for `reason`, which may name the path first already (a status of ReadText's).
 // `parent`'s child `name`, refused as a store would refuse it when its URI is longer than a node's may be
 // (Uri::kMaxStoredBytes): skipped, where the write stopped the import halfway.
 Result<Uri> StoredChild(const Uri& parent, std::string_view name) {
@@ -143,6 +142,7 @@ Result<Uri> StoredChild(const Uri& parent, std::string_view name) {
                                  " bytes; a node's URI is at most " + std::to_string(Uri::kMaxStoredBytes));
 }
 
+// Notes `path` as left out for `reason`, which may name the path first already (a status of ReadText's).
 void Skip(std::vector<SkippedPath>* skipped, const std::string& path, std::string_view reason) {
   if (reason.starts_with(path) && reason.substr(path.size()).starts_with(": ")) reason.remove_prefix(path.size() + 2);
   skipped->push_back({path, std::string(reason)});

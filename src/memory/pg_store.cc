@@ -696,8 +696,8 @@ class PgStore final : public ContextStore {
     // every find that reached this statement.
     std::string sql =
         "WITH m AS (SELECT n.uri, n.parent, n.id FROM store_nodes n JOIN store_nodes p ON p.uri = n.parent "
-        "WHERE n.uri = ANY($1::text[]) AND "
-        "(replace(p.metadata, '\\u0000', '\\u0020')::jsonb -> 'ordered') = 'true'::jsonb) " +
+        "WHERE n.uri = ANY($1::text[]) AND CASE WHEN p.metadata LIKE '%\"ordered\"%' THEN "
+        "(replace(p.metadata, '\\u0000', '\\u0020')::jsonb -> 'ordered') = 'true'::jsonb ELSE false END) " +
         side("<", "DESC", "-") + " UNION ALL " + side(">", "ASC", "");
     STRATA_ASSIGN_OR_RETURN(Lease c, Take());
     STRATA_ASSIGN_OR_RETURN(pg::Rows r, c->Exec(sql, params));

@@ -269,7 +269,8 @@ const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i)
 }
 
 namespace {
-// Uri::kMaxStoredBytes, for what a store writes.
+// Uri::kMaxStoredBytes, for a node a store creates (one stored before the limit existed may still be
+// written over, and moved to a URI within it).
 Status CheckStoredLength(const Uri& uri) {
   if (uri.str().size() <= Uri::kMaxStoredBytes) return Status::Ok();
   return Status::InvalidArgument("URI " + json::QuoteForError(uri.str(), 80) + " is " + std::to_string(uri.str().size()) +
@@ -284,7 +285,6 @@ Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, co
   }
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Uri& uri = leaves[i].first;
-    STRATA_RETURN_IF_ERROR(CheckStoredLength(uri));
     if (uri.is_root() || uri.is_kind_dir() || uri.is_scope_root()) {
       return Status::InvalidArgument(uri.str() + " is a scope directory; write leaves below it, e.g. " +
                                      (uri.is_root() ? std::string("strata://resources/notes") : uri.str() + "/notes"));
@@ -297,7 +297,6 @@ Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, co
 
 Status ValidateMkdir(const Uri& uri, const WriteOptions& o) {
   if (uri.is_root()) return Status::InvalidArgument("strata:// is the namespace root, not a directory to create");
-  STRATA_RETURN_IF_ERROR(CheckStoredLength(uri));
   STRATA_RETURN_IF_ERROR(CheckMetadata(o.metadata).WithContext(uri.str()));
   return CheckText("", o).WithContext(uri.str());
 }
@@ -343,6 +342,7 @@ Status PlanLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const 
     const auto& [uri, content] = leaves[i];
     const WriteOptions& o = OptionOf(options, i);
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindPlannedOrStored(*plan, uri, find));
+    if (!existing) STRATA_RETURN_IF_ERROR(CheckStoredLength(uri));  // One stored before the limit stays writable.
     if (existing && existing->node.is_dir) {
       return Status::FailedPrecondition(uri.str() + " is a directory; only leaves have content");
     }
@@ -379,6 +379,10 @@ Status PlanLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const 
 
 Status PlanMkdir(const Uri& uri, const WriteOptions& o, int64_t now, const std::set<std::string>& ensured,
                  const FindFn& find, Plan* plan) {
+  if (uri.str().size() > Uri::kMaxStoredBytes) {  // A new one only: one stored before the limit stays writable.
+    STRATA_ASSIGN_OR_RETURN(std::optional<Row> existing, FindPlannedOrStored(*plan, uri, find));
+    if (!existing) STRATA_RETURN_IF_ERROR(CheckStoredLength(uri));
+  }
   STRATA_RETURN_IF_ERROR(PlanDirectories(uri, now, ensured, find, plan));
   if (o.abstract_text || o.overview || o.category || o.metadata || o.type) {
     STRATA_ASSIGN_OR_RETURN(std::optional<Row> row, FindPlannedOrStored(*plan, uri, find));

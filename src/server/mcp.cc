@@ -217,8 +217,10 @@ Result<std::pair<Uri, memory::Level>> ResourceUri(const std::string& text) {
                                      " (a '?' in a node's name is written %3F)");
     }
     std::string l = query.substr(6);
-    if (l != "0" && l != "1" && l != "2") return Status::InvalidArgument("level must be 0, 1 or 2, not \"" + l + "\"");
-    level = static_cast<memory::Level>(l[0] - '0');
+    if (l.empty() || l.size() > 18 || l.find_first_not_of("0123456789") != std::string::npos) {
+      return Status::InvalidArgument("\"level\" must be an integer, not " + json::QuoteForError(l, 40));
+    }
+    STRATA_ASSIGN_OR_RETURN(level, memory::LevelOf(std::stoll(l)));  // In the words of every front end.
   }
   std::string decoded;
   for (size_t i = 0; i < base.size(); ++i) {
@@ -287,7 +289,9 @@ struct McpHandler::Impl {
       if (!many->is_array()) return Status::InvalidArgument("\"uris\" must be an array of URIs");
       for (size_t i = 0; i < many->size(); ++i) {
         const Json& u = (*many)[i];
-        if (!u.is_string()) return Status::InvalidArgument("\"uris\"[" + std::to_string(i) + "] must be a string");
+        const std::string where = "\"uris\"[" + std::to_string(i) + "]";
+        if (!u.is_string()) return Status::InvalidArgument(where + " must be a string");
+        if (u.get<std::string>().empty()) return Status::InvalidArgument(where + " must not be empty");
         uris.push_back(u.get<std::string>());
       }
     }

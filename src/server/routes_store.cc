@@ -12,10 +12,8 @@ void Server::Impl::AddStoreRoutes() {
       STRATA_ASSIGN_OR_RETURN(int64_t limit, c.IntArg("limit", 0));
       if (limit < 0) return Status::InvalidArgument("\"limit\" must be 0 (no limit) or more, not " + std::to_string(limit));
       STRATA_ASSIGN_OR_RETURN(bool asked_recursive, c.BoolArg("recursive"));
-      // One more than the limit is asked for, to say when the list was cut (as MCP's list and tree do); a
-      // limit past any listing is none (the largest one was one more than SQL's integers hold, refused in
-      // different words by each backend).
-      const size_t want = limit > 0 && limit < (int64_t{1} << 40) ? static_cast<size_t>(limit) + 1 : 0;
+      // One more than the limit is asked for, to say when the list was cut (as MCP's list and tree do).
+      const size_t want = limit > 0 ? static_cast<size_t>(limit) + 1 : 0;
       STRATA_ASSIGN_OR_RETURN(auto nodes, c.engine->List(uri.str(), {.recursive = recursive || asked_recursive,
                                                                      .limit = want}));
       if (limit > 0 && nodes.size() > static_cast<size_t>(limit)) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "pg.h"
 #include "pg_test_util.h"
@@ -194,6 +195,10 @@ TEST_P(JobQueueTest, RetryingADeadJobWhoseTwinIsQueuedLeavesOneCopy) {
   }
   ASSERT_EQ(claimed.id, *other);
   ASSERT_OK(queue_->Fail(claimed, Status::InvalidArgument("bad"), false));
+  // Live jobs that differ from it in kind, key or payload only are not its twins.
+  for (auto [kind, key, payload] : {std::tuple{"summary", "t", "1"}, {"commit", "u", "1"}, {"commit", "t", "2"}}) {
+    ASSERT_OK(queue_->Enqueue(kind, key, payload));
+  }
   ASSERT_OK(queue_->Retry(*other));
   EXPECT_EQ((*queue_->Get(*other))->state, JobState::kPending);
 }

@@ -353,15 +353,15 @@ std::string LossyText(py::handle value) {
 
 bool FlagArg(py::handle value, const char* name, bool if_none) {
   if (value.is_none()) return if_none;
-  // numpy's bool is a flag too, as pybind's own conversion took it.
-  if (py::type t = py::type::of(value); py::str(t.attr("__module__")).cast<std::string>() == "numpy" &&
-                                         py::str(t.attr("__name__")).cast<std::string>().starts_with("bool")) {
-    return PyObject_IsTrue(value.ptr()) == 1;
+  if (PyBool_Check(value.ptr())) return value.ptr() == Py_True;
+  // numpy's bool is a flag too, as pybind's own bool conversion takes it (told by its type's name).
+  const std::string_view type = Py_TYPE(value.ptr())->tp_name;
+  if (type == "numpy.bool" || type == "numpy.bool_") {
+    const int truth = PyObject_IsTrue(value.ptr());
+    if (truth < 0) throw py::error_already_set();
+    return truth == 1;
   }
-  if (!PyBool_Check(value.ptr())) {
-    Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be True or False, not " + TypeName(value)));
-  }
-  return value.ptr() == Py_True;
+  Raise(Status::InvalidArgument("\"" + std::string(name) + "\" must be True or False, not " + TypeName(value)));
 }
 
 int64_t IntArg(py::handle value, const char* name) {

@@ -76,6 +76,8 @@ def _flag(value: Any, name: str) -> Any:
     """A flag as Engine takes it: True, False or None (its default); anything else is InvalidArgumentError."""
     if value is None or isinstance(value, bool):
         return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)  # As Engine (and pybind) take numpy's bool.
     raise error_class("invalid_argument")(f'"{name}" must be True or False, not {type(value).__name__}')
 
 

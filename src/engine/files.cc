@@ -147,8 +147,8 @@ Result<memory::ImportReport> Engine::ImportFiles(std::span<const TreeFile> files
   STRATA_RETURN_IF_ERROR(engine_internal::Writable(impl_->options, "import"));
   return Guard("import", [&]() -> Result<memory::ImportReport> {
     // As an add of no files is refused (no tree was written: the error named the server's scratch place).
+    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));  // First, as add: before the scratch tree.
     if (files.empty()) return Status::InvalidArgument("\"files\" needs at least 1 item: no file given");
-    STRATA_RETURN_IF_ERROR(engine_internal::NotEmpty(uri, "uri"));  // Before the scratch tree is written.
     STRATA_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Make(impl_->options.data_dir, impl_->options.read_only));
     STRATA_RETURN_IF_ERROR(WriteTree(files, scratch.path() + "/tree"));
     return Import(scratch.path() + "/tree", uri);

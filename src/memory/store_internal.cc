@@ -305,6 +305,9 @@ std::vector<std::string> PredictedTexts(const std::vector<std::pair<Uri, std::st
                                         const std::vector<WriteOptions>& options) {
   std::vector<std::string> predicted;
   for (size_t i = 0; i < leaves.size(); ++i) {
+    // A URI longer than a store creates is refused unless its node is old: not embedded ahead (a remote
+    // embedder's call for a refused write); an old one is embedded under the lock, as an unpredicted text is.
+    if (leaves[i].first.str().size() > Uri::kMaxStoredBytes) continue;
     Node n;
     n.uri = leaves[i].first;
     n.content = leaves[i].second;

@@ -33,6 +33,10 @@ inline Reach ReachOf(const Identity& who) {
   return who.role == Role::kUser ? Reach::User(who.user) : Reach::Everything();
 }
 
+// An integer given as text (a query parameter, MCP's ?level=): the words every front end gives for one that
+// is not one, naming `name`.
+Result<int64_t> IntegerText(const std::string& text, std::string_view name);
+
 // `message` without the server's data directory in it: "/srv/strata/sessions/a/messages.jsonl" becomes
 // "sessions/a/messages.jsonl". Every error a client sees passes through this (HTTP's envelope, MCP's
 // results), so no response names where the server keeps its files, whichever layer wrote the message.

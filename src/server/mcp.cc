@@ -216,11 +216,9 @@ Result<std::pair<Uri, memory::Level>> ResourceUri(const std::string& text) {
       return Status::InvalidArgument("a resource URI takes only ?level=0|1|2, not ?" + json::QuoteForError(query, 40) +
                                      " (a '?' in a node's name is written %3F)");
     }
-    std::string l = query.substr(6);
-    if (l.empty() || l.size() > 18 || l.find_first_not_of("0123456789") != std::string::npos) {
-      return Status::InvalidArgument("\"level\" must be an integer, not " + json::QuoteForError(l, 40));
-    }
-    STRATA_ASSIGN_OR_RETURN(level, memory::LevelOf(std::stoll(l)));  // In the words of every front end.
+    // Read as HTTP reads ?level=, in the words of every front end.
+    STRATA_ASSIGN_OR_RETURN(int64_t number, IntegerText(query.substr(6), "level"));
+    STRATA_ASSIGN_OR_RETURN(level, memory::LevelOf(number));
   }
   std::string decoded;
   for (size_t i = 0; i < base.size(); ++i) {

@@ -138,16 +138,22 @@ Result<std::string> Call::Arg(std::string_view name, bool required) const {
   if (required) return Status::InvalidArgument("\"" + std::string(name) + "\" is required");
   return std::string();
 }
+Result<int64_t> IntegerText(const std::string& text, std::string_view name) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && *end == '\0' && errno == ERANGE) {
+    return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer of at most 64 bits");
+  }
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer");
+  }
+  return static_cast<int64_t>(v);
+}
+
 Result<std::optional<int64_t>> Call::OptIntArg(std::string_view name) const {
-  auto not_an_integer = [&] { return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer"); };
   if (auto q = req.Query(name)) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(q->c_str(), &end, 10);
-    if (!q->empty() && *end == '\0' && errno == ERANGE) {
-      return Status::InvalidArgument("\"" + std::string(name) + "\" must be an integer of at most 64 bits");
-    }
-    if (q->empty() || *end != '\0' || errno == ERANGE) return not_an_integer();
+    STRATA_ASSIGN_OR_RETURN(int64_t v, IntegerText(*q, name));
     return std::optional<int64_t>(v);
   }
   if (const Json* f = json::Field(body, name); f != nullptr && !f->is_null()) {

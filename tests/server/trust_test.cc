@@ -952,12 +952,20 @@ TEST_F(TrustTest, ABadLevelUriOrTextIsRefusedInTheSameWordsInProcessOverHttpAndM
   EXPECT_EQ(in_process(memory::LevelOf(int64_t{1} << 32).status()),
             "\"level\" must be 0 (abstract), 1 (overview) or 2 (content), not 4294967296");
   ASSERT_OK(engine.Read(note, memory::Level::kContent));
-  // MCP's resources carry the level in their URI: the same words ("level must be 0, 1 or 2, not \"7\"").
-  Reply resource = Call("POST", "/mcp", alice,
-                        Json{{"jsonrpc", "2.0"}, {"id", 8}, {"method", "resources/read"},
-                             {"params", {{"uri", note + "?level=7"}}}}.dump());
-  EXPECT_NE(resource.raw.find(Json(level_words).dump().substr(1, level_words.size())), std::string::npos)
-      << resource.raw;
+  // MCP's resources carry the level in their URI: the same words (it said "level must be 0, 1 or 2, not
+  // \"7\"" and refused -1 as not an integer).
+  for (const auto& [level, words] : std::vector<std::pair<std::string, std::string>>{
+           {"7", level_words},
+           {"-1", "\"level\" must be 0 (abstract), 1 (overview) or 2 (content), not -1"},
+           {"x", "\"level\" must be an integer"}}) {
+    Reply resource = Call("POST", "/mcp", alice,
+                          Json{{"jsonrpc", "2.0"}, {"id", 8}, {"method", "resources/read"},
+                               {"params", {{"uri", note + "?level=" + level}}}}.dump());
+    const std::string quoted = Json(words).dump();
+    EXPECT_NE(resource.raw.find(quoted.substr(1, quoted.size() - 2)), std::string::npos) << level << ": " << resource.raw;
+    Reply http = Call("GET", "/api/v1/fs/read?uri=" + Q(note) + "&level=" + level, alice);
+    EXPECT_EQ(http_message(http), words) << level;
+  }
 
   EXPECT_EQ(http_message(Call("GET", "/api/v1/fs/read?uri=", alice)), "\"uri\" must not be empty");
   EXPECT_EQ(mcp_message(Call("POST", "/mcp", alice, McpCall("read", {{"uris", {note, ""}}}))),

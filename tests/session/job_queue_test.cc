@@ -196,11 +196,15 @@ TEST_P(JobQueueTest, RetryingADeadJobWhoseTwinIsQueuedLeavesOneCopy) {
   ASSERT_EQ(claimed.id, *other);
   ASSERT_OK(queue_->Fail(claimed, Status::InvalidArgument("bad"), false));
   // Live jobs that differ from it in kind, key or payload only are not its twins.
+  std::vector<int64_t> others;
   for (auto [kind, key, payload] : {std::tuple{"summary", "t", "1"}, {"commit", "u", "1"}, {"commit", "t", "2"}}) {
-    ASSERT_OK(queue_->Enqueue(kind, key, payload));
+    auto added = queue_->Enqueue(kind, key, payload);
+    ASSERT_OK(added);
+    others.push_back(*added);
   }
   ASSERT_OK(queue_->Retry(*other));
   EXPECT_EQ((*queue_->Get(*other))->state, JobState::kPending);
+  for (int64_t id : others) EXPECT_EQ((*queue_->Get(id))->state, JobState::kPending) << id;
 }
 
 // A job given back by a worker that is shutting down is pending at once and has spent no attempt: five

@@ -1,16 +1,8 @@
 """Feature lift: evidence vs non-evidence among find's ranks 11-100 (and 1-100), by category group."""
 from collections import Counter, defaultdict
 from common import *
+from harness import TURNS as turns, QS as qs, SPK as spk, DF as df, NT as nturns
 from textutil import *
-turns, order = load_turns()
-qs = load_pq()
-spk = defaultdict(set)
-for t in turns.values(): spk[t['conv']].add(t['speaker'])
-# df of words per conversation
-df = defaultdict(Counter)
-for t in turns.values():
-    for w in set(words(t['body'])): df[t['conv']][w] += 1
-nturns = {c: len(o) for c, o in order.items()}
 def feats(t, q):
     b = t['body']; ws = words(b)
     qw = set(words(q['question']))

@@ -16,7 +16,9 @@ def act_words(t, qwords, pmax):
     return [w for w in words(t['body']) if w.endswith('ing') and len(w) >= 6 and w not in NOT_ACT and w not in qwords
             and DF[c][w] / NT[c] <= pmax]
 
-def make(w, pmax, mode='named'):
+def make(w, pmax, mode='named', doing=False):
+    """A turn of the named person holding a rare -ing word (or, with `doing`, "I/we" and a verb of doing)
+    gains w, for activity questions."""
     def rr(q):
         if not ACT_Q.search(q['question']): return None
         named = set(names_in(q['question'], SPK[q['conversation']]))
@@ -24,7 +26,8 @@ def make(w, pmax, mode='named'):
         def g(q, u, i):
             t = TURNS[u]
             if mode == 'named' and named and t['speaker'] not in named: return 1.0
-            return 1.0 + w if act_words(t, qw, pmax) else 1.0
+            held = act_words(t, qw, pmax) or (doing and DOING.search(t['body']))
+            return 1.0 + w if held else 1.0
         return multiplicative(q, g)
     return rr
 
@@ -39,19 +42,7 @@ DOING = re.compile(r"\b(i|we)('m|'ve| am| are| have| had)?\s+(been\s+|also\s+|ju
                    r"trying|doing|playing|practicing|practising|took up|taking|went|signed up|learning|learned|love|"
                    r"enjoy|do|play)\b", re.I)
 
-def make2(w, pmax):
-    def rr(q):
-        if not ACT_Q.search(q['question']): return None
-        named = set(names_in(q['question'], SPK[q['conversation']]))
-        qw = set(words(q['question']))
-        def g(q, u, i):
-            t = TURNS[u]
-            if named and t['speaker'] not in named: return 1.0
-            return 1.0 + w if (act_words(t, qw, pmax) or DOING.search(t['body'])) else 1.0
-        return multiplicative(q, g)
-    return rr
-
 if __name__ == '__main__':
     for pmax in (0.02, 1.0):
         for w in (0.1, 0.2, 0.3, 0.5):
-            run(f'A2 (ing or I+doing) w={w} df<={pmax}', make2(w, pmax))
+            run(f'A2 (ing or I+doing) w={w} df<={pmax}', make(w, pmax, doing=True))

@@ -334,9 +334,8 @@ Status AddFiles(memory::ContextStore& store, const Uri& root, std::span<const So
     Status named;
     for (size_t i = 0; i < e.chunks.size() && named.ok(); ++i) {
       Result<Uri> leaf = uri->Child(ChunkSegment(i, e.chunks[i].name));
-      if (leaf.ok() && leaf->str().size() > Uri::kMaxStoredBytes) {  // A store would refuse it.
-        leaf = Status::InvalidArgument("URI " + json::QuoteForError(leaf->str(), 80) + " is " + std::to_string(leaf->str().size()) +
-                                       " bytes; a node's URI is at most " + std::to_string(Uri::kMaxStoredBytes));
+      if (Status kept = leaf.ok() ? memory::CheckStoredLength(*leaf) : Status::Ok(); !kept.ok()) {
+        leaf = kept;  // A store would refuse it.
       }
       if (leaf.ok()) chunk_uris.push_back(std::move(*leaf));
       named = leaf.status();

@@ -268,15 +268,6 @@ const WriteOptions& OptionOf(const std::vector<WriteOptions>& options, size_t i)
   return options.empty() ? kDefaults : options.size() == 1 ? options[0] : options[i];
 }
 
-namespace {
-// Uri::kMaxStoredBytes, for a node a store creates (one stored before the limit existed may still be
-// written over, and moved to a URI within it).
-Status CheckStoredLength(const Uri& uri) {
-  if (uri.str().size() <= Uri::kMaxStoredBytes) return Status::Ok();
-  return Status::InvalidArgument("URI " + json::QuoteForError(uri.str(), 80) + " is " + std::to_string(uri.str().size()) +
-                                 " bytes; a node's URI is at most " + std::to_string(Uri::kMaxStoredBytes));
-}
-}  // namespace
 
 Status ValidateLeaves(const std::vector<std::pair<Uri, std::string>>& leaves, const std::vector<WriteOptions>& options) {
   if (options.size() != leaves.size() && options.size() > 1) {

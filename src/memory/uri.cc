@@ -47,6 +47,12 @@ Status ValidateSegment(std::string_view segment, std::string_view where) {
   return Status::Ok();
 }
 
+Status CheckStoredLength(const Uri& uri) {
+  if (uri.str().size() <= Uri::kMaxStoredBytes) return Status::Ok();
+  return Status::InvalidArgument("URI " + json::QuoteForError(uri.str(), 80) + " is " + std::to_string(uri.str().size()) +
+                                 " bytes; a node's URI is at most " + std::to_string(Uri::kMaxStoredBytes));
+}
+
 Status ValidateScopeId(std::string_view id, std::string_view where) {
   auto bad = [&](std::string_view rule) {
     return Status::InvalidArgument(std::string(where) + ": id " + Quote(id) + " " + std::string(rule));

@@ -83,5 +83,7 @@ class Uri {
 Status ValidateSegment(std::string_view segment, std::string_view where);
 // Checks a user / agent / session id.
 Status ValidateScopeId(std::string_view id, std::string_view where);
+// kInvalidArgument naming `uri` when it is longer than a node a store creates may be (Uri::kMaxStoredBytes).
+Status CheckStoredLength(const Uri& uri);
 
 }  // namespace strata::memory
